@@ -1,0 +1,74 @@
+//! Command-line and environment configuration. Every flag can also be set from the
+//! environment variable named in `--help`; flags win over the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// A gRPC sidecar that makes Kubernetes writes safe under concurrency.
+#[derive(Debug, Parser)]
+#[command(name = "safewrite", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the safewrite.v1.WriterService gRPC API (plus grpc.health.v1 and reflection).
+    Serve(ServeArgs),
+}
+
+/// Logging options, shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Log filter in tracing-subscriber's EnvFilter syntax, e.g. "info,safewrite=debug".
+    #[arg(long, env = "SAFEWRITE_LOG", default_value = "info", global = true)]
+    pub log_filter: String,
+    /// Log line format.
+    #[arg(long, env = "SAFEWRITE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options of `safewrite serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// TCP address for the gRPC API. Loopback by default: a sidecar serves its own pod;
+    /// listen on another interface only on purpose. Port 0 picks a free port (logged).
+    #[arg(long, env = "SAFEWRITE_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+
+    /// Also serve the gRPC API on this unix socket path (created at start, removed at exit).
+    #[arg(long, env = "SAFEWRITE_UNIX_SOCKET")]
+    pub unix_socket: Option<PathBuf>,
+
+    /// Kubeconfig file to use. Without it the API server is found the way Kubernetes
+    /// tools find it: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
+    #[arg(long, env = "SAFEWRITE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use instead of the current context.
+    #[arg(long, env = "SAFEWRITE_CONTEXT")]
+    pub context: Option<String>,
+
+    /// How long in-flight RPCs may take to finish after SIGTERM/SIGINT before they are
+    /// cut off. A second signal cuts them off at once.
+    #[arg(long, env = "SAFEWRITE_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// How often to check that the API server is ready (health is NOT_SERVING until it is).
+    #[arg(long, env = "SAFEWRITE_READINESS_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub readiness_interval: Duration,
+}

@@ -1,0 +1,23 @@
+//! safewrite: a gRPC sidecar that owns the read-modify-write loop of Kubernetes writes
+//! for controllers written in any language. See README.md for the model.
+
+pub mod config;
+pub mod kube_client;
+pub mod readiness;
+pub mod server;
+pub mod shutdown;
+pub mod telemetry;
+
+/// Generated protobuf messages and the tonic service for `safewrite.v1`.
+pub mod pb {
+    #![allow(
+        missing_docs,
+        clippy::doc_lazy_continuation,
+        clippy::large_enum_variant
+    )]
+    tonic::include_proto!("safewrite.v1");
+
+    /// The encoded file descriptor set, served by gRPC server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        tonic::include_file_descriptor_set!("safewrite_descriptor");
+}

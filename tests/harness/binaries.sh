@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds real kube-apiserver and etcd binaries with the machine's Go, plus the test
+# tools grpcurl (Go) and buf (npm), at the versions pinned in tests/harness/versions.env,
+# and caches each outside the checkout, keyed by its version:
+#   ${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}/bin/<tool>-<version>/<tool>
+# Only the first run on a machine pays the build. Prints, on the last line of stdout, a
+# directory of links to the pinned set (progress goes to stderr).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/harness/versions.env
+. "$here/versions.env"
+
+cache=${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}
+bindir="$cache/bin/set-k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-grpcurl-$GRPCURL_VERSION-buf-$BUF_VERSION"
+mkdir -p "$bindir"
+# tool_path NAME VERSION: where one tool's binary is cached.
+tool_path() {
+  mkdir -p "$cache/bin/$1-$2"
+  echo "$cache/bin/$1-$2/$1"
+}
+
+log() { echo "binaries: $*" >&2; }
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "binaries: Go is needed to build kube-apiserver and etcd; install Go 1.24 or newer" >&2
+  exit 1
+fi
+
+# build_from_module MODULE VERSION PACKAGE OUTPUT STAGING_VERSION
+# Builds PACKAGE from MODULE@VERSION through a throwaway wrapper module. Modules such as
+# k8s.io/kubernetes and etcd's server replace their siblings with relative paths, which
+# `go install pkg@version` refuses; the wrapper pins every such sibling to its published
+# release instead (STAGING_VERSION, or VERSION itself when empty).
+build_from_module() {
+  local module=$1 version=$2 package=$3 output=$4 staging=${5:-$2}
+  if [ -x "$output" ]; then
+    return 0
+  fi
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  log "building $package@$version (first run on this machine only; takes minutes)"
+  local started=$SECONDS
+  (
+    cd "$work"
+    go mod init safewrite.local/build >/dev/null 2>&1
+    local gomod
+    gomod=$(go mod download -json "$module@$version" | jq -r .GoMod)
+    # Every `X => ./relative` replace of the upstream module becomes `X => X staging`.
+    # (Upstream also replaces modules it forbids with ./FORBIDDEN_DEPENDENCY: skip those.)
+    awk '
+      /^replace[ \t]*\(/ { inblock = 1; next }
+      inblock && /^\)/   { inblock = 0; next }
+      inblock            { print; next }
+      /^replace[ \t]/    { sub(/^replace[ \t]+/, ""); print }
+    ' "$gomod" | awk '$2 == "=>" && $3 ~ /^\.\.?\// && $3 !~ /FORBIDDEN/ { print $1 }' | sort -u |
+      while read -r dep; do
+        go mod edit -replace "$dep=$dep@$staging"
+      done
+    go mod edit -require "$module@$version"
+    printf 'package tools\n\nimport _ "%s"\n' "$package" > tools.go
+    go mod tidy >/dev/null
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$output.tmp" "$package"
+    mv "$output.tmp" "$output"
+  )
+  log "built $(basename "$output") in $((SECONDS - started))s"
+}
+
+minor=${KUBERNETES_VERSION#v1.}
+apiserver=$(tool_path kube-apiserver "$KUBERNETES_VERSION")
+build_from_module k8s.io/kubernetes "$KUBERNETES_VERSION" \
+  k8s.io/kubernetes/cmd/kube-apiserver "$apiserver" "v0.$minor"
+etcd=$(tool_path etcd "$ETCD_VERSION")
+build_from_module go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "$etcd"
+grpcurl=$(tool_path grpcurl "$GRPCURL_VERSION")
+if [ ! -x "$grpcurl" ]; then
+  log "installing grpcurl $GRPCURL_VERSION"
+  GOBIN=$(dirname "$grpcurl") CGO_ENABLED=0 \
+    go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
+fi
+buf=$(tool_path buf "$BUF_VERSION")
+if [ ! -x "$buf" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "binaries: npm is needed to install buf (the proto linter); install Node.js" >&2
+    exit 1
+  fi
+  log "installing buf $BUF_VERSION"
+  npm install --silent --no-audit --no-fund --prefix "$(dirname "$buf")/npm" \
+    "@bufbuild/buf@$BUF_VERSION" >&2
+  ln -sf "$(dirname "$buf")/npm/node_modules/.bin/buf" "$buf"
+fi
+
+for tool in "$apiserver" "$etcd" "$grpcurl" "$buf"; do
+  ln -sfn "$tool" "$bindir/$(basename "$tool")"
+done
+
+echo "$bindir"

@@ -1,0 +1,302 @@
+//! Test support: a real control plane (etcd + kube-apiserver) from
+//! `tests/harness/controlplane.sh`, one per test binary, a namespace per test, and the
+//! safewrite binary run as a child process.
+//!
+//! Teardown does not depend on destructors (statics are never dropped): the script lives
+//! until its stdin closes, and the pipe to it closes when this process ends, whether it
+//! returns, panics or is killed.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory holding kube-apiserver, etcd, grpcurl and buf (built on first use).
+pub fn tool_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo_root().join("tests/harness/binaries.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run tests/harness/binaries.sh");
+        assert!(out.status.success(), "tests/harness/binaries.sh failed");
+        let text = String::from_utf8(out.stdout).expect("utf-8 path");
+        PathBuf::from(text.lines().last().expect("a path line").trim())
+    })
+    .clone()
+}
+
+/// A running control plane. Dropping it (or ending the process) tears it down.
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub env: HashMap<String, String>,
+    child: Mutex<Child>,
+    // Held only to keep the pipes open: closing stdin is the stop signal.
+    _stdin: ChildStdin,
+    _stdout: BufReader<ChildStdout>,
+}
+
+impl ControlPlane {
+    /// Starts a fresh control plane and waits until it is ready.
+    pub fn start() -> ControlPlane {
+        Self::start_with_flags("")
+    }
+
+    /// Like `start`, with extra kube-apiserver flags (e.g. max-inflight limits).
+    pub fn start_with_flags(apiserver_flags: &str) -> ControlPlane {
+        let started = Instant::now();
+        let mut child = Command::new("bash")
+            .arg(repo_root().join("tests/harness/controlplane.sh"))
+            .arg("run")
+            .env("SAFEWRITE_APISERVER_FLAGS", apiserver_flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tests/harness/controlplane.sh");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read the ready line");
+        let dir = match line.trim().strip_prefix("ready ") {
+            Some(dir) => PathBuf::from(dir),
+            None => panic!(
+                "control plane did not start (exit: {:?}); see its stderr above",
+                child.wait()
+            ),
+        };
+        let env = std::fs::read_to_string(dir.join("env"))
+            .expect("read env")
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        eprintln!(
+            "control plane ready in {:.1}s at {}",
+            started.elapsed().as_secs_f64(),
+            dir.display()
+        );
+        ControlPlane {
+            dir,
+            env,
+            child: Mutex::new(child),
+            _stdin: stdin,
+            _stdout: stdout,
+        }
+    }
+
+    /// The control plane shared by every test of this test binary.
+    pub fn shared() -> &'static ControlPlane {
+        static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+        SHARED.get_or_init(ControlPlane::start)
+    }
+
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.dir.join("admin.kubeconfig")
+    }
+
+    pub fn restricted_kubeconfig(&self) -> PathBuf {
+        self.dir.join("restricted.kubeconfig")
+    }
+
+    pub fn server(&self) -> &str {
+        &self.env["SERVER"]
+    }
+
+    pub fn api_port(&self) -> u16 {
+        self.env["API_PORT"].parse().expect("port")
+    }
+
+    /// A client for the admin identity (group system:masters).
+    pub async fn admin_client(&self) -> kube::Client {
+        client_from(&self.admin_kubeconfig()).await
+    }
+
+    /// A client for the restricted identity (RBAC: get/list/watch configmaps only).
+    pub async fn restricted_client(&self) -> kube::Client {
+        client_from(&self.restricted_kubeconfig()).await
+    }
+
+    /// Creates a namespace no other test uses and returns its name.
+    pub async fn namespace(&self, prefix: &str) -> String {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let api: Api<Namespace> = Api::all(self.admin_client().await);
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}
+        }))
+        .expect("namespace");
+        api.create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+        name
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // Closing stdin happens when the fields drop; wait so the teardown is finished.
+        let child = self.child.get_mut().expect("lock");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let _ = child.wait();
+    }
+}
+
+/// Builds a kube client from a kubeconfig file.
+pub async fn client_from(kubeconfig: &Path) -> kube::Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// True while a process with this pid exists (and is not a zombie).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Polls `condition` every 100 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    condition()
+}
+
+/// The safewrite binary, running as a child process with captured logs.
+pub struct Sidecar {
+    child: Child,
+    pub addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl Sidecar {
+    /// Starts `safewrite serve --listen 127.0.0.1:0 <args>` and waits for its TCP address.
+    pub fn start(args: &[&str]) -> Sidecar {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_safewrite"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--readiness-interval", "200ms"])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn safewrite");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening") && line.contains("transport=\"tcp\"") {
+                    let addr = line
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix("address="))
+                        .and_then(|a| a.parse::<SocketAddr>().ok());
+                    if let Some(addr) = addr {
+                        let _ = tx.send(addr);
+                    }
+                }
+                let mut log = sink.lock().expect("log");
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => addr,
+            Err(_) => panic!(
+                "safewrite did not start listening; log:\n{}",
+                log.lock().expect("log")
+            ),
+        };
+        Sidecar { child, addr, log }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn channel(&self) -> tonic::transport::Channel {
+        tonic::transport::Endpoint::from_shared(self.endpoint())
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect to safewrite")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log").clone()
+    }
+
+    /// Sends SIGTERM and waits (at most `timeout`) for the process to exit.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the safewrite binary to completion (for configuration errors) and returns its
+/// exit status and stderr.
+pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_safewrite"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run safewrite");
+    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+}

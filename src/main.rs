@@ -35,6 +35,8 @@ fn fail(err: &dyn std::error::Error) -> ExitCode {
         }
         source = cause.source();
     }
+    // One line, whatever the causes' own formatting (YAML errors span several).
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
     eprintln!("{line}");
     ExitCode::FAILURE
 }

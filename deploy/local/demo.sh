@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The main job: a local demo on an embedded default. Starts a real control plane
+# (etcd + kube-apiserver on loopback, from tests/harness), runs the safewrite sidecar
+# against it, shows its health and API, and makes a call. Everything it starts is
+# stopped when it ends, however it ends.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "building safewrite (release)"
+cargo build --release --quiet
+bin="$root/target/release/safewrite"
+tools=$(bash tests/harness/binaries.sh | tail -n 1)
+grpcurl="$tools/grpcurl"
+
+step "starting a local control plane (etcd + kube-apiserver on 127.0.0.1)"
+# The control plane lives while this script holds its stdin open (coprocess pipe).
+coproc CONTROLPLANE { exec bash tests/harness/controlplane.sh run; }
+read -r ready cpdir <&"${CONTROLPLANE[0]}" || { echo "control plane failed to start" >&2; exit 1; }
+[ "$ready" = ready ] || { echo "control plane failed to start" >&2; exit 1; }
+. "$cpdir/env"
+echo "kube-apiserver at $SERVER"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/safewrite-demo.XXXXXX")
+sidecar_pid=""
+cleanup() {
+  [ -n "$sidecar_pid" ] && kill -TERM "$sidecar_pid" 2>/dev/null && wait "$sidecar_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "starting the safewrite sidecar"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+addr="127.0.0.1:$port"
+"$bin" serve --kubeconfig "$cpdir/admin.kubeconfig" --listen "$addr" \
+  --readiness-interval 200ms 2>"$work/sidecar.log" &
+sidecar_pid=$!
+for _ in $(seq 1 100); do
+  health=$("$grpcurl" -plaintext "$addr" grpc.health.v1.Health/Check 2>/dev/null || true)
+  case "$health" in *SERVING*) [[ "$health" != *NOT_SERVING* ]] && break ;; esac
+  sleep 0.1
+done
+echo "sidecar on $addr, health: $(echo "$health" | tr -d '\n ')"
+
+step "the API, through gRPC server reflection"
+"$grpcurl" -plaintext "$addr" list
+"$grpcurl" -plaintext "$addr" describe safewrite.v1.WriterService
+
+step "one call: UpdateWithRetry"
+"$grpcurl" -plaintext -d '{
+  "target": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "demo"},
+  "mutation": {"mergePatch": {"patchJson": "{\"data\": {\"hello\": \"world\"}}"}}
+}' "$addr" safewrite.v1.WriterService/UpdateWithRetry || true
+
+step "sidecar log"
+cat "$work/sidecar.log"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite, as README.md tells a newcomer to run it (and as .ci/run runs it):
+# formatting and lints, the proto lint, unit tests, and integration tests against a real
+# kube-apiserver and etcd that the harness builds (cached outside the checkout) and starts.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+section() { printf '\n== %s\n' "$*"; }
+started=$SECONDS
+
+section "test tools (kube-apiserver, etcd, grpcurl, buf; built once per machine)"
+tools=$(bash tests/harness/binaries.sh | tail -n 1)
+echo "$tools"
+
+section "proto lint (buf: STANDARD + COMMENTS)"
+(cd proto && "$tools/buf" lint)
+echo "proto lint: ok"
+
+section "cargo fmt --check"
+cargo fmt --all -- --check
+
+section "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets --quiet -- -D warnings
+
+section "cargo test (unit + integration against the real control plane)"
+cargo test
+
+echo
+echo "all suites passed in $((SECONDS - started))s"

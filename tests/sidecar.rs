@@ -1,0 +1,300 @@
+//! The `safewrite serve` process against the real control plane: health follows the API
+//! server's readiness, reflection lets grpcurl list and describe the API, unix sockets
+//! work, SIGTERM drains and exits cleanly, and bad configuration fails with one line.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use safewrite::pb;
+use safewrite::pb::writer_service_client::WriterServiceClient;
+use support::{ControlPlane, Sidecar, run_safewrite, tool_dir};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+async fn health(channel: tonic::transport::Channel, service: &str) -> ServingStatus {
+    let answer = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.to_string(),
+        })
+        .await
+        .expect("health check");
+    answer.into_inner().status()
+}
+
+async fn wait_for_health(
+    channel: &tonic::transport::Channel,
+    service: &str,
+    want: ServingStatus,
+    within: Duration,
+) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if health(channel.clone(), service).await == want {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+fn kubeconfig_arg(cp: &ControlPlane) -> String {
+    cp.admin_kubeconfig().display().to_string()
+}
+
+#[tokio::test]
+async fn health_turns_serving_once_the_api_server_is_ready() {
+    let cp = ControlPlane::shared();
+    let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
+    let channel = sidecar.channel().await;
+    for service in ["", "safewrite.v1.WriterService"] {
+        assert!(
+            wait_for_health(&channel, service, ServingStatus::Serving, Duration::from_secs(10))
+                .await,
+            "{service:?} never became SERVING; log:\n{}",
+            sidecar.log()
+        );
+    }
+}
+
+#[tokio::test]
+async fn grpcurl_lists_and_describes_the_api_through_reflection() {
+    let cp = ControlPlane::shared();
+    let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
+    let grpcurl = tool_dir().join("grpcurl");
+    let addr = sidecar.addr.to_string();
+    let run = |args: &[&str]| {
+        let out = Command::new(&grpcurl)
+            .arg("-plaintext")
+            .args(args)
+            .output()
+            .expect("run grpcurl");
+        assert!(
+            out.status.success(),
+            "grpcurl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let list = run(&[&addr, "list"]);
+    for service in ["safewrite.v1.WriterService", "grpc.health.v1.Health"] {
+        assert!(list.lines().any(|l| l == service), "{service} not in {list}");
+    }
+    let described = run(&[&addr, "describe", "safewrite.v1.WriterService"]);
+    for rpc in ["UpdateWithRetry", "PatchStatus", "Transact"] {
+        assert!(described.contains(rpc), "{rpc} not in {described}");
+    }
+    let message = run(&[&addr, "describe", "safewrite.v1.RetryPolicy"]);
+    assert!(message.contains("max_attempts"), "{message}");
+}
+
+#[tokio::test]
+async fn write_rpcs_answer_unimplemented_until_the_engine_lands() {
+    let cp = ControlPlane::shared();
+    let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    let status = client
+        .update_with_retry(pb::UpdateWithRetryRequest::default())
+        .await
+        .expect_err("nothing pretends to succeed");
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    assert!(status.message().contains("nothing was written"), "{status:?}");
+    let status = client
+        .patch_status(pb::PatchStatusRequest::default())
+        .await
+        .expect_err("nothing pretends to succeed");
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+}
+
+/// A TCP forwarder from `listener` to `target`, started late to play an API server that
+/// becomes reachable after the sidecar started.
+fn forward(listener: TcpListener, target: u16) {
+    listener.set_nonblocking(true).expect("nonblocking");
+    tokio::spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+}
+
+#[tokio::test]
+async fn starts_not_serving_while_the_api_server_is_unreachable_then_recovers() {
+    let cp = ControlPlane::shared();
+    // A kubeconfig whose server is a loopback port nobody serves yet.
+    let port = {
+        let probe = TcpListener::bind("127.0.0.1:0").expect("bind");
+        probe.local_addr().expect("addr").port()
+    };
+    let config = std::fs::read_to_string(cp.admin_kubeconfig())
+        .expect("kubeconfig")
+        .replace(cp.server(), &format!("https://127.0.0.1:{port}"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("late.kubeconfig");
+    std::fs::write(&kubeconfig, config).expect("write kubeconfig");
+
+    let sidecar = Sidecar::start(&["--kubeconfig", kubeconfig.to_str().expect("utf-8")]);
+    let channel = sidecar.channel().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        health(channel.clone(), "").await,
+        ServingStatus::NotServing,
+        "log:\n{}",
+        sidecar.log()
+    );
+    assert!(sidecar.log().contains("not ready"), "{}", sidecar.log());
+
+    forward(
+        TcpListener::bind(("127.0.0.1", port)).expect("bind the late port"),
+        cp.api_port(),
+    );
+    assert!(
+        wait_for_health(&channel, "", ServingStatus::Serving, Duration::from_secs(15)).await,
+        "never recovered; log:\n{}",
+        sidecar.log()
+    );
+}
+
+// Multi-threaded: the client must answer the server's GOAWAY while the test blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_on_a_unix_socket_and_removes_it_on_exit() {
+    let cp = ControlPlane::shared();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("safewrite.sock");
+    let socket_arg = socket.to_str().expect("utf-8").to_string();
+    let mut sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        &kubeconfig_arg(cp),
+        "--unix-socket",
+        &socket_arg,
+    ]);
+    let path = socket.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://unix.invalid")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .expect("connect over the unix socket");
+    assert!(
+        wait_for_health(&channel, "", ServingStatus::Serving, Duration::from_secs(10)).await,
+        "log:\n{}",
+        sidecar.log()
+    );
+
+    // A second sidecar refuses the live socket instead of stealing it.
+    let (status, stderr) = run_safewrite(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--kubeconfig",
+        &kubeconfig_arg(cp),
+        "--unix-socket",
+        &socket_arg,
+    ]);
+    assert!(!status.success());
+    assert!(stderr.contains("in use by another process"), "{stderr}");
+
+    let status = sidecar.terminate(Duration::from_secs(10)).expect("exited");
+    assert!(status.success(), "{status:?}");
+    assert!(!socket.exists(), "the socket file is removed at exit");
+}
+
+// Multi-threaded: the client must answer the server's GOAWAY while the test blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_and_exits_zero() {
+    let cp = ControlPlane::shared();
+    let mut sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
+    let channel = sidecar.channel().await;
+    assert!(wait_for_health(&channel, "", ServingStatus::Serving, Duration::from_secs(10)).await);
+    drop(channel);
+    let started = Instant::now();
+    let status = sidecar
+        .terminate(Duration::from_secs(15))
+        .expect("safewrite exits after SIGTERM");
+    assert!(status.success(), "{status:?}; log:\n{}", sidecar.log());
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let log = sidecar.log();
+    assert!(log.contains("draining in-flight RPCs"), "{log}");
+    assert!(log.contains("drained; exiting"), "{log}");
+}
+
+/// Asserts a failed start: non-zero exit and exactly one stderr line naming the cause.
+fn assert_one_line_failure(args: &[&str], cause: &str) {
+    let (status, stderr) = run_safewrite(args);
+    assert!(!status.success(), "{args:?} should fail");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{args:?}: expected one line, got:\n{stderr}");
+    assert!(lines[0].contains(cause), "{args:?}: {:?} lacks {cause:?}", lines[0]);
+}
+
+#[test]
+fn bad_configuration_fails_with_one_clear_line() {
+    let cp = ControlPlane::shared();
+    let kubeconfig = kubeconfig_arg(cp);
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_addr = taken.local_addr().expect("addr").to_string();
+    assert_one_line_failure(
+        &["serve", "--kubeconfig", &kubeconfig, "--listen", &taken_addr],
+        &format!("failed to listen on {taken_addr}"),
+    );
+    assert_one_line_failure(
+        &["serve", "--kubeconfig", "/nonexistent/kubeconfig"],
+        "failed to read kubeconfig /nonexistent/kubeconfig",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let garbage = dir.path().join("garbage.kubeconfig");
+    std::fs::write(&garbage, "this: is: not: a kubeconfig").expect("write");
+    assert_one_line_failure(
+        &["serve", "--kubeconfig", garbage.to_str().expect("utf-8")],
+        "failed to read kubeconfig",
+    );
+    assert_one_line_failure(
+        &[
+            "serve",
+            "--kubeconfig",
+            &kubeconfig,
+            "--context",
+            "no-such-context",
+        ],
+        "failed to use kubeconfig",
+    );
+    // clap's own errors: the first line names the cause (usage hints may follow).
+    let (status, stderr) = run_safewrite(&["serve", "--shutdown-grace", "soon"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(
+        stderr.lines().next().unwrap_or("").contains("--shutdown-grace"),
+        "{stderr}"
+    );
+    let (status, stderr) = run_safewrite(&["serve", "--bogus"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.lines().next().unwrap_or("").contains("--bogus"), "{stderr}");
+}
+
+#[test]
+fn every_flag_can_be_set_from_the_environment() {
+    let out = Command::new(env!("CARGO_BIN_EXE_safewrite"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("help");
+    let help = String::from_utf8(out.stdout).expect("utf-8");
+    let flags = help
+        .lines()
+        .filter(|l| l.trim_start().starts_with("--") && !l.contains("--help"))
+        .count();
+    let envs = help.matches("[env: SAFEWRITE_").count();
+    assert!(flags >= 7, "{help}");
+    assert_eq!(flags, envs, "a flag lacks an environment variable:\n{help}");
+    assert!(help.contains("[default: 127.0.0.1:50051]"), "{help}");
+}

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::json;
 use support::{ControlPlane, process_alive, wait_until};
 
@@ -26,7 +28,10 @@ async fn stale_resource_version_put_is_refused_with_conflict() {
     let ns = cp.namespace("harness").await;
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
     let created = api
-        .create(&PostParams::default(), &configmap("counter", json!({"n": "0"})))
+        .create(
+            &PostParams::default(),
+            &configmap("counter", json!({"n": "0"})),
+        )
         .await
         .expect("create");
     let stale = created.clone();
@@ -51,7 +56,11 @@ async fn stale_resource_version_put_is_refused_with_conflict() {
         other => panic!("expected an API error, got {other}"),
     }
     let now = api.get("counter").await.expect("get");
-    assert_eq!(now.data.unwrap()["n"], "1", "the stale write changed nothing");
+    assert_eq!(
+        now.data.unwrap()["n"],
+        "1",
+        "the stale write changed nothing"
+    );
 }
 
 #[tokio::test]
@@ -123,7 +132,10 @@ pub async fn install_widget_crd(client: &kube::Client) {
         Err(err) => panic!("create CRD: {err}"),
     }
     for _ in 0..100 {
-        let crd = api.get("widgets.test.safewrite.dev").await.expect("get CRD");
+        let crd = api
+            .get("widgets.test.safewrite.dev")
+            .await
+            .expect("get CRD");
         let established = crd
             .status
             .and_then(|s| s.conditions)
@@ -149,7 +161,10 @@ async fn restricted_identity_may_read_but_not_write() {
         .expect("create");
 
     let restricted: Api<ConfigMap> = Api::namespaced(cp.restricted_client().await, &ns);
-    restricted.get("readable").await.expect("restricted can get");
+    restricted
+        .get("readable")
+        .await
+        .expect("restricted can get");
     let err = restricted
         .create(&PostParams::default(), &configmap("forbidden", json!({})))
         .await
@@ -246,7 +261,10 @@ fn parse_report(text: &str) -> Started {
             .collect()
     };
     let pids = numbers(lines.next());
-    let ports = numbers(lines.next()).into_iter().map(|p| p as u16).collect();
+    let ports = numbers(lines.next())
+        .into_iter()
+        .map(|p| p as u16)
+        .collect();
     Started { dir, pids, ports }
 }
 

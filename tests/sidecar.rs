@@ -52,8 +52,13 @@ async fn health_turns_serving_once_the_api_server_is_ready() {
     let channel = sidecar.channel().await;
     for service in ["", "safewrite.v1.WriterService"] {
         assert!(
-            wait_for_health(&channel, service, ServingStatus::Serving, Duration::from_secs(10))
-                .await,
+            wait_for_health(
+                &channel,
+                service,
+                ServingStatus::Serving,
+                Duration::from_secs(10)
+            )
+            .await,
             "{service:?} never became SERVING; log:\n{}",
             sidecar.log()
         );
@@ -81,7 +86,10 @@ async fn grpcurl_lists_and_describes_the_api_through_reflection() {
     };
     let list = run(&[&addr, "list"]);
     for service in ["safewrite.v1.WriterService", "grpc.health.v1.Health"] {
-        assert!(list.lines().any(|l| l == service), "{service} not in {list}");
+        assert!(
+            list.lines().any(|l| l == service),
+            "{service} not in {list}"
+        );
     }
     let described = run(&[&addr, "describe", "safewrite.v1.WriterService"]);
     for rpc in ["UpdateWithRetry", "PatchStatus", "Transact"] {
@@ -101,7 +109,10 @@ async fn write_rpcs_answer_unimplemented_until_the_engine_lands() {
         .await
         .expect_err("nothing pretends to succeed");
     assert_eq!(status.code(), tonic::Code::Unimplemented);
-    assert!(status.message().contains("nothing was written"), "{status:?}");
+    assert!(
+        status.message().contains("nothing was written"),
+        "{status:?}"
+    );
     let status = client
         .patch_status(pb::PatchStatusRequest::default())
         .await
@@ -117,7 +128,8 @@ fn forward(listener: TcpListener, target: u16) {
         let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
         while let Ok((mut inbound, _)) = listener.accept().await {
             tokio::spawn(async move {
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                if let Ok(mut outbound) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", target)).await
                 {
                     let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                 }
@@ -157,7 +169,13 @@ async fn starts_not_serving_while_the_api_server_is_unreachable_then_recovers() 
         cp.api_port(),
     );
     assert!(
-        wait_for_health(&channel, "", ServingStatus::Serving, Duration::from_secs(15)).await,
+        wait_for_health(
+            &channel,
+            "",
+            ServingStatus::Serving,
+            Duration::from_secs(15)
+        )
+        .await,
         "never recovered; log:\n{}",
         sidecar.log()
     );
@@ -188,7 +206,13 @@ async fn serves_on_a_unix_socket_and_removes_it_on_exit() {
         .await
         .expect("connect over the unix socket");
     assert!(
-        wait_for_health(&channel, "", ServingStatus::Serving, Duration::from_secs(10)).await,
+        wait_for_health(
+            &channel,
+            "",
+            ServingStatus::Serving,
+            Duration::from_secs(10)
+        )
+        .await,
         "log:\n{}",
         sidecar.log()
     );
@@ -217,7 +241,15 @@ async fn sigterm_drains_and_exits_zero() {
     let cp = ControlPlane::shared();
     let mut sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
     let channel = sidecar.channel().await;
-    assert!(wait_for_health(&channel, "", ServingStatus::Serving, Duration::from_secs(10)).await);
+    assert!(
+        wait_for_health(
+            &channel,
+            "",
+            ServingStatus::Serving,
+            Duration::from_secs(10)
+        )
+        .await
+    );
     drop(channel);
     let started = Instant::now();
     let status = sidecar
@@ -235,8 +267,16 @@ fn assert_one_line_failure(args: &[&str], cause: &str) {
     let (status, stderr) = run_safewrite(args);
     assert!(!status.success(), "{args:?} should fail");
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "{args:?}: expected one line, got:\n{stderr}");
-    assert!(lines[0].contains(cause), "{args:?}: {:?} lacks {cause:?}", lines[0]);
+    assert_eq!(
+        lines.len(),
+        1,
+        "{args:?}: expected one line, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].contains(cause),
+        "{args:?}: {:?} lacks {cause:?}",
+        lines[0]
+    );
 }
 
 #[test]
@@ -246,7 +286,13 @@ fn bad_configuration_fails_with_one_clear_line() {
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
     let taken_addr = taken.local_addr().expect("addr").to_string();
     assert_one_line_failure(
-        &["serve", "--kubeconfig", &kubeconfig, "--listen", &taken_addr],
+        &[
+            "serve",
+            "--kubeconfig",
+            &kubeconfig,
+            "--listen",
+            &taken_addr,
+        ],
         &format!("failed to listen on {taken_addr}"),
     );
     assert_one_line_failure(
@@ -274,12 +320,19 @@ fn bad_configuration_fails_with_one_clear_line() {
     let (status, stderr) = run_safewrite(&["serve", "--shutdown-grace", "soon"]);
     assert_eq!(status.code(), Some(2));
     assert!(
-        stderr.lines().next().unwrap_or("").contains("--shutdown-grace"),
+        stderr
+            .lines()
+            .next()
+            .unwrap_or("")
+            .contains("--shutdown-grace"),
         "{stderr}"
     );
     let (status, stderr) = run_safewrite(&["serve", "--bogus"]);
     assert_eq!(status.code(), Some(2));
-    assert!(stderr.lines().next().unwrap_or("").contains("--bogus"), "{stderr}");
+    assert!(
+        stderr.lines().next().unwrap_or("").contains("--bogus"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -298,5 +298,8 @@ pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
         .stdin(Stdio::null())
         .output()
         .expect("run safewrite");
-    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

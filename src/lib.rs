@@ -1,8 +1,13 @@
 //! safewrite: a gRPC sidecar that owns the read-modify-write loop of Kubernetes writes
 //! for controllers written in any language. See README.md for the model.
 
+pub mod apiserver;
+pub mod backoff;
+pub mod classify;
 pub mod config;
+pub mod discovery;
 pub mod kube_client;
+pub mod mutation;
 pub mod readiness;
 pub mod server;
 pub mod shutdown;

@@ -1,0 +1,104 @@
+//! Raw requests to the API server, keeping what classification needs: the HTTP code,
+//! the Status body and the `Retry-After` header. Typed helpers would drop the header and
+//! blur reasons, so the engine speaks HTTP through the kube client's service directly.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use kube::core::Status;
+use serde_json::Value;
+
+use crate::classify::{self, Decision};
+
+/// The API server's answer to one request.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// HTTP status code.
+    pub code: u16,
+    /// `Retry-After`, when present and in seconds.
+    pub retry_after: Option<Duration>,
+    /// The raw body.
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The Status object of a failed answer, if the body is one.
+    pub fn status(&self) -> Option<Status> {
+        if self.code < 300 {
+            return None;
+        }
+        serde_json::from_slice::<Status>(&self.body).ok()
+    }
+
+    /// The decision for this answer.
+    pub fn decision(&self) -> Decision {
+        classify::classify(self.code, self.status().as_ref(), self.retry_after)
+    }
+
+    /// The body as a JSON object (for successful answers).
+    pub fn object(&self) -> Result<Value, RequestError> {
+        serde_json::from_slice(&self.body).map_err(|e| RequestError::Decode(e.to_string()))
+    }
+
+    /// The Kubernetes reason, or empty.
+    pub fn reason(&self) -> String {
+        self.status().map(|s| s.reason).unwrap_or_default()
+    }
+
+    /// The Status message, or the body's first bytes.
+    pub fn message(&self) -> String {
+        match self.status() {
+            Some(s) if !s.message.is_empty() => s.message,
+            _ => String::from_utf8_lossy(&self.body[..self.body.len().min(200)]).into_owned(),
+        }
+    }
+}
+
+/// A request that got no usable answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RequestError {
+    /// Connection refused/reset, TLS failure, or any other transport error.
+    #[error("failed to reach the API server: {0}")]
+    Transport(String),
+    /// No answer within the time allowed.
+    #[error("the API server did not answer within {0:?}")]
+    Timeout(Duration),
+    /// A 2xx answer whose body is not the JSON object expected.
+    #[error("failed to decode the API server's answer: {0}")]
+    Decode(String),
+}
+
+/// Sends `request`, waiting at most `timeout` for the whole answer.
+pub async fn send(
+    client: &kube::Client,
+    request: http::Request<Vec<u8>>,
+    timeout: Duration,
+) -> Result<Answer, RequestError> {
+    let exchange = async {
+        let response = client
+            .send(request.map(kube::client::Body::from))
+            .await
+            .map_err(|e| RequestError::Transport(e.to_string()))?;
+        let code = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(classify::parse_retry_after);
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| RequestError::Transport(e.to_string()))?
+            .to_bytes();
+        Ok(Answer {
+            code,
+            retry_after,
+            body,
+        })
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| RequestError::Timeout(timeout))?
+}

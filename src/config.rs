@@ -68,6 +68,26 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// Attempts per write (the first included) when the request's retry policy does not say.
+    #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_attempts: u32,
+
+    /// Ceiling of the first backoff; each later one doubles, with full jitter.
+    #[arg(long, env = "SAFEWRITE_INITIAL_BACKOFF", default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub initial_backoff: Duration,
+
+    /// Cap on any single backoff.
+    #[arg(long, env = "SAFEWRITE_MAX_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub max_backoff: Duration,
+
+    /// The longest any single request to the API server may take.
+    #[arg(long, env = "SAFEWRITE_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Field manager recorded for writes whose request names none.
+    #[arg(long, env = "SAFEWRITE_FIELD_MANAGER", default_value = "safewrite")]
+    pub field_manager: String,
+
     /// How often to check that the API server is ready (health is NOT_SERVING until it is).
     #[arg(long, env = "SAFEWRITE_READINESS_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     pub readiness_interval: Duration,

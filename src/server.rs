@@ -6,6 +6,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::time::Duration;
+
+use serde_json::Value;
 
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
@@ -17,11 +20,15 @@ use tonic::{Request, Response, Status, Streaming};
 use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
+use crate::backoff::Backoff;
 use crate::config::ServeArgs;
+use crate::engine::{Engine, EngineConfig, Policy, Preconditions, Subresource, Target, WriteSpec};
 use crate::kube_client::{self, ConnectError};
+use crate::mutation::{self, Cel, FieldViolation, Mutation};
 use crate::pb;
 use crate::pb::writer_service_server::WriterServiceServer;
 use crate::readiness;
+use crate::respond;
 use crate::shutdown::Signals;
 
 /// Why the server could not start or stopped with an error. Each is a configuration or
@@ -62,32 +69,246 @@ pub enum ServeError {
 /// The `safewrite.v1.WriterService` implementation.
 #[derive(Clone)]
 pub struct WriterService {
-    #[allow(dead_code)] // used by the write engine
-    client: kube::Client,
+    engine: Engine,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
 
-fn not_yet(rpc: &str) -> Status {
-    Status::unimplemented(format!(
-        "{rpc} is not implemented by this safewrite build yet; nothing was written"
-    ))
+impl WriterService {
+    pub fn new(engine: Engine) -> Self {
+        Self { engine }
+    }
+
+    /// Validates a request, runs the engine, and maps the result.
+    async fn run(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        parts: RequestParts<'_>,
+        subresource: Subresource,
+    ) -> Result<pb::WriteResult, Status> {
+        let spec = validate(parts, subresource, self.engine.config())
+            .map_err(|v| respond::invalid_request(&v))?;
+        let deadline = grpc_timeout(metadata).map(|t| tokio::time::Instant::now() + t);
+        match self.engine.write(&spec, deadline).await {
+            Ok(written) => Ok(pb::WriteResult {
+                outcome: written.outcome as i32,
+                object_json: written.object.to_string(),
+                resource_version: written.resource_version,
+                attempts: written.attempts.len() as u32,
+                attempt_records: written.attempts,
+                trace_id: String::new(),
+            }),
+            Err(err) => Err(respond::to_status(&err)),
+        }
+    }
+}
+
+/// The fields every write request has.
+pub struct RequestParts<'a> {
+    pub target: Option<&'a pb::ObjectRef>,
+    pub mutation: Option<&'a pb::Mutation>,
+    pub preconditions: Option<&'a pb::Preconditions>,
+    pub retry_policy: Option<&'a pb::RetryPolicy>,
+    pub options: Option<&'a pb::WriteOptions>,
+}
+
+/// Checks a request and compiles it into a `WriteSpec`. Everything that can be known to
+/// be wrong without the API server is refused here, naming the field.
+pub fn validate(
+    parts: RequestParts<'_>,
+    subresource: Subresource,
+    config: &EngineConfig,
+) -> Result<WriteSpec, FieldViolation> {
+    let target = parts
+        .target
+        .ok_or_else(|| FieldViolation::new("target", "required: the object to write"))?;
+    for (field, value) in [
+        ("target.api_version", &target.api_version),
+        ("target.kind", &target.kind),
+        ("target.name", &target.name),
+    ] {
+        if value.trim().is_empty() {
+            return Err(FieldViolation::new(field, "required"));
+        }
+    }
+    let target = Target {
+        api_version: target.api_version.clone(),
+        kind: target.kind.clone(),
+        namespace: target.namespace.clone(),
+        name: target.name.clone(),
+    };
+    let mut mutation = Mutation::from_proto("mutation", parts.mutation)?;
+    if let Mutation::Apply { configuration, .. } = &mut mutation {
+        fill_identity("mutation.apply.configuration_json", configuration, &target)?;
+    }
+
+    let pre = parts.preconditions.cloned().unwrap_or_default();
+    let non_empty = |s: String| (!s.is_empty()).then_some(s);
+    let preconditions = Preconditions {
+        uid: non_empty(pre.uid),
+        resource_version: non_empty(pre.resource_version),
+        cel: match pre.cel.as_str() {
+            "" => None,
+            source => Some(Cel::compile("preconditions.cel", source)?),
+        },
+    };
+
+    let policy = parts.retry_policy.cloned().unwrap_or_default();
+    let duration = |field: &str, d: Option<prost_types::Duration>, default: Duration| match d {
+        None => Ok(default),
+        Some(d) => Duration::try_from(d)
+            .map_err(|_| FieldViolation::new(field, "must be a non-negative duration")),
+    };
+    let max_attempts = match (policy.requeue, policy.max_attempts) {
+        (true, _) => 1,
+        (false, 0) => config.max_attempts,
+        (false, n) if n > 1000 => {
+            return Err(FieldViolation::new(
+                "retry_policy.max_attempts",
+                "at most 1000",
+            ));
+        }
+        (false, n) => n,
+    };
+    let policy = Policy {
+        max_attempts,
+        backoff: Backoff {
+            initial: duration(
+                "retry_policy.initial_backoff",
+                policy.initial_backoff,
+                config.backoff.initial,
+            )?,
+            max: duration(
+                "retry_policy.max_backoff",
+                policy.max_backoff,
+                config.backoff.max,
+            )?,
+        },
+    };
+
+    let options = parts.options.cloned().unwrap_or_default();
+    let create_if_missing = match options.create_if_missing_json.as_str() {
+        "" => None,
+        _ if subresource == Subresource::Status => {
+            return Err(FieldViolation::new(
+                "options.create_if_missing_json",
+                "PatchStatus cannot create: create the object with UpdateWithRetry first",
+            ));
+        }
+        text => {
+            let field = "options.create_if_missing_json";
+            let mut object = mutation::parse_json(field, text)?;
+            if !object.is_object() {
+                return Err(FieldViolation::new(field, "must be a JSON object"));
+            }
+            fill_identity(field, &mut object, &target)?;
+            Some(object)
+        }
+    };
+    Ok(WriteSpec {
+        target,
+        subresource,
+        mutation,
+        preconditions,
+        policy,
+        field_manager: non_empty(options.field_manager)
+            .unwrap_or_else(|| config.field_manager.clone()),
+        dry_run: options.dry_run,
+        create_if_missing,
+    })
+}
+
+/// Sets apiVersion, kind, metadata.name and metadata.namespace of `object` from the
+/// target, refusing an object that names a different one.
+fn fill_identity(field: &str, object: &mut Value, target: &Target) -> Result<(), FieldViolation> {
+    let mut set = |path: &[&str], want: &str| -> Result<(), FieldViolation> {
+        if want.is_empty() {
+            return Ok(());
+        }
+        let mut node = &mut *object;
+        for key in &path[..path.len() - 1] {
+            node = node
+                .as_object_mut()
+                .ok_or_else(|| FieldViolation::new(field, "must be a JSON object"))?
+                .entry(key.to_string())
+                .or_insert_with(|| Value::Object(Default::default()));
+        }
+        let map = node
+            .as_object_mut()
+            .ok_or_else(|| FieldViolation::new(field, format!("{} must be an object", path[0])))?;
+        let last = path[path.len() - 1];
+        match map.get(last) {
+            Some(Value::String(have)) if have != want => Err(FieldViolation::new(
+                field,
+                format!(
+                    "{} is {have:?} but the target says {want:?}",
+                    path.join(".")
+                ),
+            )),
+            _ => {
+                map.insert(last.to_string(), Value::String(want.to_string()));
+                Ok(())
+            }
+        }
+    };
+    set(&["apiVersion"], &target.api_version)?;
+    set(&["kind"], &target.kind)?;
+    set(&["metadata", "name"], &target.name)?;
+    set(&["metadata", "namespace"], &target.namespace)
+}
+
+/// The caller's deadline from the `grpc-timeout` header (e.g. "1500m" = 1.5 s).
+pub fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 #[tonic::async_trait]
 impl pb::writer_service_server::WriterService for WriterService {
     async fn update_with_retry(
         &self,
-        _request: Request<pb::UpdateWithRetryRequest>,
+        request: Request<pb::UpdateWithRetryRequest>,
     ) -> Result<Response<pb::UpdateWithRetryResponse>, Status> {
-        Err(not_yet("UpdateWithRetry"))
+        let (metadata, _, body) = request.into_parts();
+        let parts = RequestParts {
+            target: body.target.as_ref(),
+            mutation: body.mutation.as_ref(),
+            preconditions: body.preconditions.as_ref(),
+            retry_policy: body.retry_policy.as_ref(),
+            options: body.options.as_ref(),
+        };
+        let result = self.run(&metadata, parts, Subresource::Main).await?;
+        Ok(Response::new(pb::UpdateWithRetryResponse {
+            result: Some(result),
+        }))
     }
 
     async fn patch_status(
         &self,
-        _request: Request<pb::PatchStatusRequest>,
+        request: Request<pb::PatchStatusRequest>,
     ) -> Result<Response<pb::PatchStatusResponse>, Status> {
-        Err(not_yet("PatchStatus"))
+        let (metadata, _, body) = request.into_parts();
+        let parts = RequestParts {
+            target: body.target.as_ref(),
+            mutation: body.mutation.as_ref(),
+            preconditions: body.preconditions.as_ref(),
+            retry_policy: body.retry_policy.as_ref(),
+            options: body.options.as_ref(),
+        };
+        let result = self.run(&metadata, parts, Subresource::Status).await?;
+        Ok(Response::new(pb::PatchStatusResponse {
+            result: Some(result),
+        }))
     }
 
     type TransactStream = TransactStream;
@@ -96,7 +317,9 @@ impl pb::writer_service_server::WriterService for WriterService {
         &self,
         _request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
-        Err(not_yet("Transact"))
+        Err(Status::unimplemented(
+            "Transact is not implemented by this safewrite build yet; nothing was written",
+        ))
     }
 }
 
@@ -126,24 +349,38 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
 
     let (reporter, health) = tonic_health::server::health_reporter();
     readiness::set_all(&reporter, ServingStatus::NotServing).await;
+    let readiness_client = client.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(readiness::run(
-        client.clone(),
+        readiness_client,
         reporter.clone(),
         args.readiness_interval,
         stop_rx.clone(),
     ));
 
-    let writer = WriterService { client };
+    let writer = WriterService::new(Engine::new(
+        client,
+        EngineConfig {
+            max_attempts: args.max_attempts,
+            backoff: Backoff {
+                initial: args.initial_backoff,
+                max: args.max_backoff,
+            },
+            request_timeout: args.request_timeout,
+            field_manager: args.field_manager.clone(),
+        },
+    ));
     let router = || -> Result<Router, ServeError> {
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
             .build_v1()
             .map_err(ServeError::Reflection)?;
         let reflection_v1alpha = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()
             .map_err(ServeError::Reflection)?;
         Ok(Server::builder()

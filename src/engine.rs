@@ -1,0 +1,748 @@
+//! The get-mutate-update loop. One attempt is: read the fresh object, check the
+//! preconditions, apply the mutation, compare, write with the resourceVersion that was
+//! read, classify the answer. Conflicts re-read and retry with jittered backoff, bounded
+//! by the policy's attempts and by the caller's deadline (never slept past); answers no
+//! retry can fix end the loop at once. A mutation that changes nothing writes nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Resource;
+use kube::api::{DynamicObject, GetParams, Patch, PatchParams, PostParams};
+use kube::core::Request;
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::apiserver::{self, Answer, RequestError};
+use crate::backoff::Backoff;
+use crate::classify::{self, Decision, INTERNAL_ERROR_RETRIES};
+use crate::discovery::{Discovery, DiscoveryError, Resolved};
+use crate::mutation::{ApplyError, Cel, FieldViolation, Mutation};
+use crate::pb;
+
+/// Server-wide defaults, overridable per request where the API allows.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Attempts per RPC when the request does not say.
+    pub max_attempts: u32,
+    /// Backoff shape when the request does not say.
+    pub backoff: Backoff,
+    /// The longest any single API request may take.
+    pub request_timeout: Duration,
+    /// Field manager when the request does not say.
+    pub field_manager: String,
+}
+
+/// Which part of the object a write targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// The main resource (`PUT .../name`): status is never changed.
+    Main,
+    /// The status subresource (`PUT .../name/status`): only status is changed.
+    Status,
+}
+
+/// The object a request names.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Conditions checked on the fresh object before every write.
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    /// Strict compare-and-swap: must equal the fresh object's resourceVersion.
+    pub resource_version: Option<String>,
+    pub cel: Option<Cel>,
+}
+
+impl Preconditions {
+    fn any(&self) -> bool {
+        self.uid.is_some() || self.resource_version.is_some() || self.cel.is_some()
+    }
+}
+
+/// The retry policy of one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+}
+
+/// A validated write request.
+#[derive(Debug, Clone)]
+pub struct WriteSpec {
+    pub target: Target,
+    pub subresource: Subresource,
+    pub mutation: Mutation,
+    pub preconditions: Preconditions,
+    pub policy: Policy,
+    pub field_manager: String,
+    pub dry_run: bool,
+    /// Created (after the mutation is applied to it) when the target is missing.
+    pub create_if_missing: Option<Value>,
+}
+
+/// A finished write.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub outcome: pb::Outcome,
+    pub object: Value,
+    pub resource_version: String,
+    pub attempts: Vec<pb::AttemptRecord>,
+}
+
+/// A failed write: why, and the attempts made.
+#[derive(Debug)]
+pub struct WriteError {
+    pub failure: Failure,
+    pub attempts: Vec<pb::AttemptRecord>,
+}
+
+/// Why a write failed. `respond::to_status` maps each to its gRPC code.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// The request does not fit the resolved kind (namespace, subresource, object).
+    #[error("{0}")]
+    Invalid(FieldViolation),
+    /// The kind is not served, or its apiVersion does not parse.
+    #[error(transparent)]
+    UnknownKind(DiscoveryError),
+    /// Discovery could not reach the API server.
+    #[error(transparent)]
+    Discovery(DiscoveryError),
+    /// A precondition (uid, CEL condition, JSON Patch test) is false on the fresh object.
+    #[error("precondition failed: {reason}; nothing was written")]
+    PreconditionFailed { reason: String, current: Value },
+    /// The mutation could not be applied to the fresh object.
+    #[error("{error}; nothing was written")]
+    Mutation { error: ApplyError, current: Value },
+    /// Strict compare-and-swap failed: the object is no longer at the expected version.
+    #[error(
+        "the object is at resourceVersion {actual}, not {expected}: it changed since you read it; re-read and decide again"
+    )]
+    ResourceVersionMismatch {
+        expected: String,
+        actual: String,
+        current: Option<Value>,
+    },
+    /// The API server's final answer (or the last one, when retries ran out).
+    #[error("{message}")]
+    Api {
+        decision: Decision,
+        code: u16,
+        reason: String,
+        message: String,
+        status: Option<kube::core::Status>,
+        exhausted: bool,
+    },
+    /// No answer from the API server, and retries ran out.
+    #[error("{error}")]
+    Transport { error: RequestError },
+    /// The caller's deadline came before the write could be completed.
+    #[error("the deadline passed after {attempts} attempt(s); last: {last}")]
+    Deadline { attempts: u32, last: String },
+    /// A 2xx answer whose body could not be used.
+    #[error("{0}")]
+    BadAnswer(RequestError),
+}
+
+/// The write engine, shared by every RPC.
+#[derive(Clone)]
+pub struct Engine {
+    client: kube::Client,
+    discovery: Discovery,
+    config: Arc<EngineConfig>,
+}
+
+/// Per-attempt state the loop threads through.
+struct Attempts {
+    records: Vec<pb::AttemptRecord>,
+    internal_retries: u32,
+    rng: fastrand::Rng,
+    deadline: Option<Instant>,
+    policy: Policy,
+}
+
+impl Attempts {
+    fn current(&mut self) -> &mut pb::AttemptRecord {
+        self.records.last_mut().expect("an attempt is open")
+    }
+
+    fn begin(&mut self) -> u32 {
+        let number = self.records.len() as u32 + 1;
+        self.records.push(pb::AttemptRecord {
+            number,
+            ..Default::default()
+        });
+        number
+    }
+
+    fn fail(self, failure: Failure) -> WriteError {
+        WriteError {
+            failure,
+            attempts: self.records,
+        }
+    }
+
+    /// How long a request may take: the per-request bound, or less near the deadline.
+    fn request_timeout(&self, bound: Duration) -> Duration {
+        match self.deadline {
+            Some(deadline) => bound.min(deadline.saturating_duration_since(Instant::now())),
+            None => bound,
+        }
+    }
+
+    /// Decides whether to go on after a retryable outcome and sleeps the backoff.
+    /// Returns the failure to end with when the loop must stop.
+    async fn backoff(&mut self, decision: &Decision, last: Failure) -> Result<(), Failure> {
+        let attempt = self.records.len() as u32;
+        if !decision.is_retryable() {
+            return Err(last);
+        }
+        if matches!(decision, Decision::Internal) {
+            if self.internal_retries >= INTERNAL_ERROR_RETRIES {
+                return Err(last);
+            }
+            self.internal_retries += 1;
+        }
+        if attempt >= self.policy.max_attempts {
+            return Err(last);
+        }
+        let wait = match decision {
+            // The object appeared between our read and our create: read it at once.
+            Decision::AlreadyExists => Duration::ZERO,
+            _ => self
+                .policy
+                .backoff
+                .delay(attempt, decision.retry_after(), &mut self.rng),
+        };
+        if let Some(deadline) = self.deadline
+            && Instant::now() + wait >= deadline
+        {
+            return Err(Failure::Deadline {
+                attempts: attempt,
+                last: last.to_string(),
+            });
+        }
+        self.current().backoff = Some(prost_types::Duration {
+            seconds: wait.as_secs() as i64,
+            nanos: wait.subsec_nanos() as i32,
+        });
+        debug!(attempt, ?wait, ?decision, "backing off");
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+}
+
+/// The outcome of one API request inside the loop.
+enum Sent {
+    Answer(Answer),
+    Failed(Failure, Decision),
+}
+
+impl Engine {
+    pub fn new(client: kube::Client, config: EngineConfig) -> Self {
+        Self {
+            discovery: Discovery::new(client.clone()),
+            client,
+            config: Arc::new(config),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Runs the loop for `spec`, ending by `deadline` at the latest.
+    pub async fn write(
+        &self,
+        spec: &WriteSpec,
+        deadline: Option<Instant>,
+    ) -> Result<Written, WriteError> {
+        let mut attempts = Attempts {
+            records: Vec::new(),
+            internal_retries: 0,
+            rng: fastrand::Rng::new(),
+            deadline,
+            policy: spec.policy,
+        };
+        let resolved = match self.resolve(spec).await {
+            Ok(resolved) => resolved,
+            Err(failure) => return Err(attempts.fail(failure)),
+        };
+        let ns = (!spec.target.namespace.is_empty()).then_some(spec.target.namespace.as_str());
+        let request = Request::new(<DynamicObject as Resource>::url_path(
+            &resolved.resource,
+            ns,
+        ));
+        loop {
+            attempts.begin();
+            let step = match &spec.mutation {
+                Mutation::Apply {
+                    configuration,
+                    force,
+                } => {
+                    self.apply_attempt(spec, &request, configuration, *force, &mut attempts)
+                        .await
+                }
+                _ => self.attempt(spec, &resolved, &request, &mut attempts).await,
+            };
+            match step {
+                Step::Done(written) => {
+                    return Ok(Written {
+                        attempts: attempts.records,
+                        ..written
+                    });
+                }
+                Step::Fail(failure) => return Err(attempts.fail(failure)),
+                Step::Retry(decision, failure) => {
+                    if let Err(failure) = attempts.backoff(&decision, failure).await {
+                        return Err(attempts.fail(failure));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves the kind and checks the request against what discovery says.
+    async fn resolve(&self, spec: &WriteSpec) -> Result<Arc<Resolved>, Failure> {
+        let resolved = self
+            .discovery
+            .resolve(&spec.target.api_version, &spec.target.kind)
+            .await
+            .map_err(|err| match err {
+                DiscoveryError::Failed { .. } => Failure::Discovery(err),
+                _ => Failure::UnknownKind(err),
+            })?;
+        let kind = &spec.target.kind;
+        if resolved.namespaced && spec.target.namespace.is_empty() {
+            return Err(Failure::Invalid(FieldViolation::new(
+                "target.namespace",
+                format!("{kind} is namespaced: set target.namespace"),
+            )));
+        }
+        if !resolved.namespaced && !spec.target.namespace.is_empty() {
+            return Err(Failure::Invalid(FieldViolation::new(
+                "target.namespace",
+                format!("{kind} is cluster-scoped: leave target.namespace empty"),
+            )));
+        }
+        if spec.subresource == Subresource::Status && !resolved.has_status {
+            return Err(Failure::Invalid(FieldViolation::new(
+                "target.kind",
+                format!("{kind} has no status subresource: use UpdateWithRetry"),
+            )));
+        }
+        Ok(resolved)
+    }
+
+    /// Sends one request; transport failures and timeouts become a retryable failure
+    /// (or a deadline failure when the caller's deadline cut the request short).
+    async fn send(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        attempts: &Attempts,
+    ) -> Sent {
+        let request = match request {
+            Ok(request) => request,
+            Err(err) => {
+                return Sent::Failed(
+                    Failure::Invalid(FieldViolation::new("target", err.to_string())),
+                    Decision::BadRequest,
+                );
+            }
+        };
+        let timeout = attempts.request_timeout(self.config.request_timeout);
+        match apiserver::send(&self.client, request, timeout).await {
+            Ok(answer) => Sent::Answer(answer),
+            Err(error) => {
+                let past_deadline = attempts.deadline.is_some_and(|d| Instant::now() >= d);
+                if past_deadline {
+                    Sent::Failed(
+                        Failure::Deadline {
+                            attempts: attempts.records.len() as u32,
+                            last: error.to_string(),
+                        },
+                        Decision::Unexpected,
+                    )
+                } else {
+                    Sent::Failed(Failure::Transport { error }, classify::classify_transport())
+                }
+            }
+        }
+    }
+
+    /// One read-mutate-write attempt for JSON Patch, merge patch and CEL.
+    async fn attempt(
+        &self,
+        spec: &WriteSpec,
+        resolved: &Resolved,
+        request: &Request,
+        attempts: &mut Attempts,
+    ) -> Step {
+        let name = spec.target.name.as_str();
+        let fresh = match self
+            .send(request.get(name, &GetParams::default()), attempts)
+            .await
+        {
+            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Answer(answer) if answer.code == 404 => {
+                return match &spec.create_if_missing {
+                    Some(template) => self.create(spec, request, template, attempts).await,
+                    None => Step::from_answer(&answer, None),
+                };
+            }
+            Sent::Answer(answer) if answer.code != 200 => return Step::from_answer(&answer, None),
+            Sent::Answer(answer) => match answer.object() {
+                Ok(object) => object,
+                Err(err) => return Step::Fail(Failure::BadAnswer(err)),
+            },
+        };
+        let read_version = resource_version(&fresh);
+        attempts.current().resource_version_read = read_version.clone();
+
+        if let Err(failure) = check_preconditions(&spec.preconditions, &fresh).await {
+            return Step::Fail(failure);
+        }
+        let mutated = match spec.mutation.apply(&fresh).await {
+            Ok(object) => object,
+            Err(error) => return Step::Fail(mutation_failure(error, fresh)),
+        };
+        let body = match spec.subresource {
+            Subresource::Main => main_body(&fresh, mutated, resolved.has_status, &read_version),
+            Subresource::Status => status_body(&fresh, &mutated),
+        };
+        if body == fresh {
+            debug!(
+                attempt = attempts.records.len(),
+                "mutation changes nothing; no write"
+            );
+            return Step::Done(Written {
+                outcome: pb::Outcome::Unchanged,
+                resource_version: read_version,
+                object: fresh,
+                attempts: Vec::new(),
+            });
+        }
+        let params = PostParams {
+            dry_run: spec.dry_run,
+            field_manager: Some(spec.field_manager.clone()),
+        };
+        let data = serde_json::to_vec(&body).expect("a JSON value serializes");
+        let put = match spec.subresource {
+            Subresource::Main => request.replace(name, &params, data),
+            Subresource::Status => request.replace_subresource("status", name, &params, data),
+        };
+        let answer = match self.send(put, attempts).await {
+            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Answer(answer) => answer,
+        };
+        self.record_write(attempts, &answer);
+        if answer.code == 200 {
+            return written(pb::Outcome::Updated, &answer);
+        }
+        Step::from_answer(&answer, spec.preconditions.resource_version.as_deref())
+    }
+
+    /// The create-if-missing path: apply the mutation to the supplied object, create it.
+    async fn create(
+        &self,
+        spec: &WriteSpec,
+        request: &Request,
+        template: &Value,
+        attempts: &mut Attempts,
+    ) -> Step {
+        if spec.preconditions.uid.is_some() || spec.preconditions.resource_version.is_some() {
+            return Step::Fail(Failure::PreconditionFailed {
+                reason: "the object does not exist, so its uid/resourceVersion cannot match".into(),
+                current: Value::Null,
+            });
+        }
+        if let Some(cel) = &spec.preconditions.cel {
+            match cel.holds(template).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Step::Fail(Failure::PreconditionFailed {
+                        reason: "the CEL condition is false on the object to create".into(),
+                        current: Value::Null,
+                    });
+                }
+                Err(error) => return Step::Fail(mutation_failure(error, Value::Null)),
+            }
+        }
+        let object = match spec.mutation.apply(template).await {
+            Ok(object) => object,
+            Err(error) => return Step::Fail(mutation_failure(error, Value::Null)),
+        };
+        let params = PostParams {
+            dry_run: spec.dry_run,
+            field_manager: Some(spec.field_manager.clone()),
+        };
+        let data = serde_json::to_vec(&object).expect("a JSON value serializes");
+        let answer = match self.send(request.create(&params, data), attempts).await {
+            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Answer(answer) => answer,
+        };
+        self.record_write(attempts, &answer);
+        match answer.code {
+            200 | 201 => written(pb::Outcome::Created, &answer),
+            _ => Step::from_answer(&answer, None),
+        }
+    }
+
+    /// One server-side apply attempt. The object is read first, to check preconditions
+    /// and to tell UNCHANGED (the server's no-op keeps the resourceVersion) from UPDATED;
+    /// with preconditions the apply carries the version read, so a concurrent change
+    /// makes it conflict and the loop re-checks on the fresh object.
+    async fn apply_attempt(
+        &self,
+        spec: &WriteSpec,
+        request: &Request,
+        configuration: &Value,
+        force: bool,
+        attempts: &mut Attempts,
+    ) -> Step {
+        let name = spec.target.name.as_str();
+        let fresh = match self
+            .send(request.get(name, &GetParams::default()), attempts)
+            .await
+        {
+            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Answer(answer) if answer.code == 404 => None,
+            Sent::Answer(answer) if answer.code != 200 => return Step::from_answer(&answer, None),
+            Sent::Answer(answer) => match answer.object() {
+                Ok(object) => Some(object),
+                Err(err) => return Step::Fail(Failure::BadAnswer(err)),
+            },
+        };
+        let read_version = fresh.as_ref().map(resource_version).unwrap_or_default();
+        attempts.current().resource_version_read = read_version.clone();
+        let mut configuration = configuration.clone();
+        if spec.preconditions.any() {
+            let Some(fresh) = &fresh else {
+                return Step::Fail(Failure::PreconditionFailed {
+                    reason: "the object does not exist".into(),
+                    current: Value::Null,
+                });
+            };
+            if let Err(failure) = check_preconditions(&spec.preconditions, fresh).await {
+                return Step::Fail(failure);
+            }
+            configuration["metadata"]["resourceVersion"] = Value::String(read_version.clone());
+        }
+        let mut params = PatchParams::apply(&spec.field_manager);
+        params.force = force;
+        params.dry_run = spec.dry_run;
+        let patch = Patch::Apply(configuration);
+        let sent = match spec.subresource {
+            Subresource::Main => request.patch(name, &params, &patch),
+            Subresource::Status => request.patch_subresource("status", name, &params, &patch),
+        };
+        let answer = match self.send(sent, attempts).await {
+            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Answer(answer) => answer,
+        };
+        self.record_write(attempts, &answer);
+        match answer.code {
+            201 => written(pb::Outcome::Created, &answer),
+            200 => {
+                let object = match answer.object() {
+                    Ok(object) => object,
+                    Err(err) => return Step::Fail(Failure::BadAnswer(err)),
+                };
+                let outcome = if fresh.is_some() && resource_version(&object) == read_version {
+                    pb::Outcome::Unchanged
+                } else {
+                    pb::Outcome::Updated
+                };
+                Step::Done(Written {
+                    outcome,
+                    resource_version: resource_version(&object),
+                    object,
+                    attempts: Vec::new(),
+                })
+            }
+            _ => Step::from_answer(&answer, spec.preconditions.resource_version.as_deref()),
+        }
+    }
+
+    fn record_write(&self, attempts: &mut Attempts, answer: &Answer) {
+        let record = attempts.current();
+        record.http_status = u32::from(answer.code);
+        record.reason = answer.reason();
+    }
+}
+
+/// What one attempt decided.
+enum Step {
+    Done(Written),
+    Retry(Decision, Failure),
+    Fail(Failure),
+}
+
+impl Step {
+    fn from_failure(failure: Failure, decision: Decision) -> Step {
+        if decision.is_retryable() {
+            Step::Retry(decision, failure)
+        } else {
+            Step::Fail(failure)
+        }
+    }
+
+    /// A non-success answer: retry it or end with it. With `strict` (the caller's exact
+    /// resourceVersion) a conflict is a compare-and-swap failure, never retried.
+    fn from_answer(answer: &Answer, strict: Option<&str>) -> Step {
+        let decision = answer.decision();
+        let status = answer.status();
+        if let Some(expected) = strict
+            && decision == Decision::Conflict
+        {
+            return Step::Fail(Failure::ResourceVersionMismatch {
+                expected: expected.to_string(),
+                actual: format!("newer than {expected}"),
+                current: None,
+            });
+        }
+        let failure = Failure::Api {
+            decision: decision.clone(),
+            code: answer.code,
+            reason: answer.reason(),
+            message: answer.message(),
+            status,
+            exhausted: decision.is_retryable(),
+        };
+        Step::from_failure(failure, decision)
+    }
+}
+
+fn written(outcome: pb::Outcome, answer: &Answer) -> Step {
+    match answer.object() {
+        Ok(object) => Step::Done(Written {
+            outcome,
+            resource_version: resource_version(&object),
+            object,
+            attempts: Vec::new(),
+        }),
+        Err(err) => Step::Fail(Failure::BadAnswer(err)),
+    }
+}
+
+/// The object's metadata.resourceVersion, or empty.
+pub fn resource_version(object: &Value) -> String {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Checks uid, exact resourceVersion and the CEL condition on the fresh object.
+async fn check_preconditions(pre: &Preconditions, fresh: &Value) -> Result<(), Failure> {
+    if let Some(uid) = &pre.uid {
+        let actual = fresh["metadata"]["uid"].as_str().unwrap_or_default();
+        if actual != uid {
+            return Err(Failure::PreconditionFailed {
+                reason: format!("metadata.uid is {actual:?}, not {uid:?}"),
+                current: fresh.clone(),
+            });
+        }
+    }
+    if let Some(expected) = &pre.resource_version {
+        let actual = resource_version(fresh);
+        if &actual != expected {
+            return Err(Failure::ResourceVersionMismatch {
+                expected: expected.clone(),
+                actual,
+                current: Some(fresh.clone()),
+            });
+        }
+    }
+    if let Some(cel) = &pre.cel {
+        match cel.holds(fresh).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Failure::PreconditionFailed {
+                    reason: "the CEL condition is false on the current object".into(),
+                    current: fresh.clone(),
+                });
+            }
+            Err(error) => return Err(mutation_failure(error, fresh.clone())),
+        }
+    }
+    Ok(())
+}
+
+fn mutation_failure(error: ApplyError, current: Value) -> Failure {
+    match error {
+        ApplyError::TestFailed { .. } => Failure::PreconditionFailed {
+            reason: error.to_string(),
+            current,
+        },
+        error => Failure::Mutation { error, current },
+    }
+}
+
+/// The PUT body for the main resource: the mutated object at the version read, with the
+/// fresh status (the main resource never writes status when a subresource owns it).
+fn main_body(fresh: &Value, mut mutated: Value, has_status: bool, version: &str) -> Value {
+    if let Some(metadata) = mutated.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("resourceVersion".into(), Value::String(version.into()));
+    }
+    if has_status && let Some(object) = mutated.as_object_mut() {
+        match fresh.get("status") {
+            Some(status) => object.insert("status".into(), status.clone()),
+            None => object.remove("status"),
+        };
+    }
+    mutated
+}
+
+/// The PUT body for the status subresource: the fresh object with the mutated status.
+fn status_body(fresh: &Value, mutated: &Value) -> Value {
+    let mut body = fresh.clone();
+    if let Some(object) = body.as_object_mut() {
+        match mutated.get("status") {
+            Some(status) => object.insert("status".into(), status.clone()),
+            None => object.remove("status"),
+        };
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn main_body_keeps_the_fresh_status_and_version() {
+        let fresh =
+            json!({"metadata": {"resourceVersion": "5"}, "spec": {"a": 1}, "status": {"s": 1}});
+        let mutated =
+            json!({"metadata": {"resourceVersion": "1"}, "spec": {"a": 2}, "status": {"s": 9}});
+        let body = main_body(&fresh, mutated, true, "5");
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "5"}, "spec": {"a": 2}, "status": {"s": 1}})
+        );
+        // A change to status alone is no change to the main resource.
+        let only_status =
+            json!({"metadata": {"resourceVersion": "5"}, "spec": {"a": 1}, "status": {"s": 2}});
+        assert_eq!(main_body(&fresh, only_status, true, "5"), fresh);
+    }
+
+    #[test]
+    fn status_body_changes_only_status() {
+        let fresh = json!({"spec": {"a": 1}, "status": {"s": 1}});
+        let mutated = json!({"spec": {"a": 2}, "status": {"s": 2}});
+        assert_eq!(
+            status_body(&fresh, &mutated),
+            json!({"spec": {"a": 1}, "status": {"s": 2}})
+        );
+    }
+}

@@ -139,8 +139,7 @@ impl Cel {
         let object = fresh.clone();
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit; // held until the evaluation really ends
-            let object: Box<dyn Val> = cel::to_value(&object)
-                .map_err(|e| ApplyError::CelFailed(e.to_string()))?
+            let object: Box<dyn Val> = json_to_cel(&object)
                 .try_into()
                 .map_err(|_| ApplyError::CelFailed("the object is not a CEL value".into()))?;
             let resolver = ObjectResolver {
@@ -173,6 +172,27 @@ impl Cel {
             Value::Bool(b) => Ok(b),
             other => Err(ApplyError::CelNotABool(type_name(&other).into())),
         }
+    }
+}
+
+/// Converts JSON to a CEL value the way Kubernetes CEL does: every integer that fits is
+/// an `int` (so `object.status.count + 1` works), larger ones `uint`, others `double`.
+fn json_to_cel(value: &Value) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => cel::Value::Int(i),
+            (None, Some(u)) => cel::Value::UInt(u),
+            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(json_to_cel).collect())),
+        Value::Object(map) => cel::Value::from(
+            map.iter()
+                .map(|(k, v)| (k.clone(), json_to_cel(v)))
+                .collect::<std::collections::HashMap<String, cel::Value>>(),
+        ),
     }
 }
 
@@ -402,6 +422,17 @@ mod tests {
         assert_eq!(once, json!({"spec": {"items": ["a", "b"]}}));
         let twice = m.apply(&once).await.unwrap();
         assert_eq!(twice, once);
+    }
+
+    #[tokio::test]
+    async fn json_integers_are_cel_ints() {
+        let m = Mutation::from_proto(
+            "mutation",
+            cel(r#"{"status": {"count": object.status.count + 1}}"#).as_ref(),
+        )
+        .unwrap();
+        let new = m.apply(&json!({"status": {"count": 0}})).await.unwrap();
+        assert_eq!(new, json!({"status": {"count": 1}}));
     }
 
     #[test]

@@ -303,3 +303,78 @@ pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A TCP proxy in front of the real API server that can pass traffic or reset every
+/// connection (existing ones included): the transport faults of the classification
+/// table, from a real socket.
+pub struct FaultProxy {
+    pub port: u16,
+    reset: tokio::sync::watch::Sender<bool>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `127.0.0.1:target` on a free port, passing traffic.
+    pub async fn start(target: u16) -> FaultProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
+        let port = listener.local_addr().expect("addr").port();
+        let (reset, watch) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut watch = watch.clone();
+                tokio::spawn(async move {
+                    if *watch.borrow() {
+                        return; // dropped: the client sees the connection close
+                    }
+                    let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = watch.wait_for(|reset| *reset) => {}
+                    }
+                });
+            }
+        });
+        FaultProxy { port, reset }
+    }
+
+    /// Resets every connection, now and until `pass` is called.
+    pub fn reset_all(&self) {
+        let _ = self.reset.send(true);
+    }
+
+    /// Passes traffic again.
+    pub fn pass(&self) {
+        let _ = self.reset.send(false);
+    }
+
+    /// A copy of `kubeconfig` whose server is this proxy, written into `dir`.
+    pub fn kubeconfig(&self, cp: &ControlPlane, dir: &Path) -> PathBuf {
+        let text = std::fs::read_to_string(cp.admin_kubeconfig())
+            .expect("kubeconfig")
+            .replace(cp.server(), &format!("https://127.0.0.1:{}", self.port));
+        let path = dir.join("proxied.kubeconfig");
+        std::fs::write(&path, text).expect("write kubeconfig");
+        path
+    }
+}
+
+/// The sum of the API server's `apiserver_request_total` for `verbs` on `resource`, read
+/// from its own /metrics: what the server really received.
+pub async fn apiserver_requests(cp: &ControlPlane, verbs: &[&str], resource: &str) -> f64 {
+    let client = cp.admin_client().await;
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = client.request_text(request).await.expect("GET /metrics");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
+        .filter(|l| l.contains(&format!("resource=\"{resource}\"")))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}

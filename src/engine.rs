@@ -138,7 +138,7 @@ pub enum Failure {
         code: u16,
         reason: String,
         message: String,
-        status: Option<kube::core::Status>,
+        status: Option<Box<kube::core::Status>>,
         exhausted: bool,
     },
     /// No answer from the API server, and retries ran out.
@@ -614,7 +614,7 @@ impl Step {
             code: answer.code,
             reason: answer.reason(),
             message: answer.message(),
-            status,
+            status: status.map(Box::new),
             exhausted: decision.is_retryable(),
         };
         Step::from_failure(failure, decision)

@@ -133,7 +133,7 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
                 *code,
                 reason,
                 message,
-                status.as_ref(),
+                status.as_deref(),
                 attempts,
                 &mut details,
             )

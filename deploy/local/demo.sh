@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job: a local demo on an embedded default. Starts a real control plane
 # (etcd + kube-apiserver on loopback, from tests/harness), runs the safewrite sidecar
-# against it, shows its health and API, and makes a call. Everything it starts is
-# stopped when it ends, however it ends.
+# against it, shows its health and API, then runs contending writers through it
+# (deploy/local/contend.rs) and prints a summary. Everything it starts is stopped when it
+# ends, however it ends.
+#
+#   bash deploy/local/demo.sh [WRITERS] [INCREMENTS]     (default 16 x 25)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -10,8 +13,11 @@ cd "$root"
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "building safewrite (release)"
-cargo build --release --quiet
+writers=${1:-16}
+increments=${2:-25}
+
+step "building safewrite and the demo writers (release)"
+cargo build --release --quiet --bin safewrite --example contend
 bin="$root/target/release/safewrite"
 tools=$(bash tests/harness/binaries.sh | tail -n 1)
 grpcurl="$tools/grpcurl"
@@ -46,14 +52,17 @@ done
 echo "sidecar on $addr, health: $(echo "$health" | tr -d '\n ')"
 
 step "the API, through gRPC server reflection"
-"$grpcurl" -plaintext "$addr" list
-"$grpcurl" -plaintext "$addr" describe safewrite.v1.WriterService
+"$grpcurl" -plaintext "$addr" list safewrite.v1.WriterService
 
-step "one call: UpdateWithRetry"
+step "one call with grpcurl: UpdateWithRetry with a merge patch (created if missing)"
 "$grpcurl" -plaintext -d '{
-  "target": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "demo"},
-  "mutation": {"mergePatch": {"patchJson": "{\"data\": {\"hello\": \"world\"}}"}}
-}' "$addr" safewrite.v1.WriterService/UpdateWithRetry || true
+  "target": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "demo-hello"},
+  "mutation": {"mergePatch": {"patchJson": "{\"data\": {\"hello\": \"world\"}}"}},
+  "options": {"createIfMissingJson": "{}"}
+}' "$addr" safewrite.v1.WriterService/UpdateWithRetry | grep -E '"(outcome|resourceVersion|attempts)"'
 
-step "sidecar log"
-cat "$work/sidecar.log"
+step "contending writers: read-dependent increments of one object, through the sidecar"
+"$root/target/release/examples/contend" "$addr" default "$writers" "$increments"
+
+step "sidecar log (warnings and above)"
+grep -vE ' (INFO|DEBUG|TRACE) ' "$work/sidecar.log" || echo "(none)"

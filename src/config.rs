@@ -69,7 +69,7 @@ pub struct ServeArgs {
     pub shutdown_grace: Duration,
 
     /// Attempts per write (the first included) when the request's retry policy does not say.
-    #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_attempts: u32,
 
     /// Ceiling of the first backoff; each later one doubles, with full jitter.

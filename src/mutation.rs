@@ -28,7 +28,7 @@ pub const CEL_MAX_SOURCE: usize = 16 * 1024;
 /// How long one CEL evaluation may run.
 pub const CEL_TIME_LIMIT: Duration = Duration::from_millis(250);
 /// How many CEL evaluations may run at once (each on a blocking thread).
-pub const CEL_CONCURRENCY: usize = 4;
+pub const CEL_CONCURRENCY: usize = 32;
 
 static CEL_SLOTS: LazyLock<Arc<Semaphore>> =
     LazyLock::new(|| Arc::new(Semaphore::new(CEL_CONCURRENCY)));

@@ -13,7 +13,7 @@ use prost::Message;
 use safewrite::pb;
 use safewrite::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
-use support::{ControlPlane, FaultProxy, Sidecar};
+use support::{ControlPlane, FaultProxy, Sidecar, install_crd};
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::pb as rpc;
@@ -174,49 +174,6 @@ fn details(status: &tonic::Status) -> Details {
 
 async fn install_widget_crd(client: &kube::Client) {
     install_crd(client, "widgets", "Widget").await;
-}
-
-/// Installs `<plural>.test.safewrite.dev` (namespaced, with a status subresource) and
-/// waits until it is established.
-async fn install_crd(client: &kube::Client, plural: &str, kind: &str) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = format!("{plural}.test.safewrite.dev");
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "group": "test.safewrite.dev", "scope": "Namespaced",
-            "names": {"plural": plural, "kind": kind},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-                }}}
-            }]
-        }
-    }))
-    .unwrap();
-    match api.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("create CRD: {e}"),
-    }
-    for _ in 0..100 {
-        let crd = api.get(&name).await.unwrap();
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("CRD {name} not established");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

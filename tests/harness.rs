@@ -11,12 +11,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::json;
-use support::{ControlPlane, process_alive, wait_until};
+use support::{ControlPlane, install_crd, process_alive, wait_until};
 
 fn configmap(name: &str, data: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).expect("configmap")
@@ -68,7 +67,7 @@ async fn custom_resource_with_status_subresource_is_served() {
     let cp = ControlPlane::shared();
     let client = cp.admin_client().await;
     let ns = cp.namespace("harness-crd").await;
-    install_widget_crd(&client).await;
+    install_crd(&client, "widgets", "Widget").await;
 
     let gvk = GroupVersionKind::gvk("test.safewrite.dev", "v1", "Widget");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "widgets");
@@ -100,54 +99,6 @@ async fn custom_resource_with_status_subresource_is_served() {
     let now = api.get("w1").await.expect("get");
     assert_eq!(now.data["spec"]["size"], 2);
     assert_eq!(now.data["status"]["count"], 5);
-}
-
-/// Installs the `widgets.test.safewrite.dev` CRD (with a status subresource) once and
-/// waits until it is established.
-pub async fn install_widget_crd(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.test.safewrite.dev"},
-        "spec": {
-            "group": "test.safewrite.dev", "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-                    }
-                }}
-            }]
-        }
-    }))
-    .expect("crd");
-    match api.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(err) => panic!("create CRD: {err}"),
-    }
-    for _ in 0..100 {
-        let crd = api
-            .get("widgets.test.safewrite.dev")
-            .await
-            .expect("get CRD");
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("CRD was not established within 10s");
 }
 
 #[tokio::test]

@@ -17,8 +17,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -377,4 +379,46 @@ pub async fn apiserver_requests(cp: &ControlPlane, verbs: &[&str], resource: &st
         .filter(|l| l.contains(&format!("resource=\"{resource}\"")))
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
         .sum()
+}
+
+/// Installs `<plural>.test.safewrite.dev` (namespaced, with a status subresource) and
+/// waits until it is established.
+pub async fn install_crd(client: &kube::Client, plural: &str, kind: &str) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = format!("{plural}.test.safewrite.dev");
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "group": "test.safewrite.dev", "scope": "Namespaced",
+            "names": {"plural": plural, "kind": kind},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                }}}
+            }]
+        }
+    }))
+    .unwrap();
+    match api.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create CRD: {e}"),
+    }
+    for _ in 0..100 {
+        let crd = api.get(&name).await.unwrap();
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("CRD {name} not established");
 }

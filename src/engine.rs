@@ -139,7 +139,6 @@ pub enum Failure {
         reason: String,
         message: String,
         status: Option<Box<kube::core::Status>>,
-        exhausted: bool,
     },
     /// No answer from the API server, and retries ran out.
     #[error("{error}")]
@@ -387,22 +386,15 @@ impl Engine {
         attempts: &mut Attempts,
     ) -> Step {
         let name = spec.target.name.as_str();
-        let fresh = match self
-            .send(request.get(name, &GetParams::default()), attempts)
-            .await
-        {
-            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
-            Sent::Answer(answer) if answer.code == 404 => {
+        let fresh = match self.read(request, name, attempts).await {
+            Err(step) => return step,
+            Ok(Read::Found(object)) => object,
+            Ok(Read::Missing(answer)) => {
                 return match &spec.create_if_missing {
                     Some(template) => self.create(spec, request, template, attempts).await,
                     None => Step::from_answer(&answer, None),
                 };
             }
-            Sent::Answer(answer) if answer.code != 200 => return Step::from_answer(&answer, None),
-            Sent::Answer(answer) => match answer.object() {
-                Ok(object) => object,
-                Err(err) => return Step::Fail(Failure::BadAnswer(err)),
-            },
         };
         let read_version = resource_version(&fresh);
         attempts.current().resource_version_read = read_version.clone();
@@ -509,17 +501,10 @@ impl Engine {
         attempts: &mut Attempts,
     ) -> Step {
         let name = spec.target.name.as_str();
-        let fresh = match self
-            .send(request.get(name, &GetParams::default()), attempts)
-            .await
-        {
-            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
-            Sent::Answer(answer) if answer.code == 404 => None,
-            Sent::Answer(answer) if answer.code != 200 => return Step::from_answer(&answer, None),
-            Sent::Answer(answer) => match answer.object() {
-                Ok(object) => Some(object),
-                Err(err) => return Step::Fail(Failure::BadAnswer(err)),
-            },
+        let fresh = match self.read(request, name, attempts).await {
+            Err(step) => return step,
+            Ok(Read::Found(object)) => Some(object),
+            Ok(Read::Missing(_)) => None,
         };
         let read_version = fresh.as_ref().map(resource_version).unwrap_or_default();
         attempts.current().resource_version_read = read_version.clone();
@@ -572,11 +557,34 @@ impl Engine {
         }
     }
 
+    /// Reads the fresh object: found, missing (with the 404 answer), or the step that
+    /// ends this attempt (a retryable or final failure).
+    async fn read(&self, request: &Request, name: &str, attempts: &Attempts) -> Result<Read, Step> {
+        match self
+            .send(request.get(name, &GetParams::default()), attempts)
+            .await
+        {
+            Sent::Failed(failure, decision) => Err(Step::from_failure(failure, decision)),
+            Sent::Answer(answer) if answer.code == 404 => Ok(Read::Missing(answer)),
+            Sent::Answer(answer) if answer.code != 200 => Err(Step::from_answer(&answer, None)),
+            Sent::Answer(answer) => answer
+                .object()
+                .map(Read::Found)
+                .map_err(|err| Step::Fail(Failure::BadAnswer(err))),
+        }
+    }
+
     fn record_write(&self, attempts: &mut Attempts, answer: &Answer) {
         let record = attempts.current();
         record.http_status = u32::from(answer.code);
         record.reason = answer.reason();
     }
+}
+
+/// The result of reading the target.
+enum Read {
+    Found(Value),
+    Missing(Answer),
 }
 
 /// What one attempt decided.
@@ -615,7 +623,6 @@ impl Step {
             reason: answer.reason(),
             message: answer.message(),
             status: status.map(Box::new),
-            exhausted: decision.is_retryable(),
         };
         Step::from_failure(failure, decision)
     }

@@ -79,13 +79,51 @@ pub struct Policy {
 pub struct WriteSpec {
     pub target: Target,
     pub subresource: Subresource,
-    pub mutation: Mutation,
+    /// The declarative mutation; `None` when a [`Mutator`] of the caller's supplies
+    /// each attempt's change (Transact).
+    pub mutation: Option<Mutation>,
     pub preconditions: Preconditions,
     pub policy: Policy,
     pub field_manager: String,
     pub dry_run: bool,
     /// Created (after the mutation is applied to it) when the target is missing.
     pub create_if_missing: Option<Value>,
+}
+
+/// What the caller's code wants done with one fresh object.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Write this object (the whole new object).
+    Object(Value),
+    /// Write nothing and end with OUTCOME_ABORTED.
+    Abort,
+}
+
+/// Supplies the change for each attempt, given the fresh object. The engine does the
+/// rest: preconditions, compare, write, classify, backoff.
+pub trait Mutator: Send {
+    /// The change for attempt `attempt` (from 1) of `fresh`; `creating` when `fresh` is
+    /// the create-if-missing object rather than one read from the API server.
+    fn mutate(
+        &mut self,
+        attempt: u32,
+        fresh: &Value,
+        creating: bool,
+    ) -> impl Future<Output = Result<Change, Failure>> + Send;
+}
+
+/// A declarative mutation as a [`Mutator`].
+struct Declarative<'a>(&'a Mutation);
+
+impl Mutator for Declarative<'_> {
+    async fn mutate(&mut self, _: u32, fresh: &Value, creating: bool) -> Result<Change, Failure> {
+        let current = if creating { Value::Null } else { fresh.clone() };
+        self.0
+            .apply(fresh)
+            .await
+            .map(Change::Object)
+            .map_err(|error| mutation_failure(error, current))
+    }
 }
 
 /// A finished write.
@@ -149,6 +187,10 @@ pub enum Failure {
     /// A 2xx answer whose body could not be used.
     #[error("{0}")]
     BadAnswer(RequestError),
+    /// The caller went away or broke the Transact protocol mid-transaction; nothing
+    /// was written after that point.
+    #[error("{0}")]
+    Cancelled(String),
 }
 
 /// The write engine, shared by every RPC.
@@ -258,10 +300,29 @@ impl Engine {
         &self.config
     }
 
-    /// Runs the loop for `spec`, ending by `deadline` at the latest.
+    /// Runs the loop for `spec` and its declarative mutation, ending by `deadline` at
+    /// the latest.
     pub async fn write(
         &self,
         spec: &WriteSpec,
+        deadline: Option<Instant>,
+    ) -> Result<Written, WriteError> {
+        let Some(mutation) = &spec.mutation else {
+            return Err(WriteError {
+                failure: Failure::Invalid(FieldViolation::new("mutation", "required")),
+                attempts: Vec::new(),
+            });
+        };
+        self.write_with(spec, &mut Declarative(mutation), deadline)
+            .await
+    }
+
+    /// Runs the loop with `mutator` supplying each attempt's change (server-side apply,
+    /// when `spec.mutation` is one, goes to the API server instead).
+    pub async fn write_with<M: Mutator>(
+        &self,
+        spec: &WriteSpec,
+        mutator: &mut M,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
         let mut attempts = Attempts {
@@ -283,14 +344,17 @@ impl Engine {
         loop {
             attempts.begin();
             let step = match &spec.mutation {
-                Mutation::Apply {
+                Some(Mutation::Apply {
                     configuration,
                     force,
-                } => {
+                }) => {
                     self.apply_attempt(spec, &request, configuration, *force, &mut attempts)
                         .await
                 }
-                _ => self.attempt(spec, &resolved, &request, &mut attempts).await,
+                _ => {
+                    self.attempt(spec, &resolved, &request, mutator, &mut attempts)
+                        .await
+                }
             };
             match step {
                 Step::Done(written) => {
@@ -378,11 +442,12 @@ impl Engine {
     }
 
     /// One read-mutate-write attempt for JSON Patch, merge patch and CEL.
-    async fn attempt(
+    async fn attempt<M: Mutator>(
         &self,
         spec: &WriteSpec,
         resolved: &Resolved,
         request: &Request,
+        mutator: &mut M,
         attempts: &mut Attempts,
     ) -> Step {
         let name = spec.target.name.as_str();
@@ -391,7 +456,10 @@ impl Engine {
             Ok(Read::Found(object)) => object,
             Ok(Read::Missing(answer)) => {
                 return match &spec.create_if_missing {
-                    Some(template) => self.create(spec, request, template, attempts).await,
+                    Some(template) => {
+                        self.create(spec, request, template, mutator, attempts)
+                            .await
+                    }
                     None => Step::from_answer(&answer, None),
                 };
             }
@@ -402,9 +470,11 @@ impl Engine {
         if let Err(failure) = check_preconditions(&spec.preconditions, &fresh).await {
             return Step::Fail(failure);
         }
-        let mutated = match spec.mutation.apply(&fresh).await {
-            Ok(object) => object,
-            Err(error) => return Step::Fail(mutation_failure(error, fresh)),
+        let number = attempts.records.len() as u32;
+        let mutated = match mutator.mutate(number, &fresh, false).await {
+            Ok(Change::Object(object)) => object,
+            Ok(Change::Abort) => return aborted(fresh, read_version),
+            Err(failure) => return Step::Fail(failure),
         };
         let body = match spec.subresource {
             Subresource::Main => main_body(&fresh, mutated, resolved.has_status, &read_version),
@@ -443,11 +513,12 @@ impl Engine {
     }
 
     /// The create-if-missing path: apply the mutation to the supplied object, create it.
-    async fn create(
+    async fn create<M: Mutator>(
         &self,
         spec: &WriteSpec,
         request: &Request,
         template: &Value,
+        mutator: &mut M,
         attempts: &mut Attempts,
     ) -> Step {
         if spec.preconditions.uid.is_some() || spec.preconditions.resource_version.is_some() {
@@ -468,9 +539,11 @@ impl Engine {
                 Err(error) => return Step::Fail(mutation_failure(error, Value::Null)),
             }
         }
-        let object = match spec.mutation.apply(template).await {
-            Ok(object) => object,
-            Err(error) => return Step::Fail(mutation_failure(error, Value::Null)),
+        let number = attempts.records.len() as u32;
+        let object = match mutator.mutate(number, template, true).await {
+            Ok(Change::Object(object)) => object,
+            Ok(Change::Abort) => return aborted(template.clone(), String::new()),
+            Err(failure) => return Step::Fail(failure),
         };
         let params = PostParams {
             dry_run: spec.dry_run,
@@ -628,6 +701,16 @@ impl Step {
     }
 }
 
+/// The caller's code aborted: nothing written.
+fn aborted(object: Value, resource_version: String) -> Step {
+    Step::Done(Written {
+        outcome: pb::Outcome::Aborted,
+        object,
+        resource_version,
+        attempts: Vec::new(),
+    })
+}
+
 fn written(outcome: pb::Outcome, answer: &Answer) -> Step {
     match answer.object() {
         Ok(object) => Step::Done(Written {
@@ -684,7 +767,7 @@ async fn check_preconditions(pre: &Preconditions, fresh: &Value) -> Result<(), F
     Ok(())
 }
 
-fn mutation_failure(error: ApplyError, current: Value) -> Failure {
+pub fn mutation_failure(error: ApplyError, current: Value) -> Failure {
     match error {
         ApplyError::TestFailed { .. } => Failure::PreconditionFailed {
             reason: error.to_string(),

@@ -14,6 +14,7 @@ pub mod respond;
 pub mod server;
 pub mod shutdown;
 pub mod telemetry;
+pub mod transact;
 
 /// Generated protobuf messages and the tonic service for `safewrite.v1`.
 pub mod pb {

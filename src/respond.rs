@@ -156,6 +156,13 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
                 ),
             )
         }
+        Failure::Cancelled(why) => {
+            details.reason = "TRANSACTION_CANCELLED".into();
+            (
+                Code::Cancelled,
+                format!("{why}; nothing was written after that point"),
+            )
+        }
         Failure::BadAnswer(e) => {
             details.reason = "BAD_ANSWER".into();
             (Code::Internal, e.to_string())

@@ -30,6 +30,7 @@ use crate::pb::writer_service_server::WriterServiceServer;
 use crate::readiness;
 use crate::respond;
 use crate::shutdown::Signals;
+use crate::transact;
 
 /// Why the server could not start or stopped with an error. Each is a configuration or
 /// environment problem reported in one line by `main`.
@@ -119,6 +120,17 @@ pub fn validate(
     subresource: Subresource,
     config: &EngineConfig,
 ) -> Result<WriteSpec, FieldViolation> {
+    validate_parts(parts, subresource, config, true)
+}
+
+/// `validate`, with the mutation optional when `require_mutation` is false (Transact,
+/// where the caller's code supplies each change).
+pub fn validate_parts(
+    parts: RequestParts<'_>,
+    subresource: Subresource,
+    config: &EngineConfig,
+    require_mutation: bool,
+) -> Result<WriteSpec, FieldViolation> {
     let target = parts
         .target
         .ok_or_else(|| FieldViolation::new("target", "required: the object to write"))?;
@@ -137,8 +149,11 @@ pub fn validate(
         namespace: target.namespace.clone(),
         name: target.name.clone(),
     };
-    let mut mutation = Mutation::from_proto("mutation", parts.mutation)?;
-    if let Mutation::Apply { configuration, .. } = &mut mutation {
+    let mut mutation = match parts.mutation {
+        None if !require_mutation => None,
+        given => Some(Mutation::from_proto("mutation", given)?),
+    };
+    if let Some(Mutation::Apply { configuration, .. }) = &mut mutation {
         fill_identity("mutation.apply.configuration_json", configuration, &target)?;
     }
 
@@ -315,11 +330,27 @@ impl pb::writer_service_server::WriterService for WriterService {
 
     async fn transact(
         &self,
-        _request: Request<Streaming<pb::TransactRequest>>,
+        request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
-        Err(Status::unimplemented(
-            "Transact is not implemented by this safewrite build yet; nothing was written",
-        ))
+        let deadline = grpc_timeout(request.metadata()).map(|t| tokio::time::Instant::now() + t);
+        let mut inbound = request.into_inner();
+        let begin = transact::begin(&mut inbound).await?;
+        let parts = RequestParts {
+            target: begin.target.as_ref(),
+            mutation: None,
+            preconditions: begin.preconditions.as_ref(),
+            retry_policy: begin.retry_policy.as_ref(),
+            options: begin.options.as_ref(),
+        };
+        let subresource = if begin.status {
+            Subresource::Status
+        } else {
+            Subresource::Main
+        };
+        let spec = validate_parts(parts, subresource, self.engine.config(), false)
+            .map_err(|v| respond::invalid_request(&v))?;
+        let stream = transact::run(self.engine.clone(), spec, inbound, deadline);
+        Ok(Response::new(Box::pin(stream)))
     }
 }
 

@@ -100,7 +100,7 @@ async fn grpcurl_lists_and_describes_the_api_through_reflection() {
 }
 
 #[tokio::test]
-async fn empty_requests_are_refused_and_transact_is_not_yet_served() {
+async fn empty_requests_are_refused_before_anything_is_sent() {
     let cp = ControlPlane::shared();
     let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
     let mut client = WriterServiceClient::new(sidecar.channel().await);
@@ -116,16 +116,13 @@ async fn empty_requests_are_refused_and_transact_is_not_yet_served() {
         .await
         .expect_err("an empty request names no object");
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
-    // The interactive RPC is not served by this build: it says so, never pretends.
+    // A transaction that never opens is refused the same way.
     let status = client
         .transact(tokio_stream::iter(Vec::<pb::TransactRequest>::new()))
         .await
-        .expect_err("Transact is not implemented yet");
-    assert_eq!(status.code(), tonic::Code::Unimplemented);
-    assert!(
-        status.message().contains("nothing was written"),
-        "{status:?}"
-    );
+        .expect_err("a Transact stream must open with begin");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().contains("begin"), "{status:?}");
 }
 
 /// A TCP forwarder from `listener` to `target`, started late to play an API server that

@@ -10,6 +10,7 @@ use kube::core::Status;
 use serde_json::Value;
 
 use crate::classify::{self, Decision};
+use crate::ratelimit::{Deadline, WouldExceedDeadline};
 
 /// The API server's answer to one request.
 #[derive(Debug, Clone)]
@@ -64,22 +65,37 @@ pub enum RequestError {
     /// No answer within the time allowed.
     #[error("the API server did not answer within {0:?}")]
     Timeout(Duration),
+    /// The local rate limit would have delayed the request past the RPC's deadline;
+    /// nothing was sent.
+    #[error("{0}")]
+    RateLimited(WouldExceedDeadline),
     /// A 2xx answer whose body is not the JSON object expected.
     #[error("failed to decode the API server's answer: {0}")]
     Decode(String),
 }
 
-/// Sends `request`, waiting at most `timeout` for the whole answer.
+/// Sends `request`, waiting at most `timeout` for the whole answer; `deadline` (the
+/// RPC's) rides along for the rate limiter.
 pub async fn send(
     client: &kube::Client,
-    request: http::Request<Vec<u8>>,
+    mut request: http::Request<Vec<u8>>,
     timeout: Duration,
+    deadline: Option<tokio::time::Instant>,
 ) -> Result<Answer, RequestError> {
+    if let Some(deadline) = deadline {
+        request.extensions_mut().insert(Deadline(deadline));
+    }
     let exchange = async {
         let response = client
             .send(request.map(kube::client::Body::from))
             .await
-            .map_err(|e| RequestError::Transport(e.to_string()))?;
+            .map_err(|e| match &e {
+                kube::Error::Service(inner) => match inner.downcast_ref::<WouldExceedDeadline>() {
+                    Some(limited) => RequestError::RateLimited(*limited),
+                    None => RequestError::Transport(e.to_string()),
+                },
+                _ => RequestError::Transport(e.to_string()),
+            })?;
         let code = response.status().as_u16();
         let retry_after = response
             .headers()

@@ -68,6 +68,15 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// Requests per second to the API server, on average, shared by all callers (reads,
+    /// writes, retries and discovery alike).
+    #[arg(long, env = "SAFEWRITE_QPS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub qps: u32,
+
+    /// Requests to the API server allowed at once above the average rate.
+    #[arg(long, env = "SAFEWRITE_BURST", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    pub burst: u32,
+
     /// Attempts per write (the first included) when the request's retry policy does not say.
     #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_attempts: u32,

@@ -187,6 +187,9 @@ pub enum Failure {
     /// A 2xx answer whose body could not be used.
     #[error("{0}")]
     BadAnswer(RequestError),
+    /// The local rate limit would have delayed a request past the caller's deadline.
+    #[error("{}", crate::ratelimit::WouldExceedDeadline { wait: *wait })]
+    RateLimited { wait: Duration },
     /// The caller went away or broke the Transact protocol mid-transaction; nothing
     /// was written after that point.
     #[error("{0}")]
@@ -422,8 +425,12 @@ impl Engine {
             }
         };
         let timeout = attempts.request_timeout(self.config.request_timeout);
-        match apiserver::send(&self.client, request, timeout).await {
+        match apiserver::send(&self.client, request, timeout, attempts.deadline).await {
             Ok(answer) => Sent::Answer(answer),
+            Err(RequestError::RateLimited(limited)) => Sent::Failed(
+                Failure::RateLimited { wait: limited.wait },
+                Decision::Unexpected,
+            ),
             Err(error) => {
                 let past_deadline = attempts.deadline.is_some_and(|d| Instant::now() >= d);
                 if past_deadline {

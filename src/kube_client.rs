@@ -6,9 +6,14 @@
 use std::path::PathBuf;
 
 use kube::config::{InferConfigError, KubeConfigOptions, Kubeconfig, KubeconfigError};
+use std::num::NonZeroU32;
+
+use kube::client::ClientBuilder;
 use kube::{Client, Config};
+use tower::buffer::BufferLayer;
 
 use crate::config::ServeArgs;
+use crate::ratelimit::RateLimitLayer;
 
 /// Why no client could be built. Each variant is a configuration problem: the sidecar
 /// exits with it instead of retrying.
@@ -45,7 +50,8 @@ pub enum ConnectError {
     Client(#[source] kube::Error),
 }
 
-/// Builds the client described by the serve flags.
+/// Builds the client described by the serve flags: kube's default HTTP stack behind the
+/// shared rate limit.
 pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
@@ -75,5 +81,12 @@ pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
         }
         (None, None) => Config::infer().await.map_err(ConnectError::Infer)?,
     };
-    Client::try_from(config).map_err(ConnectError::Client)
+    let qps = NonZeroU32::new(args.qps).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN);
+    Ok(ClientBuilder::try_from(config)
+        .map_err(ConnectError::Client)?
+        // kube's stack is a boxed service; a buffer makes it cloneable for the limiter.
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&RateLimitLayer::new(qps, burst))
+        .build())
 }

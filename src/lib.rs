@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod engine;
 pub mod kube_client;
 pub mod mutation;
+pub mod ratelimit;
 pub mod readiness;
 pub mod respond;
 pub mod server;

@@ -156,6 +156,17 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
                 ),
             )
         }
+        Failure::RateLimited { wait } => {
+            details.reason = "RATE_LIMITED".into();
+            details.retry_after = Some(*wait);
+            (
+                Code::ResourceExhausted,
+                format!(
+                    "{}; nothing more was sent; retry after the RetryInfo delay, or give the call a longer deadline",
+                    err.failure
+                ),
+            )
+        }
         Failure::Cancelled(why) => {
             details.reason = "TRANSACTION_CANCELLED".into();
             (

@@ -209,7 +209,18 @@ impl Sidecar {
     pub fn start(args: &[&str]) -> Sidecar {
         let mut child = Command::new(env!("CARGO_BIN_EXE_safewrite"))
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--readiness-interval", "200ms"])
+            .args(["--listen", "127.0.0.1:0"])
+            // Fast readiness, and a rate limit out of the way, unless the test says.
+            .args(if args.contains(&"--readiness-interval") {
+                &[][..]
+            } else {
+                &["--readiness-interval", "200ms"][..]
+            })
+            .args(if args.contains(&"--qps") {
+                &[][..]
+            } else {
+                &["--qps", "5000", "--burst", "5000"][..]
+            })
             .args(args)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

@@ -9,6 +9,7 @@ use http_body_util::BodyExt;
 use kube::core::Status;
 use serde_json::Value;
 
+use crate::breaker::CircuitOpen;
 use crate::classify::{self, Decision};
 use crate::ratelimit::{Deadline, WouldExceedDeadline};
 
@@ -69,6 +70,9 @@ pub enum RequestError {
     /// nothing was sent.
     #[error("{0}")]
     RateLimited(WouldExceedDeadline),
+    /// The circuit breaker is open; nothing was sent.
+    #[error("{0}")]
+    CircuitOpen(CircuitOpen),
     /// A 2xx answer whose body is not the JSON object expected.
     #[error("failed to decode the API server's answer: {0}")]
     Decode(String),
@@ -90,10 +94,15 @@ pub async fn send(
             .send(request.map(kube::client::Body::from))
             .await
             .map_err(|e| match &e {
-                kube::Error::Service(inner) => match inner.downcast_ref::<WouldExceedDeadline>() {
-                    Some(limited) => RequestError::RateLimited(*limited),
-                    None => RequestError::Transport(e.to_string()),
-                },
+                kube::Error::Service(inner) => {
+                    if let Some(limited) = inner.downcast_ref::<WouldExceedDeadline>() {
+                        RequestError::RateLimited(*limited)
+                    } else if let Some(open) = inner.downcast_ref::<CircuitOpen>() {
+                        RequestError::CircuitOpen(*open)
+                    } else {
+                        RequestError::Transport(e.to_string())
+                    }
+                }
                 _ => RequestError::Transport(e.to_string()),
             })?;
         let code = response.status().as_u16();

@@ -77,6 +77,19 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_BURST", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst: u32,
 
+    /// Consecutive faults (transport errors, timeouts, 429, 5xx) that open the circuit
+    /// breaker; while open, requests fail fast and nothing is sent.
+    #[arg(long, env = "SAFEWRITE_BREAKER_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub breaker_failures: u32,
+
+    /// How long the breaker stays open before one probe; doubled after a failed probe.
+    #[arg(long, env = "SAFEWRITE_BREAKER_COOLDOWN", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub breaker_cooldown: Duration,
+
+    /// The longest cool-down of the breaker.
+    #[arg(long, env = "SAFEWRITE_BREAKER_MAX_COOLDOWN", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub breaker_max_cooldown: Duration,
+
     /// Attempts per write (the first included) when the request's retry policy does not say.
     #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_attempts: u32,

@@ -187,6 +187,9 @@ pub enum Failure {
     /// A 2xx answer whose body could not be used.
     #[error("{0}")]
     BadAnswer(RequestError),
+    /// The circuit breaker to the API server is open: the RPC fails fast.
+    #[error("{}", crate::breaker::CircuitOpen { retry_after: *retry_after })]
+    CircuitOpen { retry_after: Duration },
     /// The local rate limit would have delayed a request past the caller's deadline.
     #[error("{}", crate::ratelimit::WouldExceedDeadline { wait: *wait })]
     RateLimited { wait: Duration },
@@ -427,6 +430,12 @@ impl Engine {
         let timeout = attempts.request_timeout(self.config.request_timeout);
         match apiserver::send(&self.client, request, timeout, attempts.deadline).await {
             Ok(answer) => Sent::Answer(answer),
+            Err(RequestError::CircuitOpen(open)) => Sent::Failed(
+                Failure::CircuitOpen {
+                    retry_after: open.retry_after,
+                },
+                Decision::Unexpected,
+            ),
             Err(RequestError::RateLimited(limited)) => Sent::Failed(
                 Failure::RateLimited { wait: limited.wait },
                 Decision::Unexpected,

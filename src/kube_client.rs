@@ -12,6 +12,7 @@ use kube::client::ClientBuilder;
 use kube::{Client, Config};
 use tower::buffer::BufferLayer;
 
+use crate::breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
 use crate::config::ServeArgs;
 use crate::ratelimit::RateLimitLayer;
 
@@ -51,7 +52,7 @@ pub enum ConnectError {
 }
 
 /// Builds the client described by the serve flags: kube's default HTTP stack behind the
-/// shared rate limit.
+/// circuit breaker, behind the shared rate limit.
 pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
@@ -87,6 +88,11 @@ pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
         .map_err(ConnectError::Client)?
         // kube's stack is a boxed service; a buffer makes it cloneable for the limiter.
         .with_layer(&BufferLayer::new(1024))
+        .with_layer(&CircuitBreakerLayer::new(Breaker::new(BreakerConfig {
+            failures: args.breaker_failures,
+            cooldown: args.breaker_cooldown,
+            max_cooldown: args.breaker_max_cooldown.max(args.breaker_cooldown),
+        })))
         .with_layer(&RateLimitLayer::new(qps, burst))
         .build())
 }

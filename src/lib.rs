@@ -3,6 +3,7 @@
 
 pub mod apiserver;
 pub mod backoff;
+pub mod breaker;
 pub mod classify;
 pub mod config;
 pub mod discovery;

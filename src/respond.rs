@@ -156,6 +156,17 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
                 ),
             )
         }
+        Failure::CircuitOpen { retry_after } => {
+            details.reason = "CIRCUIT_OPEN".into();
+            details.retry_after = Some(*retry_after);
+            (
+                Code::Unavailable,
+                format!(
+                    "{}; nothing was sent; retry after the RetryInfo delay",
+                    err.failure
+                ),
+            )
+        }
         Failure::RateLimited { wait } => {
             details.reason = "RATE_LIMITED".into();
             details.retry_after = Some(*wait);

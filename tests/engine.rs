@@ -33,7 +33,14 @@ impl Env {
         let cp = ControlPlane::shared();
         let ns = cp.namespace(prefix).await;
         let admin = cp.admin_kubeconfig().display().to_string();
-        let sidecar = Sidecar::start(&["--kubeconfig", kubeconfig.unwrap_or(&admin)]);
+        // These tests are about the loop's own retries: keep the circuit breaker (tested
+        // in tests/breaker.rs) from opening under the transport-fault test.
+        let sidecar = Sidecar::start(&[
+            "--kubeconfig",
+            kubeconfig.unwrap_or(&admin),
+            "--breaker-failures",
+            "1000",
+        ]);
         Env {
             ns,
             sidecar,

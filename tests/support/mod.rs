@@ -323,6 +323,7 @@ pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
 pub struct FaultProxy {
     pub port: u16,
     reset: tokio::sync::watch::Sender<bool>,
+    accepted: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl FaultProxy {
@@ -333,8 +334,11 @@ impl FaultProxy {
             .expect("bind proxy");
         let port = listener.local_addr().expect("addr").port();
         let (reset, watch) = tokio::sync::watch::channel(false);
+        let accepted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = accepted.clone();
         tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::Relaxed);
                 let mut watch = watch.clone();
                 tokio::spawn(async move {
                     if *watch.borrow() {
@@ -352,7 +356,17 @@ impl FaultProxy {
                 });
             }
         });
-        FaultProxy { port, reset }
+        FaultProxy {
+            port,
+            reset,
+            accepted,
+        }
+    }
+
+    /// How many connections the proxy has accepted: with every connection reset, one
+    /// per request that reached it.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
     }
 
     /// Resets every connection, now and until `pass` is called.

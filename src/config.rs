@@ -77,6 +77,16 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_BURST", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst: u32,
 
+    /// Most RPCs in flight at once; past it, new RPCs are refused at once with
+    /// RESOURCE_EXHAUSTED instead of queueing without bound.
+    #[arg(long, env = "SAFEWRITE_MAX_IN_FLIGHT", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_in_flight: u32,
+
+    /// Largest request message accepted, in bytes (a Kubernetes object is at most about
+    /// 1.5 MiB).
+    #[arg(long, env = "SAFEWRITE_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1024..))]
+    pub max_request_bytes: u32,
+
     /// Consecutive faults (transport errors, timeouts, 429, 5xx) that open the circuit
     /// breaker; while open, requests fail fast and nothing is sent.
     #[arg(long, env = "SAFEWRITE_BREAKER_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]

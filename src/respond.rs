@@ -311,6 +311,23 @@ fn api_status(
     }
 }
 
+/// RESOURCE_EXHAUSTED when `max` RPCs are already in flight (load shedding).
+pub fn overloaded(max: usize) -> tonic::Status {
+    let details = Details {
+        reason: "OVERLOADED".into(),
+        retry_after: Some(Duration::from_millis(100)),
+        ..Details::default()
+    };
+    build(
+        Code::ResourceExhausted,
+        format!(
+            "safewrite already has {max} RPCs in flight (--max-in-flight); nothing was sent; retry after the RetryInfo delay"
+        ),
+        details,
+        &[],
+    )
+}
+
 /// INVALID_ARGUMENT for a request that fails validation before anything is sent.
 pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
     let details = Details {

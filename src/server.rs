@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use std::sync::Arc;
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::watch;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
@@ -71,13 +73,28 @@ pub enum ServeError {
 #[derive(Clone)]
 pub struct WriterService {
     engine: Engine,
+    in_flight: Arc<Semaphore>,
+    max_in_flight: usize,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
 
 impl WriterService {
-    pub fn new(engine: Engine) -> Self {
-        Self { engine }
+    /// A service that runs at most `max_in_flight` RPCs at once.
+    pub fn new(engine: Engine, max_in_flight: usize) -> Self {
+        Self {
+            engine,
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
+        }
+    }
+
+    /// A place among the RPCs in flight, or RESOURCE_EXHAUSTED at once (load shedding).
+    fn admit(&self) -> Result<OwnedSemaphorePermit, Status> {
+        self.in_flight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| respond::overloaded(self.max_in_flight))
     }
 
     /// Validates a request, runs the engine, and maps the result.
@@ -87,6 +104,7 @@ impl WriterService {
         parts: RequestParts<'_>,
         subresource: Subresource,
     ) -> Result<pb::WriteResult, Status> {
+        let _permit = self.admit()?;
         let spec = validate(parts, subresource, self.engine.config())
             .map_err(|v| respond::invalid_request(&v))?;
         let deadline = grpc_timeout(metadata).map(|t| tokio::time::Instant::now() + t);
@@ -332,6 +350,7 @@ impl pb::writer_service_server::WriterService for WriterService {
         &self,
         request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
+        let permit = self.admit()?;
         let deadline = grpc_timeout(request.metadata()).map(|t| tokio::time::Instant::now() + t);
         let mut inbound = request.into_inner();
         let begin = transact::begin(&mut inbound).await?;
@@ -349,7 +368,7 @@ impl pb::writer_service_server::WriterService for WriterService {
         };
         let spec = validate_parts(parts, subresource, self.engine.config(), false)
             .map_err(|v| respond::invalid_request(&v))?;
-        let stream = transact::run(self.engine.clone(), spec, inbound, deadline);
+        let stream = transact::run(self.engine.clone(), spec, inbound, deadline, permit);
         Ok(Response::new(Box::pin(stream)))
     }
 }
@@ -389,18 +408,21 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         stop_rx.clone(),
     ));
 
-    let writer = WriterService::new(Engine::new(
-        client,
-        EngineConfig {
-            max_attempts: args.max_attempts,
-            backoff: Backoff {
-                initial: args.initial_backoff,
-                max: args.max_backoff,
+    let writer = WriterService::new(
+        Engine::new(
+            client,
+            EngineConfig {
+                max_attempts: args.max_attempts,
+                backoff: Backoff {
+                    initial: args.initial_backoff,
+                    max: args.max_backoff,
+                },
+                request_timeout: args.request_timeout,
+                field_manager: args.field_manager.clone(),
             },
-            request_timeout: args.request_timeout,
-            field_manager: args.field_manager.clone(),
-        },
-    ));
+        ),
+        args.max_in_flight as usize,
+    );
     let router = || -> Result<Router, ServeError> {
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
@@ -418,7 +440,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             .add_service(health.clone())
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(WriterServiceServer::new(writer.clone())))
+            .add_service(
+                WriterServiceServer::new(writer.clone())
+                    .max_decoding_message_size(args.max_request_bytes as usize),
+            ))
     };
 
     let mut servers = tokio::task::JoinSet::new();

@@ -6,7 +6,7 @@
 //! transaction with no write after that point, and its task and buffers are freed.
 
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::time::Instant;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -38,10 +38,12 @@ pub fn run(
     spec: WriteSpec,
     inbound: Streaming<pb::TransactRequest>,
     deadline: Option<Instant>,
+    permit: OwnedSemaphorePermit,
 ) -> impl Stream<Item = Result<pb::TransactResponse, Status>> + Send + 'static {
     let (tx, rx) = mpsc::channel(1);
     let closed = tx.clone();
     tokio::spawn(async move {
+        let _permit = permit; // the transaction counts as in flight until its task ends
         let mut mutator = StreamMutator {
             inbound,
             outbound: tx.clone(),

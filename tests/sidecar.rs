@@ -356,3 +356,91 @@ fn every_flag_can_be_set_from_the_environment() {
     assert_eq!(flags, envs, "a flag lacks an environment variable:\n{help}");
     assert!(help.contains("[default: 127.0.0.1:50051]"), "{help}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_in_flight_rpcs_are_shed_and_oversized_requests_refused() {
+    use safewrite::pb::transact_request::Message as Req;
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("shed").await;
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        &kubeconfig_arg(cp),
+        "--max-in-flight",
+        "2",
+        "--max-request-bytes",
+        "65536",
+    ]);
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    let target = pb::ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: ns.clone(),
+        name: "shed".into(),
+    };
+    let create = |patch: String| pb::UpdateWithRetryRequest {
+        target: Some(target.clone()),
+        mutation: Some(pb::Mutation {
+            kind: Some(pb::mutation::Kind::MergePatch(pb::MergePatch {
+                patch_json: patch,
+            })),
+        }),
+        options: Some(pb::WriteOptions {
+            create_if_missing_json: "{}".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    client
+        .update_with_retry(create(r#"{"data": {"a": "1"}}"#.into()))
+        .await
+        .unwrap();
+
+    // Two transactions held open (waiting for our proposal) fill the sidecar.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.send(pb::TransactRequest {
+            message: Some(Req::Begin(pb::TransactBegin {
+                target: Some(target.clone()),
+                ..Default::default()
+            })),
+        })
+        .await
+        .unwrap();
+        let mut answers = client
+            .transact(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        answers.message().await.unwrap().expect("a fresh object");
+        held.push((tx, answers));
+    }
+    let err = client
+        .update_with_retry(create(r#"{"data": {"b": "2"}}"#.into()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("--max-in-flight"), "{err:?}");
+
+    // Freeing one place lets the next RPC in.
+    drop(held.pop());
+    let mut admitted = false;
+    for _ in 0..50 {
+        if client
+            .update_with_retry(create(r#"{"data": {"b": "2"}}"#.into()))
+            .await
+            .is_ok()
+        {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(admitted, "a freed place was never reused");
+    drop(held);
+
+    // A request over --max-request-bytes is refused before anything is sent.
+    let big = format!(r#"{{"data": {{"big": "{}"}}}}"#, "x".repeat(100_000));
+    let err = client.update_with_retry(create(big)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::OutOfRange, "{err:?}");
+}

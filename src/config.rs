@@ -100,6 +100,19 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_BREAKER_MAX_COOLDOWN", default_value = "30s", value_parser = humantime::parse_duration)]
     pub breaker_max_cooldown: Duration,
 
+    /// Share of requests that retries of faults (429, 5xx, transport) may add, across
+    /// all callers over a 10 s window (0.2 = 20%). Conflict retries are not counted.
+    #[arg(long, env = "SAFEWRITE_RETRY_BUDGET_PERCENT", default_value_t = 0.2)]
+    pub retry_budget_percent: f32,
+
+    /// Retries of faults always allowed per second, whatever the share.
+    #[arg(
+        long,
+        env = "SAFEWRITE_RETRY_BUDGET_MIN_PER_SECOND",
+        default_value_t = 10
+    )]
+    pub retry_budget_min_per_second: u32,
+
     /// Attempts per write (the first included) when the request's retry policy does not say.
     #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_attempts: u32,

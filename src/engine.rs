@@ -12,6 +12,7 @@ use kube::api::{DynamicObject, GetParams, Patch, PatchParams, PostParams};
 use kube::core::Request;
 use serde_json::Value;
 use tokio::time::Instant;
+use tower::retry::budget::{Budget, TpsBudget};
 use tracing::debug;
 
 use crate::apiserver::{self, Answer, RequestError};
@@ -32,7 +33,14 @@ pub struct EngineConfig {
     pub request_timeout: Duration,
     /// Field manager when the request does not say.
     pub field_manager: String,
+    /// The share of requests that retries of faults may add, across all callers.
+    pub retry_budget_percent: f32,
+    /// Retries of faults always allowed per second, whatever the share.
+    pub retry_budget_min_per_second: u32,
 }
+
+/// How long requests count toward the retry budget.
+pub const RETRY_BUDGET_WINDOW: Duration = Duration::from_secs(10);
 
 /// Which part of the object a write targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +195,11 @@ pub enum Failure {
     /// A 2xx answer whose body could not be used.
     #[error("{0}")]
     BadAnswer(RequestError),
+    /// Retrying this fault would exceed the shared retry budget.
+    #[error(
+        "not retried: the sidecar's retry budget is spent (too many retries across all callers); last: {last}"
+    )]
+    RetryBudget { last: String },
     /// The circuit breaker to the API server is open: the RPC fails fast.
     #[error("{}", crate::breaker::CircuitOpen { retry_after: *retry_after })]
     CircuitOpen { retry_after: Duration },
@@ -205,10 +218,14 @@ pub struct Engine {
     client: kube::Client,
     discovery: Discovery,
     config: Arc<EngineConfig>,
+    /// Bounds retries of faults (not conflicts) to a share of all RPCs in a sliding
+    /// window, so that many callers cannot multiply an outage.
+    budget: Arc<TpsBudget>,
 }
 
 /// Per-attempt state the loop threads through.
 struct Attempts {
+    budget: Arc<TpsBudget>,
     records: Vec<pb::AttemptRecord>,
     internal_retries: u32,
     rng: fastrand::Rng,
@@ -261,6 +278,17 @@ impl Attempts {
         if attempt >= self.policy.max_attempts {
             return Err(last);
         }
+        // Faults draw on the shared retry budget; conflicts are contention, not
+        // amplification, and are bounded by the policy alone.
+        let fault = matches!(
+            decision,
+            Decision::Throttled { .. } | Decision::Unavailable { .. } | Decision::Internal
+        );
+        if fault && !self.budget.withdraw() {
+            return Err(Failure::RetryBudget {
+                last: last.to_string(),
+            });
+        }
         let wait = match decision {
             // The object appeared between our read and our create: read it at once.
             Decision::AlreadyExists => Duration::ZERO,
@@ -298,6 +326,11 @@ impl Engine {
         Self {
             discovery: Discovery::new(client.clone()),
             client,
+            budget: Arc::new(TpsBudget::new(
+                RETRY_BUDGET_WINDOW,
+                config.retry_budget_min_per_second,
+                config.retry_budget_percent,
+            )),
             config: Arc::new(config),
         }
     }
@@ -331,7 +364,9 @@ impl Engine {
         mutator: &mut M,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
+        self.budget.deposit();
         let mut attempts = Attempts {
+            budget: self.budget.clone(),
             records: Vec::new(),
             internal_retries: 0,
             rng: fastrand::Rng::new(),

@@ -156,6 +156,14 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
                 ),
             )
         }
+        Failure::RetryBudget { .. } => {
+            details.reason = "RETRY_BUDGET_EXHAUSTED".into();
+            details.retry_after = Some(Duration::from_secs(1));
+            (
+                Code::Unavailable,
+                format!("{} (after {attempts} attempt(s)); retry later", err.failure),
+            )
+        }
         Failure::CircuitOpen { retry_after } => {
             details.reason = "CIRCUIT_OPEN".into();
             details.retry_after = Some(*retry_after);

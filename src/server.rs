@@ -419,6 +419,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
                 },
                 request_timeout: args.request_timeout,
                 field_manager: args.field_manager.clone(),
+                retry_budget_percent: args.retry_budget_percent,
+                retry_budget_min_per_second: args.retry_budget_min_per_second,
             },
         ),
         args.max_in_flight as usize,

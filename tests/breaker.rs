@@ -139,3 +139,59 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
         "every OK applied exactly once, every failure not at all"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_budget_bounds_retries_of_faults_across_callers() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("budget").await;
+    let proxy = FaultProxy::start(cp.api_port()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = proxy.kubeconfig(cp, dir.path());
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--breaker-failures",
+        "100000",
+        "--retry-budget-percent",
+        "0",
+        "--retry-budget-min-per-second",
+        "1",
+        "--readiness-interval",
+        "1h",
+    ]);
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    // Warm discovery while the path is healthy (the object need not exist).
+    let _ = client.update_with_retry(increment(&ns)).await;
+
+    proxy.reset_all();
+    let before = proxy.accepted();
+    let mut exhausted = 0;
+    for _ in 0..20 {
+        let mut request = increment(&ns);
+        request.retry_policy = Some(pb::RetryPolicy {
+            max_attempts: 10,
+            initial_backoff: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 1_000_000,
+            }),
+            max_backoff: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 5_000_000,
+            }),
+            ..Default::default()
+        });
+        let err = client.update_with_retry(request).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        if reason(&err) == "RETRY_BUDGET_EXHAUSTED" {
+            exhausted += 1;
+        }
+    }
+    let reached = proxy.accepted() - before;
+    eprintln!(
+        "20 RPCs x up to 10 attempts against a dead path: {reached} connections, {exhausted} RPCs stopped by the retry budget"
+    );
+    assert!(exhausted >= 10, "the budget stopped only {exhausted} RPCs");
+    // Unbounded, this would be 200 attempts; the budget allows the 20 first attempts
+    // and about 10 retries (hyper may dial twice for one attempt).
+    assert!(reached <= 80, "{reached} requests reached a dead path");
+}

@@ -153,10 +153,13 @@ struct Started {
 /// nothing of the control plane is left.
 fn child_control_plane_leaves_nothing(how: &str) {
     let report = tempfile::NamedTempFile::new().expect("temp file");
+    let go = tempfile::tempdir().expect("temp dir");
+    let go_file = go.path().join("go");
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "harness_child", "--ignored", "--nocapture"])
         .env("SAFEWRITE_CHILD_REPORT", report.path())
         .env("SAFEWRITE_CHILD_END", how)
+        .env("SAFEWRITE_CHILD_GO", &go_file)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -171,6 +174,8 @@ fn child_control_plane_leaves_nothing(how: &str) {
     assert!(started.dir.exists());
     assert!(started.pids.iter().all(|&pid| process_alive(pid)));
 
+    // Only now may the child end: it waits for this file before panicking.
+    std::fs::write(&go_file, "go").expect("write go file");
     if how == "sigkill" {
         child.kill().expect("SIGKILL the child");
     }
@@ -250,6 +255,11 @@ fn harness_child() {
         env["ETCD_PEER_PORT"],
     );
     std::fs::write(&report, text).expect("write report");
+    if let Ok(go) = std::env::var("SAFEWRITE_CHILD_GO") {
+        wait_until(Duration::from_secs(120), || {
+            std::path::Path::new(&go).exists()
+        });
+    }
     if std::env::var("SAFEWRITE_CHILD_END").as_deref() == Ok("panic") {
         panic!("the child test panics with a control plane running");
     }

@@ -373,9 +373,22 @@ impl Engine {
             deadline,
             policy: spec.policy,
         };
-        let resolved = match self.resolve(spec).await {
-            Ok(resolved) => resolved,
-            Err(failure) => return Err(attempts.fail(failure)),
+        // Discovery is retried like any read: a throttled or unreachable API server at
+        // the first call for a kind is a fault to back off from, not a final answer.
+        let resolved = loop {
+            match self.resolve(spec).await {
+                Ok(resolved) => break resolved,
+                Err(Failure::Discovery(error)) => {
+                    attempts.begin();
+                    let decision = discovery_decision(&error);
+                    if let Err(failure) =
+                        attempts.backoff(&decision, Failure::Discovery(error)).await
+                    {
+                        return Err(attempts.fail(failure));
+                    }
+                }
+                Err(failure) => return Err(attempts.fail(failure)),
+            }
         };
         let ns = (!spec.target.namespace.is_empty()).then_some(spec.target.namespace.as_str());
         let request = Request::new(<DynamicObject as Resource>::url_path(
@@ -683,14 +696,23 @@ impl Engine {
 
     /// Reads the fresh object: found, missing (with the 404 answer), or the step that
     /// ends this attempt (a retryable or final failure).
-    async fn read(&self, request: &Request, name: &str, attempts: &Attempts) -> Result<Read, Step> {
+    async fn read(
+        &self,
+        request: &Request,
+        name: &str,
+        attempts: &mut Attempts,
+    ) -> Result<Read, Step> {
         match self
             .send(request.get(name, &GetParams::default()), attempts)
             .await
         {
             Sent::Failed(failure, decision) => Err(Step::from_failure(failure, decision)),
             Sent::Answer(answer) if answer.code == 404 => Ok(Read::Missing(answer)),
-            Sent::Answer(answer) if answer.code != 200 => Err(Step::from_answer(&answer, None)),
+            Sent::Answer(answer) if answer.code != 200 => {
+                // The read itself was refused (429, 5xx, 403...): the record says so.
+                self.record_write(attempts, &answer);
+                Err(Step::from_answer(&answer, None))
+            }
             Sent::Answer(answer) => answer
                 .object()
                 .map(Read::Found)
@@ -698,6 +720,7 @@ impl Engine {
         }
     }
 
+    /// Records an answer's HTTP status and reason in the current attempt.
     fn record_write(&self, attempts: &mut Attempts, answer: &Answer) {
         let record = attempts.current();
         record.http_status = u32::from(answer.code);
@@ -749,6 +772,17 @@ impl Step {
             status: status.map(Box::new),
         };
         Step::from_failure(failure, decision)
+    }
+}
+
+/// How a failed discovery request is treated: like the same answer to a read.
+fn discovery_decision(error: &DiscoveryError) -> Decision {
+    match error {
+        DiscoveryError::Failed {
+            source: kube::Error::Api(status),
+            ..
+        } => classify::classify(status.code, Some(status), None),
+        _ => classify::classify_transport(),
     }
 }
 

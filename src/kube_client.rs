@@ -82,6 +82,11 @@ pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
         }
         (None, None) => Config::infer().await.map_err(ConnectError::Infer)?,
     };
+    // kube retries 429/503/504 itself by default, below everything here: hidden from
+    // classification, attempt records, the rate limit, the breaker and the retry budget,
+    // and never bounded by the caller's deadline. safewrite owns retries.
+    let mut config = config;
+    config.default_retry = false;
     let qps = NonZeroU32::new(args.qps).unwrap_or(NonZeroU32::MIN);
     let burst = NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN);
     Ok(ClientBuilder::try_from(config)

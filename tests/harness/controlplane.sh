@@ -8,6 +8,8 @@
 # certificates and token authentication for two identities:
 #   admin      - group system:masters (admin.kubeconfig)
 #   restricted - RBAC allows only get/list/watch on configmaps (restricted.kubeconfig)
+#   writer     - RBAC cluster-admin but not system:masters, so API Priority and
+#                Fairness limits apply to it (writer.kubeconfig)
 # When /readyz answers ok it prints one line on stdout:
 #
 #   ready <dir>
@@ -82,9 +84,11 @@ openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
 
 admin_token=$(openssl rand -hex 24)
 restricted_token=$(openssl rand -hex 24)
+writer_token=$(openssl rand -hex 24)
 cat > "$pki/tokens.csv" <<CSV
 $admin_token,admin,admin-uid,"system:masters"
 $restricted_token,restricted,restricted-uid
+$writer_token,writer,writer-uid
 CSV
 
 # --- etcd --------------------------------------------------------------------------
@@ -160,6 +164,12 @@ post /apis/rbac.authorization.k8s.io/v1/clusterrolebindings '{
   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "safewrite-restricted"},
   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "restricted"}]}'
 
+post /apis/rbac.authorization.k8s.io/v1/clusterrolebindings '{
+  "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+  "metadata": {"name": "safewrite-writer"},
+  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+  "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "writer"}]}'
+
 # --- kubeconfigs -------------------------------------------------------------------
 ca_data=$(base64 -w0 < "$pki/ca.crt")
 kubeconfig() {
@@ -186,6 +196,7 @@ YAML
 }
 kubeconfig admin "$admin_token" > "$dir/admin.kubeconfig"
 kubeconfig restricted "$restricted_token" > "$dir/restricted.kubeconfig"
+kubeconfig writer "$writer_token" > "$dir/writer.kubeconfig"
 cat > "$dir/env" <<ENV
 SERVER=$server
 API_PORT=$api_port

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md tells a newcomer to run it (and as .ci/run runs it):
-# formatting and lints, the proto lint, unit tests, and integration tests against a real
-# kube-apiserver and etcd that the harness builds (cached outside the checkout) and starts.
+# formatting and lints, the proto lint, unit tests, integration tests and the client
+# libraries' suites against a real kube-apiserver and etcd that the harness builds (cached outside the checkout) and starts.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +26,9 @@ cargo clippy --all-targets --quiet -- -D warnings
 
 section "cargo test (unit + integration against the real control plane)"
 cargo test
+
+section "Python client against the real sidecar (clients/python/test.sh)"
+bash clients/python/test.sh
 
 echo
 echo "all suites passed in $((SECONDS - started))s"

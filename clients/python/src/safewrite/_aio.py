@@ -1,0 +1,226 @@
+"""The asyncio client."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+import grpc.aio
+
+from . import _convert as convert
+from ._client import DEFAULT_TARGET, _protocol_error, channel_options
+from ._convert import JsonObject, JsonPatchOps
+from ._errors import from_rpc_error
+from ._types import Abort, ObjectRef, Preconditions, Result, RetryPolicy
+from .v1 import writer_pb2_grpc
+
+#: An asyncio transaction function: like :data:`safewrite.TransactFn`, and may be a
+#: coroutine function.
+AsyncTransactFn = Callable[
+    [Dict[str, Any]],
+    Union[Optional[Mapping[str, Any]], Awaitable[Optional[Mapping[str, Any]]]],
+]
+
+
+class AsyncClient:
+    """An asyncio client of the safewrite sidecar; the same API as
+    :class:`~safewrite.Client`, with coroutine methods.
+
+    Create it inside the event loop that uses it (a gRPC asyncio channel belongs to
+    one loop), and close it with ``await client.close()`` or ``async with``.
+
+    Args:
+        target: The sidecar's gRPC target: ``"host:port"`` (default
+            ``"127.0.0.1:50051"``) or ``"unix:///path/to/socket"``.
+        credentials: Channel credentials for TLS; the default is a plaintext channel.
+        options: Extra gRPC channel options, as ``(name, value)`` pairs.
+        timeout: The default timeout, in seconds, of calls that give none.
+        wait_for_ready: Wait for the sidecar to become reachable instead of failing at
+            once (within the call's timeout).
+        channel: Use this ``grpc.aio.Channel`` instead of opening one; the client does
+            not close it.
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        credentials: Optional[grpc.ChannelCredentials] = None,
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+        timeout: Optional[float] = None,
+        wait_for_ready: bool = False,
+        channel: Optional[grpc.aio.Channel] = None,
+    ) -> None:
+        self.target = target
+        self._owns_channel = channel is None
+        if channel is None:
+            opts = channel_options(target, options)
+            if credentials is None:
+                channel = grpc.aio.insecure_channel(target, options=opts)
+            else:
+                channel = grpc.aio.secure_channel(target, credentials, options=opts)
+        self._channel = channel
+        self._stub = writer_pb2_grpc.WriterServiceStub(channel)
+        self._timeout = timeout
+        self._wait_for_ready = wait_for_ready
+
+    async def close(self) -> None:
+        """Closes the client's channel (unless it was given one)."""
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
+        return self._timeout if timeout is None else timeout
+
+    async def update(
+        self,
+        ref: ObjectRef,
+        *,
+        cel: Optional[str] = None,
+        merge_patch: Optional[JsonObject] = None,
+        json_patch: Optional[JsonPatchOps] = None,
+        apply: Optional[JsonObject] = None,
+        force: bool = False,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        create_if_missing: Optional[JsonObject] = None,
+        timeout: Optional[float] = None,
+    ) -> Result:
+        """Changes an object's main resource, retried on conflict; see
+        :meth:`safewrite.Client.update`."""
+        request = convert.update_request(
+            ref,
+            mutation_=convert.mutation(
+                cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force
+            ),
+            preconditions_=preconditions,
+            retry_policy_=retry_policy,
+            options_=convert.options(
+                field_manager=field_manager, dry_run=dry_run, create_if_missing=create_if_missing
+            ),
+        )
+        try:
+            response = await self._stub.UpdateWithRetry(
+                request, timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+            )
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return convert.result(response.result)
+
+    async def patch_status(
+        self,
+        ref: ObjectRef,
+        *,
+        cel: Optional[str] = None,
+        merge_patch: Optional[JsonObject] = None,
+        json_patch: Optional[JsonPatchOps] = None,
+        apply: Optional[JsonObject] = None,
+        force: bool = False,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        timeout: Optional[float] = None,
+    ) -> Result:
+        """Changes an object's status subresource, retried on conflict; see
+        :meth:`safewrite.Client.patch_status`."""
+        request = convert.patch_status_request(
+            ref,
+            mutation_=convert.mutation(
+                cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force
+            ),
+            preconditions_=preconditions,
+            retry_policy_=retry_policy,
+            options_=convert.options(field_manager=field_manager, dry_run=dry_run),
+        )
+        try:
+            response = await self._stub.PatchStatus(
+                request, timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+            )
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return convert.result(response.result)
+
+    async def transact(
+        self,
+        ref: ObjectRef,
+        fn: AsyncTransactFn,
+        *,
+        status: bool = False,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        create_if_missing: Optional[JsonObject] = None,
+        timeout: Optional[float] = None,
+    ) -> Result:
+        """Runs safewrite's retry loop with ``fn`` as the mutation; see
+        :meth:`safewrite.Client.transact`.
+
+        ``fn`` may be a plain function or a coroutine function; it receives the fresh
+        object as a dict and returns (or, if a coroutine, resolves to) the new object,
+        or None after changing the dict in place. Raise :class:`~safewrite.Abort` to
+        end without writing; any other exception aborts and propagates. Cancelling the
+        task cancels the stream, and safewrite writes nothing after that point.
+        """
+        begin = convert.begin(
+            ref,
+            status=status,
+            preconditions_=preconditions,
+            retry_policy_=retry_policy,
+            options_=convert.options(
+                field_manager=field_manager, dry_run=dry_run, create_if_missing=create_if_missing
+            ),
+        )
+        call = self._stub.Transact(
+            timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+        )
+        raised: Optional[BaseException] = None
+        try:
+            await call.write(begin)
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    if raised is not None:
+                        raise raised
+                    raise _protocol_error("Transact ended without a result")
+                which = response.WhichOneof("message")
+                if which == "result":
+                    if raised is not None:
+                        raise raised
+                    return convert.result(response.result)
+                if which != "fresh":
+                    raise _protocol_error("Transact answered with an empty message")
+                if raised is not None:
+                    raise raised  # aborted, yet the server sent another object
+                fresh = response.fresh
+                obj = convert.loads_object(fresh.object_json)
+                try:
+                    returned = fn(obj)
+                    if inspect.isawaitable(returned):
+                        returned = await returned
+                    message = convert.proposal(
+                        fresh.attempt, convert.proposed_object(obj, returned)
+                    )
+                except Abort as abort:
+                    message = convert.abort(fresh.attempt, abort.reason)
+                except Exception as exc:  # abort the transaction, then re-raise
+                    raised = exc
+                    message = convert.abort(fresh.attempt, convert.abort_reason(exc))
+                await call.write(message)
+        except grpc.RpcError as err:
+            if raised is not None:
+                raise raised from None
+            raise from_rpc_error(err) from None
+        finally:
+            if not call.done():
+                call.cancel()

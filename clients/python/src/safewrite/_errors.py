@@ -1,0 +1,259 @@
+"""Exceptions raised by the safewrite client, decoded from gRPC statuses and their details."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+from ._types import AttemptRecord, FieldViolation
+from .v1 import writer_pb2
+
+#: The ErrorInfo domain of every error safewrite returns.
+DOMAIN = "safewrite.dev"
+
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+class SafewriteError(Exception):
+    """A safewrite call failed; the base class of every error this client raises.
+
+    Attributes:
+        code: The gRPC status code.
+        message: safewrite's message: what happened and what to do.
+        reason: The ``google.rpc.ErrorInfo`` reason: the Kubernetes Status reason
+            (e.g. ``"Conflict"``, ``"Invalid"``, ``"Forbidden"``) or a safewrite one
+            (e.g. ``"PRECONDITION_FAILED"``, ``"RESOURCE_VERSION_MISMATCH"``);
+            ``None`` when the status carried no ErrorInfo (e.g. the sidecar was
+            unreachable).
+        domain: The ErrorInfo domain (``"safewrite.dev"``), or ``None``.
+        error_metadata: The ErrorInfo metadata (e.g. ``attempts``, ``http_status``).
+        field_violations: The fields at fault (``google.rpc.BadRequest``).
+        retry_delay: Seconds to wait before retrying (``google.rpc.RetryInfo``), or
+            ``None`` when a retry is not advised.
+        current_object: For precondition failures, the object as it is now (from
+            ``safewrite.v1.WriteFailure``), so the caller can decide without another
+            read; ``None`` otherwise.
+        attempt_records: The attempts made before the failure.
+        trace_id: The W3C trace id of the RPC's span; empty when tracing is off.
+    """
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        *,
+        reason: Optional[str] = None,
+        domain: Optional[str] = None,
+        error_metadata: Optional[Mapping[str, str]] = None,
+        field_violations: Iterable[FieldViolation] = (),
+        retry_delay: Optional[float] = None,
+        current_object: Optional[Dict[str, Any]] = None,
+        attempt_records: Iterable[AttemptRecord] = (),
+        trace_id: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.domain = domain
+        self.error_metadata: Dict[str, str] = dict(error_metadata or {})
+        self.field_violations: List[FieldViolation] = list(field_violations)
+        self.retry_delay = retry_delay
+        self.current_object = current_object
+        self.attempt_records: Tuple[AttemptRecord, ...] = tuple(attempt_records)
+        self.trace_id = trace_id
+
+    @property
+    def attempts(self) -> int:
+        """The number of attempts made before the failure (0 when none reached the API server)."""
+        return len(self.attempt_records)
+
+    def __str__(self) -> str:
+        name = getattr(self.code, "name", str(self.code))
+        head = "%s (%s)" % (name, self.reason) if self.reason else name
+        return "%s: %s" % (head, self.message)
+
+    def __repr__(self) -> str:
+        return "%s(code=%s, reason=%r, message=%r)" % (
+            type(self).__name__,
+            getattr(self.code, "name", self.code),
+            self.reason,
+            self.message,
+        )
+
+
+class ConflictError(SafewriteError):
+    """ABORTED: conflicts outlasted the retry policy, a strict resourceVersion
+    precondition did not match (reason ``RESOURCE_VERSION_MISMATCH``), or server-side
+    apply met another field manager's fields (reason ``FieldManagerConflict``)."""
+
+
+class InvalidError(SafewriteError):
+    """INVALID_ARGUMENT: a malformed request, or an object the API server refused as
+    invalid (422); :attr:`field_violations` names the fields. Not worth retrying."""
+
+
+class PreconditionFailedError(SafewriteError):
+    """FAILED_PRECONDITION: a precondition was false (or a JSON Patch ``test`` failed,
+    or the mutation does not apply); nothing was written, and :attr:`current_object`
+    holds the object as it is now."""
+
+
+class UnavailableError(SafewriteError):
+    """UNAVAILABLE: the API server (or the sidecar) is unavailable, throttling, or
+    behind an open circuit breaker; retry after :attr:`retry_delay`."""
+
+
+class ResourceExhaustedError(SafewriteError):
+    """RESOURCE_EXHAUSTED: the sidecar is shedding load or its rate limit would outlast
+    the deadline; retry after :attr:`retry_delay`."""
+
+
+class PermissionDeniedError(SafewriteError):
+    """PERMISSION_DENIED: the sidecar's identity may not do this (403); grant it the
+    verb with RBAC."""
+
+
+class UnauthenticatedError(SafewriteError):
+    """UNAUTHENTICATED: the API server did not accept the sidecar's credentials (401)."""
+
+
+class NotFoundError(SafewriteError):
+    """NOT_FOUND: the object does not exist (pass ``create_if_missing`` to create it), or
+    its kind is unknown to the API server (reason ``UNKNOWN_KIND``)."""
+
+
+class DeadlineExceededError(SafewriteError):
+    """DEADLINE_EXCEEDED: the call's timeout ran out; the last write may or may not have
+    been applied only if it was sent (see :attr:`attempt_records`)."""
+
+
+class CancelledError(SafewriteError):
+    """CANCELLED: the call was cancelled, or a transaction ended before its end."""
+
+
+class InternalError(SafewriteError):
+    """INTERNAL: the API server failed internally (e.g. an admission webhook) or
+    answered in a way safewrite did not expect."""
+
+
+class UnimplementedError(SafewriteError):
+    """UNIMPLEMENTED: the sidecar does not implement this RPC (an older sidecar)."""
+
+
+_BY_CODE: Dict[grpc.StatusCode, Type[SafewriteError]] = {
+    grpc.StatusCode.ABORTED: ConflictError,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidError,
+    grpc.StatusCode.FAILED_PRECONDITION: PreconditionFailedError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    grpc.StatusCode.CANCELLED: CancelledError,
+    grpc.StatusCode.INTERNAL: InternalError,
+    grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,
+}
+
+
+def error_class(code: grpc.StatusCode) -> Type[SafewriteError]:
+    """The exception class this client raises for a gRPC status code."""
+    return _BY_CODE.get(code, SafewriteError)
+
+
+def _seconds(duration: Any) -> float:
+    return float(duration.seconds) + float(duration.nanos) / 1e9
+
+
+def attempt_record(record: writer_pb2.AttemptRecord) -> AttemptRecord:
+    """Converts a ``safewrite.v1.AttemptRecord`` message."""
+    return AttemptRecord(
+        number=record.number,
+        resource_version_read=record.resource_version_read,
+        http_status=record.http_status,
+        reason=record.reason,
+        backoff=_seconds(record.backoff),
+    )
+
+
+def _status_details(metadata: Any) -> Optional[bytes]:
+    if not metadata:
+        return None
+    for item in metadata:
+        key, value = item[0], item[1]
+        if key == _DETAILS_KEY:
+            return value if isinstance(value, bytes) else str(value).encode("latin-1")
+    return None
+
+
+def from_status(
+    code: grpc.StatusCode, message: str, details: Optional[bytes]
+) -> SafewriteError:
+    """Builds the exception for a status code, message and the serialized
+    ``google.rpc.Status`` of its ``grpc-status-details-bin`` trailer (if any)."""
+    kwargs: Dict[str, Any] = {}
+    if details:
+        status = status_pb2.Status()
+        try:
+            status.ParseFromString(details)
+        except Exception:  # a malformed trailer: keep the code and message
+            status = status_pb2.Status()
+        if status.message and not message:
+            message = status.message
+        violations: List[FieldViolation] = []
+        for detail in status.details:
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                kwargs["reason"] = info.reason
+                kwargs["domain"] = info.domain
+                kwargs["error_metadata"] = dict(info.metadata)
+            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                bad = error_details_pb2.BadRequest()
+                detail.Unpack(bad)
+                violations.extend(
+                    FieldViolation(field=v.field, description=v.description)
+                    for v in bad.field_violations
+                )
+            elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                retry = error_details_pb2.RetryInfo()
+                detail.Unpack(retry)
+                kwargs["retry_delay"] = _seconds(retry.retry_delay)
+            elif detail.Is(writer_pb2.WriteFailure.DESCRIPTOR):
+                failure = writer_pb2.WriteFailure()
+                detail.Unpack(failure)
+                kwargs["attempt_records"] = [
+                    attempt_record(r) for r in failure.attempt_records
+                ]
+                kwargs["trace_id"] = failure.trace_id
+                if failure.current_object_json:
+                    try:
+                        kwargs["current_object"] = json.loads(
+                            failure.current_object_json
+                        )
+                    except ValueError:
+                        pass
+        kwargs["field_violations"] = violations
+    return error_class(code)(code, message, **kwargs)
+
+
+def from_rpc_error(err: Any) -> SafewriteError:
+    """Converts a ``grpc.RpcError`` (sync) or ``grpc.aio.AioRpcError`` into the matching
+    :class:`SafewriteError` subclass, decoding the rich error details."""
+    try:
+        code = err.code() or grpc.StatusCode.UNKNOWN
+    except Exception:
+        code = grpc.StatusCode.UNKNOWN
+    try:
+        message = err.details() or ""
+    except Exception:
+        message = str(err)
+    try:
+        trailing = err.trailing_metadata()
+    except Exception:
+        trailing = None
+    return from_status(code, message, _status_details(trailing))

@@ -1,0 +1,91 @@
+"""Fixtures for the tests against a real sidecar (run them through ../test.sh, which
+starts a control plane and sidecars with ../../tests/harness/with-sidecar.sh)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Callable, Dict, Iterator
+
+import pytest
+
+import safewrite
+
+#: The CEL increment of a counter ConfigMap made by the `counter` fixture.
+INCREMENT = '{"data": {"n": string(int(object.data.n) + 1)}}'
+
+
+@pytest.fixture
+def addr() -> str:
+    value = os.environ.get("SAFEWRITE_ADDR")
+    if not value:
+        pytest.skip("SAFEWRITE_ADDR is unset: run through test.sh")
+    return value
+
+
+@pytest.fixture
+def namespace(addr: str) -> str:
+    return os.environ["SAFEWRITE_NAMESPACE"]
+
+
+@pytest.fixture
+def client(addr: str) -> Iterator[safewrite.Client]:
+    with safewrite.Client(addr, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture
+def new_name(request: pytest.FixtureRequest) -> Callable[[], str]:
+    """Returns a function making a fresh DNS-1123 name for the running test."""
+    stem = request.node.name.replace("_", "-").lower()
+    stem = "".join(ch for ch in stem if ch.isalnum() or ch == "-")[:40].strip("-")
+
+    def make() -> str:
+        return "py-%s-%s" % (stem, uuid.uuid4().hex[:8])
+
+    return make
+
+
+@pytest.fixture
+def configmap_ref(namespace: str, new_name: Callable[[], str]) -> safewrite.ObjectRef:
+    """A reference to a ConfigMap that does not exist yet."""
+    return safewrite.ObjectRef("v1", "ConfigMap", namespace, new_name())
+
+
+@pytest.fixture
+def counter(client: safewrite.Client, configmap_ref: safewrite.ObjectRef) -> safewrite.ObjectRef:
+    """A ConfigMap {"data": {"n": "0"}}, created through the sidecar."""
+    result = client.update(
+        configmap_ref, merge_patch={"data": {"n": "0"}}, create_if_missing={"data": {"n": "0"}}
+    )
+    assert result.outcome == safewrite.Outcome.CREATED
+    return configmap_ref
+
+
+@pytest.fixture
+def widget(
+    client: safewrite.Client, namespace: str, new_name: Callable[[], str]
+) -> safewrite.ObjectRef:
+    """A Widget (widgets.test.safewrite.dev/v1, with a status subresource) whose status
+    is {"count": 0}."""
+    ref = safewrite.ObjectRef("test.safewrite.dev/v1", "Widget", namespace, new_name())
+    created = client.update(
+        ref, merge_patch={"spec": {"size": 1}}, create_if_missing={"spec": {"size": 1}}
+    )
+    assert created.outcome == safewrite.Outcome.CREATED
+    status = client.patch_status(ref, merge_patch={"status": {"count": 0}})
+    assert status.outcome == safewrite.Outcome.UPDATED
+    return ref
+
+
+@pytest.fixture
+def read(client: safewrite.Client) -> Callable[[safewrite.ObjectRef], Dict[str, Any]]:
+    """Returns a function reading an object as it is now (an empty merge patch changes
+    nothing and answers with the object as read)."""
+
+    def read_(ref: safewrite.ObjectRef) -> Dict[str, Any]:
+        result = client.update(ref, merge_patch={})
+        assert result.outcome == safewrite.Outcome.UNCHANGED
+        return result.object
+
+    return read_

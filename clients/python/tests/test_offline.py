@@ -1,0 +1,292 @@
+"""Client behaviour that needs no sidecar: argument checks, error decoding, and the
+Transact protocol as seen by a fake in-process WriterService."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from concurrent import futures
+from typing import Any, Dict, Iterator, List, Optional
+
+import grpc
+import pytest
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+import safewrite
+from safewrite.v1 import writer_pb2, writer_pb2_grpc
+
+REF = safewrite.ObjectRef("v1", "ConfigMap", "ns", "cm")
+
+
+def status_details(code: grpc.StatusCode, message: str, current: Optional[Dict[str, Any]]) -> bytes:
+    details: List[any_pb2.Any] = []
+    for detail in (
+        error_details_pb2.ErrorInfo(
+            reason="PRECONDITION_FAILED", domain="safewrite.dev", metadata={"attempts": "1"}
+        ),
+        error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field="metadata.uid", description="x")
+            ]
+        ),
+        error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=1, nanos=500000000)),
+        writer_pb2.WriteFailure(
+            attempt_records=[
+                writer_pb2.AttemptRecord(
+                    number=1,
+                    resource_version_read="41",
+                    http_status=0,
+                    backoff=duration_pb2.Duration(nanos=250000000),
+                )
+            ],
+            current_object_json=json.dumps(current) if current is not None else "",
+            trace_id="abc",
+        ),
+    ):
+        packed = any_pb2.Any()
+        packed.Pack(detail)
+        details.append(packed)
+    return status_pb2.Status(code=code.value[0], message=message, details=details).SerializeToString()
+
+
+def test_error_decoding() -> None:
+    raw = status_details(grpc.StatusCode.FAILED_PRECONDITION, "nope", {"metadata": {"name": "cm"}})
+    err = safewrite.from_rpc_error(FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "nope", raw))
+    assert isinstance(err, safewrite.PreconditionFailedError)
+    assert err.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.message == "nope"
+    assert err.reason == "PRECONDITION_FAILED"
+    assert err.domain == safewrite.DOMAIN
+    assert err.error_metadata == {"attempts": "1"}
+    assert err.field_violations == [safewrite.FieldViolation("metadata.uid", "x")]
+    assert err.retry_delay == 1.5
+    assert err.current_object == {"metadata": {"name": "cm"}}
+    assert err.attempts == 1
+    assert err.attempt_records[0] == safewrite.AttemptRecord(1, "41", 0, "", 0.25)
+    assert err.trace_id == "abc"
+    assert str(err) == "FAILED_PRECONDITION (PRECONDITION_FAILED): nope"
+
+
+@pytest.mark.parametrize(
+    "code,cls",
+    [
+        (grpc.StatusCode.ABORTED, safewrite.ConflictError),
+        (grpc.StatusCode.INVALID_ARGUMENT, safewrite.InvalidError),
+        (grpc.StatusCode.FAILED_PRECONDITION, safewrite.PreconditionFailedError),
+        (grpc.StatusCode.UNAVAILABLE, safewrite.UnavailableError),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, safewrite.ResourceExhaustedError),
+        (grpc.StatusCode.PERMISSION_DENIED, safewrite.PermissionDeniedError),
+        (grpc.StatusCode.UNAUTHENTICATED, safewrite.UnauthenticatedError),
+        (grpc.StatusCode.NOT_FOUND, safewrite.NotFoundError),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, safewrite.DeadlineExceededError),
+        (grpc.StatusCode.CANCELLED, safewrite.CancelledError),
+        (grpc.StatusCode.INTERNAL, safewrite.InternalError),
+        (grpc.StatusCode.UNIMPLEMENTED, safewrite.UnimplementedError),
+        (grpc.StatusCode.UNKNOWN, safewrite.SafewriteError),
+    ],
+)
+def test_error_class_per_code(code: grpc.StatusCode, cls: type) -> None:
+    err = safewrite.from_rpc_error(FakeRpcError(code, "m", None))
+    assert type(err) is cls
+    assert err.code == code and err.reason is None and err.attempts == 0
+    assert err.field_violations == [] and err.current_object is None and err.retry_delay is None
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str, raw: Optional[bytes]) -> None:
+        self._code, self._details, self._raw = code, details, raw
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> Any:
+        return (("grpc-status-details-bin", self._raw),) if self._raw else ()
+
+
+def test_mutation_arguments_are_checked() -> None:
+    client = safewrite.Client("127.0.0.1:1")
+    try:
+        with pytest.raises(ValueError):
+            client.update(REF)
+        with pytest.raises(ValueError):
+            client.update(REF, cel="{}", merge_patch={})
+        with pytest.raises(ValueError):
+            client.update(REF, merge_patch={}, force=True)
+        with pytest.raises(TypeError):
+            client.update(("v1", "ConfigMap", "ns", "cm"), cel="{}")  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+def test_unix_targets_get_a_valid_authority() -> None:
+    from safewrite._client import channel_options
+
+    assert channel_options("127.0.0.1:50051", None) == []
+    assert channel_options("unix:///run/s.sock", None) == [("grpc.default_authority", "localhost")]
+    assert channel_options("unix:///run/s.sock", [("grpc.default_authority", "x")]) == [
+        ("grpc.default_authority", "x")
+    ]
+
+
+def test_unknown_outcome_is_unspecified() -> None:
+    assert safewrite.Outcome(99) is safewrite.Outcome.UNSPECIFIED
+    assert safewrite.Outcome(2) is safewrite.Outcome.UNCHANGED
+
+
+class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
+    """Transact with a scripted number of conflicts; records every request it gets."""
+
+    def __init__(self, conflicts: int) -> None:
+        self.conflicts = conflicts
+        self.requests: List[writer_pb2.TransactRequest] = []
+        self.lock = threading.Lock()
+        self.unary: List[Any] = []
+
+    def UpdateWithRetry(self, request: Any, context: Any) -> Any:
+        self.unary.append(request)
+        if request.preconditions.uid == "wrong":
+            context.set_trailing_metadata(
+                (
+                    (
+                        "grpc-status-details-bin",
+                        status_details(grpc.StatusCode.FAILED_PRECONDITION, "uid", {"n": 1}),
+                    ),
+                )
+            )
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "uid")
+        return writer_pb2.UpdateWithRetryResponse(
+            result=writer_pb2.WriteResult(
+                outcome=writer_pb2.OUTCOME_UPDATED, object_json='{"a":1}', attempts=1
+            )
+        )
+
+    def Transact(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+        first = next(request_iterator)
+        with self.lock:
+            self.requests.append(first)
+        assert first.WhichOneof("message") == "begin"
+        n = 0
+        for attempt in range(1, self.conflicts + 2):
+            obj = {"metadata": {"name": "cm", "resourceVersion": str(attempt)}, "n": n}
+            yield writer_pb2.TransactResponse(
+                fresh=writer_pb2.FreshObject(
+                    attempt=attempt, object_json=json.dumps(obj), resource_version=str(attempt)
+                )
+            )
+            proposal = next(request_iterator)
+            with self.lock:
+                self.requests.append(proposal)
+            p = proposal.proposal
+            assert p.attempt == attempt
+            if p.WhichOneof("change") == "abort":
+                yield writer_pb2.TransactResponse(
+                    result=writer_pb2.WriteResult(
+                        outcome=writer_pb2.OUTCOME_ABORTED,
+                        object_json=json.dumps(obj),
+                        attempts=attempt,
+                    )
+                )
+                return
+            if attempt <= self.conflicts:
+                n += 10  # someone else wrote in between
+                continue
+            yield writer_pb2.TransactResponse(
+                result=writer_pb2.WriteResult(
+                    outcome=writer_pb2.OUTCOME_UPDATED,
+                    object_json=p.object_json,
+                    resource_version="99",
+                    attempts=attempt,
+                )
+            )
+
+
+@pytest.fixture
+def fake() -> Iterator[Any]:
+    servicer = FakeWriter(conflicts=2)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    writer_pb2_grpc.add_WriterServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    servicer.target = "127.0.0.1:%d" % port  # type: ignore[attr-defined]
+    yield servicer
+    server.stop(None)
+
+
+def test_fake_transact_retries_with_fresh_objects(fake: Any) -> None:
+    seen: List[int] = []
+
+    def bump(obj: Dict[str, Any]) -> None:
+        seen.append(obj["n"])
+        obj["n"] += 1
+
+    with safewrite.Client(fake.target, timeout=10) as client:
+        result = client.transact(REF, bump, status=True, field_manager="me")
+    assert seen == [0, 10, 20]
+    assert result.outcome == safewrite.Outcome.UPDATED
+    assert result.object["n"] == 21
+    assert result.attempts == 3
+    begin = fake.requests[0].begin
+    assert begin.status and begin.options.field_manager == "me"
+    assert begin.target.name == "cm" and begin.target.kind == "ConfigMap"
+    assert [r.proposal.attempt for r in fake.requests[1:]] == [1, 2, 3]
+
+
+def test_fake_transact_exception_sends_abort_then_raises(fake: Any) -> None:
+    def explode(obj: Dict[str, Any]) -> None:
+        raise KeyError("n")
+
+    with safewrite.Client(fake.target, timeout=10) as client:
+        with pytest.raises(KeyError):
+            client.transact(REF, explode)
+        aborted = client.transact(REF, _abort)
+    last = fake.requests[1].proposal
+    assert last.WhichOneof("change") == "abort"
+    assert last.abort.reason == "KeyError: 'n'"
+    assert aborted.outcome == safewrite.Outcome.ABORTED
+    assert fake.requests[-1].proposal.abort.reason == "stop"
+
+
+def _abort(obj: Dict[str, Any]) -> None:
+    raise safewrite.Abort("stop")
+
+
+def test_fake_async_transact(fake: Any) -> None:
+    async def bump(obj: Dict[str, Any]) -> Dict[str, Any]:
+        await asyncio.sleep(0)
+        return {**obj, "n": obj["n"] + 1}
+
+    async def main() -> safewrite.Result:
+        async with safewrite.AsyncClient(fake.target, timeout=10) as client:
+            with pytest.raises(ZeroDivisionError):
+                await client.transact(REF, lambda obj: 1 / 0)
+            return await client.transact(REF, bump)
+
+    result = asyncio.run(main())
+    assert result.object["n"] == 21
+    assert fake.requests[1].proposal.abort.reason == "ZeroDivisionError: division by zero"
+
+
+def test_fake_unary_error_details(fake: Any) -> None:
+    with safewrite.Client(fake.target, timeout=10) as client:
+        ok = client.update(REF, json_patch=[{"op": "add", "path": "/a", "value": 1}])
+        assert ok.object == {"a": 1}
+        with pytest.raises(safewrite.PreconditionFailedError) as info:
+            client.update(REF, cel="{}", preconditions=safewrite.Preconditions(uid="wrong"))
+    assert info.value.current_object == {"n": 1}
+    assert info.value.retry_delay == 1.5
+    sent = fake.unary[0]
+    assert json.loads(sent.mutation.json_patch.patch_json) == [{"op": "add", "path": "/a", "value": 1}]
+
+    async def main() -> None:
+        async with safewrite.AsyncClient(fake.target, timeout=10) as client:
+            with pytest.raises(safewrite.PreconditionFailedError) as ainfo:
+                await client.update(REF, cel="{}", preconditions=safewrite.Preconditions(uid="wrong"))
+            assert ainfo.value.current_object == {"n": 1}
+            assert ainfo.value.attempt_records[0].resource_version_read == "41"
+
+    asyncio.run(main())

@@ -5,6 +5,10 @@
 #   ${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}/bin/<tool>-<version>/<tool>
 # Only the first run on a machine pays the build. Prints, on the last line of stdout, a
 # directory of links to the pinned set (progress goes to stderr).
+#
+#   binaries.sh           # the control plane and test tools
+#   binaries.sh jaeger    # also jaeger (Jaeger v2, the tracing backend of
+#                         # tests/harness/jaeger.sh; a long first build, so only on demand)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -13,6 +17,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 cache=${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}
 bindir="$cache/bin/set-k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-grpcurl-$GRPCURL_VERSION-buf-$BUF_VERSION"
+with_jaeger=false
+case "${1:-}" in
+  "") ;;
+  jaeger) with_jaeger=true; bindir="$bindir-jaeger-$JAEGER_VERSION" ;;
+  *) echo "usage: $0 [jaeger]" >&2; exit 2 ;;
+esac
 mkdir -p "$bindir"
 # tool_path NAME VERSION: where one tool's binary is cached.
 tool_path() {
@@ -31,22 +41,42 @@ fi
 # Builds PACKAGE from MODULE@VERSION through a throwaway wrapper module. Modules such as
 # k8s.io/kubernetes and etcd's server replace their siblings with relative paths, which
 # `go install pkg@version` refuses; the wrapper pins every such sibling to its published
-# release instead (STAGING_VERSION, or VERSION itself when empty).
+# release instead (STAGING_VERSION, or VERSION itself when empty). A dependency's replace
+# directives are ignored when it is built as a dependency, so the upstream module's
+# replaces by a published version (such as jaeger's `X => X v1.33.0`) are copied as they are.
 build_from_module() {
   local module=$1 version=$2 package=$3 output=$4 staging=${5:-$2}
   if [ -x "$output" ]; then
     return 0
   fi
+  # Runs at the same time (several test binaries or shells) build once: the
+  # others wait for the lock, then find the binary.
+  local lock
+  exec {lock}>"$output.lock"
+  if command -v flock >/dev/null 2>&1; then
+    flock "$lock"
+  fi
+  if [ -x "$output" ]; then
+    exec {lock}>&-
+    return 0
+  fi
   local work
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'rm -rf "$work"; exec {lock}>&-' RETURN
   log "building $package@$version (first run on this machine only; takes minutes)"
   local started=$SECONDS
   (
     cd "$work"
     go mod init safewrite.local/build >/dev/null 2>&1
-    local gomod
-    gomod=$(go mod download -json "$module@$version" | jq -r .GoMod)
+    local info gomod
+    info=$(go mod download -json "$module@$version")
+    gomod=$(jq -r .GoMod <<<"$info")
+    # Start from the upstream module's own go.sum: its dependencies are checked against
+    # the checksums upstream committed, even those the checksum database cannot serve.
+    if [ -f "$(jq -r .Dir <<<"$info")/go.sum" ]; then
+      cp "$(jq -r .Dir <<<"$info")/go.sum" go.sum
+      chmod u+w go.sum
+    fi
     # Every `X => ./relative` replace of the upstream module becomes `X => X staging`.
     # (Upstream also replaces modules it forbids with ./FORBIDDEN_DEPENDENCY: skip those.)
     awk '
@@ -57,6 +87,19 @@ build_from_module() {
     ' "$gomod" | awk '$2 == "=>" && $3 ~ /^\.\.?\// && $3 !~ /FORBIDDEN/ { print $1 }' | sort -u |
       while read -r dep; do
         go mod edit -replace "$dep=$dep@$staging"
+      done
+    # Every `X [vA] => Y vB` replace is kept: `X[@vA]=Y@vB`.
+    awk '
+      /^replace[ \t]*\(/ { inblock = 1; next }
+      inblock && /^\)/   { inblock = 0; next }
+      inblock            { print; next }
+      /^replace[ \t]/    { sub(/^replace[ \t]+/, ""); print }
+    ' "$gomod" | awk '
+      $2 == "=>" && NF == 4 && $3 !~ /^\.\.?\// { print $1 "=" $3 "@" $4 }
+      $3 == "=>" && NF == 5 && $4 !~ /^\.\.?\// { print $1 "@" $2 "=" $4 "@" $5 }
+    ' | sort -u |
+      while read -r replacement; do
+        go mod edit -replace "$replacement"
       done
     go mod edit -require "$module@$version"
     printf 'package tools\n\nimport _ "%s"\n' "$package" > tools.go
@@ -90,8 +133,15 @@ if [ ! -x "$buf" ]; then
     "@bufbuild/buf@$BUF_VERSION" >&2
   ln -sf "$(dirname "$buf")/npm/node_modules/.bin/buf" "$buf"
 fi
+tools=("$apiserver" "$etcd" "$grpcurl" "$buf")
+if $with_jaeger; then
+  jaeger=$(tool_path jaeger "$JAEGER_VERSION")
+  build_from_module github.com/jaegertracing/jaeger "$JAEGER_VERSION" \
+    github.com/jaegertracing/jaeger/cmd/jaeger "$jaeger"
+  tools+=("$jaeger")
+fi
 
-for tool in "$apiserver" "$etcd" "$grpcurl" "$buf"; do
+for tool in "${tools[@]}"; do
   ln -sfn "$tool" "$bindir/$(basename "$tool")"
 done
 

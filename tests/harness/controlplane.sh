@@ -116,6 +116,7 @@ done
 
 # --- kube-apiserver ----------------------------------------------------------------
 api_port=$(free_port)
+start_apiserver() {
 "$bindir/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 \
@@ -133,19 +134,34 @@ api_port=$(free_port)
   --endpoint-reconciler-type none \
   --profiling=false \
   ${SAFEWRITE_APISERVER_FLAGS:-} \
-  </dev/null >"$dir/kube-apiserver.log" 2>&1 &
+  </dev/null >>"$dir/kube-apiserver.log" 2>&1 &
 apiserver_pid=$!
+}
 
 server="https://127.0.0.1:$api_port"
 admin_curl() {
   curl -sS --cacert "$pki/ca.crt" -H "Authorization: Bearer $admin_token" "$@"
 }
-for i in $(seq 1 600); do
-  [ "$(admin_curl "$server/readyz" 2>/dev/null || true)" = ok ] && break
-  kill -0 "$apiserver_pid" 2>/dev/null || fail "kube-apiserver exited during start-up"
-  [ "$i" = 600 ] && fail "kube-apiserver was not ready within 120s"
-  sleep 0.2
-done
+wait_apiserver_ready() {
+  for i in $(seq 1 600); do
+    [ "$(admin_curl "$server/readyz" 2>/dev/null || true)" = ok ] && return 0
+    kill -0 "$apiserver_pid" 2>/dev/null || fail "kube-apiserver exited during start-up"
+    [ "$i" = 600 ] && fail "kube-apiserver was not ready within 120s"
+    sleep 0.2
+  done
+}
+stop_apiserver() {
+  kill -TERM "$apiserver_pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$apiserver_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$apiserver_pid" 2>/dev/null || true
+  wait "$apiserver_pid" 2>/dev/null || true
+  apiserver_pid=""
+}
+start_apiserver
+wait_apiserver_ready
 
 # --- RBAC for the restricted identity ------------------------------------------------
 post() {
@@ -212,12 +228,36 @@ ENV
 echo "ready $dir"
 
 # Live until stdin closes; stop early if a component dies, so nobody waits on a corpse.
+# Lines on stdin are commands, each answered with one line on stdout:
+#   stop-apiserver   stops kube-apiserver (etcd keeps the data)  -> "apiserver stopped"
+#   start-apiserver  starts it again on the same port, when ready -> "apiserver started"
+partial=""
 while true; do
   rc=0
-  read -r -t 1 _ || rc=$?
+  chunk=""
+  read -r -t 1 chunk || rc=$?
   if [ "$rc" -ne 0 ] && [ "$rc" -le 128 ]; then
     exit 0 # end of input: whoever started us is gone
   fi
+  if [ "$rc" -gt 128 ]; then
+    # The timeout can fall in the middle of a line: keep what came, read on.
+    partial+=$chunk
+    command=""
+  else
+    command=$partial$chunk
+    partial=""
+  fi
+  case "$command" in
+    stop-apiserver) stop_apiserver; echo "apiserver stopped" ;;
+    start-apiserver)
+      [ -n "$apiserver_pid" ] || { start_apiserver; wait_apiserver_ready; }
+      echo "apiserver started"
+      ;;
+    "") ;;
+    *) echo "controlplane: unknown command: $command" >&2 ;;
+  esac
   kill -0 "$etcd_pid" 2>/dev/null || fail "etcd exited unexpectedly"
-  kill -0 "$apiserver_pid" 2>/dev/null || fail "kube-apiserver exited unexpectedly"
+  if [ -n "$apiserver_pid" ]; then
+    kill -0 "$apiserver_pid" 2>/dev/null || fail "kube-apiserver exited unexpectedly"
+  fi
 done

@@ -32,6 +32,10 @@ read -r ready cpdir <&"${CONTROLPLANE[0]}" || { echo "with-sidecar: control plan
 # shellcheck disable=SC1091
 . "$cpdir/env"
 
+# Sidecars here (and any the command starts itself) run side by side: each takes a
+# free port for its metrics endpoint instead of the default one.
+export SAFEWRITE_METRICS_LISTEN=127.0.0.1:0
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/safewrite-clients.XXXXXX")
 pids=()
 cleanup() {

@@ -60,7 +60,12 @@ impl Answer {
 /// A request that got no usable answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RequestError {
-    /// Connection refused/reset, TLS failure, or any other transport error.
+    /// No connection could be made (refused, reset during the TLS handshake): the
+    /// request was never sent.
+    #[error("failed to connect to the API server: {0}")]
+    Connect(String),
+    /// The connection failed after the request may have been sent (reset, closed before
+    /// the answer, or the answer's body cut short).
     #[error("failed to reach the API server: {0}")]
     Transport(String),
     /// No answer within the time allowed.
@@ -76,6 +81,29 @@ pub enum RequestError {
     /// A 2xx answer whose body is not the JSON object expected.
     #[error("failed to decode the API server's answer: {0}")]
     Decode(String),
+}
+
+impl RequestError {
+    /// True when the request may have reached the API server although no answer came
+    /// back: for a write, whether it was applied is unknown.
+    pub fn maybe_sent(&self) -> bool {
+        matches!(self, RequestError::Transport(_) | RequestError::Timeout(_))
+    }
+}
+
+/// Maps a transport failure: a failure to connect (anywhere in the error's chain) means
+/// nothing was sent.
+fn transport(error: &kube::Error) -> RequestError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(err) = source {
+        if let Some(client) = err.downcast_ref::<hyper_util::client::legacy::Error>()
+            && client.is_connect()
+        {
+            return RequestError::Connect(error.to_string());
+        }
+        source = err.source();
+    }
+    RequestError::Transport(error.to_string())
 }
 
 /// Sends `request`, waiting at most `timeout` for the whole answer; `deadline` (the
@@ -100,10 +128,10 @@ pub async fn send(
                     } else if let Some(open) = inner.downcast_ref::<CircuitOpen>() {
                         RequestError::CircuitOpen(*open)
                     } else {
-                        RequestError::Transport(e.to_string())
+                        transport(&e)
                     }
                 }
-                _ => RequestError::Transport(e.to_string()),
+                _ => transport(&e),
             })?;
         let code = response.status().as_u16();
         let retry_after = response

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// The breaker is open (or its one probe is under way): nothing was sent.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -56,6 +56,7 @@ pub struct Breaker {
 }
 
 /// What the breaker lets a request do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Admit {
     Pass,
     Probe,
@@ -86,6 +87,7 @@ impl Breaker {
                     });
                 }
                 *state = State::HalfOpen { cooldown };
+                crate::metrics::get().breaker(1, "half_open");
                 info!(?cooldown, "circuit breaker half-open: sending one probe");
                 Ok(Admit::Probe)
             }
@@ -105,9 +107,11 @@ impl Breaker {
                         until: Instant::now() + cooldown,
                         cooldown,
                     };
+                    crate::metrics::get().breaker(2, "open");
                     warn!(?cooldown, "circuit breaker probe failed: open again");
                 } else {
                     *state = State::Closed { faults: 0 };
+                    crate::metrics::get().breaker(0, "closed");
                     info!("circuit breaker closed: the API server answers again");
                 }
             }
@@ -120,6 +124,7 @@ impl Breaker {
                         until: Instant::now() + cooldown,
                         cooldown,
                     };
+                    crate::metrics::get().breaker(2, "open");
                     warn!(
                         faults = faults + 1,
                         ?cooldown,
@@ -191,7 +196,19 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let breaker = self.breaker.clone();
         Box::pin(async move {
-            let admitted = breaker.admit()?;
+            let admitted = match breaker.admit() {
+                Ok(admitted) => admitted,
+                Err(open) => {
+                    debug!(
+                        retry_after_ms = open.retry_after.as_millis() as u64,
+                        "circuit breaker refused the request"
+                    );
+                    return Err(open.into());
+                }
+            };
+            if admitted == Admit::Probe {
+                debug!("circuit breaker let this request through as its probe");
+            }
             let result = inner.call(request).await.map_err(Into::into);
             let fault = match &result {
                 Ok(response) => is_fault_status(response.status().as_u16()),
@@ -234,7 +251,7 @@ mod tests {
         assert!(matches!(b.state(), State::Closed { faults: 2 }));
         fail(&b);
         assert!(matches!(b.state(), State::Open { .. }));
-        let open = b.admit().err().expect("fails fast");
+        let open = b.admit().expect_err("fails fast");
         assert_eq!(open.retry_after, Duration::from_secs(1));
     }
 

@@ -55,6 +55,25 @@ impl Decision {
         )
     }
 
+    /// A short name of the decision, for spans (what the loop did with the answer).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Decision::Success => "success",
+            Decision::Conflict => "retry_conflict",
+            Decision::AlreadyExists => "reread_already_exists",
+            Decision::FieldManagerConflict { .. } => "field_manager_conflict",
+            Decision::Throttled { .. } => "retry_throttled",
+            Decision::Unavailable { .. } => "retry_unavailable",
+            Decision::Internal => "retry_internal",
+            Decision::Invalid => "invalid",
+            Decision::BadRequest => "bad_request",
+            Decision::Unauthenticated => "unauthenticated",
+            Decision::Forbidden => "forbidden",
+            Decision::NotFound => "not_found",
+            Decision::Unexpected => "unexpected",
+        }
+    }
+
     /// A server hint for the next wait, used as a floor for the backoff.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

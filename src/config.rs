@@ -50,6 +50,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
 
+    /// Address of the Prometheus/OpenMetrics endpoint (`GET /metrics`), separate from
+    /// the gRPC API; `off` serves none. Port 0 picks a free port (logged).
+    #[arg(long, env = "SAFEWRITE_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = parse_metrics_listen)]
+    pub metrics_listen: MetricsListen,
+
     /// Also serve the gRPC API on this unix socket path (created at start, removed at exit).
     #[arg(long, env = "SAFEWRITE_UNIX_SOCKET")]
     pub unix_socket: Option<PathBuf>,
@@ -136,4 +141,23 @@ pub struct ServeArgs {
     /// How often to check that the API server is ready (health is NOT_SERVING until it is).
     #[arg(long, env = "SAFEWRITE_READINESS_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     pub readiness_interval: Duration,
+}
+
+/// Where the metrics endpoint listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsListen {
+    /// No metrics endpoint.
+    Off,
+    /// `GET /metrics` on this address.
+    At(SocketAddr),
+}
+
+fn parse_metrics_listen(value: &str) -> Result<MetricsListen, String> {
+    if value == "off" {
+        return Ok(MetricsListen::Off);
+    }
+    value
+        .parse()
+        .map(MetricsListen::At)
+        .map_err(|_| format!("{value:?} is neither host:port nor off"))
 }

@@ -13,12 +13,14 @@ use kube::core::Request;
 use serde_json::Value;
 use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
-use tracing::debug;
+use tracing::field::Empty;
+use tracing::{Instrument as _, Span, debug};
 
 use crate::apiserver::{self, Answer, RequestError};
 use crate::backoff::Backoff;
 use crate::classify::{self, Decision, INTERNAL_ERROR_RETRIES};
 use crate::discovery::{Discovery, DiscoveryError, Resolved};
+use crate::idempotency;
 use crate::mutation::{ApplyError, Cel, FieldViolation, Mutation};
 use crate::pb;
 
@@ -96,6 +98,9 @@ pub struct WriteSpec {
     pub dry_run: bool,
     /// Created (after the mutation is applied to it) when the target is missing.
     pub create_if_missing: Option<Value>,
+    /// Recorded on the object with the change, so that the change is made at most once
+    /// (see [`crate::idempotency`]); only for the main resource.
+    pub idempotency_key: Option<String>,
 }
 
 /// What the caller's code wants done with one fresh object.
@@ -141,6 +146,8 @@ pub struct Written {
     pub object: Value,
     pub resource_version: String,
     pub attempts: Vec<pb::AttemptRecord>,
+    /// The idempotency key was already on the object: nothing was written.
+    pub already_applied: bool,
 }
 
 /// A failed write: why, and the attempts made.
@@ -189,6 +196,12 @@ pub enum Failure {
     /// No answer from the API server, and retries ran out.
     #[error("{error}")]
     Transport { error: RequestError },
+    /// A write was sent but its answer was lost, and the request has no idempotency
+    /// key: retrying could apply the change twice, so the loop stopped.
+    #[error(
+        "the write was sent but its answer was lost ({last}): it may or may not have been applied. Read the object to find out, or set options.idempotency_key so that safewrite retries such writes safely"
+    )]
+    OutcomeUnknown { last: String },
     /// The caller's deadline came before the write could be completed.
     #[error("the deadline passed after {attempts} attempt(s); last: {last}")]
     Deadline { attempts: u32, last: String },
@@ -210,6 +223,31 @@ pub enum Failure {
     /// was written after that point.
     #[error("{0}")]
     Cancelled(String),
+}
+
+impl Failure {
+    /// A short name of the failure for spans and metrics: the Kubernetes reason for an
+    /// API answer, else the kind of failure. Never the message (it may quote contents).
+    pub fn kind(&self) -> &str {
+        match self {
+            Failure::Invalid(_) => "invalid_request",
+            Failure::UnknownKind(_) => "unknown_kind",
+            Failure::Discovery(_) => "discovery_failed",
+            Failure::PreconditionFailed { .. } => "precondition_failed",
+            Failure::Mutation { .. } => "mutation_failed",
+            Failure::ResourceVersionMismatch { .. } => "resource_version_mismatch",
+            Failure::Api { reason, .. } if !reason.is_empty() => reason,
+            Failure::Api { .. } => "api_error",
+            Failure::Transport { .. } => "transport",
+            Failure::OutcomeUnknown { .. } => "write_outcome_unknown",
+            Failure::Deadline { .. } => "deadline_exceeded",
+            Failure::BadAnswer(_) => "bad_answer",
+            Failure::RetryBudget { .. } => "retry_budget_exhausted",
+            Failure::CircuitOpen { .. } => "circuit_open",
+            Failure::RateLimited { .. } => "rate_limited",
+            Failure::Cancelled(_) => "cancelled",
+        }
+    }
 }
 
 /// The write engine, shared by every RPC.
@@ -262,9 +300,15 @@ impl Attempts {
         }
     }
 
-    /// Decides whether to go on after a retryable outcome and sleeps the backoff.
-    /// Returns the failure to end with when the loop must stop.
-    async fn backoff(&mut self, decision: &Decision, last: Failure) -> Result<(), Failure> {
+    /// Decides whether to go on after a retryable outcome and how long to wait first,
+    /// recording the wait in the attempt's record and span. Returns the failure to end
+    /// with when the loop must stop.
+    fn plan_backoff(
+        &mut self,
+        decision: &Decision,
+        last: Failure,
+        span: &Span,
+    ) -> Result<Duration, Failure> {
         let attempt = self.records.len() as u32;
         if !decision.is_retryable() {
             return Err(last);
@@ -309,9 +353,10 @@ impl Attempts {
             seconds: wait.as_secs() as i64,
             nanos: wait.subsec_nanos() as i32,
         });
-        debug!(attempt, ?wait, ?decision, "backing off");
-        tokio::time::sleep(wait).await;
-        Ok(())
+        let backoff_ms = wait.as_millis() as u64;
+        span.record("safewrite.backoff_ms", backoff_ms as i64);
+        debug!(parent: span, attempt, backoff_ms, ?decision, "backing off");
+        Ok(wait)
     }
 }
 
@@ -379,12 +424,21 @@ impl Engine {
             match self.resolve(spec).await {
                 Ok(resolved) => break resolved,
                 Err(Failure::Discovery(error)) => {
-                    attempts.begin();
-                    let decision = discovery_decision(&error);
-                    if let Err(failure) =
-                        attempts.backoff(&decision, Failure::Discovery(error)).await
+                    let span = attempt_span(attempts.begin());
+                    let (decision, failure) = discovery_failure(error);
+                    if let Some(record) = attempts.records.last_mut()
+                        && let Failure::Api { code, reason, .. } = &failure
                     {
-                        return Err(attempts.fail(failure));
+                        record.http_status = u32::from(*code);
+                        record.reason = reason.clone();
+                    }
+                    span.record("error.type", failure.kind());
+                    span.record("otel.status_code", "ERROR");
+                    let wait = attempts.plan_backoff(&decision, failure, &span);
+                    drop(span);
+                    match wait {
+                        Ok(wait) => tokio::time::sleep(wait).await,
+                        Err(failure) => return Err(attempts.fail(failure)),
                     }
                 }
                 Err(failure) => return Err(attempts.fail(failure)),
@@ -396,20 +450,23 @@ impl Engine {
             ns,
         ));
         loop {
-            attempts.begin();
+            let span = attempt_span(attempts.begin());
             let step = match &spec.mutation {
                 Some(Mutation::Apply {
                     configuration,
                     force,
                 }) => {
                     self.apply_attempt(spec, &request, configuration, *force, &mut attempts)
+                        .instrument(span.clone())
                         .await
                 }
                 _ => {
                     self.attempt(spec, &resolved, &request, mutator, &mut attempts)
+                        .instrument(span.clone())
                         .await
                 }
             };
+            record_step(&span, &step);
             match step {
                 Step::Done(written) => {
                     return Ok(Written {
@@ -419,8 +476,13 @@ impl Engine {
                 }
                 Step::Fail(failure) => return Err(attempts.fail(failure)),
                 Step::Retry(decision, failure) => {
-                    if let Err(failure) = attempts.backoff(&decision, failure).await {
-                        return Err(attempts.fail(failure));
+                    let wait = attempts.plan_backoff(&decision, failure, &span);
+                    // The attempt's span ends before the sleep: its duration is the
+                    // attempt's own; the wait is its `safewrite.backoff_ms`.
+                    drop(span);
+                    match wait {
+                        Ok(wait) => tokio::time::sleep(wait).await,
+                        Err(failure) => return Err(attempts.fail(failure)),
                     }
                 }
             }
@@ -530,6 +592,22 @@ impl Engine {
         };
         let read_version = resource_version(&fresh);
         attempts.current().resource_version_read = read_version.clone();
+        Span::current().record("safewrite.resource_version.read", read_version.as_str());
+        if let Some(key) = &spec.idempotency_key
+            && idempotency::applied(&fresh, key)
+        {
+            debug!(
+                attempt = attempts.records.len(),
+                "idempotency key already recorded; no write"
+            );
+            return Step::Done(Written {
+                outcome: pb::Outcome::Updated,
+                resource_version: read_version,
+                object: fresh,
+                attempts: Vec::new(),
+                already_applied: true,
+            });
+        }
 
         if let Err(failure) = check_preconditions(&spec.preconditions, &fresh).await {
             return Step::Fail(failure);
@@ -540,7 +618,7 @@ impl Engine {
             Ok(Change::Abort) => return aborted(fresh, read_version),
             Err(failure) => return Step::Fail(failure),
         };
-        let body = match spec.subresource {
+        let mut body = match spec.subresource {
             Subresource::Main => main_body(&fresh, mutated, resolved.has_status, &read_version),
             Subresource::Status => status_body(&fresh, &mutated),
         };
@@ -554,7 +632,11 @@ impl Engine {
                 resource_version: read_version,
                 object: fresh,
                 attempts: Vec::new(),
+                already_applied: false,
             });
+        }
+        if let Some(key) = &spec.idempotency_key {
+            idempotency::record(&mut body, key);
         }
         let params = PostParams {
             dry_run: spec.dry_run,
@@ -566,14 +648,14 @@ impl Engine {
             Subresource::Status => request.replace_subresource("status", name, &params, data),
         };
         let answer = match self.send(put, attempts).await {
-            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Failed(failure, decision) => return unanswered_write(spec, failure, decision),
             Sent::Answer(answer) => answer,
         };
         self.record_write(attempts, &answer);
         if answer.code == 200 {
             return written(pb::Outcome::Updated, &answer);
         }
-        Step::from_answer(&answer, spec.preconditions.resource_version.as_deref())
+        write_refused(spec, &answer)
     }
 
     /// The create-if-missing path: apply the mutation to the supplied object, create it.
@@ -604,24 +686,27 @@ impl Engine {
             }
         }
         let number = attempts.records.len() as u32;
-        let object = match mutator.mutate(number, template, true).await {
+        let mut object = match mutator.mutate(number, template, true).await {
             Ok(Change::Object(object)) => object,
             Ok(Change::Abort) => return aborted(template.clone(), String::new()),
             Err(failure) => return Step::Fail(failure),
         };
+        if let Some(key) = &spec.idempotency_key {
+            idempotency::record(&mut object, key);
+        }
         let params = PostParams {
             dry_run: spec.dry_run,
             field_manager: Some(spec.field_manager.clone()),
         };
         let data = serde_json::to_vec(&object).expect("a JSON value serializes");
         let answer = match self.send(request.create(&params, data), attempts).await {
-            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Failed(failure, decision) => return unanswered_write(spec, failure, decision),
             Sent::Answer(answer) => answer,
         };
         self.record_write(attempts, &answer);
         match answer.code {
             200 | 201 => written(pb::Outcome::Created, &answer),
-            _ => Step::from_answer(&answer, None),
+            _ => write_refused(spec, &answer),
         }
     }
 
@@ -645,6 +730,7 @@ impl Engine {
         };
         let read_version = fresh.as_ref().map(resource_version).unwrap_or_default();
         attempts.current().resource_version_read = read_version.clone();
+        Span::current().record("safewrite.resource_version.read", read_version.as_str());
         let mut configuration = configuration.clone();
         if spec.preconditions.any() {
             let Some(fresh) = &fresh else {
@@ -688,6 +774,7 @@ impl Engine {
                     resource_version: resource_version(&object),
                     object,
                     attempts: Vec::new(),
+                    already_applied: false,
                 })
             }
             _ => Step::from_answer(&answer, spec.preconditions.resource_version.as_deref()),
@@ -725,6 +812,14 @@ impl Engine {
         let record = attempts.current();
         record.http_status = u32::from(answer.code);
         record.reason = answer.reason();
+        let span = Span::current();
+        span.record("http.response.status_code", i64::from(answer.code));
+        if !record.reason.is_empty() {
+            span.record("safewrite.k8s.reason", record.reason.as_str());
+        }
+        if answer.code == 409 {
+            crate::metrics::get().conflict();
+        }
     }
 }
 
@@ -775,14 +870,148 @@ impl Step {
     }
 }
 
-/// How a failed discovery request is treated: like the same answer to a read.
-fn discovery_decision(error: &DiscoveryError) -> Decision {
+/// The span of one attempt; its fields are recorded as the attempt goes.
+fn attempt_span(number: u32) -> Span {
+    tracing::info_span!(
+        "attempt",
+        otel.name = "attempt",
+        otel.status_code = Empty,
+        safewrite.attempt = i64::from(number),
+        safewrite.resource_version.read = Empty,
+        safewrite.resource_version.written = Empty,
+        http.response.status_code = Empty,
+        safewrite.k8s.reason = Empty,
+        safewrite.decision = Empty,
+        safewrite.outcome = Empty,
+        safewrite.backoff_ms = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records how an attempt ended on its span.
+fn record_step(span: &Span, step: &Step) {
+    match step {
+        Step::Done(written) => {
+            span.record(
+                "safewrite.outcome",
+                outcome_name(written.outcome, written.already_applied),
+            );
+            if matches!(written.outcome, pb::Outcome::Updated | pb::Outcome::Created)
+                && !written.already_applied
+            {
+                span.record(
+                    "safewrite.resource_version.written",
+                    written.resource_version.as_str(),
+                );
+            }
+        }
+        Step::Retry(decision, failure) => {
+            span.record("safewrite.decision", decision.name());
+            span.record("error.type", failure.kind());
+            span.record("otel.status_code", "ERROR");
+        }
+        Step::Fail(failure) => {
+            span.record("safewrite.decision", "final");
+            span.record("error.type", failure.kind());
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
+/// A short lowercase name of an outcome, for spans and metrics.
+pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str {
+    match outcome {
+        _ if already_applied => "already_applied",
+        pb::Outcome::Updated => "updated",
+        pb::Outcome::Unchanged => "unchanged",
+        pb::Outcome::Created => "created",
+        pb::Outcome::Aborted => "aborted",
+        pb::Outcome::Unspecified => "unspecified",
+    }
+}
+
+/// A write (PUT or POST) that got no answer. When it may have reached the API server
+/// and the request has no idempotency key, whether it was applied is unknown and a retry
+/// could apply a read-dependent change twice: the loop stops. With a key (or a dry run,
+/// which changes nothing) the next attempt's read tells, and the fault is retried.
+fn unanswered_write(spec: &WriteSpec, failure: Failure, decision: Decision) -> Step {
+    let safe = spec.idempotency_key.is_some() || spec.dry_run;
+    match failure {
+        Failure::Transport { error } if error.maybe_sent() && !safe => {
+            Step::Fail(Failure::OutcomeUnknown {
+                last: error.to_string(),
+            })
+        }
+        Failure::Deadline { attempts, last } => Step::Fail(Failure::Deadline {
+            attempts,
+            last: if safe {
+                last
+            } else {
+                format!("{last} (the last write's outcome is unknown: read the object)")
+            },
+        }),
+        failure => Step::from_failure(failure, decision),
+    }
+}
+
+/// A write the API server answered with an error. A timeout answer (504, reason
+/// Timeout) to a write may come after the change was stored, so without an idempotency
+/// key it is not retried either.
+fn write_refused(spec: &WriteSpec, answer: &Answer) -> Step {
+    let ambiguous = answer.code == 504 || answer.reason() == "Timeout";
+    if ambiguous && spec.idempotency_key.is_none() && !spec.dry_run {
+        return Step::Fail(Failure::OutcomeUnknown {
+            last: format!("HTTP {}: {}", answer.code, answer.message()),
+        });
+    }
+    Step::from_answer(answer, spec.preconditions.resource_version.as_deref())
+}
+
+/// How a failed discovery request is treated: like the same answer to a read. An answer
+/// of the API server (401, 403, 429...) becomes that answer's failure, so that its final
+/// code is the classified one; the breaker and the rate limit fail fast as they do for
+/// any request; anything else is a transport fault of discovery.
+fn discovery_failure(error: DiscoveryError) -> (Decision, Failure) {
     match error {
         DiscoveryError::Failed {
             source: kube::Error::Api(status),
             ..
-        } => classify::classify(status.code, Some(status), None),
-        _ => classify::classify_transport(),
+        } => {
+            let decision = classify::classify(status.code, Some(&status), None);
+            let failure = Failure::Api {
+                decision: decision.clone(),
+                code: status.code,
+                reason: status.reason.clone(),
+                message: format!("discovery failed: {}", status.message),
+                status: Some(status),
+            };
+            (decision, failure)
+        }
+        DiscoveryError::Failed {
+            source: kube::Error::Service(inner),
+            ..
+        } if inner.is::<crate::breaker::CircuitOpen>() => {
+            let open = inner
+                .downcast_ref::<crate::breaker::CircuitOpen>()
+                .expect("checked");
+            let failure = Failure::CircuitOpen {
+                retry_after: open.retry_after,
+            };
+            (Decision::Unexpected, failure)
+        }
+        DiscoveryError::Failed {
+            source: kube::Error::Service(inner),
+            ..
+        } if inner.is::<crate::ratelimit::WouldExceedDeadline>() => {
+            let limited = inner
+                .downcast_ref::<crate::ratelimit::WouldExceedDeadline>()
+                .expect("checked");
+            (
+                Decision::Unexpected,
+                Failure::RateLimited { wait: limited.wait },
+            )
+        }
+        error => (classify::classify_transport(), Failure::Discovery(error)),
     }
 }
 
@@ -793,6 +1022,7 @@ fn aborted(object: Value, resource_version: String) -> Step {
         object,
         resource_version,
         attempts: Vec::new(),
+        already_applied: false,
     })
 }
 
@@ -803,6 +1033,7 @@ fn written(outcome: pb::Outcome, answer: &Answer) -> Step {
             resource_version: resource_version(&object),
             object,
             attempts: Vec::new(),
+            already_applied: false,
         }),
         Err(err) => Step::Fail(Failure::BadAnswer(err)),
     }

@@ -14,6 +14,7 @@ use tower::buffer::BufferLayer;
 
 use crate::breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
 use crate::config::ServeArgs;
+use crate::observe::ObserveLayer;
 use crate::ratelimit::RateLimitLayer;
 
 /// Why no client could be built. Each variant is a configuration problem: the sidecar
@@ -98,6 +99,8 @@ pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
             cooldown: args.breaker_cooldown,
             max_cooldown: args.breaker_max_cooldown.max(args.breaker_cooldown),
         })))
+        // Under the rate limit: a request's span and latency exclude its wait for it.
+        .with_layer(&ObserveLayer)
         .with_layer(&RateLimitLayer::new(qps, burst))
         .build())
 }

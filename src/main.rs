@@ -7,9 +7,13 @@ use safewrite::config::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    safewrite::telemetry::init_logging(&cli.log);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
+        Err(err) => return fail(&err),
+    };
+    // Inside the runtime: the trace exporter's task is spawned on it.
+    let telemetry = match runtime.block_on(async { safewrite::telemetry::init(&cli.log) }) {
+        Ok(telemetry) => telemetry,
         Err(err) => return fail(&err),
     };
     let result = runtime.block_on(async {
@@ -17,6 +21,8 @@ fn main() -> ExitCode {
             Command::Serve(args) => safewrite::server::serve(args).await,
         }
     });
+    // From this thread, with the runtime alive: the last spans are flushed.
+    telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err),

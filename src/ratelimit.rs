@@ -14,6 +14,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
+use tracing::debug;
 
 /// The deadline of the RPC a request serves, carried in the request's extensions.
 #[derive(Debug, Clone, Copy)]
@@ -91,6 +92,11 @@ where
                 {
                     return Err(WouldExceedDeadline { wait }.into());
                 }
+                debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "waiting for the rate limiter"
+                );
+                crate::metrics::get().ratelimit_wait(wait);
                 limiter.until_ready().await;
             }
             inner.call(request).await.map_err(Into::into)

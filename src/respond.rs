@@ -150,10 +150,14 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             details.reason = "DEADLINE_EXCEEDED".into();
             (
                 Code::DeadlineExceeded,
-                format!(
-                    "{}; the last attempt's write may or may not have been applied only if it was sent",
-                    err.failure
-                ),
+                format!("{}; give the call a longer deadline", err.failure),
+            )
+        }
+        Failure::OutcomeUnknown { .. } => {
+            details.reason = "WRITE_OUTCOME_UNKNOWN".into();
+            (
+                Code::Unknown,
+                format!("{} (attempt {attempts})", err.failure),
             )
         }
         Failure::RetryBudget { .. } => {
@@ -323,6 +327,7 @@ fn api_status(
 pub fn overloaded(max: usize) -> tonic::Status {
     let details = Details {
         reason: "OVERLOADED".into(),
+        metadata: vec![("attempts".into(), "0".into())],
         retry_after: Some(Duration::from_millis(100)),
         ..Details::default()
     };
@@ -340,6 +345,7 @@ pub fn overloaded(max: usize) -> tonic::Status {
 pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
     let details = Details {
         reason: "INVALID_REQUEST".into(),
+        metadata: vec![("attempts".into(), "0".into())],
         violations: vec![violation.clone()],
         ..Details::default()
     };
@@ -408,7 +414,8 @@ fn build(
                 .filter(|v| !v.is_null())
                 .map(|v| v.to_string())
                 .unwrap_or_default(),
-            trace_id: String::new(),
+            // Built inside the RPC's span: its trace id, so the caller can find the trace.
+            trace_id: crate::telemetry::trace_id(&tracing::Span::current()),
         },
     ));
     let status = rpc::Status {

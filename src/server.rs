@@ -20,18 +20,24 @@ use tonic::transport::Server;
 use tonic::transport::server::{Router, TcpIncoming};
 use tonic::{Request, Response, Status, Streaming};
 use tonic_health::ServingStatus;
-use tracing::{info, warn};
+use tonic_types::StatusExt as _;
+use tracing::{Instrument as _, Span, info, warn};
 
 use crate::backoff::Backoff;
-use crate::config::ServeArgs;
-use crate::engine::{Engine, EngineConfig, Policy, Preconditions, Subresource, Target, WriteSpec};
+use crate::config::{MetricsListen, ServeArgs};
+use crate::engine::{
+    self, Engine, EngineConfig, Policy, Preconditions, Subresource, Target, WriteSpec, Written,
+};
+use crate::idempotency;
 use crate::kube_client::{self, ConnectError};
+use crate::metrics;
 use crate::mutation::{self, Cel, FieldViolation, Mutation};
 use crate::pb;
 use crate::pb::writer_service_server::WriterServiceServer;
 use crate::readiness;
 use crate::respond;
 use crate::shutdown::Signals;
+use crate::telemetry;
 use crate::transact;
 
 /// Why the server could not start or stopped with an error. Each is a configuration or
@@ -64,6 +70,15 @@ pub enum ServeError {
     /// The reflection service could not be built from the embedded descriptors.
     #[error("failed to build the reflection service")]
     Reflection(#[source] tonic_reflection::server::Error),
+    /// The metrics address could not be bound.
+    #[error(
+        "failed to listen for metrics on {addr} (choose another address with --metrics-listen, or off)"
+    )]
+    MetricsListen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
     /// A listener failed while serving.
     #[error("failed to serve gRPC")]
     Transport(#[source] tonic::transport::Error),
@@ -90,36 +105,114 @@ impl WriterService {
     }
 
     /// A place among the RPCs in flight, or RESOURCE_EXHAUSTED at once (load shedding).
-    fn admit(&self) -> Result<OwnedSemaphorePermit, Status> {
-        self.in_flight
+    fn admit(&self) -> Result<Admission, Status> {
+        let permit = self
+            .in_flight
             .clone()
             .try_acquire_owned()
-            .map_err(|_| respond::overloaded(self.max_in_flight))
+            .map_err(|_| respond::overloaded(self.max_in_flight))?;
+        Ok(Admission {
+            _permit: permit,
+            _gauge: metrics::get().in_flight(),
+        })
     }
 
-    /// Validates a request, runs the engine, and maps the result.
+    /// Runs a unary RPC in its span: validates the request, runs the engine, maps the
+    /// result, and records the RPC in its span and the metrics.
     async fn run(
         &self,
+        method: &'static str,
         metadata: &tonic::metadata::MetadataMap,
         parts: RequestParts<'_>,
         subresource: Subresource,
     ) -> Result<pb::WriteResult, Status> {
-        let _permit = self.admit()?;
-        let spec = validate(parts, subresource, self.engine.config())
-            .map_err(|v| respond::invalid_request(&v))?;
-        let deadline = grpc_timeout(metadata).map(|t| tokio::time::Instant::now() + t);
-        match self.engine.write(&spec, deadline).await {
-            Ok(written) => Ok(pb::WriteResult {
-                outcome: written.outcome as i32,
-                object_json: written.object.to_string(),
-                resource_version: written.resource_version,
-                attempts: written.attempts.len() as u32,
-                attempt_records: written.attempts,
-                trace_id: String::new(),
-            }),
-            Err(err) => Err(respond::to_status(&err)),
+        let span = telemetry::rpc_span(method, metadata);
+        record_target(&span, parts.target);
+        let started = std::time::Instant::now();
+        let result = async {
+            let _admission = self.admit()?;
+            let spec = validate(parts, subresource, self.engine.config())
+                .map_err(|v| respond::invalid_request(&v))?;
+            let deadline = grpc_timeout(metadata).map(|t| tokio::time::Instant::now() + t);
+            self.engine
+                .write(&spec, deadline)
+                .await
+                .map(|written| write_result(written, &span))
+                .map_err(|err| respond::to_status(&err))
         }
+        .instrument(span.clone())
+        .await;
+        finish_rpc(&span, method, started, result.as_ref());
+        result
     }
+}
+
+/// An RPC's place among those in flight; it is given back when dropped.
+pub struct Admission {
+    _permit: OwnedSemaphorePermit,
+    _gauge: metrics::InFlight,
+}
+
+/// The result message of a finished write.
+pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
+    pb::WriteResult {
+        outcome: written.outcome as i32,
+        object_json: written.object.to_string(),
+        resource_version: written.resource_version,
+        attempts: written.attempts.len() as u32,
+        attempt_records: written.attempts,
+        trace_id: telemetry::trace_id(span),
+        already_applied: written.already_applied,
+    }
+}
+
+/// Records the target's identity (never its contents) on the RPC span.
+pub fn record_target(span: &Span, target: Option<&pb::ObjectRef>) {
+    if let Some(target) = target {
+        if !target.namespace.is_empty() {
+            span.record("k8s.namespace.name", target.namespace.as_str());
+        }
+        span.record("safewrite.target.api_version", target.api_version.as_str());
+        span.record("safewrite.target.kind", target.kind.as_str());
+        span.record("safewrite.target.name", target.name.as_str());
+    }
+}
+
+/// Records a finished RPC: its code, outcome and attempts on its span, and in the
+/// metrics.
+pub fn finish_rpc(
+    span: &Span,
+    method: &'static str,
+    started: std::time::Instant,
+    result: Result<&pb::WriteResult, &Status>,
+) {
+    let metrics = metrics::get();
+    let (code, attempts) = match result {
+        Ok(result) => {
+            let outcome = engine::outcome_name(result.outcome(), result.already_applied);
+            span.record("safewrite.outcome", outcome);
+            span.record("safewrite.already_applied", result.already_applied);
+            metrics.outcome(outcome);
+            (tonic::Code::Ok, result.attempts)
+        }
+        Err(status) => {
+            let info = status.get_details_error_info();
+            let attempts = info
+                .as_ref()
+                .and_then(|i| i.metadata.get("attempts"))
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(0);
+            telemetry::record_rpc_end(
+                span,
+                status.code(),
+                info.as_ref().map(|i| i.reason.as_str()),
+            );
+            (status.code(), attempts)
+        }
+    };
+    span.record("safewrite.attempts", i64::from(attempts));
+    span.record("rpc.grpc.status_code", code as i32);
+    metrics.rpc_done(method, code, attempts, started.elapsed());
 }
 
 /// The fields every write request has.
@@ -238,6 +331,26 @@ pub fn validate_parts(
             Some(object)
         }
     };
+    let idempotency_key = match options.idempotency_key.as_str() {
+        "" => None,
+        key => {
+            let field = "options.idempotency_key";
+            idempotency::validate(key, field)?;
+            if subresource == Subresource::Status {
+                return Err(FieldViolation::new(
+                    field,
+                    "not supported for the status subresource: a status write cannot record the key; leave it empty",
+                ));
+            }
+            if matches!(mutation, Some(Mutation::Apply { .. })) {
+                return Err(FieldViolation::new(
+                    field,
+                    "not needed with server-side apply, which is idempotent already; leave it empty",
+                ));
+            }
+            Some(key.to_string())
+        }
+    };
     Ok(WriteSpec {
         target,
         subresource,
@@ -248,6 +361,7 @@ pub fn validate_parts(
             .unwrap_or_else(|| config.field_manager.clone()),
         dry_run: options.dry_run,
         create_if_missing,
+        idempotency_key,
     })
 }
 
@@ -320,7 +434,9 @@ impl pb::writer_service_server::WriterService for WriterService {
             retry_policy: body.retry_policy.as_ref(),
             options: body.options.as_ref(),
         };
-        let result = self.run(&metadata, parts, Subresource::Main).await?;
+        let result = self
+            .run("UpdateWithRetry", &metadata, parts, Subresource::Main)
+            .await?;
         Ok(Response::new(pb::UpdateWithRetryResponse {
             result: Some(result),
         }))
@@ -338,7 +454,9 @@ impl pb::writer_service_server::WriterService for WriterService {
             retry_policy: body.retry_policy.as_ref(),
             options: body.options.as_ref(),
         };
-        let result = self.run(&metadata, parts, Subresource::Status).await?;
+        let result = self
+            .run("PatchStatus", &metadata, parts, Subresource::Status)
+            .await?;
         Ok(Response::new(pb::PatchStatusResponse {
             result: Some(result),
         }))
@@ -350,25 +468,48 @@ impl pb::writer_service_server::WriterService for WriterService {
         &self,
         request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
-        let permit = self.admit()?;
-        let deadline = grpc_timeout(request.metadata()).map(|t| tokio::time::Instant::now() + t);
-        let mut inbound = request.into_inner();
-        let begin = transact::begin(&mut inbound).await?;
-        let parts = RequestParts {
-            target: begin.target.as_ref(),
-            mutation: None,
-            preconditions: begin.preconditions.as_ref(),
-            retry_policy: begin.retry_policy.as_ref(),
-            options: begin.options.as_ref(),
+        let span = telemetry::rpc_span("Transact", request.metadata());
+        let started = std::time::Instant::now();
+        let opened = async {
+            let admission = self.admit()?;
+            let deadline =
+                grpc_timeout(request.metadata()).map(|t| tokio::time::Instant::now() + t);
+            let mut inbound = request.into_inner();
+            let begin = transact::begin(&mut inbound).await?;
+            record_target(&span, begin.target.as_ref());
+            let parts = RequestParts {
+                target: begin.target.as_ref(),
+                mutation: None,
+                preconditions: begin.preconditions.as_ref(),
+                retry_policy: begin.retry_policy.as_ref(),
+                options: begin.options.as_ref(),
+            };
+            let subresource = if begin.status {
+                Subresource::Status
+            } else {
+                Subresource::Main
+            };
+            let spec = validate_parts(parts, subresource, self.engine.config(), false)
+                .map_err(|v| respond::invalid_request(&v))?;
+            Ok::<_, Status>((spec, inbound, deadline, admission))
+        }
+        .instrument(span.clone())
+        .await;
+        let (spec, inbound, deadline, admission) = match opened {
+            Ok(opened) => opened,
+            Err(status) => {
+                finish_rpc(&span, "Transact", started, Err(&status));
+                return Err(status);
+            }
         };
-        let subresource = if begin.status {
-            Subresource::Status
-        } else {
-            Subresource::Main
-        };
-        let spec = validate_parts(parts, subresource, self.engine.config(), false)
-            .map_err(|v| respond::invalid_request(&v))?;
-        let stream = transact::run(self.engine.clone(), spec, inbound, deadline, permit);
+        let stream = transact::run(
+            self.engine.clone(),
+            spec,
+            inbound,
+            deadline,
+            admission,
+            (span, started),
+        );
         Ok(Response::new(Box::pin(stream)))
     }
 }
@@ -395,6 +536,19 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let unix = match &args.unix_socket {
         Some(path) => Some(bind_unix(path).await?),
         None => None,
+    };
+
+    let metrics_listener = match args.metrics_listen {
+        MetricsListen::Off => None,
+        MetricsListen::At(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::MetricsListen { addr, source })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| ServeError::MetricsListen { addr, source })?;
+            Some((listener, local))
+        }
     };
 
     let (reporter, health) = tonic_health::server::health_reporter();
@@ -459,6 +613,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         stopped(stop_rx.clone()),
     ));
     info!(address = %local, transport = "tcp", "listening");
+    if let Some((listener, address)) = metrics_listener {
+        tokio::spawn(metrics::serve(listener, stop_rx.clone()));
+        info!(%address, transport = "http", path = "/metrics", "metrics listening");
+    }
     if let Some((listener, path)) = unix {
         servers.spawn(router()?.serve_with_incoming_shutdown(
             UnixListenerStream::new(listener),

@@ -1,28 +1,340 @@
-//! Logging set-up through tracing-subscriber: human-readable or JSON lines on stderr,
-//! filtered by `--log-filter` / `SAFEWRITE_LOG`.
+//! Telemetry set-up: logs through tracing-subscriber (human-readable or JSON lines on
+//! stderr, filtered by `--log-filter` / `SAFEWRITE_LOG`) and traces through
+//! tracing-opentelemetry, exported over OTLP when the standard `OTEL_*` variables ask for
+//! it. Also the span of each RPC, continued from the caller's W3C `traceparent`.
+//!
+//! Spans are always made (so every log line of an RPC carries its trace id, and results
+//! report it); they leave the process only when an exporter is configured:
+//! - `OTEL_SDK_DISABLED=true`: no OpenTelemetry at all (no trace ids).
+//! - `OTEL_TRACES_EXPORTER`: `otlp` exports, `none` does not; unset, export happens
+//!   when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set.
+//! - `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc` or
+//!   `http/protobuf` (the default, as the specification says).
+//! - `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER(_ARG)`,
+//!   `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS` / `_TIMEOUT` are read by the SDK; the
+//!   service name defaults to `safewrite`.
+//!
+//! Export runs in a background task with a bounded queue: an unreachable collector
+//! drops spans, never slows or fails an RPC, and is logged once per outage.
+//! Object contents never go into spans or logs: only names, versions, codes, reasons.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use tracing_subscriber::EnvFilter;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_otlp::{SpanExporter, WithExportConfig as _};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData};
+use opentelemetry_sdk::{Resource, runtime};
+use tracing::field::Empty;
+use tracing::{Level, Span};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::config::{LogArgs, LogFormat};
 
-/// Installs the global subscriber. A filter that does not parse falls back to `info` and
+/// Why telemetry could not be set up. Each is a configuration problem.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// An `OTEL_*` variable holds a value safewrite does not support.
+    #[error("{name}={value:?} is not supported: {hint}")]
+    Unsupported {
+        name: &'static str,
+        value: String,
+        hint: &'static str,
+    },
+    /// The OTLP exporter could not be built from the configuration.
+    #[error("failed to build the OTLP trace exporter")]
+    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+}
+
+/// The installed telemetry; [`Telemetry::shutdown`] flushes what is left to export.
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+    /// Whether spans leave the process.
+    pub exporting: bool,
+}
+
+impl Telemetry {
+    /// Flushes queued spans (bounded by the exporter's timeout) and stops the exporter.
+    /// Call it outside the runtime's worker threads, with the runtime still alive.
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider {
+            let _ = provider.shutdown_with_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+/// How traces leave the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Export {
+    None,
+    Grpc,
+    HttpProtobuf,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Reads the OTEL_* variables that decide whether and how traces are exported.
+fn export_from_env() -> Result<Export, TelemetryError> {
+    let wanted = match env("OTEL_TRACES_EXPORTER").as_deref() {
+        Some("none") => false,
+        Some("otlp") => true,
+        Some(other) => {
+            return Err(TelemetryError::Unsupported {
+                name: "OTEL_TRACES_EXPORTER",
+                value: other.into(),
+                hint: "use otlp or none",
+            });
+        }
+        None => {
+            env("OTEL_EXPORTER_OTLP_ENDPOINT").is_some()
+                || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some()
+        }
+    };
+    if !wanted {
+        return Ok(Export::None);
+    }
+    let (name, protocol) = match env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
+        Some(p) => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", p),
+        None => (
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            env("OTEL_EXPORTER_OTLP_PROTOCOL").unwrap_or_else(|| "http/protobuf".into()),
+        ),
+    };
+    match protocol.as_str() {
+        "grpc" => Ok(Export::Grpc),
+        "http/protobuf" => Ok(Export::HttpProtobuf),
+        _ => Err(TelemetryError::Unsupported {
+            name,
+            value: protocol,
+            hint: "use grpc or http/protobuf",
+        }),
+    }
+}
+
+/// The resource: the SDK's detectors (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES),
+/// with `service.name` defaulting to `safewrite`.
+fn resource() -> Resource {
+    let named = env("OTEL_SERVICE_NAME").is_some()
+        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
+    let builder = Resource::builder();
+    if named {
+        builder.build()
+    } else {
+        builder.with_service_name("safewrite").build()
+    }
+}
+
+/// An exporter that says once when export starts failing and once when it works
+/// again, instead of once per batch.
+#[derive(Debug)]
+struct Quiet<E> {
+    inner: E,
+    failing: Arc<AtomicBool>,
+}
+
+impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+    for Quiet<E>
+{
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        match &result {
+            Err(error) if !self.failing.swap(true, Ordering::Relaxed) => tracing::warn!(
+                target: "safewrite::telemetry",
+                %error,
+                "trace export failing; spans are dropped until the collector answers (logged once)"
+            ),
+            Ok(()) if self.failing.swap(false, Ordering::Relaxed) => {
+                tracing::info!(target: "safewrite::telemetry", "trace export works again")
+            }
+            _ => {}
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+fn tracer_provider(export: Export) -> Result<SdkTracerProvider, TelemetryError> {
+    let builder = SdkTracerProvider::builder().with_resource(resource());
+    let exporter = match export {
+        Export::None => return Ok(builder.build()),
+        Export::Grpc => SpanExporter::builder().with_tonic().build(),
+        Export::HttpProtobuf => SpanExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .build(),
+    }
+    .map_err(TelemetryError::Exporter)?;
+    let exporter = Quiet {
+        inner: exporter,
+        failing: Arc::default(),
+    };
+    let processor =
+        opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+            exporter,
+            runtime::Tokio,
+        )
+        .build();
+    Ok(builder.with_span_processor(processor).build())
+}
+
+/// Installs logging and tracing. Must run inside the tokio runtime (the exporter's
+/// task is spawned on it). A log filter that does not parse falls back to `info` and
 /// says so, rather than silencing the sidecar.
-pub fn init_logging(args: &LogArgs) {
+///
+/// # Errors
+/// An unsupported `OTEL_*` value, or an exporter that cannot be built from them.
+pub fn init(args: &LogArgs) -> Result<Telemetry, TelemetryError> {
     let (filter, bad_filter) = match EnvFilter::try_new(&args.log_filter) {
         Ok(filter) => (filter, None),
         Err(err) => (EnvFilter::new("info"), Some(err)),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let fmt: Box<dyn Layer<Registry> + Send + Sync> = match args.log_format {
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
+        LogFormat::Json => fmt
+            .json()
+            .with_current_span(false)
+            .with_span_list(true)
+            .with_filter(filter)
+            .boxed(),
+    };
+
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let (otel, telemetry) = if disabled {
+        (
+            None,
+            Telemetry {
+                provider: None,
+                exporting: false,
+            },
+        )
+    } else {
+        let export = export_from_env()?;
+        let provider = tracer_provider(export)?;
+        // Only safewrite's own spans and events: kube, hyper and tonic spans would add
+        // nothing the attempt and HTTP spans do not say.
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("safewrite"))
+            .with_filter(Targets::new().with_target("safewrite", Level::DEBUG))
+            .boxed();
+        (
+            Some(layer),
+            Telemetry {
+                provider: Some(provider),
+                exporting: export != Export::None,
+            },
+        )
+    };
+    tracing_subscriber::registry().with(fmt).with(otel).init();
     if let Some(err) = bad_filter {
         tracing::warn!(filter = %args.log_filter, error = %err, "log filter does not parse; using info");
+    }
+    Ok(telemetry)
+}
+
+/// Reads W3C trace context from gRPC metadata.
+struct Metadata<'a>(&'a tonic::metadata::MetadataMap);
+
+impl Extractor for Metadata<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0
+            .keys()
+            .filter_map(|k| match k {
+                tonic::metadata::KeyRef::Ascii(k) => Some(k.as_str()),
+                tonic::metadata::KeyRef::Binary(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// The span of one RPC, a child of the caller's span when `metadata` carries a W3C
+/// `traceparent`. Its `trace_id` field is recorded at once, so every log line of the
+/// RPC carries it.
+pub fn rpc_span(method: &'static str, metadata: &tonic::metadata::MetadataMap) -> Span {
+    let span = tracing::info_span!(
+        "rpc",
+        otel.name = method_name(method),
+        otel.kind = "server",
+        otel.status_code = Empty,
+        rpc.system = "grpc",
+        rpc.service = "safewrite.v1.WriterService",
+        rpc.method = method,
+        rpc.grpc.status_code = Empty,
+        k8s.namespace.name = Empty,
+        safewrite.target.api_version = Empty,
+        safewrite.target.kind = Empty,
+        safewrite.target.name = Empty,
+        safewrite.outcome = Empty,
+        safewrite.attempts = Empty,
+        safewrite.already_applied = Empty,
+        error.type = Empty,
+        trace_id = Empty,
+    );
+    let parent = TraceContextPropagator::new().extract(&Metadata(metadata));
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+    let id = trace_id(&span);
+    if !id.is_empty() {
+        span.record("trace_id", id.as_str());
+    }
+    span
+}
+
+fn method_name(method: &str) -> &'static str {
+    match method {
+        "UpdateWithRetry" => "safewrite.v1.WriterService/UpdateWithRetry",
+        "PatchStatus" => "safewrite.v1.WriterService/PatchStatus",
+        "Transact" => "safewrite.v1.WriterService/Transact",
+        _ => "safewrite.v1.WriterService/unknown",
+    }
+}
+
+/// The W3C trace id of `span`, hex encoded; empty when OpenTelemetry is off.
+pub fn trace_id(span: &Span) -> String {
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    if span_context.is_valid() {
+        span_context.trace_id().to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Records the end of an RPC on its span: the gRPC code, and the error type when it
+/// failed (the ErrorInfo reason, never the message, which may quote object contents).
+pub fn record_rpc_end(span: &Span, code: tonic::Code, reason: Option<&str>) {
+    span.record("rpc.grpc.status_code", code as i32);
+    if code != tonic::Code::Ok {
+        span.record("otel.status_code", "ERROR");
+        span.record("error.type", reason.unwrap_or(code.description()));
     }
 }

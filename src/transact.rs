@@ -6,7 +6,7 @@
 //! transaction with no write after that point, and its task and buffers are freed.
 
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -16,6 +16,8 @@ use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failur
 use crate::mutation::{self, FieldViolation, Mutation};
 use crate::pb;
 use crate::respond;
+use crate::server::{Admission, finish_rpc, write_result};
+use tracing::{Instrument as _, Span};
 
 /// Reads the opening `begin` message.
 pub async fn begin(
@@ -38,12 +40,14 @@ pub fn run(
     spec: WriteSpec,
     inbound: Streaming<pb::TransactRequest>,
     deadline: Option<Instant>,
-    permit: OwnedSemaphorePermit,
+    admission: Admission,
+    (span, started): (Span, std::time::Instant),
 ) -> impl Stream<Item = Result<pb::TransactResponse, Status>> + Send + 'static {
     let (tx, rx) = mpsc::channel(1);
     let closed = tx.clone();
-    tokio::spawn(async move {
-        let _permit = permit; // the transaction counts as in flight until its task ends
+    let task_span = span.clone();
+    let task = async move {
+        let _admission = admission; // the transaction counts as in flight until its task ends
         let mut mutator = StreamMutator {
             inbound,
             outbound: tx.clone(),
@@ -52,23 +56,22 @@ pub fn run(
         let outcome = tokio::select! {
             outcome = engine.write_with(&spec, &mut mutator, deadline) => outcome,
             // The caller is gone: stop wherever the loop is (reading, backing off).
-            _ = closed.closed() => return,
+            _ = closed.closed() => {
+                let gone = Status::cancelled("the caller went away; nothing was written after that");
+                finish_rpc(&span, "Transact", started, Err(&gone));
+                return;
+            }
         };
-        let message = match outcome {
-            Ok(written) => Ok(pb::TransactResponse {
-                message: Some(pb::transact_response::Message::Result(pb::WriteResult {
-                    outcome: written.outcome as i32,
-                    object_json: written.object.to_string(),
-                    resource_version: written.resource_version,
-                    attempts: written.attempts.len() as u32,
-                    attempt_records: written.attempts,
-                    trace_id: String::new(),
-                })),
-            }),
-            Err(err) => Err(respond::to_status(&err)),
-        };
+        let result = outcome
+            .map(|written| write_result(written, &span))
+            .map_err(|err| respond::to_status(&err));
+        finish_rpc(&span, "Transact", started, result.as_ref());
+        let message = result.map(|result| pb::TransactResponse {
+            message: Some(pb::transact_response::Message::Result(result)),
+        });
         let _ = tx.send(message).await;
-    });
+    };
+    tokio::spawn(task.instrument(task_span));
     ReceiverStream::new(rx)
 }
 

@@ -104,6 +104,13 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
         "3 s outage: {transport} RPCs met the fault, {open} failed fast on the open breaker; {reached} connections reached the proxy"
     );
     assert!(open > 20, "the breaker never failed fast ({open})");
+    let metrics = sidecar.metrics();
+    assert!(
+        metrics.contains("safewrite_breaker_state 2"),
+        "the open breaker is observable:\n{metrics}"
+    );
+    assert!(metrics.contains("safewrite_breaker_transitions_total{to=\"open\"}"));
+    assert!(metrics.contains("safewrite_api_requests_total{verb=\"get\",code=\"circuit_open\"}"));
     // 3 faults open it; then one probe per cool-down (1 s, then 2 s): a handful, not a storm.
     assert!(reached <= 8, "{reached} requests reached a dead API server");
 
@@ -124,6 +131,12 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     eprintln!("recovered {:?} after the fault cleared", recovery.elapsed());
+    let metrics = sidecar.metrics();
+    assert!(
+        metrics.contains("safewrite_breaker_state 0"),
+        "closed again:\n{metrics}"
+    );
+    assert!(metrics.contains("safewrite_breaker_transitions_total{to=\"closed\"}"));
     for _ in 0..5 {
         client
             .update_with_retry(increment(&ns))

@@ -6,6 +6,10 @@
 # ends, however it ends.
 #
 #   bash deploy/local/demo.sh [WRITERS] [INCREMENTS]     (default 16 x 25)
+#
+# With SAFEWRITE_DEMO_TRACES=1 it also starts a real Jaeger v2 (tests/harness/jaeger.sh;
+# its first build takes about twelve minutes), exports the sidecar's traces to it over
+# OTLP, and waits for Enter at the end so the traces can be browsed.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -30,6 +34,17 @@ read -r ready cpdir <&"${CONTROLPLANE[0]}" || { echo "control plane failed to st
 . "$cpdir/env"
 echo "kube-apiserver at $SERVER"
 
+if [ "${SAFEWRITE_DEMO_TRACES:-0}" = 1 ]; then
+  step "starting Jaeger v2, the tracing backend (built on first use: minutes)"
+  coproc JAEGER { exec bash tests/harness/jaeger.sh run; }
+  read -r jready jdir <&"${JAEGER[0]}" || { echo "jaeger failed to start" >&2; exit 1; }
+  [ "$jready" = ready ] || { echo "jaeger failed to start" >&2; exit 1; }
+  . "$jdir/env"
+  export OTEL_EXPORTER_OTLP_ENDPOINT=$OTLP_GRPC_ENDPOINT OTEL_EXPORTER_OTLP_PROTOCOL=grpc
+  export OTEL_SERVICE_NAME=safewrite-demo
+  echo "Jaeger query API at $QUERY_URL; the sidecar exports to $OTLP_GRPC_ENDPOINT"
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/safewrite-demo.XXXXXX")
 sidecar_pid=""
 cleanup() {
@@ -41,7 +56,9 @@ trap cleanup EXIT
 step "starting the safewrite sidecar"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr="127.0.0.1:$port"
+metrics_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$bin" serve --kubeconfig "$cpdir/admin.kubeconfig" --listen "$addr" \
+  --metrics-listen "127.0.0.1:$metrics_port" \
   --readiness-interval 200ms 2>"$work/sidecar.log" &
 sidecar_pid=$!
 for _ in $(seq 1 100); do
@@ -64,5 +81,27 @@ step "one call with grpcurl: UpdateWithRetry with a merge patch (created if miss
 step "contending writers: read-dependent increments of one object, through the sidecar"
 "$root/target/release/examples/contend" "$addr" default "$writers" "$increments"
 
+step "the sidecar's metrics (http://127.0.0.1:$metrics_port/metrics), a few of them"
+curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
+  grep -E '^safewrite_(rpcs_total|conflicts_total|api_requests_total|rpc_attempts_(sum|count)|breaker_state)' || true
+
 step "sidecar log (warnings and above)"
 grep -vE ' (INFO|DEBUG|TRACE) ' "$work/sidecar.log" || echo "(none)"
+
+if [ "${SAFEWRITE_DEMO_TRACES:-0}" = 1 ]; then
+  step "traces in Jaeger"
+  sleep 2 # the exporter sends batches every few seconds
+  curl -fsS "$QUERY_URL/api/traces?service=safewrite-demo&limit=2000" |
+    python3 -c 'import json, sys
+traces = json.load(sys.stdin)["data"] or []
+spans = sum(len(t["spans"]) for t in traces)
+print("%d traces, %d spans from service safewrite-demo" % (len(traces), spans))
+most = max(traces, key=lambda t: len(t["spans"]), default=None)
+if most:
+    attempts = sum(1 for s in most["spans"] if s["operationName"] == "attempt")
+    print("the busiest write: trace %s with %d attempts" % (most["traceID"], attempts))'
+  echo "browse:  curl $QUERY_URL/api/traces/<trace id>   or   $QUERY_URL/api/traces?service=safewrite-demo"
+  if [ -t 0 ]; then
+    read -r -p "press Enter to stop Jaeger, the sidecar and the control plane "
+  fi
+fi

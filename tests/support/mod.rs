@@ -48,9 +48,9 @@ pub struct ControlPlane {
     pub dir: PathBuf,
     pub env: HashMap<String, String>,
     child: Mutex<Child>,
-    // Held only to keep the pipes open: closing stdin is the stop signal.
-    _stdin: ChildStdin,
-    _stdout: BufReader<ChildStdout>,
+    // Closing stdin is the stop signal; lines on it are the script's commands, each
+    // answered with a line on stdout.
+    control: Mutex<(ChildStdin, BufReader<ChildStdout>)>,
 }
 
 impl ControlPlane {
@@ -97,9 +97,29 @@ impl ControlPlane {
             dir,
             env,
             child: Mutex::new(child),
-            _stdin: stdin,
-            _stdout: stdout,
+            control: Mutex::new((stdin, stdout)),
         }
+    }
+
+    /// Sends a command to tests/harness/controlplane.sh and waits for its answer line.
+    fn command(&self, command: &str, answer: &str) {
+        use std::io::Write;
+        let mut control = self.control.lock().expect("control pipes");
+        writeln!(control.0, "{command}").expect("send a command to the control plane");
+        control.0.flush().expect("flush");
+        let mut line = String::new();
+        control.1.read_line(&mut line).expect("read the answer");
+        assert_eq!(line.trim(), answer, "control plane answered {command:?}");
+    }
+
+    /// Stops kube-apiserver (etcd and its data stay): connections are refused.
+    pub fn stop_apiserver(&self) {
+        self.command("stop-apiserver", "apiserver stopped");
+    }
+
+    /// Starts kube-apiserver again on the same port and waits until it is ready.
+    pub fn start_apiserver(&self) {
+        self.command("start-apiserver", "apiserver started");
     }
 
     /// The control plane shared by every test of this test binary.
@@ -197,17 +217,61 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
     condition()
 }
 
+/// The transport and address of a "listening" log line, text or JSON.
+fn listening(line: &str) -> Option<(&'static str, SocketAddr)> {
+    let (message, transport, address) = if line.starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(line).ok()?;
+        let fields = &json["fields"];
+        (
+            fields["message"].as_str()?.to_string(),
+            fields["transport"].as_str()?.to_string(),
+            fields["address"].as_str()?.to_string(),
+        )
+    } else {
+        let message = if line.contains("metrics listening") {
+            "metrics listening"
+        } else if line.contains("listening") {
+            "listening"
+        } else {
+            return None;
+        };
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name))
+                .map(|v| v.trim_matches('"').to_string())
+        };
+        (
+            message.to_string(),
+            field("transport=")?,
+            field("address=")?,
+        )
+    };
+    let address = address.parse().ok()?;
+    match (message.as_str(), transport.as_str()) {
+        ("listening", "tcp") => Some(("tcp", address)),
+        ("metrics listening", "http") => Some(("http", address)),
+        _ => None,
+    }
+}
+
 /// The safewrite binary, running as a child process with captured logs.
 pub struct Sidecar {
     child: Child,
     pub addr: SocketAddr,
     log: Arc<Mutex<String>>,
+    metrics_addr: Arc<Mutex<Option<SocketAddr>>>,
 }
 
 impl Sidecar {
     /// Starts `safewrite serve --listen 127.0.0.1:0 <args>` and waits for its TCP address.
     pub fn start(args: &[&str]) -> Sidecar {
+        Self::start_with_env(args, &[])
+    }
+
+    /// Like `start`, with extra environment variables (e.g. OTEL_*) for the sidecar.
+    pub fn start_with_env(args: &[&str], vars: &[(&str, &str)]) -> Sidecar {
         let mut child = Command::new(env!("CARGO_BIN_EXE_safewrite"))
+            .envs(vars.iter().copied())
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             // Fast readiness, and a rate limit out of the way, unless the test says.
@@ -221,6 +285,12 @@ impl Sidecar {
             } else {
                 &["--qps", "5000", "--burst", "5000"][..]
             })
+            // Sidecars run side by side: metrics on a free port unless the test says.
+            .args(if args.contains(&"--metrics-listen") {
+                &[][..]
+            } else {
+                &["--metrics-listen", "127.0.0.1:0"][..]
+            })
             .args(args)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -232,16 +302,18 @@ impl Sidecar {
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let sink = log.clone();
+        let metrics_addr = Arc::new(Mutex::new(None));
+        let metrics_sink = metrics_addr.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("listening") && line.contains("transport=\"tcp\"") {
-                    let addr = line
-                        .split_whitespace()
-                        .find_map(|w| w.strip_prefix("address="))
-                        .and_then(|a| a.parse::<SocketAddr>().ok());
-                    if let Some(addr) = addr {
+                match listening(&line) {
+                    Some(("http", addr)) => {
+                        *metrics_sink.lock().expect("metrics addr") = Some(addr)
+                    }
+                    Some(("tcp", addr)) => {
                         let _ = tx.send(addr);
                     }
+                    _ => {}
                 }
                 let mut log = sink.lock().expect("log");
                 log.push_str(&line);
@@ -255,7 +327,30 @@ impl Sidecar {
                 log.lock().expect("log")
             ),
         };
-        Sidecar { child, addr, log }
+        Sidecar {
+            child,
+            addr,
+            log,
+            metrics_addr,
+        }
+    }
+
+    /// The address of the sidecar's metrics endpoint (logged before the gRPC address).
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics_addr
+            .lock()
+            .expect("metrics addr")
+            .expect("the sidecar logged no metrics address")
+    }
+
+    /// The sidecar's `/metrics` text.
+    pub fn metrics(&self) -> String {
+        let out = Command::new("curl")
+            .args(["-fsS", &format!("http://{}/metrics", self.metrics_addr())])
+            .output()
+            .expect("run curl");
+        assert!(out.status.success(), "GET /metrics: {out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
     }
 
     pub fn endpoint(&self) -> String {
@@ -308,6 +403,7 @@ pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_safewrite"))
         .args(args)
         .env("NO_COLOR", "1")
+        .env("SAFEWRITE_METRICS_LISTEN", "127.0.0.1:0")
         .stdin(Stdio::null())
         .output()
         .expect("run safewrite");
@@ -316,6 +412,9 @@ pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+pub mod faults;
+pub mod jaeger;
 
 /// A TCP proxy in front of the real API server that can pass traffic or reset every
 /// connection (existing ones included): the transport faults of the classification
@@ -446,4 +545,50 @@ pub async fn install_crd(client: &kube::Client, plural: &str, kind: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("CRD {name} not established");
+}
+
+/// The CEL expression of a read-dependent change: `data.n` of a ConfigMap plus one.
+pub const INCREMENT: &str = r#"{"data": {"n": string(int(object.data.n) + 1)}}"#;
+
+/// UpdateWithRetry of ConfigMap `ns/name` with [`INCREMENT`], carrying `key` as its
+/// idempotency key when there is one.
+pub fn keyed_increment(
+    ns: &str,
+    name: &str,
+    key: Option<String>,
+) -> safewrite::pb::UpdateWithRetryRequest {
+    use safewrite::pb;
+    pb::UpdateWithRetryRequest {
+        target: Some(pb::ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: ns.into(),
+            name: name.into(),
+        }),
+        mutation: Some(pb::Mutation {
+            kind: Some(pb::mutation::Kind::Cel(pb::CelMutation {
+                expression: INCREMENT.into(),
+            })),
+        }),
+        options: Some(pb::WriteOptions {
+            idempotency_key: key.unwrap_or_default(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The ErrorInfo reason of a failed RPC, or empty when it has none.
+pub fn error_reason(status: &tonic::Status) -> String {
+    use prost::Message;
+    let Ok(details) = tonic_types::pb::Status::decode(status.details()) else {
+        return String::new();
+    };
+    details
+        .details
+        .iter()
+        .find(|d| d.type_url.ends_with("google.rpc.ErrorInfo"))
+        .and_then(|info| tonic_types::pb::ErrorInfo::decode(info.value.as_slice()).ok())
+        .map(|info| info.reason)
+        .unwrap_or_default()
 }

@@ -1,0 +1,105 @@
+//! A tower layer over the kube client's HTTP service: one OpenTelemetry client span per
+//! request to the API server (a child of the attempt that sent it, carrying the breaker's
+//! decision as an event) and the API request metrics. It sits under the rate limit, so
+//! a request's span and latency exclude its wait for the limiter.
+
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use tower::{BoxError, Layer, Service};
+use tracing::Instrument as _;
+use tracing::field::Empty;
+
+use crate::breaker::CircuitOpen;
+use crate::metrics;
+
+/// Builds [`Observe`] services.
+#[derive(Clone, Copy, Default)]
+pub struct ObserveLayer;
+
+impl<S> Layer<S> for ObserveLayer {
+    type Service = Observe<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Observe { inner }
+    }
+}
+
+/// Wraps each request in a client span and counts it.
+#[derive(Clone)]
+pub struct Observe<S> {
+    inner: S,
+}
+
+impl<S, B, R> Service<http::Request<B>> for Observe<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let method = request.method().clone();
+        let verb = metrics::verb(&method, request.uri().path());
+        // The path names the object (namespace, resource, name), never its contents.
+        // Only requests made for an RPC get a span: background ones (the readiness
+        // probe) would be a root trace every few seconds.
+        let span = if tracing::Span::current().is_none() {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(
+            "http",
+            otel.name = method.as_str(),
+            otel.kind = "client",
+            otel.status_code = Empty,
+            http.request.method = method.as_str(),
+            url.path = request.uri().path(),
+            k8s.verb = verb,
+            http.response.status_code = Empty,
+            error.type = Empty,
+            )
+        };
+        let recorder = span.clone();
+        Box::pin(
+            async move {
+                let started = Instant::now();
+                let result = inner.call(request).await.map_err(Into::into);
+                let code = match &result {
+                    Ok(response) => {
+                        let code = response.status().as_u16();
+                        recorder.record("http.response.status_code", i64::from(code));
+                        if code >= 400 {
+                            recorder.record("error.type", code.to_string().as_str());
+                            recorder.record("otel.status_code", "ERROR");
+                        }
+                        code.to_string()
+                    }
+                    Err(error) => {
+                        let kind = if error.is::<CircuitOpen>() {
+                            "circuit_open"
+                        } else {
+                            "error"
+                        };
+                        recorder.record("error.type", kind);
+                        recorder.record("otel.status_code", "ERROR");
+                        kind.to_string()
+                    }
+                };
+                metrics::get().api_request(verb, &code, started.elapsed());
+                result
+            }
+            .instrument(span),
+        )
+    }
+}

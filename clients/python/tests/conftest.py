@@ -89,3 +89,11 @@ def read(client: safewrite.Client) -> Callable[[safewrite.ObjectRef], Dict[str, 
         return result.object
 
     return read_
+
+
+@pytest.fixture
+def tracer() -> Any:
+    """An OpenTelemetry SDK tracer of its own TracerProvider (the global one is left
+    alone): its spans become the current span, which the client propagates."""
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    return sdk_trace.TracerProvider().get_tracer("safewrite-tests")

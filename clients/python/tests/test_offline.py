@@ -4,7 +4,9 @@ Transact protocol as seen by a fake in-process WriterService."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sys
 import threading
 from concurrent import futures
 from typing import Any, Dict, Iterator, List, Optional
@@ -94,6 +96,48 @@ def test_error_class_per_code(code: grpc.StatusCode, cls: type) -> None:
     assert err.field_violations == [] and err.current_object is None and err.retry_delay is None
 
 
+def error_info_status(code: grpc.StatusCode, message: str, reason: str) -> bytes:
+    """A serialized google.rpc.Status carrying only an ErrorInfo with this reason."""
+    packed = any_pb2.Any()
+    packed.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="safewrite.dev"))
+    return status_pb2.Status(
+        code=code.value[0], message=message, details=[packed]
+    ).SerializeToString()
+
+
+def test_unknown_write_outcome_decodes_to_outcome_unknown_error() -> None:
+    raw = error_info_status(grpc.StatusCode.UNKNOWN, "answer lost", "WRITE_OUTCOME_UNKNOWN")
+    err = safewrite.from_rpc_error(FakeRpcError(grpc.StatusCode.UNKNOWN, "answer lost", raw))
+    assert type(err) is safewrite.OutcomeUnknownError
+    assert isinstance(err, safewrite.SafewriteError)
+    assert err.code == grpc.StatusCode.UNKNOWN
+    assert err.reason == safewrite.WRITE_OUTCOME_UNKNOWN == "WRITE_OUTCOME_UNKNOWN"
+    assert err.domain == safewrite.DOMAIN
+    assert str(err) == "UNKNOWN (WRITE_OUTCOME_UNKNOWN): answer lost"
+    assert safewrite.error_class(grpc.StatusCode.UNKNOWN, "WRITE_OUTCOME_UNKNOWN") is (
+        safewrite.OutcomeUnknownError
+    )
+
+
+@pytest.mark.parametrize(
+    "code,reason,cls",
+    [
+        # Any other UNKNOWN stays the base class...
+        (grpc.StatusCode.UNKNOWN, "SOMETHING_ELSE", safewrite.SafewriteError),
+        (grpc.StatusCode.UNKNOWN, "", safewrite.SafewriteError),
+        # ...and the reason alone does not make another code an OutcomeUnknownError.
+        (grpc.StatusCode.INTERNAL, "WRITE_OUTCOME_UNKNOWN", safewrite.InternalError),
+    ],
+)
+def test_other_unknown_statuses_keep_their_class(
+    code: grpc.StatusCode, reason: str, cls: type
+) -> None:
+    raw = error_info_status(code, "m", reason)
+    err = safewrite.from_rpc_error(FakeRpcError(code, "m", raw))
+    assert type(err) is cls
+    assert err.reason == reason
+
+
 class FakeRpcError(grpc.RpcError):
     def __init__(self, code: grpc.StatusCode, details: str, raw: Optional[bytes]) -> None:
         self._code, self._details, self._raw = code, details, raw
@@ -146,9 +190,21 @@ class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
         self.requests: List[writer_pb2.TransactRequest] = []
         self.lock = threading.Lock()
         self.unary: List[Any] = []
+        #: The invocation metadata of every call, in order.
+        self.metadata: List[Dict[str, str]] = []
 
     def UpdateWithRetry(self, request: Any, context: Any) -> Any:
         self.unary.append(request)
+        self.metadata.append(dict(context.invocation_metadata()))
+        if request.options.idempotency_key == "seen":
+            return writer_pb2.UpdateWithRetryResponse(
+                result=writer_pb2.WriteResult(
+                    outcome=writer_pb2.OUTCOME_UPDATED,
+                    object_json='{"a":1}',
+                    attempts=1,
+                    already_applied=True,
+                )
+            )
         if request.preconditions.uid == "wrong":
             context.set_trailing_metadata(
                 (
@@ -166,6 +222,7 @@ class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
         )
 
     def Transact(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+        self.metadata.append(dict(context.invocation_metadata()))
         first = next(request_iterator)
         with self.lock:
             self.requests.append(first)
@@ -290,3 +347,188 @@ def test_fake_unary_error_details(fake: Any) -> None:
             assert ainfo.value.attempt_records[0].resource_version_read == "41"
 
     asyncio.run(main())
+
+
+def test_fake_idempotency_key_is_sent_and_already_applied_decoded(fake: Any) -> None:
+    with safewrite.Client(fake.target, timeout=10) as client:
+        first = client.update(REF, cel="{}", idempotency_key="fresh-1")
+        assert first.already_applied is False
+        again = client.update(REF, cel="{}", idempotency_key="seen")
+        assert again.already_applied is True
+        assert again.outcome == safewrite.Outcome.UPDATED
+        none = client.update(REF, cel="{}")
+        client.transact(REF, lambda obj: None, idempotency_key="tx:1")
+    assert [r.options.idempotency_key for r in fake.unary] == ["fresh-1", "seen", ""]
+    assert none.already_applied is False
+    assert fake.requests[0].begin.options.idempotency_key == "tx:1"
+
+    async def main() -> safewrite.Result:
+        async with safewrite.AsyncClient(fake.target, timeout=10) as client:
+            await client.transact(REF, lambda obj: None, idempotency_key="tx:2")
+            return await client.update(REF, merge_patch={}, idempotency_key="seen")
+
+    result = asyncio.run(main())
+    assert result.already_applied is True
+    assert fake.unary[-1].options.idempotency_key == "seen"
+    begins = [r.begin for r in fake.requests if r.WhichOneof("message") == "begin"]
+    assert [b.options.idempotency_key for b in begins] == ["tx:1", "tx:2"]
+
+
+def test_empty_or_non_string_idempotency_key_is_refused_locally() -> None:
+    client = safewrite.Client("127.0.0.1:1")
+    try:
+        with pytest.raises(ValueError):
+            client.update(REF, cel="{}", idempotency_key="")
+        with pytest.raises(ValueError):
+            client.transact(REF, lambda obj: None, idempotency_key="")
+        with pytest.raises(TypeError):
+            client.update(REF, cel="{}", idempotency_key=42)  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+def test_result_already_applied_defaults_to_false() -> None:
+    result = safewrite.Result(safewrite.Outcome.UPDATED, {}, "1", 1)
+    assert result.already_applied is False
+
+
+# --- OpenTelemetry context propagation --------------------------------------------
+
+TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
+SPAN_ID = 0xB7AD6B7169203331
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def remote_span() -> Any:
+    """A caller's span (as if continued from upstream) with a tracestate entry."""
+    trace = pytest.importorskip("opentelemetry.trace")
+    context = trace.SpanContext(
+        TRACE_ID,
+        SPAN_ID,
+        is_remote=True,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        trace_state=trace.TraceState([("vendor", "opaque-value")]),
+    )
+    return trace.use_span(trace.NonRecordingSpan(context))
+
+
+def calls_made(target: str, propagate_trace: bool = True) -> None:
+    """update and transact, sync then async, on fresh clients."""
+    with safewrite.Client(target, timeout=10, propagate_trace=propagate_trace) as client:
+        client.update(REF, cel="{}")
+        client.transact(REF, lambda obj: None)
+
+    async def main() -> None:
+        async with safewrite.AsyncClient(
+            target, timeout=10, propagate_trace=propagate_trace
+        ) as aclient:
+            await aclient.update(REF, cel="{}")
+            await aclient.transact(REF, lambda obj: None)
+
+    asyncio.run(main())
+
+
+def test_fake_receives_the_callers_trace_context(fake: Any) -> None:
+    with remote_span():
+        calls_made(fake.target)
+    assert len(fake.metadata) == 4
+    for md in fake.metadata:
+        assert md["traceparent"] == TRACEPARENT
+        assert md["tracestate"] == "vendor=opaque-value"
+
+    # Outside any span there is nothing to propagate.
+    del fake.metadata[:]
+    calls_made(fake.target)
+    assert len(fake.metadata) == 4
+    assert not any("traceparent" in md for md in fake.metadata)
+
+
+def test_fake_propagation_turned_off_sends_nothing(fake: Any) -> None:
+    with remote_span():
+        calls_made(fake.target, propagate_trace=False)
+    assert len(fake.metadata) == 4
+    assert not any("traceparent" in md or "tracestate" in md for md in fake.metadata)
+
+
+def test_fake_baggage_travels_with_the_trace(fake: Any) -> None:
+    baggage = pytest.importorskip("opentelemetry.baggage")
+    context = pytest.importorskip("opentelemetry.context")
+    with remote_span():
+        token = context.attach(baggage.set_baggage("tenant", "acme"))
+        try:
+            with safewrite.Client(fake.target, timeout=10) as client:
+                client.update(REF, cel="{}")
+        finally:
+            context.detach(token)
+    assert fake.metadata[0]["traceparent"] == TRACEPARENT
+    assert fake.metadata[0]["baggage"] == "tenant=acme"
+
+
+def test_without_opentelemetry_the_client_works_and_sends_nothing_extra(
+    fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from safewrite import _tracing
+
+    try:  # a caller's span, if OpenTelemetry is here to make one before it "goes"
+        span: Any = remote_span()
+    except pytest.skip.Exception:
+        span = contextlib.nullcontext()
+    with span:
+        # Make `import opentelemetry...` fail as if the package were not installed.
+        loaded = [m for m in sys.modules if m.split(".")[0] == "opentelemetry"]
+        for name in loaded:
+            monkeypatch.setitem(sys.modules, name, None)
+        monkeypatch.setitem(sys.modules, "opentelemetry", None)
+        assert _tracing.load_injector() is None
+        calls_made(fake.target)
+    assert len(fake.metadata) == 4
+    assert not any("traceparent" in md or "tracestate" in md for md in fake.metadata)
+
+
+def test_a_failing_propagator_never_fails_the_call(fake: Any) -> None:
+    propagate = pytest.importorskip("opentelemetry.propagate")
+
+    class Broken:  # a TextMapPropagator whose inject raises
+        fields = {"traceparent"}
+
+        def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+            raise RuntimeError("broken propagator")
+
+        def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+            raise RuntimeError("broken propagator")
+
+    saved = propagate.get_global_textmap()
+    propagate.set_global_textmap(Broken())
+    try:
+        with remote_span():
+            calls_made(fake.target)
+    finally:
+        propagate.set_global_textmap(saved)
+    assert len(fake.metadata) == 4
+    assert not any("traceparent" in md for md in fake.metadata)
+
+
+def test_trace_metadata_keeps_only_headers_grpc_can_carry() -> None:
+    from safewrite._tracing import trace_metadata
+
+    def inject(carrier: Dict[str, str]) -> None:
+        carrier.update(
+            {
+                "TraceParent": TRACEPARENT,  # lower-cased, as gRPC needs
+                "tracestate": "a=1",
+                "bad key": "v",
+                "x-trace-bin": "v",
+                "grpc-reserved": "v",
+                "vendor": "caf\u00e9",
+                "newline": "a\nb",
+            }
+        )
+
+    assert trace_metadata(inject) == (("traceparent", TRACEPARENT), ("tracestate", "a=1"))
+    assert trace_metadata(None) is None
+    assert trace_metadata(lambda carrier: None) is None
+
+    def boom(carrier: Dict[str, str]) -> None:
+        raise ValueError("no")
+
+    assert trace_metadata(boom) is None

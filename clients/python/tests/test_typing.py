@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 CALLER = '''
-from typing import Any, Dict
+import uuid
+from typing import Any, Dict, Optional
 import safewrite
 
 def bump(obj: Dict[str, Any]) -> None:
@@ -26,7 +27,26 @@ def main(client: safewrite.Client) -> int:
     except safewrite.PreconditionFailedError as err:
         current: Any = err.current_object
         print(current, err.retry_delay, err.field_violations, err.attempts)
+    key: str = str(uuid.uuid4())
+    try:
+        once = client.update(ref, cel="{}", idempotency_key=key)
+        applied: bool = once.already_applied
+        print(applied)
+    except safewrite.OutcomeUnknownError as lost:
+        reason: Optional[str] = lost.reason
+        print(reason == safewrite.WRITE_OUTCOME_UNKNOWN)
+    quiet = safewrite.Client("127.0.0.1:50051", propagate_trace=False)
+    trace_id: str = quiet.update(ref, merge_patch={}).trace_id
+    print(trace_id)
     return result.attempts
+
+
+async def amain(client: safewrite.AsyncClient) -> bool:
+    ref = safewrite.ObjectRef("v1", "ConfigMap", "default", "counter")
+    result = await client.transact(ref, bump, idempotency_key="k-1")
+    quiet = safewrite.AsyncClient("127.0.0.1:50051", propagate_trace=False)
+    print((await quiet.update(ref, merge_patch={})).trace_id)
+    return result.already_applied
 '''
 
 

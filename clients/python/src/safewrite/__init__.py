@@ -25,12 +25,14 @@ from ._aio import AsyncClient, AsyncTransactFn
 from ._client import DEFAULT_TARGET, Client, TransactFn
 from ._errors import (
     DOMAIN,
+    WRITE_OUTCOME_UNKNOWN,
     CancelledError,
     ConflictError,
     DeadlineExceededError,
     InternalError,
     InvalidError,
     NotFoundError,
+    OutcomeUnknownError,
     PermissionDeniedError,
     PreconditionFailedError,
     ResourceExhaustedError,
@@ -57,6 +59,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_TARGET",
     "DOMAIN",
+    "WRITE_OUTCOME_UNKNOWN",
     "Abort",
     "AsyncClient",
     "AsyncTransactFn",
@@ -71,6 +74,7 @@ __all__ = [
     "NotFoundError",
     "ObjectRef",
     "Outcome",
+    "OutcomeUnknownError",
     "PermissionDeniedError",
     "PreconditionFailedError",
     "Preconditions",

@@ -12,6 +12,7 @@ from . import _convert as convert
 from ._client import DEFAULT_TARGET, _protocol_error, channel_options
 from ._convert import JsonObject, JsonPatchOps
 from ._errors import from_rpc_error
+from ._tracing import Metadata, load_injector, trace_metadata
 from ._types import Abort, ObjectRef, Preconditions, Result, RetryPolicy
 from .v1 import writer_pb2_grpc
 
@@ -40,6 +41,9 @@ class AsyncClient:
             once (within the call's timeout).
         channel: Use this ``grpc.aio.Channel`` instead of opening one; the client does
             not close it.
+        propagate_trace: Send the current OpenTelemetry context (of the task making
+            the call) with every call, as for :class:`~safewrite.Client`; ``False``
+            turns it off.
     """
 
     def __init__(
@@ -51,6 +55,7 @@ class AsyncClient:
         timeout: Optional[float] = None,
         wait_for_ready: bool = False,
         channel: Optional[grpc.aio.Channel] = None,
+        propagate_trace: bool = True,
     ) -> None:
         self.target = target
         self._owns_channel = channel is None
@@ -64,6 +69,7 @@ class AsyncClient:
         self._stub = writer_pb2_grpc.WriterServiceStub(channel)
         self._timeout = timeout
         self._wait_for_ready = wait_for_ready
+        self._injector = load_injector() if propagate_trace else None
 
     async def close(self) -> None:
         """Closes the client's channel (unless it was given one)."""
@@ -79,6 +85,10 @@ class AsyncClient:
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
         return self._timeout if timeout is None else timeout
 
+    def _metadata(self) -> Optional[Metadata]:
+        # Read in the calling task when the call starts: the current span is its own.
+        return trace_metadata(self._injector)
+
     async def update(
         self,
         ref: ObjectRef,
@@ -93,10 +103,19 @@ class AsyncClient:
         field_manager: Optional[str] = None,
         dry_run: bool = False,
         create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Changes an object's main resource, retried on conflict; see
-        :meth:`safewrite.Client.update`."""
+        :meth:`safewrite.Client.update`.
+
+        ``idempotency_key`` makes the change exactly-once across lost answers: make one
+        per intended change (e.g. ``str(uuid.uuid4())``) and send it again, unchanged,
+        to retry that change after :class:`~safewrite.UnavailableError`,
+        :class:`~safewrite.OutcomeUnknownError` or
+        :class:`~safewrite.DeadlineExceededError`; a call that finds it already
+        recorded writes nothing and returns a result with
+        :attr:`~safewrite.Result.already_applied` set."""
         request = convert.update_request(
             ref,
             mutation_=convert.mutation(
@@ -105,12 +124,18 @@ class AsyncClient:
             preconditions_=preconditions,
             retry_policy_=retry_policy,
             options_=convert.options(
-                field_manager=field_manager, dry_run=dry_run, create_if_missing=create_if_missing
+                field_manager=field_manager,
+                dry_run=dry_run,
+                create_if_missing=create_if_missing,
+                idempotency_key=idempotency_key,
             ),
         )
         try:
             response = await self._stub.UpdateWithRetry(
-                request, timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+                request,
+                timeout=self._deadline(timeout),
+                wait_for_ready=self._wait_for_ready,
+                metadata=self._metadata(),
             )
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -144,7 +169,10 @@ class AsyncClient:
         )
         try:
             response = await self._stub.PatchStatus(
-                request, timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+                request,
+                timeout=self._deadline(timeout),
+                wait_for_ready=self._wait_for_ready,
+                metadata=self._metadata(),
             )
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -161,6 +189,7 @@ class AsyncClient:
         field_manager: Optional[str] = None,
         dry_run: bool = False,
         create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Runs safewrite's retry loop with ``fn`` as the mutation; see
@@ -171,6 +200,10 @@ class AsyncClient:
         or None after changing the dict in place. Raise :class:`~safewrite.Abort` to
         end without writing; any other exception aborts and propagates. Cancelling the
         task cancels the stream, and safewrite writes nothing after that point.
+
+        ``idempotency_key`` works as for :meth:`update` (not with ``status=True``):
+        when the key is already recorded on the fresh object, ``fn`` is not called and
+        the result has :attr:`~safewrite.Result.already_applied` set.
         """
         begin = convert.begin(
             ref,
@@ -178,11 +211,16 @@ class AsyncClient:
             preconditions_=preconditions,
             retry_policy_=retry_policy,
             options_=convert.options(
-                field_manager=field_manager, dry_run=dry_run, create_if_missing=create_if_missing
+                field_manager=field_manager,
+                dry_run=dry_run,
+                create_if_missing=create_if_missing,
+                idempotency_key=idempotency_key,
             ),
         )
         call = self._stub.Transact(
-            timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+            timeout=self._deadline(timeout),
+            wait_for_ready=self._wait_for_ready,
+            metadata=self._metadata(),
         )
         raised: Optional[BaseException] = None
         try:

@@ -20,6 +20,7 @@ import grpc
 from . import _convert as convert
 from ._convert import JsonObject, JsonPatchOps
 from ._errors import SafewriteError, from_rpc_error
+from ._tracing import Metadata, load_injector, trace_metadata
 from ._types import Abort, ObjectRef, Preconditions, Result, RetryPolicy
 from .v1 import writer_pb2, writer_pb2_grpc
 
@@ -70,6 +71,12 @@ class Client:
         wait_for_ready: Wait for the sidecar to become reachable instead of failing at
             once with :class:`~safewrite.UnavailableError` (within the call's timeout).
         channel: Use this channel instead of opening one; the client does not close it.
+        propagate_trace: Send the caller's current OpenTelemetry context with every call
+            (W3C ``traceparent``/``tracestate`` metadata, through the global
+            propagator), so the sidecar's span joins the caller's trace and
+            :attr:`~safewrite.Result.trace_id` is the caller's trace id. Needs
+            ``opentelemetry-api`` (``pip install safewrite[otel]``); without it
+            nothing extra is sent. ``False`` turns it off.
     """
 
     def __init__(
@@ -81,6 +88,7 @@ class Client:
         timeout: Optional[float] = None,
         wait_for_ready: bool = False,
         channel: Optional[grpc.Channel] = None,
+        propagate_trace: bool = True,
     ) -> None:
         self.target = target
         self._owns_channel = channel is None
@@ -94,6 +102,7 @@ class Client:
         self._stub = writer_pb2_grpc.WriterServiceStub(channel)
         self._timeout = timeout
         self._wait_for_ready = wait_for_ready
+        self._injector = load_injector() if propagate_trace else None
 
     def close(self) -> None:
         """Closes the client's channel (unless it was given one)."""
@@ -109,6 +118,10 @@ class Client:
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
         return self._timeout if timeout is None else timeout
 
+    def _metadata(self) -> Optional[Metadata]:
+        # Read in the caller's thread when the call starts: the current span is theirs.
+        return trace_metadata(self._injector)
+
     def update(
         self,
         ref: ObjectRef,
@@ -123,6 +136,7 @@ class Client:
         field_manager: Optional[str] = None,
         dry_run: bool = False,
         create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Changes an object's main resource, retried on conflict (``UpdateWithRetry``).
@@ -152,6 +166,20 @@ class Client:
             create_if_missing: The object to create (a dict or JSON text) when the
                 target does not exist; the mutation is applied to it first, and
                 apiVersion, kind, name and namespace default to the target's.
+            idempotency_key: Makes the change exactly-once across lost answers. The
+                sidecar records the key on the object (annotation
+                ``safewrite.dev/applied-keys``) in the same write as the change, and a
+                later attempt or call that finds it there writes nothing and returns
+                :attr:`Outcome.UPDATED` with :attr:`~safewrite.Result.already_applied`
+                set. So safewrite retries a write whose answer was lost, and you may
+                call again after :class:`~safewrite.UnavailableError`,
+                :class:`~safewrite.OutcomeUnknownError` or
+                :class:`~safewrite.DeadlineExceededError`. Make one key per intended
+                change (e.g. ``str(uuid.uuid4())``) and reuse it only to retry that
+                same change; 1 to 128 characters of ``[A-Za-z0-9._:-]``. The object
+                remembers its 32 most recent keys. Refused with ``apply`` (already
+                idempotent). Without a key, a write whose answer was lost raises
+                :class:`~safewrite.OutcomeUnknownError`.
             timeout: Seconds the whole call (every attempt and backoff) may take.
 
         Returns:
@@ -159,8 +187,10 @@ class Client:
 
         Raises:
             SafewriteError: a subclass per failure, e.g. ConflictError, InvalidError,
-                PreconditionFailedError, NotFoundError, PermissionDeniedError.
-            ValueError: not exactly one mutation was given.
+                PreconditionFailedError, NotFoundError, PermissionDeniedError,
+                OutcomeUnknownError.
+            ValueError: not exactly one mutation was given, or an empty
+                ``idempotency_key``.
         """
         request = convert.update_request(
             ref,
@@ -170,12 +200,18 @@ class Client:
             preconditions_=preconditions,
             retry_policy_=retry_policy,
             options_=convert.options(
-                field_manager=field_manager, dry_run=dry_run, create_if_missing=create_if_missing
+                field_manager=field_manager,
+                dry_run=dry_run,
+                create_if_missing=create_if_missing,
+                idempotency_key=idempotency_key,
             ),
         )
         try:
             response = self._stub.UpdateWithRetry(
-                request, timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+                request,
+                timeout=self._deadline(timeout),
+                wait_for_ready=self._wait_for_ready,
+                metadata=self._metadata(),
             )
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -199,8 +235,9 @@ class Client:
         """Changes an object's status subresource, retried on conflict (``PatchStatus``).
 
         Takes the same arguments as :meth:`update` except ``create_if_missing`` (a
-        status cannot be created). The mutation sees the whole fresh object; only its
-        effect on ``status`` is written, and the spec is never changed.
+        status cannot be created) and ``idempotency_key`` (a status write cannot record
+        it). The mutation sees the whole fresh object; only its effect on ``status`` is
+        written, and the spec is never changed.
 
         Raises:
             SafewriteError: a subclass per failure, as for :meth:`update`.
@@ -217,7 +254,10 @@ class Client:
         )
         try:
             response = self._stub.PatchStatus(
-                request, timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+                request,
+                timeout=self._deadline(timeout),
+                wait_for_ready=self._wait_for_ready,
+                metadata=self._metadata(),
             )
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -234,6 +274,7 @@ class Client:
         field_manager: Optional[str] = None,
         dry_run: bool = False,
         create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Runs safewrite's retry loop with ``fn`` as the mutation (``Transact``).
@@ -254,6 +295,15 @@ class Client:
             fn: The mutation, called once per attempt.
             status: Write the proposals to the status subresource instead of the main
                 resource.
+            idempotency_key: Makes the change exactly-once across lost answers, as
+                for :meth:`update`: when the key is already recorded on the fresh
+                object, ``fn`` is not called, nothing is written, and the result has
+                :attr:`~safewrite.Result.already_applied` set. One key per intended
+                change (e.g. ``str(uuid.uuid4())``), reused only to retry that change
+                after :class:`~safewrite.UnavailableError`,
+                :class:`~safewrite.OutcomeUnknownError` or
+                :class:`~safewrite.DeadlineExceededError`. Not with ``status=True``
+                (the sidecar refuses it with :class:`~safewrite.InvalidError`).
             preconditions, retry_policy, field_manager, dry_run, create_if_missing,
             timeout: As for :meth:`update`.
 
@@ -269,7 +319,10 @@ class Client:
             preconditions_=preconditions,
             retry_policy_=retry_policy,
             options_=convert.options(
-                field_manager=field_manager, dry_run=dry_run, create_if_missing=create_if_missing
+                field_manager=field_manager,
+                dry_run=dry_run,
+                create_if_missing=create_if_missing,
+                idempotency_key=idempotency_key,
             ),
         )
         outbox: "queue.Queue[Optional[writer_pb2.TransactRequest]]" = queue.Queue()
@@ -283,7 +336,10 @@ class Client:
                 yield message
 
         call = self._stub.Transact(
-            requests(), timeout=self._deadline(timeout), wait_for_ready=self._wait_for_ready
+            requests(),
+            timeout=self._deadline(timeout),
+            wait_for_ready=self._wait_for_ready,
+            metadata=self._metadata(),
         )
         raised: Optional[BaseException] = None
         try:

@@ -131,12 +131,28 @@ def options(
     field_manager: Optional[str] = None,
     dry_run: bool = False,
     create_if_missing: Optional[JsonObject] = None,
+    idempotency_key: Optional[str] = None,
 ) -> writer_pb2.WriteOptions:
-    """The ``safewrite.v1.WriteOptions``."""
+    """The ``safewrite.v1.WriteOptions``.
+
+    The idempotency key is sent as it is: the sidecar checks its shape and refuses it
+    where it does not apply. Only an empty key is refused here, because on the wire it
+    would mean "no key" and silently drop the exactly-once guarantee."""
+    if idempotency_key is not None:
+        if not isinstance(idempotency_key, str):
+            raise TypeError(
+                "idempotency_key must be a str, not %s" % type(idempotency_key).__name__
+            )
+        if not idempotency_key:
+            raise ValueError(
+                "idempotency_key must not be empty (pass None for no key, or e.g. "
+                "str(uuid.uuid4()))"
+            )
     return writer_pb2.WriteOptions(
         field_manager=field_manager or "",
         dry_run=dry_run,
         create_if_missing_json=dumps(create_if_missing) if create_if_missing is not None else "",
+        idempotency_key=idempotency_key or "",
     )
 
 
@@ -149,6 +165,7 @@ def result(message: writer_pb2.WriteResult) -> Result:
         attempts=message.attempts,
         attempt_records=tuple(attempt_record(r) for r in message.attempt_records),
         trace_id=message.trace_id,
+        already_applied=message.already_applied,
     )
 
 

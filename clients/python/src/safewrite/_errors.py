@@ -37,7 +37,10 @@ class SafewriteError(Exception):
             ``safewrite.v1.WriteFailure``), so the caller can decide without another
             read; ``None`` otherwise.
         attempt_records: The attempts made before the failure.
-        trace_id: The W3C trace id of the RPC's span; empty when tracing is off.
+        trace_id: The W3C trace id of the sidecar's span for the call, as
+            :attr:`Result.trace_id <safewrite.Result.trace_id>`; empty when the
+            sidecar runs without OpenTelemetry or sent no ``WriteFailure`` detail
+            (e.g. it was unreachable).
     """
 
     def __init__(
@@ -127,8 +130,19 @@ class NotFoundError(SafewriteError):
 
 
 class DeadlineExceededError(SafewriteError):
-    """DEADLINE_EXCEEDED: the call's timeout ran out; the last write may or may not have
-    been applied only if it was sent (see :attr:`attempt_records`)."""
+    """DEADLINE_EXCEEDED: the call's timeout ran out. A write sent just before may or
+    may not have been applied (see :attr:`attempt_records`); with an
+    ``idempotency_key``, send the same change with the same key again to find out
+    safely."""
+
+
+class OutcomeUnknownError(SafewriteError):
+    """UNKNOWN with reason ``WRITE_OUTCOME_UNKNOWN``: a write was sent but its answer
+    was lost, so the change may or may not have been applied, and safewrite did not
+    retry it because the call had no ``idempotency_key`` (a second try could apply a
+    read-dependent change twice). Read the object to find out, or make such calls with
+    an ``idempotency_key``: then safewrite retries these writes itself, and the caller
+    may retry the call with the same key."""
 
 
 class CancelledError(SafewriteError):
@@ -160,8 +174,24 @@ _BY_CODE: Dict[grpc.StatusCode, Type[SafewriteError]] = {
 }
 
 
-def error_class(code: grpc.StatusCode) -> Type[SafewriteError]:
-    """The exception class this client raises for a gRPC status code."""
+#: The ErrorInfo reason of a write whose outcome is unknown (with code UNKNOWN).
+WRITE_OUTCOME_UNKNOWN = "WRITE_OUTCOME_UNKNOWN"
+
+_BY_CODE_AND_REASON: Dict[Tuple[grpc.StatusCode, str], Type[SafewriteError]] = {
+    (grpc.StatusCode.UNKNOWN, WRITE_OUTCOME_UNKNOWN): OutcomeUnknownError,
+}
+
+
+def error_class(
+    code: grpc.StatusCode, reason: Optional[str] = None
+) -> Type[SafewriteError]:
+    """The exception class this client raises for a gRPC status code and, where it
+    matters, the ErrorInfo reason (UNKNOWN with ``WRITE_OUTCOME_UNKNOWN`` is
+    :class:`OutcomeUnknownError`; any other UNKNOWN is :class:`SafewriteError`)."""
+    if reason is not None:
+        cls = _BY_CODE_AND_REASON.get((code, reason))
+        if cls is not None:
+            return cls
     return _BY_CODE.get(code, SafewriteError)
 
 
@@ -238,7 +268,7 @@ def from_status(
                     except ValueError:
                         pass
         kwargs["field_violations"] = violations
-    return error_class(code)(code, message, **kwargs)
+    return error_class(code, kwargs.get("reason"))(code, message, **kwargs)
 
 
 def from_rpc_error(err: Any) -> SafewriteError:

@@ -77,7 +77,14 @@ class Result:
         resource_version: The object's resourceVersion after the write.
         attempts: The number of attempts made, the last included.
         attempt_records: One :class:`AttemptRecord` per attempt, in order.
-        trace_id: The W3C trace id of the RPC's span; empty when tracing is off.
+        trace_id: The W3C trace id (32 hex digits) of the sidecar's span for the call:
+            the caller's own trace id when its OpenTelemetry context was propagated
+            (see ``propagate_trace`` of :class:`~safewrite.Client`), else a new
+            trace's; empty when the sidecar runs without OpenTelemetry.
+        already_applied: True when the call's ``idempotency_key`` was already recorded
+            on the object: an earlier call (or attempt) with this key made the change,
+            and nothing was written this time. The outcome is then
+            :attr:`Outcome.UPDATED` and :attr:`object` is the object as read.
     """
 
     outcome: Outcome
@@ -86,10 +93,12 @@ class Result:
     attempts: int
     attempt_records: Tuple[AttemptRecord, ...] = ()
     trace_id: str = ""
+    already_applied: bool = False
 
     @property
     def written(self) -> bool:
-        """True when the object was written (updated or created)."""
+        """True when the object was written (updated or created), by this call or, when
+        :attr:`already_applied`, by an earlier call with the same idempotency key."""
         return self.outcome in (Outcome.UPDATED, Outcome.CREATED)
 
 

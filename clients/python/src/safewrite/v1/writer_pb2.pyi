@@ -196,30 +196,34 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., requeue: bool = ...) -> None: ...
 
 class WriteOptions(_message.Message):
-    __slots__ = ("field_manager", "dry_run", "create_if_missing_json")
+    __slots__ = ("field_manager", "dry_run", "create_if_missing_json", "idempotency_key")
     FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     CREATE_IF_MISSING_JSON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     field_manager: str
     dry_run: bool
     create_if_missing_json: str
-    def __init__(self, field_manager: _Optional[str] = ..., dry_run: bool = ..., create_if_missing_json: _Optional[str] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, field_manager: _Optional[str] = ..., dry_run: bool = ..., create_if_missing_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class WriteResult(_message.Message):
-    __slots__ = ("outcome", "object_json", "resource_version", "attempts", "attempt_records", "trace_id")
+    __slots__ = ("outcome", "object_json", "resource_version", "attempts", "attempt_records", "trace_id", "already_applied")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_RECORDS_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_APPLIED_FIELD_NUMBER: _ClassVar[int]
     outcome: Outcome
     object_json: str
     resource_version: str
     attempts: int
     attempt_records: _containers.RepeatedCompositeFieldContainer[AttemptRecord]
     trace_id: str
-    def __init__(self, outcome: _Optional[_Union[Outcome, str]] = ..., object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., attempts: _Optional[int] = ..., attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., trace_id: _Optional[str] = ...) -> None: ...
+    already_applied: bool
+    def __init__(self, outcome: _Optional[_Union[Outcome, str]] = ..., object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., attempts: _Optional[int] = ..., attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., trace_id: _Optional[str] = ..., already_applied: bool = ...) -> None: ...
 
 class AttemptRecord(_message.Message):
     __slots__ = ("number", "resource_version_read", "http_status", "reason", "backoff")

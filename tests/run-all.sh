@@ -30,5 +30,8 @@ cargo test
 section "Python client against the real sidecar (clients/python/test.sh)"
 bash clients/python/test.sh
 
+section "Go client against the real sidecar (clients/go/test.sh)"
+bash clients/go/test.sh
+
 echo
 echo "all suites passed in $((SECONDS - started))s"

@@ -1,0 +1,264 @@
+package safewrite
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
+)
+
+// DefaultTarget is where the sidecar listens unless told otherwise.
+const DefaultTarget = "127.0.0.1:50051"
+
+// maxResponseSize bounds one answer of the sidecar; Kubernetes objects as JSON stay far
+// below it, but above gRPC's 4 MiB default in the worst case.
+const maxResponseSize = 64 << 20
+
+// Client is a client of the safewrite sidecar. It is safe for concurrent use; Close it
+// to release its connection.
+type Client struct {
+	conn     *grpc.ClientConn // nil when the connection is the caller's (NewClient)
+	stub     safewritev1.WriterServiceClient
+	timeout  time.Duration
+	callOpts []grpc.CallOption
+	target   string
+}
+
+// DialOption configures a [Client].
+type DialOption func(*dialConfig)
+
+type dialConfig struct {
+	creds        credentials.TransportCredentials
+	grpcOpts     []grpc.DialOption
+	timeout      time.Duration
+	waitForReady bool
+	block        bool
+	// noTracePropagation: see WithoutTracePropagation.
+	noTracePropagation bool
+}
+
+// WithTransportCredentials dials with TLS (or other) credentials instead of a
+// plaintext connection; the sidecar normally serves on localhost or a unix socket.
+func WithTransportCredentials(creds credentials.TransportCredentials) DialOption {
+	return func(cfg *dialConfig) { cfg.creds = creds }
+}
+
+// WithGRPCDialOptions adds gRPC dial options (interceptors, stats handlers, ...).
+func WithGRPCDialOptions(opts ...grpc.DialOption) DialOption {
+	return func(cfg *dialConfig) { cfg.grpcOpts = append(cfg.grpcOpts, opts...) }
+}
+
+// WithDefaultTimeout bounds every call whose context has no deadline to d, every
+// attempt and backoff included. Without it such calls are bounded only by the
+// sidecar's retry policy.
+func WithDefaultTimeout(d time.Duration) DialOption {
+	return func(cfg *dialConfig) { cfg.timeout = d }
+}
+
+// WithWaitForReady makes calls wait, within their deadline, for the sidecar to become
+// reachable (e.g. while it starts beside the controller) instead of failing at once
+// with [ErrUnavailable].
+func WithWaitForReady() DialOption {
+	return func(cfg *dialConfig) { cfg.waitForReady = true }
+}
+
+// WithBlock makes [Dial] wait, within its context, until the connection to the sidecar
+// is ready. Without it Dial returns at once and connects on the first call.
+func WithBlock() DialOption {
+	return func(cfg *dialConfig) { cfg.block = true }
+}
+
+// Dial returns a client of the sidecar at target: "host:port" (the empty string means
+// [DefaultTarget], 127.0.0.1:50051), "unix:///path/to/socket", or any gRPC target. A
+// target that starts with "/" is taken as a unix socket path. The connection is
+// plaintext unless [WithTransportCredentials] is given.
+//
+// Dial does not wait for the sidecar unless [WithBlock] is given; ctx bounds that wait.
+func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, FromError(err)
+	}
+	cfg := &dialConfig{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(cfg)
+		}
+	}
+	target = strings.TrimSpace(target)
+	switch {
+	case target == "":
+		target = DefaultTarget
+	case strings.HasPrefix(target, "/"):
+		target = "unix://" + target
+	}
+	creds := cfg.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	grpcOpts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithUserAgent("safewrite-go"),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponseSize)),
+	}
+	if !cfg.noTracePropagation {
+		// First in the chain, so interceptors given with WithGRPCDialOptions see the
+		// trace context in the outgoing metadata.
+		grpcOpts = append(grpcOpts,
+			grpc.WithChainUnaryInterceptor(traceUnaryInterceptor),
+			grpc.WithChainStreamInterceptor(traceStreamInterceptor))
+	}
+	grpcOpts = append(grpcOpts, cfg.grpcOpts...)
+	conn, err := grpc.NewClient(target, grpcOpts...)
+	if err != nil {
+		return nil, clientError(codes.InvalidArgument, "dial %q: %v", target, err)
+	}
+	c := &Client{stub: safewritev1.NewWriterServiceClient(conn)}
+	c.configure(cfg)
+	c.conn = conn
+	c.target = target
+	if cfg.block {
+		if err := waitReady(ctx, conn); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// NewClient returns a client that calls the sidecar over an existing gRPC connection,
+// which it does not close. Only the call options of opts apply
+// ([WithDefaultTimeout], [WithWaitForReady], [WithoutTracePropagation]); the caller's
+// OpenTelemetry context is propagated as with [Dial].
+func NewClient(conn grpc.ClientConnInterface, opts ...DialOption) *Client {
+	cfg := &dialConfig{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(cfg)
+		}
+	}
+	if !cfg.noTracePropagation {
+		conn = tracingConn{conn}
+	}
+	c := &Client{stub: safewritev1.NewWriterServiceClient(conn)}
+	c.configure(cfg)
+	return c
+}
+
+// configure sets the call options of cfg.
+func (c *Client) configure(cfg *dialConfig) {
+	c.timeout = cfg.timeout
+	if cfg.waitForReady {
+		c.callOpts = append(c.callOpts, grpc.WaitForReady(true))
+	}
+}
+
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for {
+		state := conn.GetState()
+		if state == connectivity.Ready {
+			return nil
+		}
+		if state == connectivity.Shutdown {
+			return clientError(codes.Canceled, "the connection to %s was closed", conn.Target())
+		}
+		if !conn.WaitForStateChange(ctx, state) {
+			code := codes.DeadlineExceeded
+			if ctx.Err() == context.Canceled {
+				code = codes.Canceled
+			}
+			return clientError(code, "the sidecar at %s was not ready (%s): %v", conn.Target(), state, ctx.Err())
+		}
+	}
+}
+
+// Close closes the client's connection (unless it was given one with [NewClient]).
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// Stub returns the generated gRPC client of the WriterService, for what this package
+// does not wrap.
+func (c *Client) Stub() safewritev1.WriterServiceClient { return c.stub }
+
+// callContext applies the default timeout to a context without a deadline.
+func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout > 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			return context.WithTimeout(ctx, c.timeout)
+		}
+	}
+	return context.WithCancel(ctx)
+}
+
+// Update changes an object's main resource with m, retried on conflict
+// (UpdateWithRetry). The sidecar re-applies m to the fresh object on every attempt, so
+// read-dependent changes are never lost; a mutation that changes nothing writes nothing
+// and returns [OutcomeUnchanged]. It never changes the status of a kind with a status
+// subresource: use [Client.PatchStatus].
+//
+// ctx bounds the whole call, every attempt and backoff included. A failure is an
+// [*Error] matching one of the sentinel errors ([ErrConflict], [ErrInvalid],
+// [ErrPreconditionFailed], [ErrNotFound], [ErrPermissionDenied], ...).
+func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
+	mutation, err := m.proto()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := newWriteConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	resp, err := c.stub.UpdateWithRetry(ctx, &safewritev1.UpdateWithRetryRequest{
+		Target:        ref.proto(),
+		Mutation:      mutation,
+		Preconditions: cfg.preconditions,
+		RetryPolicy:   cfg.retryPolicy,
+		Options:       cfg.options,
+	}, c.callOpts...)
+	if err != nil {
+		return nil, FromError(err)
+	}
+	return resultFrom(resp.GetResult())
+}
+
+// PatchStatus changes an object's status subresource with m, retried on conflict
+// (PatchStatus). m sees the whole fresh object; only its effect on status is written
+// and the spec is never changed. The object's kind must have a status subresource, and
+// a status cannot be created ([WithCreateIfMissing] is refused). Otherwise as
+// [Client.Update].
+func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
+	mutation, err := m.proto()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := newWriteConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	resp, err := c.stub.PatchStatus(ctx, &safewritev1.PatchStatusRequest{
+		Target:        ref.proto(),
+		Mutation:      mutation,
+		Preconditions: cfg.preconditions,
+		RetryPolicy:   cfg.retryPolicy,
+		Options:       cfg.options,
+	}, c.callOpts...)
+	if err != nil {
+		return nil, FromError(err)
+	}
+	return resultFrom(resp.GetResult())
+}

@@ -1,0 +1,35 @@
+// Package safewrite is the Go client of the safewrite sidecar, which performs
+// conflict-safe read-modify-write of Kubernetes objects on a controller's behalf.
+//
+// A call names an object and says what to change; the sidecar reads the fresh object,
+// applies the change, writes it with the resourceVersion it read, and on a conflict
+// starts over from a fresh read, within the call's context deadline:
+//
+//	c, err := safewrite.Dial(ctx, "") // 127.0.0.1:50051, or "unix:///run/safewrite/safewrite.sock"
+//	if err != nil { ... }
+//	defer c.Close()
+//	ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "counter"}
+//	res, err := c.Update(ctx, ref, safewrite.CEL(`{"data": {"n": string(int(object.data.n) + 1)}}`))
+//
+// Mutations are re-applied to the fresh object on every attempt (see [CEL],
+// [MergePatch], [JSONPatch] and [Apply]), so read-dependent changes are never lost.
+// [Client.Transact] runs the same loop with the caller's own Go function as the
+// mutation, on an [*unstructured.Unstructured]:
+//
+//	res, err := c.Transact(ctx, ref, func(obj *unstructured.Unstructured) error {
+//		return unstructured.SetNestedField(obj.Object, "ready", "data", "phase")
+//	})
+//
+// The context's deadline is the sidecar's deadline too: it never sleeps past it, and
+// canceling the context cancels the call (a transaction writes nothing after that).
+//
+// Failures are [*Error] values that match sentinel errors with [errors.Is] (for
+// example [ErrConflict], [ErrInvalid], [ErrPreconditionFailed], [ErrNotFound],
+// [ErrDeadlineExceeded]) and carry the sidecar's rich details: the Kubernetes reason,
+// field violations, the retry delay, the current object of a failed precondition, and
+// the attempts made.
+//
+// Calls continue the caller's trace: the OpenTelemetry span context of ctx goes to the
+// sidecar as W3C traceparent metadata (see [WithoutTracePropagation]), and results and
+// errors carry the trace's id ([Result.TraceID], [Error.TraceID]).
+package safewrite

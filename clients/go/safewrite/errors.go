@@ -1,0 +1,268 @@
+package safewrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
+)
+
+// Domain is the google.rpc.ErrorInfo domain of every error the sidecar returns.
+const Domain = "safewrite.dev"
+
+// Sentinel errors, one per class of failure. Every error a [Client] method returns for a
+// failed call is an [*Error] that matches exactly one of them with [errors.Is]:
+//
+//	if errors.Is(err, safewrite.ErrConflict) { return requeue() }
+var (
+	// ErrConflict (ABORTED): conflicts outlasted the retry policy, a strict
+	// resourceVersion precondition did not match (reason RESOURCE_VERSION_MISMATCH), or
+	// server-side apply met another field manager's fields (reason FieldManagerConflict).
+	ErrConflict = errors.New("safewrite: conflict")
+	// ErrInvalid (INVALID_ARGUMENT): a malformed request, or an object the API server
+	// refused as invalid (422); [Error.FieldViolations] names the fields.
+	ErrInvalid = errors.New("safewrite: invalid")
+	// ErrPreconditionFailed (FAILED_PRECONDITION): a precondition was false, a JSON
+	// Patch test failed, or the mutation does not apply; nothing was written and
+	// [Error.CurrentObject] holds the object as it is now.
+	ErrPreconditionFailed = errors.New("safewrite: precondition failed")
+	// ErrUnavailable (UNAVAILABLE): the API server or the sidecar is unreachable,
+	// throttling, or behind an open circuit breaker; retry after [Error.RetryDelay].
+	ErrUnavailable = errors.New("safewrite: unavailable")
+	// ErrResourceExhausted (RESOURCE_EXHAUSTED): the sidecar is shedding load or its rate
+	// limit would outlast the deadline; retry after [Error.RetryDelay].
+	ErrResourceExhausted = errors.New("safewrite: resource exhausted")
+	// ErrPermissionDenied (PERMISSION_DENIED): the sidecar's identity may not do this
+	// (403).
+	ErrPermissionDenied = errors.New("safewrite: permission denied")
+	// ErrUnauthenticated (UNAUTHENTICATED): the API server refused the sidecar's
+	// credentials (401).
+	ErrUnauthenticated = errors.New("safewrite: unauthenticated")
+	// ErrNotFound (NOT_FOUND): the object does not exist (see [WithCreateIfMissing]),
+	// or its kind is unknown to the API server (reason UNKNOWN_KIND).
+	ErrNotFound = errors.New("safewrite: not found")
+	// ErrDeadlineExceeded (DEADLINE_EXCEEDED): the call's deadline passed. An [*Error] with this
+	// code also matches [context.DeadlineExceeded].
+	ErrDeadlineExceeded = errors.New("safewrite: deadline exceeded")
+	// ErrCanceled (CANCELLED): the call was canceled. An [*Error] with this code also
+	// matches [context.Canceled].
+	ErrCanceled = errors.New("safewrite: canceled")
+	// ErrOutcomeUnknown (UNKNOWN with reason WRITE_OUTCOME_UNKNOWN): the sidecar sent a
+	// write but its answer was lost, so it may or may not have been applied, and the
+	// sidecar did not retry it (the call had no idempotency key). Read the object to
+	// find out; a call with [WithIdempotencyKey] may simply be sent again.
+	ErrOutcomeUnknown = errors.New("safewrite: write outcome unknown")
+	// ErrInternal (INTERNAL, DATA_LOSS, any other UNKNOWN): the API server failed
+	// internally (e.g. an admission webhook), or an answer was not understood.
+	ErrInternal = errors.New("safewrite: internal error")
+	// ErrUnimplemented (UNIMPLEMENTED): the sidecar does not implement this RPC.
+	ErrUnimplemented = errors.New("safewrite: unimplemented")
+)
+
+// ErrAbort ends a transaction without writing: return it (or an error wrapping it) from
+// a [TransactFunc]. The transaction's [Result] then has [OutcomeAborted] and no error is
+// returned; the error's text is recorded as the abort reason.
+var ErrAbort = errors.New("safewrite: transaction aborted")
+
+// reasonOutcomeUnknown is the ErrorInfo reason of an UNKNOWN write outcome.
+const reasonOutcomeUnknown = "WRITE_OUTCOME_UNKNOWN"
+
+// sentinel returns the sentinel error of a gRPC code and ErrorInfo reason.
+func sentinel(code codes.Code, reason string) error {
+	switch code {
+	case codes.Aborted:
+		return ErrConflict
+	case codes.InvalidArgument, codes.OutOfRange:
+		return ErrInvalid
+	case codes.FailedPrecondition:
+		return ErrPreconditionFailed
+	case codes.Unavailable:
+		return ErrUnavailable
+	case codes.ResourceExhausted:
+		return ErrResourceExhausted
+	case codes.PermissionDenied:
+		return ErrPermissionDenied
+	case codes.Unauthenticated:
+		return ErrUnauthenticated
+	case codes.NotFound:
+		return ErrNotFound
+	case codes.DeadlineExceeded:
+		return ErrDeadlineExceeded
+	case codes.Canceled:
+		return ErrCanceled
+	case codes.Unimplemented:
+		return ErrUnimplemented
+	case codes.Unknown:
+		if reason == reasonOutcomeUnknown {
+			return ErrOutcomeUnknown
+		}
+		return ErrInternal
+	default:
+		return ErrInternal
+	}
+}
+
+// FieldViolation is one field the request or the object got wrong
+// (google.rpc.BadRequest).
+type FieldViolation struct {
+	// Field is the path of the field, e.g. "metadata.labels".
+	Field string
+	// Description says what is wrong with it.
+	Description string
+}
+
+// Error is a failed safewrite call: the gRPC status and its decoded details. Use
+// [errors.Is] with the sentinel errors to branch on its class, and [errors.As] to read
+// its details:
+//
+//	var swErr *safewrite.Error
+//	if errors.As(err, &swErr) && swErr.CurrentObject != nil { ... }
+type Error struct {
+	// Code is the gRPC status code.
+	Code codes.Code
+	// Message is the sidecar's message: what happened and what to do.
+	Message string
+	// Reason is the google.rpc.ErrorInfo reason: the Kubernetes Status reason (e.g.
+	// "Conflict", "Invalid", "Forbidden") or a safewrite one (e.g.
+	// "PRECONDITION_FAILED", "RESOURCE_VERSION_MISMATCH"). Empty when the status had no
+	// ErrorInfo (for example when the sidecar was unreachable, or the error was found
+	// on this side before anything was sent).
+	Reason string
+	// Domain is the ErrorInfo domain ([Domain]), or empty.
+	Domain string
+	// Metadata is the ErrorInfo metadata (e.g. "attempts", "http_status").
+	Metadata map[string]string
+	// FieldViolations are the fields at fault (google.rpc.BadRequest).
+	FieldViolations []FieldViolation
+	// RetryDelay is how long to wait before retrying (google.rpc.RetryInfo); zero when
+	// the status gave none (see HasRetryDelay).
+	RetryDelay time.Duration
+	// HasRetryDelay is true when the status carried a google.rpc.RetryInfo.
+	HasRetryDelay bool
+	// CurrentObject is, for ErrPreconditionFailed, the object as it is now, so the
+	// caller can decide what to do without another read; nil otherwise.
+	CurrentObject *unstructured.Unstructured
+	// Attempts is the number of attempts made before the failure (0 when no request
+	// reached the API server).
+	Attempts int
+	// AttemptRecords describes each of those attempts, in order.
+	AttemptRecords []AttemptRecord
+	// TraceID is the W3C trace id (32 hex digits) of the sidecar's span of the call:
+	// the trace of the caller's span when ctx carried one (the client propagates it,
+	// unless [WithoutTracePropagation]), else a trace of its own. Empty when the
+	// sidecar's tracing is off, or when the error did not come from the sidecar.
+	TraceID string
+
+	status *status.Status
+}
+
+// Error returns "safewrite: CODE (Reason): Message".
+func (e *Error) Error() string {
+	head := e.Code.String()
+	if e.Reason != "" {
+		head += " (" + e.Reason + ")"
+	}
+	return "safewrite: " + head + ": " + e.Message
+}
+
+// Is reports whether target is the sentinel error of e's class (see [ErrConflict] and
+// the others). A DEADLINE_EXCEEDED error also matches [context.DeadlineExceeded], and
+// a CANCELLED one [context.Canceled].
+func (e *Error) Is(target error) bool {
+	if target == sentinel(e.Code, e.Reason) {
+		return true
+	}
+	switch e.Code {
+	case codes.DeadlineExceeded:
+		return target == context.DeadlineExceeded
+	case codes.Canceled:
+		return target == context.Canceled
+	}
+	return false
+}
+
+// GRPCStatus returns the gRPC status e was decoded from, so [status.FromError] and
+// [status.Code] work on it.
+func (e *Error) GRPCStatus() *status.Status {
+	if e.status != nil {
+		return e.status
+	}
+	return status.New(e.Code, e.Message)
+}
+
+// clientError is an error found on this side, before anything was sent.
+func clientError(code codes.Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FromError converts an error returned by a gRPC call to the sidecar into an [*Error],
+// decoding the status details. It returns nil for nil, and err itself when err already
+// is (or wraps) an [*Error]. Context errors become CANCELLED or DEADLINE_EXCEEDED; other
+// errors that carry no gRPC status become an INTERNAL [*Error] with err's text.
+func FromError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var already *Error
+	if errors.As(err, &already) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		if errors.Is(err, context.DeadlineExceeded) {
+			st = status.New(codes.DeadlineExceeded, err.Error())
+		} else if errors.Is(err, context.Canceled) {
+			st = status.New(codes.Canceled, err.Error())
+		} else {
+			st = status.New(codes.Internal, err.Error())
+		}
+	}
+	return fromStatus(st)
+}
+
+func fromStatus(st *status.Status) *Error {
+	e := &Error{Code: st.Code(), Message: st.Message(), status: st}
+	for _, detail := range st.Details() {
+		switch d := detail.(type) {
+		case *errdetails.ErrorInfo:
+			e.Reason = d.GetReason()
+			e.Domain = d.GetDomain()
+			if md := d.GetMetadata(); len(md) > 0 {
+				e.Metadata = make(map[string]string, len(md))
+				for k, v := range md {
+					e.Metadata[k] = v
+				}
+			}
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				e.FieldViolations = append(e.FieldViolations, FieldViolation{
+					Field: v.GetField(), Description: v.GetDescription(),
+				})
+			}
+		case *errdetails.RetryInfo:
+			e.HasRetryDelay = true
+			e.RetryDelay = d.GetRetryDelay().AsDuration()
+		case *safewritev1.WriteFailure:
+			e.AttemptRecords = attemptRecords(d.GetAttemptRecords())
+			e.TraceID = d.GetTraceId()
+			if text := d.GetCurrentObjectJson(); text != "" {
+				if obj, err := decodeObject(text); err == nil {
+					e.CurrentObject = obj
+				}
+			}
+		}
+	}
+	e.Attempts = len(e.AttemptRecords)
+	if n, err := strconv.Atoi(e.Metadata["attempts"]); err == nil && n > e.Attempts {
+		e.Attempts = n
+	}
+	return e
+}

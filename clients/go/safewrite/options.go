@@ -1,0 +1,167 @@
+package safewrite
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/apimachinery/pkg/types"
+
+	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
+)
+
+// Preconditions are checked by the sidecar on the fresh object before every write.
+// When one is false nothing is written and the call fails with
+// [ErrPreconditionFailed] carrying the current object (or [ErrConflict] for a
+// resourceVersion mismatch); it is not retried. Empty fields are not checked.
+type Preconditions struct {
+	// UID: the object's metadata.uid must equal this.
+	UID types.UID
+	// ResourceVersion: strict compare-and-swap; the object's metadata.resourceVersion
+	// must equal this, and a conflict is not retried.
+	ResourceVersion string
+	// CEL: an expression over `object` that must return true.
+	CEL string
+}
+
+// RetryPolicy bounds the sidecar's retry loop. Zero fields take the sidecar's defaults.
+// The call's context deadline always bounds the loop as well.
+type RetryPolicy struct {
+	// MaxAttempts is the most attempts to make, the first included.
+	MaxAttempts int
+	// InitialBackoff is the backoff before the second attempt.
+	InitialBackoff time.Duration
+	// MaxBackoff caps any single backoff.
+	MaxBackoff time.Duration
+	// Requeue makes one attempt only: a conflict comes back at once as [ErrConflict],
+	// for controllers that prefer to requeue. It overrides MaxAttempts.
+	Requeue bool
+}
+
+// WriteOption sets an option of one call: preconditions, retry policy, field manager,
+// dry run, create-if-missing.
+type WriteOption func(*writeConfig)
+
+type writeConfig struct {
+	preconditions *safewritev1.Preconditions
+	retryPolicy   *safewritev1.RetryPolicy
+	options       *safewritev1.WriteOptions
+	err           error
+}
+
+func newWriteConfig(opts []WriteOption) (*writeConfig, error) {
+	cfg := &writeConfig{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(cfg)
+		}
+	}
+	return cfg, cfg.err
+}
+
+func (cfg *writeConfig) pre() *safewritev1.Preconditions {
+	if cfg.preconditions == nil {
+		cfg.preconditions = &safewritev1.Preconditions{}
+	}
+	return cfg.preconditions
+}
+
+func (cfg *writeConfig) opts() *safewritev1.WriteOptions {
+	if cfg.options == nil {
+		cfg.options = &safewritev1.WriteOptions{}
+	}
+	return cfg.options
+}
+
+// WithPreconditions sets the preconditions checked before every write; its non-empty
+// fields replace those set by earlier options.
+func WithPreconditions(p Preconditions) WriteOption {
+	return func(cfg *writeConfig) {
+		if p.UID != "" {
+			cfg.pre().Uid = string(p.UID)
+		}
+		if p.ResourceVersion != "" {
+			cfg.pre().ResourceVersion = p.ResourceVersion
+		}
+		if p.CEL != "" {
+			cfg.pre().Cel = p.CEL
+		}
+	}
+}
+
+// WithUID requires the object's metadata.uid to equal uid, so a call never changes an
+// object that was deleted and re-created under the same name.
+func WithUID(uid types.UID) WriteOption {
+	return WithPreconditions(Preconditions{UID: uid})
+}
+
+// WithResourceVersion makes the call a strict compare-and-swap: the object's
+// resourceVersion must equal rv, and a mismatch fails at once with [ErrConflict]
+// (reason RESOURCE_VERSION_MISMATCH) instead of being retried.
+func WithResourceVersion(rv string) WriteOption {
+	return WithPreconditions(Preconditions{ResourceVersion: rv})
+}
+
+// WithPreconditionCEL requires the CEL expression over `object` to return true on the
+// fresh object before every write, e.g. `object.status.phase == "Pending"`.
+func WithPreconditionCEL(expression string) WriteOption {
+	return WithPreconditions(Preconditions{CEL: expression})
+}
+
+// WithRetryPolicy overrides the sidecar's retry policy for this call.
+func WithRetryPolicy(p RetryPolicy) WriteOption {
+	return func(cfg *writeConfig) {
+		if p.MaxAttempts < 0 || p.InitialBackoff < 0 || p.MaxBackoff < 0 {
+			cfg.err = clientError(codes.InvalidArgument, "retry policy: negative values are not allowed")
+			return
+		}
+		rp := &safewritev1.RetryPolicy{MaxAttempts: uint32(p.MaxAttempts), Requeue: p.Requeue}
+		if p.InitialBackoff > 0 {
+			rp.InitialBackoff = durationpb.New(p.InitialBackoff)
+		}
+		if p.MaxBackoff > 0 {
+			rp.MaxBackoff = durationpb.New(p.MaxBackoff)
+		}
+		cfg.retryPolicy = rp
+	}
+}
+
+// WithFieldManager sets the field manager recorded in managedFields (the sidecar's
+// default is "safewrite"). Server-side apply ([Apply]) needs one.
+func WithFieldManager(name string) WriteOption {
+	return func(cfg *writeConfig) { cfg.opts().FieldManager = name }
+}
+
+// WithDryRun asks the API server to validate and admit the write without persisting it.
+func WithDryRun() WriteOption {
+	return func(cfg *writeConfig) { cfg.opts().DryRun = true }
+}
+
+// WithIdempotencyKey makes a read-dependent change exactly-once across lost answers:
+// the sidecar records key on the object (annotation safewrite.dev/applied-keys) in the
+// same write as the change, and when a later attempt or call finds it there it writes
+// nothing and answers [OutcomeUpdated] with [Result.AlreadyApplied] set. With a key, a
+// call that failed with [ErrOutcomeUnknown], [ErrUnavailable] or [ErrDeadlineExceeded]
+// may be sent again as it was. key must be 1 to 128 characters of [A-Za-z0-9._:-],
+// unique per intended change (a UUID works). Not for server-side apply, nor for status
+// writes.
+func WithIdempotencyKey(key string) WriteOption {
+	return func(cfg *writeConfig) { cfg.opts().IdempotencyKey = key }
+}
+
+// WithCreateIfMissing gives the object to create when the target does not exist: JSON
+// text ([]byte, string, json.RawMessage) or any value that marshals to a JSON object
+// (a map, a typed object, an *unstructured.Unstructured). The mutation is applied to it
+// before it is created, so "create or change" applies the change exactly once either
+// way; apiVersion, kind, name and namespace default to the target's. The call's outcome
+// is then [OutcomeCreated]. Not allowed for status writes.
+func WithCreateIfMissing(obj any) WriteOption {
+	return func(cfg *writeConfig) {
+		text, err := jsonText(obj, '{')
+		if err != nil {
+			cfg.err = clientError(codes.InvalidArgument, "create-if-missing object: %v", err)
+			return
+		}
+		cfg.opts().CreateIfMissingJson = text
+	}
+}

@@ -1,0 +1,171 @@
+package safewrite
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
+)
+
+// maxAbortReason bounds the abort reason sent to the sidecar.
+const maxAbortReason = 1024
+
+// TransactFunc is a transaction's mutation: it changes obj, the fresh object, in place
+// (it may also replace obj.Object wholesale). It is called once per attempt, each time
+// with the next fresh object after a conflict, so it must compute its change from obj
+// alone and have no other side effects. While the object is being created (see
+// [WithCreateIfMissing]) obj has no resourceVersion.
+//
+// Returning nil proposes obj; leaving it as it was writes nothing ([OutcomeUnchanged]).
+// Returning [ErrAbort], or an error wrapping it, ends the transaction without writing
+// ([OutcomeAborted], no error). Any other error also ends it without writing, and is
+// returned by [Client.Transact] as it is.
+type TransactFunc func(obj *unstructured.Unstructured) error
+
+// Transact runs the sidecar's retry loop with fn as the mutation of the object's main
+// resource (the Transact stream): the sidecar sends the fresh object, fn changes it, the
+// sidecar writes it with the resourceVersion it read, and on a conflict fn runs again on
+// the next fresh object. Options are as for [Client.Update].
+//
+// ctx bounds the whole transaction, fn's runs included: its deadline is the sidecar's
+// deadline too. When ctx ends (even while fn runs: what fn returns then is not
+// proposed), or fn panics, the stream is torn down and nothing more is written; the
+// error then matches [ErrCanceled] and [context.Canceled], or [ErrDeadlineExceeded] and
+// [context.DeadlineExceeded].
+func (c *Client) Transact(ctx context.Context, ref ObjectRef, fn TransactFunc, opts ...WriteOption) (*Result, error) {
+	return c.transact(ctx, ref, false, fn, opts)
+}
+
+// TransactStatus is [Client.Transact] writing fn's changes to the status subresource:
+// only its effect on status is written.
+func (c *Client) TransactStatus(ctx context.Context, ref ObjectRef, fn TransactFunc, opts ...WriteOption) (*Result, error) {
+	return c.transact(ctx, ref, true, fn, opts)
+}
+
+func (c *Client) transact(ctx context.Context, ref ObjectRef, status bool, fn TransactFunc, opts []WriteOption) (*Result, error) {
+	if fn == nil {
+		return nil, clientError(codes.InvalidArgument, "no transaction function")
+	}
+	cfg, err := newWriteConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel() // tears the stream down on every way out
+	stream, err := c.stub.Transact(ctx, c.callOpts...)
+	if err != nil {
+		return nil, FromError(err)
+	}
+	begin := &safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Begin{
+		Begin: &safewritev1.TransactBegin{
+			Target:        ref.proto(),
+			Status:        status,
+			Preconditions: cfg.preconditions,
+			RetryPolicy:   cfg.retryPolicy,
+			Options:       cfg.options,
+		},
+	}}
+	// A Send that fails with io.EOF means the stream has ended: its status comes from
+	// Recv below.
+	if err := stream.Send(begin); err != nil && !errors.Is(err, io.EOF) {
+		return nil, FromError(err)
+	}
+
+	var fnErr error  // fn's own error, returned once the sidecar confirms the abort
+	var aborted bool // an abort was sent: no further proposal is made
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if fnErr != nil {
+				return nil, fnErr
+			}
+			if errors.Is(err, io.EOF) {
+				return nil, clientError(codes.Internal, "the Transact stream ended without a result")
+			}
+			return nil, FromError(err)
+		}
+		switch msg := resp.GetMessage().(type) {
+		case *safewritev1.TransactResponse_Result:
+			_ = stream.CloseSend()
+			if fnErr != nil {
+				return nil, fnErr
+			}
+			return resultFrom(msg.Result)
+		case *safewritev1.TransactResponse_Fresh:
+			if aborted {
+				// Aborted, yet another object came: stop here; the teardown writes nothing.
+				if fnErr != nil {
+					return nil, fnErr
+				}
+				return nil, clientError(codes.Internal, "the sidecar sent an object after the transaction was aborted")
+			}
+			proposal, ferr := propose(msg.Fresh, fn)
+			if err := ctx.Err(); err != nil {
+				// The context ended while fn ran: propose nothing. Returning cancels the
+				// stream, and the sidecar writes nothing after that point.
+				if ferr != nil && !errors.Is(ferr, ErrAbort) {
+					return nil, ferr
+				}
+				return nil, FromError(err)
+			}
+			if ferr != nil {
+				aborted = true
+				if !errors.Is(ferr, ErrAbort) {
+					fnErr = ferr
+				}
+				proposal = abortProposal(msg.Fresh.GetAttempt(), ferr)
+			}
+			if err := stream.Send(proposal); err != nil && !errors.Is(err, io.EOF) {
+				if fnErr != nil {
+					return nil, fnErr
+				}
+				return nil, FromError(err)
+			}
+		default:
+			return nil, clientError(codes.Internal, "the sidecar sent an empty Transact message")
+		}
+	}
+}
+
+// propose runs fn on a fresh object and returns the proposal of the object it leaves.
+func propose(fresh *safewritev1.FreshObject, fn TransactFunc) (*safewritev1.TransactRequest, error) {
+	obj, err := decodeObject(fresh.GetObjectJson())
+	if err != nil {
+		return nil, clientError(codes.Internal, "the sidecar's fresh object is not a JSON object: %v", err)
+	}
+	if err := fn(obj); err != nil {
+		return nil, err
+	}
+	text, err := encodeObject(obj)
+	if err != nil {
+		return nil, clientError(codes.InvalidArgument, "the transaction's object cannot be encoded as JSON: %v", err)
+	}
+	return &safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Proposal{
+		Proposal: &safewritev1.TransactProposal{
+			Attempt: fresh.GetAttempt(),
+			Change:  &safewritev1.TransactProposal_ObjectJson{ObjectJson: text},
+		},
+	}}, nil
+}
+
+func abortProposal(attempt uint32, cause error) *safewritev1.TransactRequest {
+	reason := ""
+	if cause != nil && cause != ErrAbort {
+		reason = cause.Error()
+	}
+	if len(reason) > maxAbortReason {
+		reason = reason[:maxAbortReason]
+	}
+	reason = strings.ToValidUTF8(reason, "?") // proto3 strings must be UTF-8
+	return &safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Proposal{
+		Proposal: &safewritev1.TransactProposal{
+			Attempt: attempt,
+			Change:  &safewritev1.TransactProposal_Abort{Abort: &safewritev1.TransactAbort{Reason: reason}},
+		},
+	}}
+}

@@ -1,0 +1,203 @@
+package safewrite
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
+)
+
+// ObjectRef names one Kubernetes object.
+type ObjectRef struct {
+	// APIVersion is the object's apiVersion, e.g. "v1", "apps/v1". Required.
+	APIVersion string
+	// Kind is the object's kind, e.g. "ConfigMap". Required.
+	Kind string
+	// Namespace is required for namespaced kinds and must be empty for cluster-scoped
+	// ones.
+	Namespace string
+	// Name is the object's metadata.name. Required.
+	Name string
+}
+
+// Ref returns the ObjectRef of the object of kind gvk named namespace/name.
+func Ref(gvk schema.GroupVersionKind, namespace, name string) ObjectRef {
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	return ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}
+}
+
+// RefOf returns the ObjectRef of an object with apiVersion, kind and metadata set.
+func RefOf(obj *unstructured.Unstructured) ObjectRef {
+	return ObjectRef{
+		APIVersion: obj.GetAPIVersion(),
+		Kind:       obj.GetKind(),
+		Namespace:  obj.GetNamespace(),
+		Name:       obj.GetName(),
+	}
+}
+
+// String returns "apiVersion/Kind namespace/name".
+func (r ObjectRef) String() string {
+	if r.Namespace == "" {
+		return fmt.Sprintf("%s/%s %s", r.APIVersion, r.Kind, r.Name)
+	}
+	return fmt.Sprintf("%s/%s %s/%s", r.APIVersion, r.Kind, r.Namespace, r.Name)
+}
+
+func (r ObjectRef) proto() *safewritev1.ObjectRef {
+	return &safewritev1.ObjectRef{
+		ApiVersion: r.APIVersion,
+		Kind:       r.Kind,
+		Namespace:  r.Namespace,
+		Name:       r.Name,
+	}
+}
+
+// Outcome says what a successful call did.
+type Outcome int32
+
+const (
+	// OutcomeUnspecified is never returned by a successful call.
+	OutcomeUnspecified Outcome = Outcome(safewritev1.Outcome_OUTCOME_UNSPECIFIED)
+	// OutcomeUpdated: the object was changed and written.
+	OutcomeUpdated Outcome = Outcome(safewritev1.Outcome_OUTCOME_UPDATED)
+	// OutcomeUnchanged: the mutation left the object as it was; nothing was written.
+	OutcomeUnchanged Outcome = Outcome(safewritev1.Outcome_OUTCOME_UNCHANGED)
+	// OutcomeCreated: the object did not exist and was created (see
+	// [WithCreateIfMissing]).
+	OutcomeCreated Outcome = Outcome(safewritev1.Outcome_OUTCOME_CREATED)
+	// OutcomeAborted: a transaction function returned [ErrAbort]; nothing was written.
+	OutcomeAborted Outcome = Outcome(safewritev1.Outcome_OUTCOME_ABORTED)
+)
+
+// String returns "Updated", "Unchanged", "Created", "Aborted" or "Unspecified".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeUpdated:
+		return "Updated"
+	case OutcomeUnchanged:
+		return "Unchanged"
+	case OutcomeCreated:
+		return "Created"
+	case OutcomeAborted:
+		return "Aborted"
+	case OutcomeUnspecified:
+		return "Unspecified"
+	default:
+		return fmt.Sprintf("Outcome(%d)", int32(o))
+	}
+}
+
+// Wrote reports whether the call wrote the object (it was updated or created).
+func (o Outcome) Wrote() bool { return o == OutcomeUpdated || o == OutcomeCreated }
+
+// AttemptRecord is a short record of one attempt.
+type AttemptRecord struct {
+	// Number is the attempt's number, starting at 1.
+	Number int
+	// ResourceVersionRead is the resourceVersion of the fresh object the attempt read.
+	ResourceVersionRead string
+	// HTTPStatus is the HTTP status of the write, or of the read when the read itself
+	// was refused; 0 when no write was sent and the read succeeded, or when no answer
+	// came.
+	HTTPStatus int
+	// Reason is the Kubernetes Status reason of the answer (e.g. "Conflict"); empty on
+	// success.
+	Reason string
+	// Backoff is how long the sidecar slept after this attempt; zero for the last.
+	Backoff time.Duration
+}
+
+func attemptRecords(records []*safewritev1.AttemptRecord) []AttemptRecord {
+	if len(records) == 0 {
+		return nil
+	}
+	out := make([]AttemptRecord, len(records))
+	for i, r := range records {
+		out[i] = AttemptRecord{
+			Number:              int(r.GetNumber()),
+			ResourceVersionRead: r.GetResourceVersionRead(),
+			HTTPStatus:          int(r.GetHttpStatus()),
+			Reason:              r.GetReason(),
+			Backoff:             r.GetBackoff().AsDuration(),
+		}
+	}
+	return out
+}
+
+// Result describes a successful call.
+type Result struct {
+	// Outcome says what the call did.
+	Outcome Outcome
+	// Object is the object as written (or as read, when unchanged or aborted).
+	Object *unstructured.Unstructured
+	// ResourceVersion is the object's resourceVersion after the write.
+	ResourceVersion string
+	// Attempts is the number of attempts made, the last included.
+	Attempts int
+	// AttemptRecords describes each attempt, in order.
+	AttemptRecords []AttemptRecord
+	// TraceID is the W3C trace id (32 hex digits) of the sidecar's span of the call:
+	// the trace of the caller's span when ctx carried one (the client propagates it,
+	// unless [WithoutTracePropagation]), else a trace of its own. Empty when the
+	// sidecar's tracing is off.
+	TraceID string
+	// AlreadyApplied is true when the call's idempotency key (see
+	// [WithIdempotencyKey]) was already recorded on the object: an earlier attempt or
+	// call made the change, and nothing was written this time. Object is then the
+	// object as read.
+	AlreadyApplied bool
+}
+
+func resultFrom(r *safewritev1.WriteResult) (*Result, error) {
+	if r == nil {
+		return nil, clientError(codes.Internal, "the sidecar answered without a result")
+	}
+	res := &Result{
+		Outcome:         Outcome(r.GetOutcome()),
+		ResourceVersion: r.GetResourceVersion(),
+		Attempts:        int(r.GetAttempts()),
+		AttemptRecords:  attemptRecords(r.GetAttemptRecords()),
+		TraceID:         r.GetTraceId(),
+		AlreadyApplied:  r.GetAlreadyApplied(),
+	}
+	if text := r.GetObjectJson(); text != "" {
+		obj, err := decodeObject(text)
+		if err != nil {
+			return nil, clientError(codes.Internal, "the sidecar's result object is not a JSON object: %v", err)
+		}
+		res.Object = obj
+	}
+	return res, nil
+}
+
+// decodeObject parses a JSON object into an Unstructured, with integral numbers as
+// int64 as the apimachinery helpers (unstructured.NestedInt64, ...) expect.
+func decodeObject(text string) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := utiljson.Unmarshal([]byte(text), &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("null is not an object")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// encodeObject renders an Unstructured's content as JSON.
+func encodeObject(obj *unstructured.Unstructured) (string, error) {
+	if obj == nil || obj.Object == nil {
+		return "", fmt.Errorf("the object is nil")
+	}
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return "", err
+	}
+	return string(data), nil
+}

@@ -374,7 +374,10 @@ async fn a_retry_after_is_a_floor_for_the_wait_and_the_final_error_says_when_to_
         .expect("RetryInfo")
         .retry_delay
         .expect("a delay");
-    assert!(retry.seconds >= 1, "RetryInfo carries the server's hint: {retry:?}");
+    assert!(
+        retry.seconds >= 1,
+        "RetryInfo carries the server's hint: {retry:?}"
+    );
     let failure = pb::WriteFailure::decode(any("safewrite.v1.WriteFailure").as_slice())
         .expect("WriteFailure");
     let records = failure.attempt_records;
@@ -382,8 +385,14 @@ async fn a_retry_after_is_a_floor_for_the_wait_and_the_final_error_says_when_to_
     for record in &records[..2] {
         assert_eq!(record.http_status, 429);
         let backoff = record.backoff.expect("a backoff");
-        assert!(backoff.seconds >= 1, "waited at least Retry-After: {record:?}");
+        assert!(
+            backoff.seconds >= 1,
+            "waited at least Retry-After: {record:?}"
+        );
     }
-    assert!(took >= Duration::from_secs(2), "two waits of at least 1 s: {took:?}");
+    assert!(
+        took >= Duration::from_secs(2),
+        "two waits of at least 1 s: {took:?}"
+    );
     assert_eq!(value(&rig.api, "t").await, 0, "nothing written");
 }

@@ -16,24 +16,14 @@ use tonic::Code;
 
 const ALL_VERBS: &[&str] = &["GET", "PUT", "POST", "PATCH", "LIST", "WATCH", "DELETE"];
 
+/// An increment that retries conflicts as long as it takes (the contention is the point).
 fn increment(ns: &str, name: &str) -> pb::UpdateWithRetryRequest {
     pb::UpdateWithRetryRequest {
-        target: Some(pb::ObjectRef {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: ns.into(),
-            name: name.into(),
-        }),
-        mutation: Some(pb::Mutation {
-            kind: Some(pb::mutation::Kind::Cel(pb::CelMutation {
-                expression: r#"{"data": {"n": string(int(object.data.n) + 1)}}"#.into(),
-            })),
-        }),
         retry_policy: Some(pb::RetryPolicy {
             max_attempts: 1000,
             ..Default::default()
         }),
-        ..Default::default()
+        ..support::keyed_increment(ns, name, None)
     }
 }
 

@@ -21,26 +21,14 @@ use serde_json::json;
 use support::{ControlPlane, Sidecar};
 use tonic::transport::Channel;
 
-const INCREMENT: &str = r#"{"data": {"n": string(int(object.data.n) + 1)}}"#;
-
+/// An increment that retries conflicts as long as it takes (the contention is the point).
 fn increment(ns: &str, name: &str) -> pb::UpdateWithRetryRequest {
     pb::UpdateWithRetryRequest {
-        target: Some(pb::ObjectRef {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: ns.into(),
-            name: name.into(),
-        }),
-        mutation: Some(pb::Mutation {
-            kind: Some(pb::mutation::Kind::Cel(pb::CelMutation {
-                expression: INCREMENT.into(),
-            })),
-        }),
         retry_policy: Some(pb::RetryPolicy {
             max_attempts: 1000,
             ..Default::default()
         }),
-        ..Default::default()
+        ..support::keyed_increment(ns, name, None)
     }
 }
 

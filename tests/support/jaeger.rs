@@ -52,9 +52,8 @@
 //! until its stdin closes, which happens when this process ends however it ends.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -64,7 +63,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-use super::repo_root;
+use super::run_script;
 
 /// A running Jaeger. Dropping it (or ending the process) stops it.
 pub struct Jaeger {
@@ -90,31 +89,7 @@ impl Jaeger {
     /// Starts a fresh Jaeger and waits until its query API and receivers answer.
     pub fn start() -> Jaeger {
         let started = Instant::now();
-        let mut child = Command::new("bash")
-            .arg(repo_root().join("tests/harness/jaeger.sh"))
-            .arg("run")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn tests/harness/jaeger.sh");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("read the ready line");
-        let dir = match line.trim().strip_prefix("ready ") {
-            Some(dir) => PathBuf::from(dir),
-            None => panic!(
-                "jaeger did not start (exit: {:?}); see its stderr above",
-                child.wait()
-            ),
-        };
-        let env: HashMap<String, String> = std::fs::read_to_string(dir.join("env"))
-            .expect("read env")
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let (child, stdin, _stdout, dir, env) = run_script("tests/harness/jaeger.sh", &[]);
         eprintln!(
             "jaeger ready in {:.1}s, query API at {}",
             started.elapsed().as_secs_f64(),

@@ -43,6 +43,48 @@ pub fn tool_dir() -> PathBuf {
     .clone()
 }
 
+/// What `run_script` hands back: the child, its stdin (closing it stops the script),
+/// its stdout past the ready line, the directory it named and that directory's `env`.
+pub type Started = (
+    Child,
+    ChildStdin,
+    BufReader<ChildStdout>,
+    PathBuf,
+    HashMap<String, String>,
+);
+
+/// Runs a harness script (`<script> run`) that prints `ready <dir>` when it is up and
+/// lives until its stdin closes, and reads `<dir>/env` (KEY=VALUE lines).
+pub fn run_script(script: &str, vars: &[(&str, &str)]) -> Started {
+    let mut child = Command::new("bash")
+        .arg(repo_root().join(script))
+        .arg("run")
+        .envs(vars.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {script}: {e}"));
+    let stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read the ready line");
+    let dir = match line.trim().strip_prefix("ready ") {
+        Some(dir) => PathBuf::from(dir),
+        None => panic!(
+            "{script} did not start (exit: {:?}); see its stderr above",
+            child.wait()
+        ),
+    };
+    let env = std::fs::read_to_string(dir.join("env"))
+        .expect("read env")
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (child, stdin, stdout, dir, env)
+}
+
 /// A running control plane. Dropping it (or ending the process) tears it down.
 pub struct ControlPlane {
     pub dir: PathBuf,
@@ -62,32 +104,10 @@ impl ControlPlane {
     /// Like `start`, with extra kube-apiserver flags (e.g. max-inflight limits).
     pub fn start_with_flags(apiserver_flags: &str) -> ControlPlane {
         let started = Instant::now();
-        let mut child = Command::new("bash")
-            .arg(repo_root().join("tests/harness/controlplane.sh"))
-            .arg("run")
-            .env("SAFEWRITE_APISERVER_FLAGS", apiserver_flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn tests/harness/controlplane.sh");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("read the ready line");
-        let dir = match line.trim().strip_prefix("ready ") {
-            Some(dir) => PathBuf::from(dir),
-            None => panic!(
-                "control plane did not start (exit: {:?}); see its stderr above",
-                child.wait()
-            ),
-        };
-        let env = std::fs::read_to_string(dir.join("env"))
-            .expect("read env")
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let (child, stdin, stdout, dir, env) = run_script(
+            "tests/harness/controlplane.sh",
+            &[("SAFEWRITE_APISERVER_FLAGS", apiserver_flags)],
+        );
         eprintln!(
             "control plane ready in {:.1}s at {}",
             started.elapsed().as_secs_f64(),

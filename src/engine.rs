@@ -300,6 +300,21 @@ impl Attempts {
         }
     }
 
+    /// Plans the wait after a retryable outcome, ends the attempt's span (its duration
+    /// is the attempt's own; the wait is its `safewrite.backoff_ms`), then sleeps.
+    /// Returns the failure to end with when the loop must stop.
+    async fn back_off(
+        &mut self,
+        decision: &Decision,
+        last: Failure,
+        span: Span,
+    ) -> Result<(), Failure> {
+        let wait = self.plan_backoff(decision, last, &span);
+        drop(span);
+        tokio::time::sleep(wait?).await;
+        Ok(())
+    }
+
     /// Decides whether to go on after a retryable outcome and how long to wait first,
     /// recording the wait in the attempt's record and span. Returns the failure to end
     /// with when the loop must stop.
@@ -434,11 +449,8 @@ impl Engine {
                     }
                     span.record("error.type", failure.kind());
                     span.record("otel.status_code", "ERROR");
-                    let wait = attempts.plan_backoff(&decision, failure, &span);
-                    drop(span);
-                    match wait {
-                        Ok(wait) => tokio::time::sleep(wait).await,
-                        Err(failure) => return Err(attempts.fail(failure)),
+                    if let Err(failure) = attempts.back_off(&decision, failure, span).await {
+                        return Err(attempts.fail(failure));
                     }
                 }
                 Err(failure) => return Err(attempts.fail(failure)),
@@ -476,13 +488,8 @@ impl Engine {
                 }
                 Step::Fail(failure) => return Err(attempts.fail(failure)),
                 Step::Retry(decision, failure) => {
-                    let wait = attempts.plan_backoff(&decision, failure, &span);
-                    // The attempt's span ends before the sleep: its duration is the
-                    // attempt's own; the wait is its `safewrite.backoff_ms`.
-                    drop(span);
-                    match wait {
-                        Ok(wait) => tokio::time::sleep(wait).await,
-                        Err(failure) => return Err(attempts.fail(failure)),
+                    if let Err(failure) = attempts.back_off(&decision, failure, span).await {
+                        return Err(attempts.fail(failure));
                     }
                 }
             }

@@ -193,6 +193,7 @@ pub fn finish_rpc(
             span.record("safewrite.outcome", outcome);
             span.record("safewrite.already_applied", result.already_applied);
             metrics.outcome(outcome);
+            telemetry::record_rpc_end(span, tonic::Code::Ok, None);
             (tonic::Code::Ok, result.attempts)
         }
         Err(status) => {
@@ -211,7 +212,6 @@ pub fn finish_rpc(
         }
     };
     span.record("safewrite.attempts", i64::from(attempts));
-    span.record("rpc.grpc.status_code", code as i32);
     metrics.rpc_done(method, code, attempts, started.elapsed());
 }
 

@@ -335,6 +335,9 @@ pub fn record_rpc_end(span: &Span, code: tonic::Code, reason: Option<&str>) {
     span.record("rpc.grpc.status_code", code as i32);
     if code != tonic::Code::Ok {
         span.record("otel.status_code", "ERROR");
-        span.record("error.type", reason.unwrap_or(code.description()));
+        span.record(
+            "error.type",
+            reason.unwrap_or_else(|| crate::metrics::code_name(code)),
+        );
     }
 }

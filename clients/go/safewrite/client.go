@@ -211,11 +211,7 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 // [*Error] matching one of the sentinel errors ([ErrConflict], [ErrInvalid],
 // [ErrPreconditionFailed], [ErrNotFound], [ErrPermissionDenied], ...).
 func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
-	mutation, err := m.proto()
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := newWriteConfig(opts)
+	mutation, cfg, err := prepare(m, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -240,11 +236,7 @@ func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...
 // a status cannot be created ([WithCreateIfMissing] is refused). Otherwise as
 // [Client.Update].
 func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
-	mutation, err := m.proto()
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := newWriteConfig(opts)
+	mutation, cfg, err := prepare(m, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -261,4 +253,17 @@ func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opt
 		return nil, FromError(err)
 	}
 	return resultFrom(resp.GetResult())
+}
+
+// prepare checks a unary write's mutation and options before anything is sent.
+func prepare(m Mutation, opts []WriteOption) (*safewritev1.Mutation, *writeConfig, error) {
+	mutation, err := m.proto()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := newWriteConfig(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mutation, cfg, nil
 }

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use kube::core::Status;
 
+use crate::client::RequestError;
+use crate::client::fault;
+
 /// What the engine does with an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -167,10 +170,15 @@ fn field_manager_conflicts(status: Option<&Status>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Classifies a request that got no HTTP answer: a transport failure or a client-side
-/// timeout. Both are faults that a later attempt may not meet.
-pub fn classify_transport() -> Decision {
-    Decision::Unavailable { retry_after: None }
+/// Classifies a request that got no HTTP answer. A fault of the path to the API server
+/// ([`fault::is_fault`]: connect or transport failure, timeout) is retried with backoff;
+/// anything else (the sidecar refused it itself, or its answer did not decode) is not.
+pub fn classify_error(error: &RequestError) -> Decision {
+    if fault::is_fault(Err(error)) {
+        Decision::Unavailable { retry_after: None }
+    } else {
+        Decision::Unexpected
+    }
 }
 
 /// Parses a `Retry-After` header given in seconds (the HTTP-date form is not used by the
@@ -268,6 +276,31 @@ mod tests {
         }
     }
 
+    /// The faults of the breaker are the answers the loop backs off from as faults
+    /// (throttled, unavailable, internal): one notion of "fault".
+    #[test]
+    fn the_breakers_faults_are_the_decisions_retried_as_faults() {
+        for code in [
+            200, 400, 401, 403, 404, 405, 409, 410, 422, 429, 500, 502, 503, 504,
+        ] {
+            let decision = classify(code, None, None);
+            let backs_off_as_fault = matches!(
+                decision,
+                Decision::Throttled { .. } | Decision::Unavailable { .. } | Decision::Internal
+            );
+            assert_eq!(fault::is_fault(Ok(code)), backs_off_as_fault, "{code}");
+        }
+        let timeout = RequestError::Timeout {
+            after: Duration::from_secs(1),
+            sent: false,
+        };
+        assert!(fault::is_fault(Err(&timeout)));
+        assert_eq!(
+            classify_error(&timeout),
+            Decision::Unavailable { retry_after: None }
+        );
+    }
+
     #[test]
     fn the_reason_decides_before_the_code() {
         // A 409 whose reason says AlreadyExists is not a conflict to re-read.
@@ -303,7 +336,8 @@ mod tests {
     #[test]
     fn only_retryable_decisions_are_retried() {
         assert!(Decision::Conflict.is_retryable());
-        assert!(classify_transport().is_retryable());
+        let reset = RequestError::Transport("connection reset".into());
+        assert!(classify_error(&reset).is_retryable());
         for final_decision in [
             Decision::Invalid,
             Decision::BadRequest,

@@ -1,9 +1,15 @@
 //! An HTTP fault proxy between safewrite and the real kube-apiserver. It terminates TLS
-//! with the control plane's own serving certificate, forwards each request to the real
-//! API server, and injects one kind of fault into every Nth request (optionally writes
-//! only): a 429 with Retry-After, a 503, latency, a connection reset before the request
-//! is forwarded, or the answer dropped after the API server has committed the write.
-//! The counters say exactly what was done, so a test can account for every write.
+//! with the control plane's own serving certificate and, like the API server, speaks
+//! HTTP/2 when the client offers it by ALPN (HTTP/1.1 otherwise, or always with
+//! [`HttpFaultProxy::start_http1`]). It forwards each request to the real API server and
+//! injects one kind of fault into every Nth request (optionally writes only): a 429 with
+//! Retry-After, a 503, latency, the request cut before it is forwarded, the answer
+//! dropped after the API server has committed the write, or a hang (the request is read
+//! and never answered, like a server that accepts and then stalls). The fault can be
+//! switched at any time; requests already hanging stay hung until their client gives
+//! up. The counters say exactly what was done, so a test can account for every write.
+//!
+//! A request "cut" ends its HTTP/2 stream (RST_STREAM) or, on HTTP/1.1, its connection.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,11 +38,13 @@ pub enum Fault {
     Unavailable,
     /// Wait this long, then forward.
     Latency(Duration),
-    /// Close the connection without forwarding the request.
+    /// Cut the request without forwarding it.
     ResetBeforeForward,
-    /// Forward the request, let the API server answer, then close the connection
-    /// without passing the answer on.
+    /// Forward the request, let the API server answer, then cut the request without
+    /// passing the answer on.
     DropAnswer,
+    /// Read the request and never answer it (nothing is forwarded).
+    Hang,
 }
 
 /// Which requests get the fault.
@@ -62,6 +70,10 @@ pub struct Counters {
     pub committed_and_dropped: AtomicU64,
     /// Writes whose connection was reset before they were forwarded.
     pub writes_reset: AtomicU64,
+    /// Requests read and never answered (the `Hang` fault).
+    pub hung: AtomicU64,
+    /// TCP connections accepted.
+    pub connections: AtomicU64,
 }
 
 /// A running fault proxy; it stops with the test process.
@@ -119,8 +131,18 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 impl HttpFaultProxy {
-    /// Starts a proxy in front of `cp`'s API server on a free port, passing traffic.
+    /// Starts a proxy in front of `cp`'s API server on a free port, passing traffic and
+    /// speaking HTTP/2 to clients that offer it, as the API server does.
     pub async fn start(cp: &ControlPlane) -> HttpFaultProxy {
+        Self::start_with(cp, true).await
+    }
+
+    /// Like `start`, but speaking HTTP/1.1 only (no ALPN), like a proxy without HTTP/2.
+    pub async fn start_http1(cp: &ControlPlane) -> HttpFaultProxy {
+        Self::start_with(cp, false).await
+    }
+
+    async fn start_with(cp: &ControlPlane, http2: bool) -> HttpFaultProxy {
         let pki = cp.dir.join("pki");
         let certs: Vec<CertificateDer<'static>> =
             CertificateDer::pem_file_iter(pki.join("serving.crt"))
@@ -128,12 +150,15 @@ impl HttpFaultProxy {
                 .collect::<Result<_, _>>()
                 .expect("parse serving.crt");
         let key = PrivateKeyDer::from_pem_file(pki.join("serving.key")).expect("serving.key");
-        let server = rustls::ServerConfig::builder_with_provider(provider())
+        let mut server = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .expect("protocols")
             .with_no_client_auth()
             .with_single_cert(certs, key)
             .expect("server config");
+        if http2 {
+            server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        }
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
 
         let mut roots = rustls::RootCertStore::empty();
@@ -145,12 +170,15 @@ impl HttpFaultProxy {
             .expect("protocols")
             .with_root_certificates(roots)
             .with_no_client_auth();
+        // HTTP/2 to the API server too: one connection, however many requests are held.
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(client)
             .https_only()
-            .enable_http1()
+            .enable_http2()
             .build();
-        let upstream: Upstream = Client::builder(TokioExecutor::new()).build(connector);
+        let upstream: Upstream = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .build(connector);
         let target = format!("https://127.0.0.1:{}", cp.api_port());
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -167,6 +195,7 @@ impl HttpFaultProxy {
         tokio::spawn(async move {
             let eligible = Arc::new(AtomicU64::new(0));
             while let Ok((tcp, _)) = listener.accept().await {
+                c.connections.fetch_add(1, Ordering::Relaxed);
                 let _ = tcp.set_nodelay(true);
                 let (acceptor, upstream, target) =
                     (acceptor.clone(), upstream.clone(), target.clone());
@@ -183,9 +212,16 @@ impl HttpFaultProxy {
                             handle(request, &upstream, &target, &plan, &counters, &eligible).await
                         }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
+                    let io = TokioIo::new(tls);
+                    if http2 {
+                        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                            .serve_connection(io, service)
+                            .await;
+                    } else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(io, service)
+                            .await;
+                    }
                 });
             }
         });
@@ -205,9 +241,14 @@ impl HttpFaultProxy {
         };
     }
 
-    /// Passes everything again.
+    /// Passes everything again (requests already hanging stay hung).
     pub fn pass(&self) {
         self.inject(Fault::Pass, 1, false);
+    }
+
+    /// Hangs every request from now on: read, never answered.
+    pub fn hang(&self) {
+        self.inject(Fault::Hang, 1, false);
     }
 
     pub fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) -> u64 {
@@ -255,6 +296,11 @@ async fn handle(
             return Err(Cut("reset before forwarding"));
         }
         Fault::Latency(delay) => tokio::time::sleep(delay).await,
+        Fault::Hang => {
+            counters.hung.fetch_add(1, Ordering::Relaxed);
+            let _ = request.into_body().collect().await;
+            return std::future::pending().await;
+        }
         Fault::Pass | Fault::DropAnswer => {}
     }
     let (mut parts, body) = request.into_parts();

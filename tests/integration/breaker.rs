@@ -1,8 +1,8 @@
 //! The circuit breaker with real faults: a proxy in front of the real API server resets
-//! every connection (the server is gone, as far as the sidecar can tell), then lets
-//! traffic through again.
+//! every connection (the server is gone, as far as the sidecar can tell), or accepts
+//! requests and never answers them (a hung server), then lets traffic through again.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -12,8 +12,12 @@ use prost::Message;
 use safewrite::pb;
 use safewrite::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
+use support::faults::HttpFaultProxy;
 use support::{ControlPlane, FaultProxy, Sidecar};
 use tonic::Code;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
 
 fn increment(ns: &str) -> pb::UpdateWithRetryRequest {
     pb::UpdateWithRetryRequest {
@@ -207,4 +211,183 @@ async fn the_retry_budget_bounds_retries_of_faults_across_callers() {
     // Unbounded, this would be 200 attempts; the budget allows the 20 first attempts
     // and about 10 retries (hyper may dial twice for one attempt).
     assert!(reached <= 80, "{reached} requests reached a dead path");
+}
+
+/// The sidecar's health for the whole server.
+async fn health(channel: &tonic::transport::Channel) -> ServingStatus {
+    HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("health check")
+        .into_inner()
+        .status()
+}
+
+/// Waits (at most `within`) for the sidecar's health to be `want`; how long it took.
+async fn health_becomes(
+    channel: &tonic::transport::Channel,
+    want: ServingStatus,
+    within: Duration,
+) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if health(channel).await == want {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// `request` with a caller deadline of `timeout`.
+fn with_deadline<T>(request: T, timeout: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(request);
+    request.set_timeout(timeout);
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_api_server_opens_the_breaker_and_writes_resume_within_a_cooldown_after() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("hang").await;
+    let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "b"}, "data": {"n": "0"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+
+    let proxy = HttpFaultProxy::start(cp).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = proxy.kubeconfig(cp, dir.path());
+    let failures = 3;
+    let max_cooldown = Duration::from_secs(2);
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--breaker-failures",
+        "3",
+        "--breaker-cooldown",
+        "1s",
+        "--breaker-max-cooldown",
+        "2s",
+        "--request-timeout",
+        "500ms",
+        "--readiness-interval",
+        "200ms",
+    ]);
+    let channel = sidecar.channel().await;
+    let mut client = WriterServiceClient::new(channel.clone());
+    assert!(
+        health_becomes(&channel, ServingStatus::Serving, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
+    let mut oks = 0;
+    client
+        .update_with_retry(increment(&ns))
+        .await
+        .expect("healthy");
+    oks += 1;
+
+    // The server accepts and reads every request and answers none.
+    proxy.hang();
+    let one_attempt = || pb::UpdateWithRetryRequest {
+        retry_policy: Some(pb::RetryPolicy {
+            max_attempts: 1,
+            ..Default::default()
+        }),
+        ..increment(&ns)
+    };
+    let mut timeouts = 0;
+    loop {
+        let started = Instant::now();
+        let err = client.update_with_retry(one_attempt()).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        if reason(&err) == "CIRCUIT_OPEN" {
+            assert!(started.elapsed() < Duration::from_millis(100), "not fast");
+            break;
+        }
+        assert!(err.message().contains("did not answer within"), "{err:?}");
+        timeouts += 1;
+        assert!(
+            timeouts <= failures,
+            "still closed after {timeouts} timeouts"
+        );
+    }
+    assert_eq!(
+        timeouts, failures,
+        "opened after --breaker-failures timeouts"
+    );
+    assert!(sidecar.metrics().contains("safewrite_breaker_state 2"));
+    let unready = health_becomes(&channel, ServingStatus::NotServing, Duration::from_secs(5))
+        .await
+        .expect("health follows the hung server");
+
+    // Callers with 0.5 s deadlines keep coming while it hangs: the probes after each
+    // cool-down meet the hang and are cut short; none may wedge the breaker. The sidecar
+    // answers them itself, before their deadline, with its attempt records.
+    let hung = Instant::now();
+    let (mut open, mut deadline) = (0, 0);
+    while hung.elapsed() < Duration::from_secs(4) {
+        let request = with_deadline(increment(&ns), Duration::from_millis(500));
+        let err = client.update_with_retry(request).await.unwrap_err();
+        match err.code() {
+            Code::Unavailable => {
+                assert_eq!(reason(&err), "CIRCUIT_OPEN", "{err:?}");
+                open += 1;
+            }
+            Code::DeadlineExceeded => {
+                assert_eq!(
+                    reason(&err),
+                    "DEADLINE_EXCEEDED",
+                    "the sidecar's own: {err:?}"
+                );
+                deadline += 1;
+            }
+            _ => panic!("{err:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(deadline >= 1, "no probe met the hang");
+
+    proxy.pass();
+    let resumed = Instant::now();
+    loop {
+        let request = with_deadline(increment(&ns), Duration::from_millis(500));
+        match client.update_with_retry(request).await {
+            Ok(_) => {
+                oks += 1;
+                break;
+            }
+            Err(err) => assert!(
+                matches!(err.code(), Code::Unavailable | Code::DeadlineExceeded),
+                "{err:?}"
+            ),
+        }
+        assert!(
+            resumed.elapsed() < max_cooldown + Duration::from_secs(1),
+            "no write within a cool-down of the hang ending"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wrote_after = resumed.elapsed();
+    let serving = health_becomes(&channel, ServingStatus::Serving, Duration::from_secs(3))
+        .await
+        .expect("health returns to SERVING");
+    eprintln!(
+        "hang: breaker open after {timeouts} timeouts; NOT_SERVING {unready:?} later; in 4 s of hang {open} RPCs failed fast, {deadline} probes met the hang; after it ended, written again in {wrote_after:?}, SERVING in {serving:?}"
+    );
+    assert!(sidecar.metrics().contains("safewrite_breaker_state 0"));
+    for _ in 0..3 {
+        client
+            .update_with_retry(increment(&ns))
+            .await
+            .expect("closed again");
+        oks += 1;
+    }
+    let n: u64 = api.get("b").await.unwrap().data.unwrap()["n"]
+        .parse()
+        .unwrap();
+    assert_eq!(n, oks, "every OK applied once, every failure not at all");
 }

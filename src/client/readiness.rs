@@ -2,6 +2,17 @@
 //! `grpc.health.v1` service, for the whole server ("") and for `safewrite.v1.WriterService`.
 //! The sidecar starts NOT_SERVING and turns SERVING once the API server is ready, so a
 //! pod's readiness probe holds traffic back instead of the sidecar crash-looping.
+//!
+//! The probe goes through the client stack like every request (same connection, same
+//! timeout layer, traced and counted) but marked [`Readiness`]:
+//!
+//! - it takes no rate-limit slot, so the sidecar's own load (callers queued for the
+//!   limiter) can never make the API server look unready;
+//! - it is not breaker traffic: not refused while the breaker is open (health reports
+//!   the API server's readiness, not the breaker's state, and returns to SERVING as soon
+//!   as `/readyz` answers), and not counted (a probe every few seconds must neither reset
+//!   the fault count of failing writes, nor become or hold the half-open probe, nor
+//!   close the breaker on the strength of `/readyz` alone).
 
 use std::time::Duration;
 
@@ -10,8 +21,13 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
 
+use super::{Readiness, apiserver};
+
 /// The gRPC service names whose health this module reports.
 const SERVICES: [&str; 2] = ["", "safewrite.v1.WriterService"];
+
+/// The bounds of one probe's timeout (it follows the interval between the two).
+const PROBE_TIMEOUT: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(5));
 
 /// Sets every reported service to `status`.
 pub async fn set_all(reporter: &HealthReporter, status: ServingStatus) {
@@ -28,8 +44,9 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut ready: Option<bool> = None;
+    let timeout = interval.clamp(PROBE_TIMEOUT.0, PROBE_TIMEOUT.1);
     loop {
-        let probe = probe(&client, interval.max(Duration::from_secs(1))).await;
+        let probe = probe(&client, timeout).await;
         if *stop.borrow() {
             return;
         }
@@ -53,14 +70,20 @@ pub async fn run(
 }
 
 /// One probe of `/readyz`, bounded by `timeout`. The error says why in a few words.
-async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), String> {
-    let request = http::Request::get("/readyz")
+pub async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), String> {
+    let mut request = http::Request::get("/readyz")
         .body(Vec::new())
         .map_err(|err| err.to_string())?;
-    match tokio::time::timeout(timeout, client.request_text(request)).await {
-        Err(_) => Err(format!("/readyz did not answer within {timeout:?}")),
-        Ok(Err(err)) => Err(err.to_string()),
-        Ok(Ok(body)) if body.trim() == "ok" => Ok(()),
-        Ok(Ok(body)) => Err(format!("/readyz answered {:?}", body.trim())),
+    request.extensions_mut().insert(Readiness);
+    let answer = apiserver::send(client, request, Some(timeout), None)
+        .await
+        .map_err(|err| err.to_string())?;
+    let body = String::from_utf8_lossy(&answer.body);
+    match (answer.code, body.trim()) {
+        (200, "ok") => Ok(()),
+        (code, body) => Err(format!(
+            "/readyz answered {code}: {:?}",
+            body.chars().take(200).collect::<String>()
+        )),
     }
 }

@@ -1,9 +1,11 @@
 //! The real kube-apiserver stopped in the middle of a run and started again: while it
 //! is down the sidecar fails fast (the breaker is open) and sends only a few probes, and
 //! after it is back the sidecar recovers by itself within the breaker's cool-down, with
-//! no OK lost and no increment applied twice.
+//! no OK lost and no increment applied twice. Half the callers use short deadlines
+//! (0.5 s), whose probes are cut short: they must not wedge the breaker, and their
+//! callers get the sidecar's own DEADLINE_EXCEEDED. Health follows the server down and up.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +19,9 @@ use serde_json::json;
 use support::{ControlPlane, FaultProxy, Sidecar};
 use tokio::sync::Mutex;
 use tonic::Code;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
 
 fn increment(ns: &str, key: String) -> pb::UpdateWithRetryRequest {
     support::keyed_increment(ns, "r", Some(key))
@@ -24,6 +29,30 @@ fn increment(ns: &str, key: String) -> pb::UpdateWithRetryRequest {
 
 fn reason(status: &tonic::Status) -> String {
     support::error_reason(status)
+}
+
+/// Waits (at most `within`) for the sidecar's health to be `want`; how long it took.
+async fn health_becomes(
+    channel: &tonic::transport::Channel,
+    want: ServingStatus,
+    within: Duration,
+) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        let status = HealthClient::new(channel.clone())
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .expect("health check")
+            .into_inner()
+            .status();
+        if status == want {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
 }
 
 /// One RPC's end, for the timeline.
@@ -62,8 +91,15 @@ async fn a_restarted_api_server_is_waited_out_without_a_storm_and_nothing_is_los
         "--breaker-max-cooldown",
         "2s",
         "--readiness-interval",
-        "1h",
+        "1s",
     ]);
+    let readiness = Duration::from_secs(1);
+    let channel = sidecar.channel().await;
+    assert!(
+        health_becomes(&channel, ServingStatus::Serving, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let events = Arc::new(Mutex::new(Vec::<Event>::new()));
@@ -80,7 +116,12 @@ async fn a_restarted_api_server_is_waited_out_without_a_storm_and_nothing_is_los
                 let key = format!("c{caller}-{i}");
                 loop {
                     let started = Instant::now();
-                    let result = client.update_with_retry(increment(&ns, key.clone())).await;
+                    let mut request = tonic::Request::new(increment(&ns, key.clone()));
+                    // Odd callers are controllers with short deadlines.
+                    if caller % 2 == 1 {
+                        request.set_timeout(Duration::from_millis(500));
+                    }
+                    let result = client.update_with_retry(request).await;
                     let event = Event {
                         at: Instant::now(),
                         ok: result.is_ok(),
@@ -98,6 +139,13 @@ async fn a_restarted_api_server_is_waited_out_without_a_storm_and_nothing_is_los
                                 matches!(err.code(), Code::Unavailable | Code::DeadlineExceeded),
                                 "{err:?}"
                             );
+                            if err.code() == Code::DeadlineExceeded {
+                                assert_eq!(
+                                    reason(&err),
+                                    "DEADLINE_EXCEEDED",
+                                    "the sidecar answers before the caller's deadline: {err:?}"
+                                );
+                            }
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
                     }
@@ -117,14 +165,20 @@ async fn a_restarted_api_server_is_waited_out_without_a_storm_and_nothing_is_los
         .expect("stop");
     let down = Instant::now();
     let accepted_at_stop = proxy.accepted();
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let unready = health_becomes(&channel, ServingStatus::NotServing, Duration::from_secs(4))
+        .await
+        .expect("health follows the server down");
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(down.elapsed())).await;
     let accepted_while_down = proxy.accepted() - accepted_at_stop;
     let control = cp.clone();
     tokio::task::spawn_blocking(move || control.start_apiserver())
         .await
         .expect("start");
     let up = Instant::now();
-    tokio::time::sleep(max_cooldown + Duration::from_secs(2)).await;
+    let serving = health_becomes(&channel, ServingStatus::Serving, readiness * 3)
+        .await
+        .expect("health returns to SERVING without a restart");
+    tokio::time::sleep((max_cooldown + Duration::from_secs(2)).saturating_sub(up.elapsed())).await;
     stop.store(true, Ordering::Relaxed);
     for caller in callers {
         caller.await.expect("caller");
@@ -151,7 +205,7 @@ async fn a_restarted_api_server_is_waited_out_without_a_storm_and_nothing_is_los
         .expect("a number");
     let oks = oks.load(Ordering::Relaxed);
     eprintln!(
-        "outage: {} RPCs in 3 s, {fast_fails} failed fast on the open breaker; {accepted_while_down} connections reached the stopped server's port in 4 s; first OK {:?} after the server was ready; {oks} OKs, final {n}",
+        "outage: {} RPCs in 3 s, {fast_fails} failed fast on the open breaker; {accepted_while_down} connections reached the stopped server's port in 4 s; NOT_SERVING {unready:?} after the stop, SERVING {serving:?} after the restart; first OK {:?} after the server was ready; {oks} OKs, final {n}",
         outage.len(),
         first_ok_after_up
     );
@@ -164,9 +218,10 @@ async fn a_restarted_api_server_is_waited_out_without_a_storm_and_nothing_is_los
         "at least 90% of RPCs during the outage failed fast on the open breaker"
     );
     // 8 callers retrying every 50 ms would be ~640 attempts in 4 s; the breaker lets a
-    // probe through per cool-down (0.5 s, 1 s, 2 s, 2 s) plus the requests in flight.
+    // probe through per cool-down (0.5 s, 1 s, 2 s, 2 s) plus the requests in flight,
+    // and readiness probes once a second.
     assert!(
-        accepted_while_down <= 20,
+        accepted_while_down <= 25,
         "{accepted_while_down} connections: a storm against a stopped server"
     );
     let recovered = first_ok_after_up.expect("writes recovered after the restart");

@@ -1,7 +1,7 @@
 //! The sidecar's rate limit to the real API server, measured with the server's own
-//! request counters. Its own test binary, so no other test's traffic moves them.
+//! request counters, on a control plane of its own, so no other test's traffic moves them.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ async fn make(api: &Api<ConfigMap>, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_never_sees_more_than_the_configured_rate() {
-    let cp = ControlPlane::shared();
+    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start()));
     let ns = cp.namespace("ratelimit").await;
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
     make(&api, "paced").await;

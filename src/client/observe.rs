@@ -1,7 +1,10 @@
-//! A tower layer over the kube client's HTTP service: one OpenTelemetry client span per
-//! request to the API server (a child of the attempt that sent it, carrying the breaker's
-//! decision as an event) and the API request metrics. It sits under the rate limit, so
-//! a request's span and latency exclude its wait for the limiter.
+//! The top of the stack: one OpenTelemetry client span per request to the API server (a
+//! child of the attempt that sent it; the rate limiter's wait and the breaker's decision
+//! are recorded in it) and the API request metrics. The span covers the whole request,
+//! limiter wait included; the latency metric leaves that wait out. The outcome is
+//! labelled with the HTTP code, or the kind of [`RequestError`] when there was no answer
+//! (`timeout`, `connect`, `transport`, `circuit_open`, `rate_limited`), and the span
+//! says whether it was a fault ([`fault::is_fault`]).
 
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -11,7 +14,9 @@ use tower::{BoxError, Layer, Service};
 use tracing::Instrument as _;
 use tracing::field::Empty;
 
-use crate::breaker::CircuitOpen;
+use super::apiserver::RequestError;
+use super::fault;
+use super::ratelimit::Waited;
 use crate::metrics;
 
 /// Builds [`Observe`] services.
@@ -47,7 +52,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let method = request.method().clone();
@@ -59,22 +64,29 @@ where
             tracing::Span::none()
         } else {
             tracing::info_span!(
-            "http",
-            otel.name = method.as_str(),
-            otel.kind = "client",
-            otel.status_code = Empty,
-            http.request.method = method.as_str(),
-            url.path = request.uri().path(),
-            k8s.verb = verb,
-            http.response.status_code = Empty,
-            error.type = Empty,
+                "http",
+                otel.name = method.as_str(),
+                otel.kind = "client",
+                otel.status_code = Empty,
+                http.request.method = method.as_str(),
+                url.path = request.uri().path(),
+                k8s.verb = verb,
+                http.response.status_code = Empty,
+                error.type = Empty,
+                safewrite.fault = Empty,
+                safewrite.ratelimit.wait_ms = Empty,
             )
         };
+        let waited = Waited::default();
+        request.extensions_mut().insert(waited.clone());
         let recorder = span.clone();
         Box::pin(
             async move {
                 let started = Instant::now();
                 let result = inner.call(request).await.map_err(Into::into);
+                let took = started.elapsed().saturating_sub(waited.get());
+                let fault = fault::is_fault_response(&result);
+                recorder.record("safewrite.fault", fault);
                 let code = match &result {
                     Ok(response) => {
                         let code = response.status().as_u16();
@@ -86,17 +98,13 @@ where
                         code.to_string()
                     }
                     Err(error) => {
-                        let kind = if error.is::<CircuitOpen>() {
-                            "circuit_open"
-                        } else {
-                            "error"
-                        };
+                        let kind = RequestError::from_boxed(error.as_ref()).kind();
                         recorder.record("error.type", kind);
                         recorder.record("otel.status_code", "ERROR");
                         kind.to_string()
                     }
                 };
-                metrics::get().api_request(verb, &code, started.elapsed());
+                metrics::get().api_request(verb, &code, took);
                 result
             }
             .instrument(span),

@@ -1,21 +1,17 @@
-//! Finding the API server and building the kube client, the way Kubernetes tools do:
-//! an explicit kubeconfig, else `$KUBECONFIG` / `~/.kube/config`, else the in-cluster
+//! Finding the API server and building the client, the way Kubernetes tools do: an
+//! explicit kubeconfig, else `$KUBECONFIG` / `~/.kube/config`, else the in-cluster
 //! service account. Nothing here talks to the API server, so the sidecar can start while
 //! the server is unreachable.
 
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 
+use kube::Config;
 use kube::config::{InferConfigError, KubeConfigOptions, Kubeconfig, KubeconfigError};
-use std::num::NonZeroU32;
 
-use kube::client::ClientBuilder;
-use kube::{Client, Config};
-use tower::buffer::BufferLayer;
-
-use crate::breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
+use super::StackConfig;
+use super::breaker::BreakerConfig;
 use crate::config::ServeArgs;
-use crate::observe::ObserveLayer;
-use crate::ratelimit::RateLimitLayer;
 
 /// Why no client could be built. Each variant is a configuration problem: the sidecar
 /// exits with it instead of retrying.
@@ -47,14 +43,25 @@ pub enum ConnectError {
         "failed to find the Kubernetes API server (pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account)"
     )]
     Infer(#[source] InferConfigError),
-    /// The configuration was found but a client could not be built from it (bad TLS data).
+    /// The configuration was found but a client could not be built from it (bad TLS data,
+    /// unusable credentials).
     #[error("failed to build the Kubernetes client")]
     Client(#[source] kube::Error),
+    /// The TLS server name of the configuration is not a valid DNS name or IP address.
+    #[error("failed to use tls-server-name {0:?}: not a DNS name or IP address")]
+    ServerName(String),
+    /// The configuration names a proxy (`proxy-url`), which safewrite does not support.
+    #[error(
+        "the kubeconfig names a proxy ({0}); safewrite connects to the API server directly: remove proxy-url"
+    )]
+    Proxy(String),
 }
 
-/// Builds the client described by the serve flags: kube's default HTTP stack behind the
-/// circuit breaker, behind the shared rate limit.
-pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
+/// Builds the client described by the serve flags over the stack of [`super`].
+///
+/// # Errors
+/// A [`ConnectError`] for a kubeconfig that cannot be found, read or used.
+pub async fn connect(args: &ServeArgs) -> Result<kube::Client, ConnectError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
@@ -83,24 +90,19 @@ pub async fn connect(args: &ServeArgs) -> Result<Client, ConnectError> {
         }
         (None, None) => Config::infer().await.map_err(ConnectError::Infer)?,
     };
-    // kube retries 429/503/504 itself by default, below everything here: hidden from
-    // classification, attempt records, the rate limit, the breaker and the retry budget,
-    // and never bounded by the caller's deadline. safewrite owns retries.
-    let mut config = config;
-    config.default_retry = false;
-    let qps = NonZeroU32::new(args.qps).unwrap_or(NonZeroU32::MIN);
-    let burst = NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN);
-    Ok(ClientBuilder::try_from(config)
-        .map_err(ConnectError::Client)?
-        // kube's stack is a boxed service; a buffer makes it cloneable for the limiter.
-        .with_layer(&BufferLayer::new(1024))
-        .with_layer(&CircuitBreakerLayer::new(Breaker::new(BreakerConfig {
-            failures: args.breaker_failures,
-            cooldown: args.breaker_cooldown,
-            max_cooldown: args.breaker_max_cooldown.max(args.breaker_cooldown),
-        })))
-        // Under the rate limit: a request's span and latency exclude its wait for it.
-        .with_layer(&ObserveLayer)
-        .with_layer(&RateLimitLayer::new(qps, burst))
-        .build())
+    // kube's own stack (and its retries of 429/503/504) is not used: safewrite owns
+    // retries, and its stack is built in `super::build`.
+    super::build(
+        config,
+        StackConfig {
+            qps: NonZeroU32::new(args.qps).unwrap_or(NonZeroU32::MIN),
+            burst: NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN),
+            breaker: BreakerConfig {
+                failures: args.breaker_failures,
+                cooldown: args.breaker_cooldown,
+                max_cooldown: args.breaker_max_cooldown.max(args.breaker_cooldown),
+            },
+            request_timeout: args.request_timeout,
+        },
+    )
 }

@@ -1,0 +1,557 @@
+//! A circuit breaker in front of the API server, as a tower layer under the rate limit
+//! and above the per-request timeout, so that timeouts reach it as faults.
+//!
+//! Closed: requests pass; consecutive faults ([`super::fault::is_fault`]: transport
+//! errors, timeouts, 429, 500, 502-504) are counted and any other answer resets the
+//! count. After `failures` consecutive faults it opens: requests fail at once with
+//! [`CircuitOpen`] (nothing is sent) until a cool-down passes. Then it is half-open: one
+//! probe goes through; its success closes the breaker and resets the cool-down, its
+//! fault opens it again with the cool-down doubled (up to a cap).
+//!
+//! Every request the breaker admits holds a ticket that records its outcome exactly
+//! once, when the request ends or when its future is dropped unfinished (the caller went
+//! away, a `select!` chose another branch):
+//!
+//! - a dropped probe releases half-open: the next request becomes the probe at once, so
+//!   no lost probe can hold the breaker half-open;
+//! - a dropped request admitted while closed counts as nothing: a caller giving up says
+//!   nothing about the server. Time running out is not a drop: the timeout layer below
+//!   ends the request with a timeout, which is a fault;
+//! - a ticket from an earlier period (admitted before the breaker last changed state)
+//!   changes nothing: only what happened since counts.
+//!
+//! The readiness probe ([`super::Readiness`]) is not breaker traffic: it is neither
+//! refused nor counted (see [`super::readiness`]).
+
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+use tower::{BoxError, Layer, Service};
+use tracing::{debug, info, warn};
+
+use super::Readiness;
+use super::apiserver::RequestError;
+use super::fault;
+
+/// The breaker is open (or its one probe is under way): nothing was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the circuit breaker to the API server is open after repeated faults; next probe in {retry_after:?}"
+)]
+pub struct CircuitOpen {
+    /// When the next probe may go through.
+    pub retry_after: Duration,
+}
+
+/// How long a request refused while the probe is under way is told to wait.
+pub const PROBE_RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// Settings of the breaker.
+#[derive(Debug, Clone, Copy)]
+pub struct BreakerConfig {
+    /// Consecutive faults that open the breaker.
+    pub failures: u32,
+    /// The first cool-down; doubled after each failed probe.
+    pub cooldown: Duration,
+    /// The longest cool-down.
+    pub max_cooldown: Duration,
+}
+
+/// The breaker's state, as the textbook names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Requests pass; consecutive faults are counted.
+    Closed { faults: u32 },
+    /// Requests fail fast until `until`.
+    Open { until: Instant, cooldown: Duration },
+    /// At most one probe at a time; others fail fast. `probing` is false after a probe
+    /// was dropped unfinished: the next request becomes the probe.
+    HalfOpen { cooldown: Duration, probing: bool },
+}
+
+/// How an admitted request ended, for the breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An answer that is not a fault.
+    Success,
+    /// A fault ([`fault::is_fault`]).
+    Fault,
+    /// Dropped before it ended: no verdict on the server.
+    Cancelled,
+}
+
+/// What the breaker let a request do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admit {
+    Pass,
+    Probe,
+}
+
+struct Inner {
+    state: State,
+    /// Bumped on every state change and every probe admitted: a ticket of another
+    /// epoch is stale.
+    epoch: u64,
+}
+
+/// The shared state machine; cheap to clone.
+#[derive(Clone)]
+pub struct Breaker {
+    config: BreakerConfig,
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// An admitted request's claim on the breaker: settled once with its outcome, or, when
+/// dropped unsettled, recorded as [`Outcome::Cancelled`].
+pub struct Ticket {
+    breaker: Breaker,
+    admit: Admit,
+    epoch: u64,
+    settled: bool,
+}
+
+impl Ticket {
+    /// Records how the request ended.
+    pub fn settle(mut self, outcome: Outcome) {
+        self.settled = true;
+        self.breaker.record(self.admit, self.epoch, outcome);
+    }
+
+    /// Whether this request is the half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.admit == Admit::Probe
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.breaker
+                .record(self.admit, self.epoch, Outcome::Cancelled);
+        }
+    }
+}
+
+impl Breaker {
+    pub fn new(config: BreakerConfig) -> Self {
+        Self {
+            config,
+            inner: Arc::new(Mutex::new(Inner {
+                state: State::Closed { faults: 0 },
+                epoch: 0,
+            })),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.lock().state
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The state stays consistent under a panic elsewhere: every update is one store.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Admits a request (a ticket to settle) or refuses it.
+    pub fn admit(&self) -> Result<Ticket, CircuitOpen> {
+        let mut inner = self.lock();
+        let admit = match inner.state {
+            State::Closed { .. } => Admit::Pass,
+            State::Open { until, cooldown } => {
+                let now = Instant::now();
+                if now < until {
+                    return Err(CircuitOpen {
+                        retry_after: until - now,
+                    });
+                }
+                inner.state = State::HalfOpen {
+                    cooldown,
+                    probing: true,
+                };
+                inner.epoch += 1;
+                crate::metrics::get().breaker(1, "half_open");
+                info!(?cooldown, "circuit breaker half-open: sending one probe");
+                Admit::Probe
+            }
+            State::HalfOpen { probing: true, .. } => {
+                return Err(CircuitOpen {
+                    retry_after: PROBE_RETRY_AFTER,
+                });
+            }
+            State::HalfOpen {
+                cooldown,
+                probing: false,
+            } => {
+                inner.state = State::HalfOpen {
+                    cooldown,
+                    probing: true,
+                };
+                inner.epoch += 1;
+                debug!("circuit breaker half-open: the last probe was dropped, sending another");
+                Admit::Probe
+            }
+        };
+        Ok(Ticket {
+            breaker: self.clone(),
+            admit,
+            epoch: inner.epoch,
+            settled: false,
+        })
+    }
+
+    fn open(&self, inner: &mut Inner, cooldown: Duration) {
+        inner.state = State::Open {
+            until: Instant::now() + cooldown,
+            cooldown,
+        };
+        inner.epoch += 1;
+        crate::metrics::get().breaker(2, "open");
+    }
+
+    fn record(&self, admit: Admit, epoch: u64, outcome: Outcome) {
+        let mut inner = self.lock();
+        if epoch != inner.epoch {
+            // Admitted before the last change of state: it says nothing about now.
+            return;
+        }
+        match (admit, inner.state, outcome) {
+            (Admit::Probe, State::HalfOpen { cooldown, .. }, Outcome::Fault) => {
+                let cooldown = (cooldown * 2).min(self.config.max_cooldown);
+                self.open(&mut inner, cooldown);
+                warn!(?cooldown, "circuit breaker probe failed: open again");
+            }
+            (Admit::Probe, State::HalfOpen { .. }, Outcome::Success) => {
+                inner.state = State::Closed { faults: 0 };
+                inner.epoch += 1;
+                crate::metrics::get().breaker(0, "closed");
+                info!("circuit breaker closed: the API server answers again");
+            }
+            (Admit::Probe, State::HalfOpen { cooldown, .. }, Outcome::Cancelled) => {
+                inner.state = State::HalfOpen {
+                    cooldown,
+                    probing: false,
+                };
+                inner.epoch += 1;
+                debug!("circuit breaker probe dropped unfinished: the next request probes");
+            }
+            (Admit::Pass, State::Closed { .. }, Outcome::Success) => {
+                inner.state = State::Closed { faults: 0 };
+            }
+            (Admit::Pass, State::Closed { faults }, Outcome::Fault) => {
+                let faults = faults + 1;
+                if faults >= self.config.failures {
+                    let cooldown = self.config.cooldown;
+                    self.open(&mut inner, cooldown);
+                    warn!(faults, ?cooldown, "circuit breaker open: failing fast");
+                } else {
+                    inner.state = State::Closed { faults };
+                }
+            }
+            // A caller gave up on a request admitted while closed: no verdict.
+            (Admit::Pass, State::Closed { .. }, Outcome::Cancelled) => {}
+            // Unreachable with matching epochs (a probe exists only in half-open, a pass
+            // only in closed); nothing to do either way.
+            _ => {}
+        }
+    }
+}
+
+/// Builds [`CircuitBreaker`] services sharing one [`Breaker`].
+#[derive(Clone)]
+pub struct CircuitBreakerLayer {
+    breaker: Breaker,
+}
+
+impl CircuitBreakerLayer {
+    pub fn new(breaker: Breaker) -> Self {
+        Self { breaker }
+    }
+}
+
+impl<S> Layer<S> for CircuitBreakerLayer {
+    type Service = CircuitBreaker<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CircuitBreaker {
+            inner,
+            breaker: self.breaker.clone(),
+        }
+    }
+}
+
+/// Fails fast while the breaker is open; feeds it each admitted request's outcome.
+#[derive(Clone)]
+pub struct CircuitBreaker<S> {
+    inner: S,
+    breaker: Breaker,
+}
+
+impl<S, B, R> Service<http::Request<B>> for CircuitBreaker<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        if request.extensions().get::<Readiness>().is_some() {
+            let answer = inner.call(request);
+            return Box::pin(async move { answer.await.map_err(Into::into) });
+        }
+        let breaker = self.breaker.clone();
+        Box::pin(async move {
+            // Admitted when first polled: a future never polled holds no ticket.
+            let ticket = match breaker.admit() {
+                Ok(ticket) => ticket,
+                Err(open) => {
+                    debug!(
+                        retry_after_ms = open.retry_after.as_millis() as u64,
+                        "circuit breaker refused the request"
+                    );
+                    return Err(RequestError::CircuitOpen(open).into());
+                }
+            };
+            if ticket.is_probe() {
+                debug!("circuit breaker let this request through as its probe");
+            }
+            let result = inner.call(request).await.map_err(Into::into);
+            ticket.settle(if fault::is_fault_response(&result) {
+                Outcome::Fault
+            } else {
+                Outcome::Success
+            });
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::client::timeout::TimeoutLayer;
+
+    const CONFIG: BreakerConfig = BreakerConfig {
+        failures: 3,
+        cooldown: Duration::from_secs(1),
+        max_cooldown: Duration::from_secs(4),
+    };
+
+    fn fail(b: &Breaker) {
+        b.admit().expect("admitted").settle(Outcome::Fault);
+    }
+
+    fn succeed(b: &Breaker) {
+        b.admit().expect("admitted").settle(Outcome::Success);
+    }
+
+    fn open(b: &Breaker) {
+        (0..CONFIG.failures).for_each(|_| fail(b));
+        assert!(matches!(b.state(), State::Open { .. }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn opens_after_consecutive_faults_only() {
+        let b = Breaker::new(CONFIG);
+        fail(&b);
+        fail(&b);
+        succeed(&b); // an answer resets the count
+        fail(&b);
+        fail(&b);
+        assert_eq!(b.state(), State::Closed { faults: 2 });
+        fail(&b);
+        assert!(matches!(b.state(), State::Open { .. }));
+        let open = b.admit().err().expect("fails fast");
+        assert_eq!(open.retry_after, Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_probe_after_the_cooldown_closes_on_success() {
+        let b = Breaker::new(CONFIG);
+        open(&b);
+        tokio::time::advance(Duration::from_millis(999)).await;
+        assert!(b.admit().is_err());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let probe = b.admit().expect("the probe goes through");
+        assert!(probe.is_probe());
+        let refused = b.admit().err().expect("exactly one probe in half-open");
+        assert_eq!(refused.retry_after, PROBE_RETRY_AFTER);
+        probe.settle(Outcome::Success);
+        assert_eq!(b.state(), State::Closed { faults: 0 });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_probes_grow_the_cooldown_up_to_the_cap() {
+        let b = Breaker::new(CONFIG);
+        open(&b);
+        for expected in [2, 4, 4] {
+            tokio::time::advance(Duration::from_secs(5)).await;
+            fail(&b); // the probe fails
+            match b.state() {
+                State::Open { cooldown, .. } => assert_eq!(cooldown, Duration::from_secs(expected)),
+                other => panic!("{other:?}"),
+            }
+        }
+        tokio::time::advance(Duration::from_secs(4)).await;
+        succeed(&b);
+        assert_eq!(b.state(), State::Closed { faults: 0 });
+        // Closed again: the next opening starts from the first cool-down.
+        open(&b);
+        assert!(
+            matches!(b.state(), State::Open { cooldown, .. } if cooldown == Duration::from_secs(1))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_probe_releases_half_open() {
+        let b = Breaker::new(CONFIG);
+        open(&b);
+        tokio::time::advance(CONFIG.cooldown).await;
+        let probe = b.admit().expect("probe");
+        drop(probe); // the caller went away mid-probe
+        assert_eq!(
+            b.state(),
+            State::HalfOpen {
+                cooldown: CONFIG.cooldown,
+                probing: false
+            }
+        );
+        // The next request is the probe at once, and decides as a probe does.
+        let next = b.admit().expect("the next request probes");
+        assert!(next.is_probe());
+        assert!(b.admit().is_err(), "still one probe at a time");
+        next.settle(Outcome::Success);
+        assert_eq!(b.state(), State::Closed { faults: 0 });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_request_while_closed_is_no_fault() {
+        let b = Breaker::new(CONFIG);
+        fail(&b);
+        fail(&b);
+        drop(b.admit().expect("admitted"));
+        assert_eq!(b.state(), State::Closed { faults: 2 }, "no verdict");
+        fail(&b);
+        assert!(matches!(b.state(), State::Open { .. }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ticket_from_before_a_change_of_state_changes_nothing() {
+        let b = Breaker::new(CONFIG);
+        let slow = b.admit().expect("admitted while closed");
+        open(&b);
+        tokio::time::advance(CONFIG.cooldown).await;
+        succeed(&b); // the probe closes it
+        slow.settle(Outcome::Fault); // ends late: admitted in an earlier period
+        assert_eq!(b.state(), State::Closed { faults: 0 });
+    }
+
+    type Response = http::Response<Full<Bytes>>;
+
+    /// The breaker over the timeout over `inner`, as in the stack.
+    fn stack<F>(
+        breaker: &Breaker,
+        inner: impl Fn() -> F + Clone + Send + 'static,
+    ) -> impl Service<
+        http::Request<kube::client::Body>,
+        Response = Response,
+        Error = BoxError,
+        Future = impl Future<Output = Result<Response, BoxError>> + Send,
+    > + Clone
+    where
+        F: Future<Output = Result<Response, BoxError>> + Send + 'static,
+    {
+        let service = tower::service_fn(move |_: http::Request<_>| inner());
+        let service = TimeoutLayer::new(Duration::from_secs(2)).layer(service);
+        CircuitBreakerLayer::new(breaker.clone()).layer(service)
+    }
+
+    fn get() -> http::Request<kube::client::Body> {
+        http::Request::get("/api/v1/namespaces/a/configmaps/b")
+            .body(kube::client::Body::empty())
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_server_opens_it_with_timeouts() {
+        let b = Breaker::new(CONFIG);
+        let hung = stack(&b, std::future::pending::<Result<Response, BoxError>>);
+        for n in 1..=CONFIG.failures {
+            let started = Instant::now();
+            let err = hung.clone().oneshot(get()).await.unwrap_err();
+            let err = RequestError::from_boxed(err.as_ref());
+            assert!(matches!(err, RequestError::Timeout { .. }), "{err:?}");
+            assert_eq!(started.elapsed(), Duration::from_secs(2));
+            if n < CONFIG.failures {
+                assert_eq!(b.state(), State::Closed { faults: n });
+            }
+        }
+        assert!(matches!(b.state(), State::Open { .. }));
+        let err = hung.clone().oneshot(get()).await.unwrap_err();
+        assert!(matches!(
+            RequestError::from_boxed(err.as_ref()),
+            RequestError::CircuitOpen(_)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_dropped_by_its_caller_does_not_wedge_the_breaker() {
+        let b = Breaker::new(CONFIG);
+        open(&b);
+        tokio::time::advance(CONFIG.cooldown).await;
+        let hung = stack(&b, std::future::pending::<Result<Response, BoxError>>);
+        {
+            // The caller's select! picks another branch while the probe is under way.
+            let probe = pin!(hung.clone().oneshot(get()));
+            tokio::select! {
+                _ = probe => unreachable!("a hung server answers nothing"),
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+        assert_eq!(
+            b.state(),
+            State::HalfOpen {
+                cooldown: CONFIG.cooldown,
+                probing: false
+            }
+        );
+        // The server is healthy again: the very next request probes and closes it.
+        let healthy = stack(&b, || async {
+            Ok::<_, BoxError>(http::Response::new(Full::new(Bytes::from_static(b"{}"))))
+        });
+        healthy.oneshot(get()).await.expect("answered");
+        assert_eq!(b.state(), State::Closed { faults: 0 });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_readiness_probe_is_neither_refused_nor_counted() {
+        let b = Breaker::new(CONFIG);
+        open(&b);
+        let healthy = stack(&b, || async {
+            Ok::<_, BoxError>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+        });
+        let mut probe = get();
+        probe.extensions_mut().insert(Readiness);
+        healthy.oneshot(probe).await.expect("not refused");
+        assert!(matches!(b.state(), State::Open { .. }), "not counted");
+    }
+}

@@ -1,0 +1,130 @@
+//! The API-server client stack: every request safewrite sends to the API server (reads,
+//! writes, discovery, readiness probes) goes through one tower stack, in this order:
+//!
+//! ```text
+//! kube::Client
+//!   -> trace         (observe.rs)   one client span per request, the request metrics
+//!   -> rate limit    (ratelimit.rs) a FIFO of reserved slots; refuses a wait past the deadline
+//!   -> breaker       (breaker.rs)   fails fast while open; accounts every admitted request once
+//!   -> timeout       (timeout.rs)   bounds the exchange after the request left the layers above
+//!   -> HTTP          (transport.rs) HTTP/2 over one TLS connection (or a capped HTTP/1.1 pool)
+//! ```
+//!
+//! Whether an outcome is a fault of the API server (or of the path to it) is decided in
+//! one place, [`fault::is_fault`]; the breaker, the metrics and the engine's retry
+//! decision all ask it. Every error the stack returns is a [`RequestError`], so a caller
+//! knows for each failure whether the request may have reached the API server
+//! ([`RequestError::maybe_sent`]); a request that never left the process (limiter,
+//! breaker, connect failure) never counts as "maybe sent".
+//!
+//! Requests carry their context in extensions: the RPC's [`Deadline`], a per-request
+//! [`RequestTimeout`], and [`Readiness`] for the readiness probe (which bypasses the rate
+//! limit and the breaker, see [`readiness`]).
+
+pub mod apiserver;
+pub mod breaker;
+pub mod connect;
+pub mod discovery;
+pub mod fault;
+pub mod observe;
+pub mod ratelimit;
+pub mod readiness;
+pub mod timeout;
+pub mod transport;
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use kube::client::{ClientBuilder, ConfigExt as _};
+use tokio::time::Instant;
+use tower::ServiceBuilder;
+
+pub use apiserver::{Answer, RequestError};
+pub use connect::{ConnectError, connect};
+
+use breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
+use observe::ObserveLayer;
+use ratelimit::RateLimitLayer;
+use timeout::TimeoutLayer;
+
+/// The deadline of the RPC a request serves, carried in the request's extensions. The
+/// rate limiter refuses a wait past it; the timeout layer ends the request at it.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub Instant);
+
+/// The longest a request may take once it has passed the rate limit and the breaker,
+/// when it should differ from the stack's default (`--request-timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestTimeout(pub Duration);
+
+/// Marks the readiness probe: it takes no rate-limit slot and is not breaker traffic
+/// (neither refused by an open breaker nor counted by it). See [`readiness`].
+#[derive(Debug, Clone, Copy)]
+pub struct Readiness;
+
+/// Settings of the stack, from the serve flags.
+#[derive(Debug, Clone, Copy)]
+pub struct StackConfig {
+    /// Requests per second on average.
+    pub qps: NonZeroU32,
+    /// Requests allowed at once above the average.
+    pub burst: NonZeroU32,
+    /// The circuit breaker's settings.
+    pub breaker: BreakerConfig,
+    /// The default bound of one request below the breaker.
+    pub request_timeout: Duration,
+}
+
+/// Builds the kube client over the stack described in the module header.
+///
+/// # Errors
+/// [`ConnectError::Client`] when the configuration's TLS or credentials cannot be used,
+/// [`ConnectError::Proxy`] when it names a proxy (not supported).
+pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client, ConnectError> {
+    let http = transport::Http::new(&config)?;
+    let auth = config.auth_layer().map_err(ConnectError::Client)?;
+    let headers = config.extra_headers_layer().map_err(ConnectError::Client)?;
+    let service = ServiceBuilder::new()
+        .layer(ObserveLayer)
+        .layer(RateLimitLayer::new(settings.qps, settings.burst))
+        .layer(CircuitBreakerLayer::new(Breaker::new(settings.breaker)))
+        .layer(TimeoutLayer::new(settings.request_timeout))
+        // Below the timeout: what kube's own stack does to every request.
+        .layer(config.base_uri_layer())
+        .option_layer(auth)
+        .layer(headers)
+        .service(http);
+    Ok(ClientBuilder::new(service, config.default_namespace).build())
+}
+
+/// The deadline the engine works to, given the caller's: a little earlier (50 ms, or a
+/// tenth of the time left when that is less), so that the sidecar's own
+/// DEADLINE_EXCEEDED, with its attempt records, reaches the caller before the caller's
+/// deadline passes and its gRPC library answers with a bare one.
+pub fn answer_by(deadline: Option<Instant>) -> Option<Instant> {
+    let deadline = deadline?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    Some(deadline - (left / 10).min(ANSWER_MARGIN))
+}
+
+/// The most time kept back from the caller's deadline by [`answer_by`].
+pub const ANSWER_MARGIN: Duration = Duration::from_millis(50);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_engine_answers_before_the_callers_deadline() {
+        let now = Instant::now();
+        let at = |ms| Some(now + Duration::from_millis(ms));
+        // 10% of a short deadline, 50 ms of a long one.
+        assert_eq!(answer_by(at(100)), at(90));
+        assert_eq!(answer_by(at(500)), at(450));
+        assert_eq!(answer_by(at(10_000)), at(9_950));
+        assert_eq!(answer_by(None), None);
+        // A deadline already past stays where it is.
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert_eq!(answer_by(at(100)), at(100));
+    }
+}

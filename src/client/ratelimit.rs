@@ -1,0 +1,410 @@
+//! A client-side rate limit on every request safewrite sends to the API server (reads,
+//! writes, retries, discovery alike), shared by all callers: a rate and a burst, like
+//! client-go's QPS and Burst.
+//!
+//! It is the GCRA of governor with reservations, which governor lacks: each request
+//! takes the next free slot in line (a ticket) when it arrives, so the slots of callers
+//! already waiting are accounted for. A request that carries its RPC's [`Deadline`] and
+//! whose slot comes after it fails at once with [`WouldExceedDeadline`] and takes no
+//! slot; one that is dropped while it waits gives its slot back when no later slot has
+//! been handed out since. Waiters are served in arrival order.
+//!
+//! The readiness probe ([`Readiness`]) takes no slot: the sidecar's own load must not
+//! make it look unhealthy. The API server sees at most `qps` x t + `burst` requests from
+//! the RPCs, plus one probe per readiness interval.
+
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+use tower::{BoxError, Layer, Service};
+use tracing::debug;
+
+use super::apiserver::RequestError;
+use super::{Deadline, Readiness};
+
+/// The limiter would delay the request past its RPC's deadline; nothing was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the sidecar's rate limit to the API server would delay this request by {wait:?}, past the caller's deadline"
+)]
+pub struct WouldExceedDeadline {
+    /// How long the request would have had to wait.
+    pub wait: Duration,
+}
+
+/// Where a request's wait for the limiter is noted for the layer above (the trace
+/// layer), which keeps it out of the request's latency.
+#[derive(Debug, Clone, Default)]
+pub struct Waited(pub Arc<std::sync::atomic::AtomicU64>);
+
+impl Waited {
+    /// The wait noted, if any.
+    pub fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// The shared limiter: the theoretical arrival time of the next request (GCRA).
+#[derive(Debug)]
+pub struct Limiter {
+    /// Time between two requests at the average rate.
+    interval: Duration,
+    /// How far ahead of the average rate requests may run (the burst).
+    tolerance: Duration,
+    /// When the next request would be due at the average rate; `None` before the first.
+    next: Mutex<Option<Instant>>,
+}
+
+/// A reserved slot: the request may go at `at`. Dropped before then, it gives the slot
+/// back if it is still the last one reserved.
+#[derive(Debug)]
+pub struct Slot {
+    limiter: Arc<Limiter>,
+    /// When the request may go.
+    pub at: Instant,
+    /// The limiter's `next` right after this reservation.
+    next_after: Instant,
+    used: bool,
+}
+
+impl Slot {
+    /// Waits until the slot's time and uses it.
+    pub async fn wait(mut self) {
+        tokio::time::sleep_until(self.at).await;
+        self.used = true;
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.used || Instant::now() >= self.at {
+            return;
+        }
+        let mut next = self.limiter.lock();
+        if *next == Some(self.next_after) {
+            *next = Some(self.next_after - self.limiter.interval);
+        }
+    }
+}
+
+impl Limiter {
+    /// `qps` requests per second on average, up to `burst` at once.
+    pub fn new(qps: NonZeroU32, burst: NonZeroU32) -> Self {
+        let interval = Duration::from_secs(1) / qps.get();
+        Self {
+            interval,
+            tolerance: interval * (burst.get() - 1),
+            next: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.next.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reserves the first free slot for a request arriving now, unless it comes after
+    /// `deadline`: then nothing is reserved and the error says how long the wait would be.
+    pub fn reserve(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+    ) -> Result<Slot, WouldExceedDeadline> {
+        let now = Instant::now();
+        let mut next = self.lock();
+        let due = next.unwrap_or(now);
+        // The earliest conforming time: the due time less the burst tolerance.
+        let at = due
+            .checked_sub(self.tolerance)
+            .map_or(now, |earliest| earliest.max(now));
+        if let Some(deadline) = deadline
+            && at > now
+            && at >= deadline
+        {
+            return Err(WouldExceedDeadline { wait: at - now });
+        }
+        let next_after = due.max(now) + self.interval;
+        *next = Some(next_after);
+        Ok(Slot {
+            limiter: self.clone(),
+            at,
+            next_after,
+            used: false,
+        })
+    }
+}
+
+/// Builds [`RateLimit`] services sharing one limiter.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    limiter: Arc<Limiter>,
+}
+
+impl RateLimitLayer {
+    /// `qps` requests per second on average, up to `burst` at once.
+    pub fn new(qps: NonZeroU32, burst: NonZeroU32) -> Self {
+        Self {
+            limiter: Arc::new(Limiter::new(qps, burst)),
+        }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            limiter: self.limiter.clone(),
+        }
+    }
+}
+
+/// Waits for a slot of the shared limiter before each request.
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    limiter: Arc<Limiter>,
+}
+
+impl<S, B> Service<http::Request<B>> for RateLimit<S>
+where
+    S: Service<http::Request<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        // The ready service goes into the future; a fresh clone stays behind.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        if request.extensions().get::<Readiness>().is_some() {
+            let answer = inner.call(request);
+            return Box::pin(async move { answer.await.map_err(Into::into) });
+        }
+        let limiter = self.limiter.clone();
+        Box::pin(async move {
+            let deadline = request.extensions().get::<Deadline>().map(|d| d.0);
+            let slot = limiter
+                .reserve(deadline)
+                .map_err(RequestError::RateLimited)?;
+            let wait = slot.at.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "waiting for the rate limiter"
+                );
+                crate::metrics::get().ratelimit_wait(wait);
+                tracing::Span::current()
+                    .record("safewrite.ratelimit.wait_ms", wait.as_millis() as i64);
+                if let Some(waited) = request.extensions().get::<Waited>() {
+                    waited.0.store(
+                        u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                }
+            }
+            slot.wait().await;
+            inner.call(request).await.map_err(Into::into)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+    use tower::ServiceExt as _;
+
+    fn limited(
+        qps: u32,
+        burst: u32,
+    ) -> impl Service<
+        http::Request<()>,
+        Response = (),
+        Error = BoxError,
+        Future = impl Future<Output = Result<(), BoxError>> + Send,
+    > + Clone
+    + Send
+    + 'static {
+        RateLimitLayer::new(
+            NonZeroU32::new(qps).unwrap(),
+            NonZeroU32::new(burst).unwrap(),
+        )
+        .layer(tower::service_fn(|_: http::Request<()>| {
+            std::future::ready(Ok::<(), BoxError>(()))
+        }))
+    }
+
+    fn by(deadline: Instant) -> http::Request<()> {
+        let mut request = http::Request::new(());
+        request.extensions_mut().insert(Deadline(deadline));
+        request
+    }
+
+    fn refused(result: Result<(), BoxError>) -> WouldExceedDeadline {
+        match RequestError::from_boxed(result.unwrap_err().as_ref()) {
+            RequestError::RateLimited(would) => would,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bursts_pass_then_requests_are_paced() {
+        let service = limited(20, 5);
+        let started = Instant::now();
+        let mut went = Vec::new();
+        for _ in 0..15 {
+            service
+                .clone()
+                .oneshot(http::Request::new(()))
+                .await
+                .unwrap();
+            went.push(started.elapsed());
+        }
+        // 5 at once, then 10 more at 20/s, 50 ms apart.
+        assert!(went[..5].iter().all(|t| t.is_zero()), "{went:?}");
+        for (i, t) in went[5..].iter().enumerate() {
+            assert_eq!(*t, Duration::from_millis(50 * (i as u64 + 1)));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_limiter_refills_its_burst() {
+        let service = limited(10, 3);
+        for _ in 0..3 {
+            service
+                .clone()
+                .oneshot(http::Request::new(()))
+                .await
+                .unwrap();
+        }
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let started = Instant::now();
+        for _ in 0..3 {
+            service
+                .clone()
+                .oneshot(http::Request::new(()))
+                .await
+                .unwrap();
+        }
+        assert!(started.elapsed().is_zero());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_past_the_deadline_fails_at_once() {
+        let service = limited(1, 1);
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let would = refused(
+            service
+                .clone()
+                .oneshot(by(started + Duration::from_millis(100)))
+                .await,
+        );
+        assert_eq!(would.wait, Duration::from_secs(1));
+        assert!(started.elapsed().is_zero(), "it waited");
+        // The refusal took no slot: the next request goes in 1 s, not 2.
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_check_counts_the_callers_already_in_line() {
+        let service = limited(1, 1);
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        let start = Instant::now();
+        // Two callers wait their turn (slots at +1 s and +2 s).
+        let first = tokio::spawn(service.clone().oneshot(http::Request::new(())));
+        let second = tokio::spawn(service.clone().oneshot(http::Request::new(())));
+        tokio::task::yield_now().await;
+        // The bucket alone would say 1 s; in line behind two callers it is 3 s.
+        let would = refused(
+            service
+                .clone()
+                .oneshot(by(start + Duration::from_millis(2500)))
+                .await,
+        );
+        assert_eq!(would.wait, Duration::from_secs(3));
+        // With a deadline after its place in line, a caller waits its turn.
+        let third = service
+            .clone()
+            .oneshot(by(start + Duration::from_millis(3500)));
+        third.await.unwrap();
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+        first.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_that_gives_up_gives_its_slot_back() {
+        let service = limited(1, 1);
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        let start = Instant::now();
+        {
+            let waiting = pin!(service.clone().oneshot(http::Request::new(())));
+            tokio::select! {
+                _ = waiting => unreachable!("its slot is 1 s away"),
+                _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            }
+        }
+        // Its slot (+1 s) goes to the next caller, not +2 s.
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_readiness_probe_takes_no_slot() {
+        let service = limited(1, 1);
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let mut probe = http::Request::new(());
+        probe.extensions_mut().insert(Readiness);
+        service.clone().oneshot(probe).await.unwrap();
+        assert!(started.elapsed().is_zero(), "the probe waited");
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(1),
+            "and took nothing"
+        );
+    }
+}

@@ -7,22 +7,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Resource;
-use kube::api::{DynamicObject, GetParams, Patch, PatchParams, PostParams};
-use kube::core::Request;
 use serde_json::Value;
 use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
 use tracing::field::Empty;
 use tracing::{Instrument as _, Span, debug};
 
-use crate::apiserver::{self, Answer, RequestError};
 use crate::backoff::Backoff;
 use crate::classify::{self, Decision, INTERNAL_ERROR_RETRIES};
-use crate::discovery::{Discovery, DiscoveryError, Resolved};
+use crate::client::apiserver::{self, Answer, RequestError};
+use crate::client::discovery::{self, Discovery, DiscoveryError, Resolved};
 use crate::idempotency;
 use crate::mutation::{ApplyError, Cel, FieldViolation, Mutation};
 use crate::pb;
+pub use crate::target::Target;
+use crate::target::{FieldManager, ObjectPath, ResourcePath, Verb, WriteParams};
 
 /// Server-wide defaults, overridable per request where the API allows.
 #[derive(Debug, Clone)]
@@ -34,7 +33,7 @@ pub struct EngineConfig {
     /// The longest any single API request may take.
     pub request_timeout: Duration,
     /// Field manager when the request does not say.
-    pub field_manager: String,
+    pub field_manager: FieldManager,
     /// The share of requests that retries of faults may add, across all callers.
     pub retry_budget_percent: f32,
     /// Retries of faults always allowed per second, whatever the share.
@@ -53,15 +52,6 @@ pub enum Subresource {
     Status,
 }
 
-/// The object a request names.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
 /// Conditions checked on the fresh object before every write.
 #[derive(Debug, Clone, Default)]
 pub struct Preconditions {
@@ -69,6 +59,17 @@ pub struct Preconditions {
     /// Strict compare-and-swap: must equal the fresh object's resourceVersion.
     pub resource_version: Option<String>,
     pub cel: Option<Cel>,
+}
+
+impl WriteSpec {
+    /// The query parameters of this request's writes; `force` for server-side apply.
+    fn write_params(&self, force: bool) -> WriteParams<'_> {
+        WriteParams {
+            dry_run: self.dry_run,
+            field_manager: Some(&self.field_manager),
+            force,
+        }
+    }
 }
 
 impl Preconditions {
@@ -94,7 +95,7 @@ pub struct WriteSpec {
     pub mutation: Option<Mutation>,
     pub preconditions: Preconditions,
     pub policy: Policy,
-    pub field_manager: String,
+    pub field_manager: FieldManager,
     pub dry_run: bool,
     /// Created (after the mutation is applied to it) when the target is missing.
     pub create_if_missing: Option<Value>,
@@ -125,14 +126,14 @@ pub trait Mutator: Send {
     ) -> impl Future<Output = Result<Change, Failure>> + Send;
 }
 
-/// A declarative mutation as a [`Mutator`].
-struct Declarative<'a>(&'a Mutation);
+/// A declarative mutation as a [`Mutator`], evaluated no later than the deadline.
+struct Declarative<'a>(&'a Mutation, Option<Instant>);
 
 impl Mutator for Declarative<'_> {
     async fn mutate(&mut self, _: u32, fresh: &Value, creating: bool) -> Result<Change, Failure> {
         let current = if creating { Value::Null } else { fresh.clone() };
         self.0
-            .apply(fresh)
+            .apply(fresh, self.1)
             .await
             .map(Change::Object)
             .map_err(|error| mutation_failure(error, current))
@@ -166,9 +167,6 @@ pub enum Failure {
     /// The kind is not served, or its apiVersion does not parse.
     #[error(transparent)]
     UnknownKind(DiscoveryError),
-    /// Discovery could not reach the API server.
-    #[error(transparent)]
-    Discovery(DiscoveryError),
     /// A precondition (uid, CEL condition, JSON Patch test) is false on the fresh object.
     #[error("precondition failed: {reason}; nothing was written")]
     PreconditionFailed { reason: String, current: Value },
@@ -214,10 +212,10 @@ pub enum Failure {
     )]
     RetryBudget { last: String },
     /// The circuit breaker to the API server is open: the RPC fails fast.
-    #[error("{}", crate::breaker::CircuitOpen { retry_after: *retry_after })]
+    #[error("{}", crate::client::breaker::CircuitOpen { retry_after: *retry_after })]
     CircuitOpen { retry_after: Duration },
     /// The local rate limit would have delayed a request past the caller's deadline.
-    #[error("{}", crate::ratelimit::WouldExceedDeadline { wait: *wait })]
+    #[error("{}", crate::client::ratelimit::WouldExceedDeadline { wait: *wait })]
     RateLimited { wait: Duration },
     /// The caller went away or broke the Transact protocol mid-transaction; nothing
     /// was written after that point.
@@ -232,7 +230,6 @@ impl Failure {
         match self {
             Failure::Invalid(_) => "invalid_request",
             Failure::UnknownKind(_) => "unknown_kind",
-            Failure::Discovery(_) => "discovery_failed",
             Failure::PreconditionFailed { .. } => "precondition_failed",
             Failure::Mutation { .. } => "mutation_failed",
             Failure::ResourceVersionMismatch { .. } => "resource_version_mismatch",
@@ -289,14 +286,6 @@ impl Attempts {
         WriteError {
             failure,
             attempts: self.records,
-        }
-    }
-
-    /// How long a request may take: the per-request bound, or less near the deadline.
-    fn request_timeout(&self, bound: Duration) -> Duration {
-        match self.deadline {
-            Some(deadline) => bound.min(deadline.saturating_duration_since(Instant::now())),
-            None => bound,
         }
     }
 
@@ -378,7 +367,9 @@ impl Attempts {
 /// The outcome of one API request inside the loop.
 enum Sent {
     Answer(Answer),
-    Failed(Failure, Decision),
+    /// No answer: why, the decision, and whether the request may have reached the API
+    /// server (for a write, whether its outcome is unknown).
+    Failed(Failure, Decision, bool),
 }
 
 impl Engine {
@@ -412,7 +403,7 @@ impl Engine {
                 attempts: Vec::new(),
             });
         };
-        self.write_with(spec, &mut Declarative(mutation), deadline)
+        self.write_with(spec, &mut Declarative(mutation, deadline), deadline)
             .await
     }
 
@@ -424,6 +415,9 @@ impl Engine {
         mutator: &mut M,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
+        // Answer a little before the caller's deadline, so that it gets this loop's
+        // DEADLINE_EXCEEDED (with the attempts) rather than its own bare one.
+        let deadline = crate::client::answer_by(deadline);
         self.budget.deposit();
         let mut attempts = Attempts {
             budget: self.budget.clone(),
@@ -433,17 +427,18 @@ impl Engine {
             deadline,
             policy: spec.policy,
         };
-        // Discovery is retried like any read: a throttled or unreachable API server at
-        // the first call for a kind is a fault to back off from, not a final answer.
+        // Discovery is a read like any other: its request failures and refusals are
+        // classified as a read's (a throttled or unreachable API server is a fault to back
+        // off from; an open breaker or a rate limit past the deadline ends the loop), and
+        // each failed one is an attempt.
         let resolved = loop {
-            match self.resolve(spec).await {
+            match self.resolve(spec, &attempts).await {
                 Ok(resolved) => break resolved,
-                Err(Failure::Discovery(error)) => {
+                Err(Unresolved::Invalid(failure)) => return Err(attempts.fail(failure)),
+                Err(Unresolved::Request(decision, failure)) => {
                     let span = attempt_span(attempts.begin());
-                    let (decision, failure) = discovery_failure(error);
-                    if let Some(record) = attempts.records.last_mut()
-                        && let Failure::Api { code, reason, .. } = &failure
-                    {
+                    if let Failure::Api { code, reason, .. } = &failure {
+                        let record = attempts.current();
                         record.http_status = u32::from(*code);
                         record.reason = reason.clone();
                     }
@@ -453,14 +448,21 @@ impl Engine {
                         return Err(attempts.fail(failure));
                     }
                 }
-                Err(failure) => return Err(attempts.fail(failure)),
             }
         };
-        let ns = (!spec.target.namespace.is_empty()).then_some(spec.target.namespace.as_str());
-        let request = Request::new(<DynamicObject as Resource>::url_path(
-            &resolved.resource,
-            ns,
-        ));
+        let resource = &resolved.resource;
+        let Some(resource_path) =
+            ResourcePath::new(&resource.group, &resource.version, &resource.plural)
+        else {
+            return Err(attempts.fail(Failure::Invalid(FieldViolation::new(
+                "target.kind",
+                format!(
+                    "discovery answered a resource path that is not a DNS name ({:?}); nothing was sent",
+                    resource.plural
+                ),
+            ))));
+        };
+        let request = resource_path.object(&spec.target.namespace, &spec.target.name);
         loop {
             let span = attempt_span(attempts.begin());
             let step = match &spec.mutation {
@@ -496,80 +498,78 @@ impl Engine {
         }
     }
 
-    /// Resolves the kind and checks the request against what discovery says.
-    async fn resolve(&self, spec: &WriteSpec) -> Result<Arc<Resolved>, Failure> {
-        let resolved = self
+    /// Resolves the kind and checks the request against what discovery says. A status
+    /// write to a kind listed without a status subresource re-reads its discovery once
+    /// (at most once per [`STALE_AFTER`]) before refusing: the subresource may have been
+    /// added to the CRD since it was cached.
+    async fn resolve(
+        &self,
+        spec: &WriteSpec,
+        attempts: &Attempts,
+    ) -> Result<Arc<Resolved>, Unresolved> {
+        let (api_version, kind) = (&spec.target.api_version, &spec.target.kind);
+        let deadline = attempts.deadline;
+        // A failed discovery request becomes the next attempt.
+        let attempt = attempts.records.len() as u32 + 1;
+        let mut resolved = self
             .discovery
-            .resolve(&spec.target.api_version, &spec.target.kind)
+            .resolve(api_version, kind, deadline)
             .await
-            .map_err(|err| match err {
-                DiscoveryError::Failed { .. } => Failure::Discovery(err),
-                _ => Failure::UnknownKind(err),
-            })?;
-        let kind = &spec.target.kind;
+            .map_err(|error| unresolved(error, deadline, attempt))?;
+        if spec.subresource == Subresource::Status && !resolved.has_status {
+            resolved = self
+                .discovery
+                .refresh(api_version, kind, deadline, STALE_AFTER)
+                .await
+                .map_err(|error| unresolved(error, deadline, attempt))?;
+        }
+        let invalid = |field, message: String| {
+            Err(Unresolved::Invalid(Failure::Invalid(FieldViolation::new(
+                field, message,
+            ))))
+        };
         if resolved.namespaced && spec.target.namespace.is_empty() {
-            return Err(Failure::Invalid(FieldViolation::new(
+            return invalid(
                 "target.namespace",
                 format!("{kind} is namespaced: set target.namespace"),
-            )));
+            );
         }
         if !resolved.namespaced && !spec.target.namespace.is_empty() {
-            return Err(Failure::Invalid(FieldViolation::new(
+            return invalid(
                 "target.namespace",
                 format!("{kind} is cluster-scoped: leave target.namespace empty"),
-            )));
+            );
         }
         if spec.subresource == Subresource::Status && !resolved.has_status {
-            return Err(Failure::Invalid(FieldViolation::new(
+            return invalid(
                 "target.kind",
                 format!("{kind} has no status subresource: use UpdateWithRetry"),
-            )));
+            );
         }
         Ok(resolved)
     }
 
-    /// Sends one request; transport failures and timeouts become a retryable failure
-    /// (or a deadline failure when the caller's deadline cut the request short).
-    async fn send(
-        &self,
-        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
-        attempts: &Attempts,
-    ) -> Sent {
-        let request = match request {
-            Ok(request) => request,
-            Err(err) => {
-                return Sent::Failed(
-                    Failure::Invalid(FieldViolation::new("target", err.to_string())),
-                    Decision::BadRequest,
-                );
-            }
-        };
-        let timeout = attempts.request_timeout(self.config.request_timeout);
+    /// Sends one request through the client stack; a request that got no answer becomes
+    /// its failure and decision ([`request_failure`]). A 404 saying the resource path
+    /// itself is not served makes discovery forget the kind's group-version, so that the
+    /// next request for it resolves it afresh.
+    async fn send(&self, request: http::Request<Vec<u8>>, attempts: &Attempts) -> Sent {
+        let group_version = discovery::group_version_of(request.uri().path());
+        let timeout = Some(self.config.request_timeout);
         match apiserver::send(&self.client, request, timeout, attempts.deadline).await {
-            Ok(answer) => Sent::Answer(answer),
-            Err(RequestError::CircuitOpen(open)) => Sent::Failed(
-                Failure::CircuitOpen {
-                    retry_after: open.retry_after,
-                },
-                Decision::Unexpected,
-            ),
-            Err(RequestError::RateLimited(limited)) => Sent::Failed(
-                Failure::RateLimited { wait: limited.wait },
-                Decision::Unexpected,
-            ),
-            Err(error) => {
-                let past_deadline = attempts.deadline.is_some_and(|d| Instant::now() >= d);
-                if past_deadline {
-                    Sent::Failed(
-                        Failure::Deadline {
-                            attempts: attempts.records.len() as u32,
-                            last: error.to_string(),
-                        },
-                        Decision::Unexpected,
-                    )
-                } else {
-                    Sent::Failed(Failure::Transport { error }, classify::classify_transport())
+            Ok(answer) => {
+                if discovery::is_unserved_path(&answer)
+                    && let Some(group_version) = group_version
+                {
+                    self.discovery.forget(&group_version);
                 }
+                Sent::Answer(answer)
+            }
+            Err(error) => {
+                let maybe_sent = error.maybe_sent();
+                let (failure, decision) =
+                    request_failure(error, attempts.deadline, attempts.records.len() as u32);
+                Sent::Failed(failure, decision, maybe_sent)
             }
         }
     }
@@ -579,12 +579,11 @@ impl Engine {
         &self,
         spec: &WriteSpec,
         resolved: &Resolved,
-        request: &Request,
+        request: &ObjectPath,
         mutator: &mut M,
         attempts: &mut Attempts,
     ) -> Step {
-        let name = spec.target.name.as_str();
-        let fresh = match self.read(request, name, attempts).await {
+        let fresh = match self.read(request, attempts).await {
             Err(step) => return step,
             Ok(Read::Found(object)) => object,
             Ok(Read::Missing(answer)) => {
@@ -616,7 +615,9 @@ impl Engine {
             });
         }
 
-        if let Err(failure) = check_preconditions(&spec.preconditions, &fresh).await {
+        if let Err(failure) =
+            check_preconditions(&spec.preconditions, &fresh, attempts.deadline).await
+        {
             return Step::Fail(failure);
         }
         let number = attempts.records.len() as u32;
@@ -645,17 +646,17 @@ impl Engine {
         if let Some(key) = &spec.idempotency_key {
             idempotency::record(&mut body, key);
         }
-        let params = PostParams {
-            dry_run: spec.dry_run,
-            field_manager: Some(spec.field_manager.clone()),
-        };
         let data = serde_json::to_vec(&body).expect("a JSON value serializes");
-        let put = match spec.subresource {
-            Subresource::Main => request.replace(name, &params, data),
-            Subresource::Status => request.replace_subresource("status", name, &params, data),
-        };
+        let put = request.request(
+            Verb::Replace,
+            spec.subresource == Subresource::Status,
+            &spec.write_params(false),
+            data,
+        );
         let answer = match self.send(put, attempts).await {
-            Sent::Failed(failure, decision) => return unanswered_write(spec, failure, decision),
+            Sent::Failed(failure, decision, maybe_sent) => {
+                return unanswered_write(spec, failure, decision, maybe_sent);
+            }
             Sent::Answer(answer) => answer,
         };
         self.record_write(attempts, &answer);
@@ -669,7 +670,7 @@ impl Engine {
     async fn create<M: Mutator>(
         &self,
         spec: &WriteSpec,
-        request: &Request,
+        request: &ObjectPath,
         template: &Value,
         mutator: &mut M,
         attempts: &mut Attempts,
@@ -681,7 +682,7 @@ impl Engine {
             });
         }
         if let Some(cel) = &spec.preconditions.cel {
-            match cel.holds(template).await {
+            match cel.holds(template, attempts.deadline).await {
                 Ok(true) => {}
                 Ok(false) => {
                     return Step::Fail(Failure::PreconditionFailed {
@@ -701,13 +702,12 @@ impl Engine {
         if let Some(key) = &spec.idempotency_key {
             idempotency::record(&mut object, key);
         }
-        let params = PostParams {
-            dry_run: spec.dry_run,
-            field_manager: Some(spec.field_manager.clone()),
-        };
         let data = serde_json::to_vec(&object).expect("a JSON value serializes");
-        let answer = match self.send(request.create(&params, data), attempts).await {
-            Sent::Failed(failure, decision) => return unanswered_write(spec, failure, decision),
+        let post = request.request(Verb::Create, false, &spec.write_params(false), data);
+        let answer = match self.send(post, attempts).await {
+            Sent::Failed(failure, decision, maybe_sent) => {
+                return unanswered_write(spec, failure, decision, maybe_sent);
+            }
             Sent::Answer(answer) => answer,
         };
         self.record_write(attempts, &answer);
@@ -724,13 +724,12 @@ impl Engine {
     async fn apply_attempt(
         &self,
         spec: &WriteSpec,
-        request: &Request,
+        request: &ObjectPath,
         configuration: &Value,
         force: bool,
         attempts: &mut Attempts,
     ) -> Step {
-        let name = spec.target.name.as_str();
-        let fresh = match self.read(request, name, attempts).await {
+        let fresh = match self.read(request, attempts).await {
             Err(step) => return step,
             Ok(Read::Found(object)) => Some(object),
             Ok(Read::Missing(_)) => None,
@@ -746,21 +745,22 @@ impl Engine {
                     current: Value::Null,
                 });
             };
-            if let Err(failure) = check_preconditions(&spec.preconditions, fresh).await {
+            if let Err(failure) =
+                check_preconditions(&spec.preconditions, fresh, attempts.deadline).await
+            {
                 return Step::Fail(failure);
             }
             configuration["metadata"]["resourceVersion"] = Value::String(read_version.clone());
         }
-        let mut params = PatchParams::apply(&spec.field_manager);
-        params.force = force;
-        params.dry_run = spec.dry_run;
-        let patch = Patch::Apply(configuration);
-        let sent = match spec.subresource {
-            Subresource::Main => request.patch(name, &params, &patch),
-            Subresource::Status => request.patch_subresource("status", name, &params, &patch),
-        };
+        let data = serde_json::to_vec(&configuration).expect("a JSON value serializes");
+        let sent = request.request(
+            Verb::Apply,
+            spec.subresource == Subresource::Status,
+            &spec.write_params(force),
+            data,
+        );
         let answer = match self.send(sent, attempts).await {
-            Sent::Failed(failure, decision) => return Step::from_failure(failure, decision),
+            Sent::Failed(failure, decision, _) => return Step::from_failure(failure, decision),
             Sent::Answer(answer) => answer,
         };
         self.record_write(attempts, &answer);
@@ -790,17 +790,10 @@ impl Engine {
 
     /// Reads the fresh object: found, missing (with the 404 answer), or the step that
     /// ends this attempt (a retryable or final failure).
-    async fn read(
-        &self,
-        request: &Request,
-        name: &str,
-        attempts: &mut Attempts,
-    ) -> Result<Read, Step> {
-        match self
-            .send(request.get(name, &GetParams::default()), attempts)
-            .await
-        {
-            Sent::Failed(failure, decision) => Err(Step::from_failure(failure, decision)),
+    async fn read(&self, request: &ObjectPath, attempts: &mut Attempts) -> Result<Read, Step> {
+        let get = request.request(Verb::Get, false, &WriteParams::default(), Vec::new());
+        match self.send(get, attempts).await {
+            Sent::Failed(failure, decision, _) => Err(Step::from_failure(failure, decision)),
             Sent::Answer(answer) if answer.code == 404 => Ok(Read::Missing(answer)),
             Sent::Answer(answer) if answer.code != 200 => {
                 // The read itself was refused (429, 5xx, 403...): the record says so.
@@ -941,20 +934,25 @@ pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str
 /// and the request has no idempotency key, whether it was applied is unknown and a retry
 /// could apply a read-dependent change twice: the loop stops. With a key (or a dry run,
 /// which changes nothing) the next attempt's read tells, and the fault is retried.
-fn unanswered_write(spec: &WriteSpec, failure: Failure, decision: Decision) -> Step {
+fn unanswered_write(
+    spec: &WriteSpec,
+    failure: Failure,
+    decision: Decision,
+    maybe_sent: bool,
+) -> Step {
     let safe = spec.idempotency_key.is_some() || spec.dry_run;
     match failure {
-        Failure::Transport { error } if error.maybe_sent() && !safe => {
+        Failure::Transport { error } if maybe_sent && !safe => {
             Step::Fail(Failure::OutcomeUnknown {
                 last: error.to_string(),
             })
         }
         Failure::Deadline { attempts, last } => Step::Fail(Failure::Deadline {
             attempts,
-            last: if safe {
-                last
-            } else {
+            last: if maybe_sent && !safe {
                 format!("{last} (the last write's outcome is unknown: read the object)")
+            } else {
+                last
             },
         }),
         failure => Step::from_failure(failure, decision),
@@ -974,51 +972,74 @@ fn write_refused(spec: &WriteSpec, answer: &Answer) -> Step {
     Step::from_answer(answer, spec.preconditions.resource_version.as_deref())
 }
 
-/// How a failed discovery request is treated: like the same answer to a read. An answer
-/// of the API server (401, 403, 429...) becomes that answer's failure, so that its final
-/// code is the classified one; the breaker and the rate limit fail fast as they do for
-/// any request; anything else is a transport fault of discovery.
-fn discovery_failure(error: DiscoveryError) -> (Decision, Failure) {
+/// How long a cached discovery answer is trusted before an answer that contradicts it
+/// (a status write to a kind listed without status) makes the engine read it again.
+const STALE_AFTER: Duration = Duration::from_secs(1);
+
+/// Why a kind could not be resolved.
+enum Unresolved {
+    /// The request does not fit what the API server serves (unknown kind, bad
+    /// apiVersion, wrong scope, no status subresource): final, and no attempt.
+    Invalid(Failure),
+    /// Discovery's own request failed: an attempt, retried or not as a read's would be.
+    Request(Decision, Failure),
+}
+
+/// A discovery failure as the loop treats it: a refused or unanswered discovery request
+/// is what the same answer to a read would be.
+fn unresolved(error: DiscoveryError, deadline: Option<Instant>, attempt: u32) -> Unresolved {
     match error {
-        DiscoveryError::Failed {
-            source: kube::Error::Api(status),
-            ..
-        } => {
-            let decision = classify::classify(status.code, Some(&status), None);
+        DiscoveryError::Refused { answer, .. } => {
+            let decision = answer.decision();
             let failure = Failure::Api {
                 decision: decision.clone(),
-                code: status.code,
-                reason: status.reason.clone(),
-                message: format!("discovery failed: {}", status.message),
-                status: Some(status),
+                code: answer.code,
+                reason: answer.reason(),
+                message: format!("discovery failed: {}", answer.message()),
+                status: answer.status().map(Box::new),
             };
-            (decision, failure)
+            Unresolved::Request(decision, failure)
         }
-        DiscoveryError::Failed {
-            source: kube::Error::Service(inner),
-            ..
-        } if inner.is::<crate::breaker::CircuitOpen>() => {
-            let open = inner
-                .downcast_ref::<crate::breaker::CircuitOpen>()
-                .expect("checked");
-            let failure = Failure::CircuitOpen {
+        DiscoveryError::Request { source, .. } => {
+            let (failure, decision) = request_failure(source, deadline, attempt);
+            Unresolved::Request(decision, failure)
+        }
+        error @ (DiscoveryError::BadApiVersion(_) | DiscoveryError::UnknownKind { .. }) => {
+            Unresolved::Invalid(Failure::UnknownKind(error))
+        }
+    }
+}
+
+/// The failure and decision of a request that got no answer: the breaker and the rate
+/// limit end the loop at once (nothing was sent); time running out at the deadline is a
+/// deadline failure; anything else is classified by [`classify::classify_error`].
+fn request_failure(
+    error: RequestError,
+    deadline: Option<Instant>,
+    attempts: u32,
+) -> (Failure, Decision) {
+    match error {
+        RequestError::CircuitOpen(open) => (
+            Failure::CircuitOpen {
                 retry_after: open.retry_after,
-            };
-            (Decision::Unexpected, failure)
+            },
+            Decision::Unexpected,
+        ),
+        RequestError::RateLimited(limited) => (
+            Failure::RateLimited { wait: limited.wait },
+            Decision::Unexpected,
+        ),
+        error if deadline.is_some_and(|d| Instant::now() >= d) => (
+            Failure::Deadline {
+                attempts,
+                last: error.to_string(),
+            },
+            Decision::Unexpected,
+        ),
+        error => {
+            let decision = classify::classify_error(&error);
+            (Failure::Transport { error }, decision)
         }
-        DiscoveryError::Failed {
-            source: kube::Error::Service(inner),
-            ..
-        } if inner.is::<crate::ratelimit::WouldExceedDeadline>() => {
-            let limited = inner
-                .downcast_ref::<crate::ratelimit::WouldExceedDeadline>()
-                .expect("checked");
-            (
-                Decision::Unexpected,
-                Failure::RateLimited { wait: limited.wait },
-            )
-        }
-        error => (classify::classify_transport(), Failure::Discovery(error)),
     }
 }
 
@@ -1054,8 +1075,13 @@ pub fn resource_version(object: &Value) -> String {
         .to_string()
 }
 
-/// Checks uid, exact resourceVersion and the CEL condition on the fresh object.
-async fn check_preconditions(pre: &Preconditions, fresh: &Value) -> Result<(), Failure> {
+/// Checks uid, exact resourceVersion and the CEL condition on the fresh object (the
+/// condition evaluated no later than `deadline`).
+async fn check_preconditions(
+    pre: &Preconditions,
+    fresh: &Value,
+    deadline: Option<Instant>,
+) -> Result<(), Failure> {
     if let Some(uid) = &pre.uid {
         let actual = fresh["metadata"]["uid"].as_str().unwrap_or_default();
         if actual != uid {
@@ -1076,7 +1102,7 @@ async fn check_preconditions(pre: &Preconditions, fresh: &Value) -> Result<(), F
         }
     }
     if let Some(cel) = &pre.cel {
-        match cel.holds(fresh).await {
+        match cel.holds(fresh, deadline).await {
             Ok(true) => {}
             Ok(false) => {
                 return Err(Failure::PreconditionFailed {

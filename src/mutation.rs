@@ -5,34 +5,20 @@
 //! - JSON merge patch (RFC 7386).
 //! - CEL: an expression over `object` (the fresh object) returning a map that is merged
 //!   into it, so read-dependent changes ("increment", "append if absent") work from any
-//!   language. Evaluation is bounded three ways, so a pathological expression can
-//!   neither wedge the sidecar nor exhaust its threads: nested comprehensions (whose
-//!   cost is the product of list sizes) are refused at compile time; every read of
-//!   `object` checks the time limit and aborts the evaluation once it has passed (so
-//!   one comprehension over the object stops within one step); and at most
-//!   [`CEL_CONCURRENCY`] evaluations run at once, off the async threads.
+//!   language. Compiled and evaluated by [`crate::cel`], which bounds stack, cost,
+//!   memory, time and concurrency (see there).
 //! - Server-side apply: carried as a configuration; the API server merges it.
 
-use std::sync::{Arc, LazyLock};
-use std::time::Duration;
-
-use cel::common::value::{CowVal, Val};
-use cel::context::VariableResolver;
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
+use crate::cel::short;
+pub use crate::cel::{CEL_MAX_SOURCE, CEL_TIME_LIMIT, Cel};
+
+/// The longest excerpt of the request a message quotes (a message is sent back in gRPC
+/// metadata, which has a size limit).
+const EXCERPT: usize = 160;
 use crate::pb;
-
-/// The longest CEL source accepted.
-pub const CEL_MAX_SOURCE: usize = 16 * 1024;
-/// How long one CEL evaluation may run.
-pub const CEL_TIME_LIMIT: Duration = Duration::from_millis(250);
-/// How many CEL evaluations may run at once (each on a blocking thread).
-pub const CEL_CONCURRENCY: usize = 32;
-
-static CEL_SLOTS: LazyLock<Arc<Semaphore>> =
-    LazyLock::new(|| Arc::new(Semaphore::new(CEL_CONCURRENCY)));
-static CEL_ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| Arc::new(cel::Env::stdlib()));
 
 /// A request field that does not validate: becomes INVALID_ARGUMENT with a BadRequest
 /// field violation, before any request reaches the API server.
@@ -55,7 +41,8 @@ impl FieldViolation {
 }
 
 /// Why a mutation could not be applied to the fresh object. Depends on the object, not
-/// only on the request: reported as FAILED_PRECONDITION with the current object.
+/// only on the request: reported as FAILED_PRECONDITION with the current object, except
+/// the CEL bounds (see `respond::to_status`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
     /// A JSON Patch `test` operation did not hold.
@@ -68,7 +55,8 @@ pub enum ApplyError {
         path: String,
         reason: String,
     },
-    /// The CEL expression failed on the current object (e.g. a missing key).
+    /// The CEL expression failed on the current object (e.g. a missing key). The
+    /// message is short: it never quotes more than an excerpt of a value.
     #[error("CEL expression failed on the current object: {0}")]
     CelFailed(String),
     /// The CEL mutation did not return a map.
@@ -77,169 +65,37 @@ pub enum ApplyError {
     /// The CEL condition did not return a bool.
     #[error("CEL condition must return a bool, returned {0}")]
     CelNotABool(String),
-    /// The CEL evaluation ran past its time bound.
-    #[error("CEL evaluation took longer than {0:?}; simplify the expression")]
-    CelTooSlow(Duration),
+    /// The CEL evaluation ran past its time bound and was stopped.
+    #[error("CEL evaluation took longer than {0:?} and was stopped; simplify the expression")]
+    CelTooSlow(std::time::Duration),
+    /// The estimated cost of the CEL expression on the current object is over the
+    /// limit: nothing was evaluated.
+    #[error(
+        "CEL expression too costly on the current object: estimated cost {cost} exceeds the limit of {limit} (about bytes allocated); iterate over less, or build smaller values"
+    )]
+    CelTooCostly { cost: u64, limit: u64 },
+    /// The estimated result of the CEL expression on the current object is larger than
+    /// allowed: nothing was evaluated.
+    #[error(
+        "CEL result too large: its estimated size {size} exceeds the limit of {limit} (about bytes; the limit grows with the object)"
+    )]
+    CelResultTooLarge { size: u64, limit: u64 },
+    /// The CEL evaluation took more comprehension steps than allowed and was stopped.
+    #[error("CEL evaluation took more than {0} comprehension steps and was stopped")]
+    CelTooManySteps(u64),
+    /// No CEL evaluation slot became free before the caller's deadline: the sidecar is
+    /// busy evaluating other callers' expressions.
+    #[error(
+        "no CEL evaluation slot became free before the deadline (the sidecar is busy evaluating CEL); retry later or give the call a longer deadline"
+    )]
+    CelBusy,
+    /// The caller's deadline came while the CEL expression was being evaluated.
+    #[error("the deadline passed while the CEL expression was being evaluated")]
+    CelDeadline,
 }
 
-/// A compiled CEL program with its source (for messages).
-#[derive(Clone)]
-pub struct Cel {
-    program: Arc<cel::Program>,
-}
-
-impl std::fmt::Debug for Cel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Cel")
-    }
-}
-
-impl Cel {
-    /// Compiles `source`; `field` names it in errors.
-    pub fn compile(field: &str, source: &str) -> Result<Cel, FieldViolation> {
-        if source.trim().is_empty() {
-            return Err(FieldViolation::new(field, "the CEL expression is empty"));
-        }
-        if source.len() > CEL_MAX_SOURCE {
-            return Err(FieldViolation::new(
-                field,
-                format!("the CEL expression is longer than {CEL_MAX_SOURCE} bytes"),
-            ));
-        }
-        let program = CEL_ENV.compile(source).map_err(|err| {
-            let text = err.to_string();
-            FieldViolation::new(
-                field,
-                format!(
-                    "the CEL expression does not compile: {}",
-                    text.split_whitespace().collect::<Vec<_>>().join(" ")
-                ),
-            )
-        })?;
-        if comprehension_depth(program.expression()) > 1 {
-            return Err(FieldViolation::new(
-                field,
-                "nested comprehensions (map/filter/all/exists inside another) are not allowed: \
-                 their cost grows with the product of list sizes",
-            ));
-        }
-        Ok(Cel {
-            program: Arc::new(program),
-        })
-    }
-
-    /// Evaluates the program with `object` bound to `fresh`, bounded in time.
-    pub async fn evaluate(&self, fresh: &Value) -> Result<Value, ApplyError> {
-        let permit = CEL_SLOTS
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the CEL semaphore is never closed");
-        let program = self.program.clone();
-        let object = fresh.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let _permit = permit; // held until the evaluation really ends
-            let object: Box<dyn Val> = json_to_cel(&object)
-                .try_into()
-                .map_err(|_| ApplyError::CelFailed("the object is not a CEL value".into()))?;
-            let resolver = ObjectResolver {
-                object,
-                deadline: std::time::Instant::now() + CEL_TIME_LIMIT,
-            };
-            let mut context = cel::Context::with_env(CEL_ENV.clone());
-            context.set_variable_resolver(&resolver);
-            let result = program.execute(&context);
-            if std::time::Instant::now() > resolver.deadline {
-                return Err(ApplyError::CelTooSlow(CEL_TIME_LIMIT));
-            }
-            let value = result.map_err(|e| ApplyError::CelFailed(e.to_string()))?;
-            value
-                .json()
-                .map_err(|e| ApplyError::CelFailed(format!("result is not JSON: {e}")))
-        });
-        match tokio::time::timeout(CEL_TIME_LIMIT, task).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(join)) => Err(ApplyError::CelFailed(format!(
-                "evaluation panicked: {join}"
-            ))),
-            Err(_) => Err(ApplyError::CelTooSlow(CEL_TIME_LIMIT)),
-        }
-    }
-
-    /// Evaluates a condition: it must return a bool.
-    pub async fn holds(&self, fresh: &Value) -> Result<bool, ApplyError> {
-        match self.evaluate(fresh).await? {
-            Value::Bool(b) => Ok(b),
-            other => Err(ApplyError::CelNotABool(type_name(&other).into())),
-        }
-    }
-}
-
-/// Converts JSON to a CEL value the way Kubernetes CEL does: every integer that fits is
-/// an `int` (so `object.status.count + 1` works), larger ones `uint`, others `double`.
-fn json_to_cel(value: &Value) -> cel::Value {
-    match value {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => cel::Value::Int(i),
-            (None, Some(u)) => cel::Value::UInt(u),
-            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
-        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(json_to_cel).collect())),
-        Value::Object(map) => cel::Value::from(
-            map.iter()
-                .map(|(k, v)| (k.clone(), json_to_cel(v)))
-                .collect::<std::collections::HashMap<String, cel::Value>>(),
-        ),
-    }
-}
-
-/// Serves `object` to the evaluation, and refuses it once the time limit has passed:
-/// the evaluation then fails at its next read of the object.
-struct ObjectResolver {
-    object: Box<dyn Val>,
-    deadline: std::time::Instant,
-}
-
-impl VariableResolver for ObjectResolver {
-    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
-        if variable != "object" || std::time::Instant::now() > self.deadline {
-            return None;
-        }
-        Some(CowVal::Borrowed(self.object.as_ref()))
-    }
-}
-
-/// The deepest nesting of comprehensions (map, filter, all, exists...) in `expr`.
-fn comprehension_depth(expr: &cel::IdedExpr) -> usize {
-    use cel::common::ast::{EntryExpr, Expr};
-    let max = |exprs: &mut dyn Iterator<Item = &cel::IdedExpr>| {
-        exprs.map(comprehension_depth).max().unwrap_or(0)
-    };
-    match &expr.expr {
-        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => 0,
-        Expr::Call(call) => max(&mut call.target.iter().map(|t| t.as_ref()).chain(&call.args)),
-        Expr::Comprehension(c) => {
-            let inner = [&c.accu_init, &c.loop_cond, &c.loop_step, &c.result];
-            let body = max(&mut inner.into_iter());
-            comprehension_depth(&c.iter_range).max(1 + body)
-        }
-        Expr::List(list) => max(&mut list.elements.iter()),
-        Expr::Map(map) => max(&mut map.entries.iter().flat_map(|e| match &e.expr {
-            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-            EntryExpr::StructField(f) => vec![&f.value],
-        })),
-        Expr::Struct(st) => max(&mut st.entries.iter().flat_map(|e| match &e.expr {
-            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-            EntryExpr::StructField(f) => vec![&f.value],
-        })),
-        Expr::Select(select) => comprehension_depth(&select.operand),
-    }
-}
-
-fn type_name(value: &Value) -> &'static str {
+/// A short name of the JSON type of `value`, for messages.
+pub(crate) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a bool",
@@ -283,7 +139,10 @@ impl Mutation {
                 let patch: json_patch::Patch = serde_json::from_value(value).map_err(|e| {
                     FieldViolation::new(
                         &field,
-                        format!("not an RFC 6902 JSON Patch (an array of operations): {e}"),
+                        format!(
+                            "not an RFC 6902 JSON Patch (an array of operations): {}",
+                            short(&e.to_string(), EXCERPT)
+                        ),
                     )
                 })?;
                 Ok(Mutation::JsonPatch(patch))
@@ -324,8 +183,13 @@ impl Mutation {
     }
 
     /// Applies the mutation to a copy of `fresh` and returns the new object. Not for
-    /// server-side apply, which the API server performs.
-    pub async fn apply(&self, fresh: &Value) -> Result<Value, ApplyError> {
+    /// server-side apply, which the API server performs. A CEL mutation waits for an
+    /// evaluation slot and evaluates no later than `deadline`.
+    pub async fn apply(
+        &self,
+        fresh: &Value,
+        deadline: Option<Instant>,
+    ) -> Result<Value, ApplyError> {
         match self {
             Mutation::JsonPatch(patch) => {
                 let mut doc = fresh.clone();
@@ -334,7 +198,7 @@ impl Mutation {
                     let path = patch
                         .0
                         .get(index)
-                        .map(|op| op.path().to_string())
+                        .map(|op| short(op.path().as_ref(), EXCERPT))
                         .unwrap_or_default();
                     match err.kind {
                         json_patch::PatchErrorKind::TestFailed => {
@@ -343,7 +207,7 @@ impl Mutation {
                         kind => ApplyError::PatchDoesNotApply {
                             index,
                             path,
-                            reason: kind.to_string(),
+                            reason: short(&kind.to_string(), EXCERPT),
                         },
                     }
                 })?;
@@ -355,7 +219,7 @@ impl Mutation {
                 Ok(doc)
             }
             Mutation::Cel(cel) => {
-                let patch = cel.evaluate(fresh).await?;
+                let patch = cel.evaluate(fresh, deadline).await?;
                 if !patch.is_object() {
                     return Err(ApplyError::CelNotAMap(type_name(&patch).into()));
                 }
@@ -377,8 +241,12 @@ pub fn parse_json(field: &str, text: &str) -> Result<Value, FieldViolation> {
     if text.trim().is_empty() {
         return Err(FieldViolation::new(field, "required JSON text is empty"));
     }
-    serde_json::from_str(text)
-        .map_err(|e| FieldViolation::new(field, format!("not valid JSON: {e}")))
+    serde_json::from_str(text).map_err(|e| {
+        FieldViolation::new(
+            field,
+            format!("not valid JSON: {}", short(&e.to_string(), EXCERPT)),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -410,7 +278,7 @@ mod tests {
         )
         .unwrap();
         let fresh = json!({"data": {"n": "41", "keep": "x"}});
-        let new = m.apply(&fresh).await.unwrap();
+        let new = m.apply(&fresh, None).await.unwrap();
         assert_eq!(new, json!({"data": {"n": "42", "keep": "x"}}));
     }
 
@@ -418,9 +286,12 @@ mod tests {
     async fn cel_appends_to_a_list_only_if_absent() {
         let expr = r#"{"spec": {"items": "b" in object.spec.items ? object.spec.items : object.spec.items + ["b"]}}"#;
         let m = Mutation::from_proto("mutation", cel(expr).as_ref()).unwrap();
-        let once = m.apply(&json!({"spec": {"items": ["a"]}})).await.unwrap();
+        let once = m
+            .apply(&json!({"spec": {"items": ["a"]}}), None)
+            .await
+            .unwrap();
         assert_eq!(once, json!({"spec": {"items": ["a", "b"]}}));
-        let twice = m.apply(&once).await.unwrap();
+        let twice = m.apply(&once, None).await.unwrap();
         assert_eq!(twice, once);
     }
 
@@ -431,7 +302,10 @@ mod tests {
             cel(r#"{"status": {"count": object.status.count + 1}}"#).as_ref(),
         )
         .unwrap();
-        let new = m.apply(&json!({"status": {"count": 0}})).await.unwrap();
+        let new = m
+            .apply(&json!({"status": {"count": 0}}), None)
+            .await
+            .unwrap();
         assert_eq!(new, json!({"status": {"count": 1}}));
     }
 
@@ -446,12 +320,12 @@ mod tests {
     async fn cel_that_is_not_a_map_or_fails_on_the_object_is_an_apply_error() {
         let m = Mutation::from_proto("m", cel("1 + 1").as_ref()).unwrap();
         assert!(matches!(
-            m.apply(&json!({})).await,
+            m.apply(&json!({}), None).await,
             Err(ApplyError::CelNotAMap(_))
         ));
         let m = Mutation::from_proto("m", cel("{'a': object.missing.key}").as_ref()).unwrap();
         assert!(matches!(
-            m.apply(&json!({})).await,
+            m.apply(&json!({}), None).await,
             Err(ApplyError::CelFailed(_))
         ));
     }
@@ -463,9 +337,12 @@ mod tests {
             json_patch(r#"[{"op": "test", "path": "/a", "value": 1}, {"op": "replace", "path": "/a", "value": 2}]"#).as_ref(),
         )
         .unwrap();
-        assert_eq!(m.apply(&json!({"a": 1})).await.unwrap(), json!({"a": 2}));
         assert_eq!(
-            m.apply(&json!({"a": 5})).await.unwrap_err(),
+            m.apply(&json!({"a": 1}), None).await.unwrap(),
+            json!({"a": 2})
+        );
+        assert_eq!(
+            m.apply(&json!({"a": 5}), None).await.unwrap_err(),
             ApplyError::TestFailed {
                 index: 0,
                 path: "/a".into()
@@ -493,46 +370,35 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn cel_conditions_must_return_bool() {
-        let c = Cel::compile("c", "object.spec.size > 2").unwrap();
-        assert!(c.holds(&json!({"spec": {"size": 3}})).await.unwrap());
-        assert!(!c.holds(&json!({"spec": {"size": 1}})).await.unwrap());
-        let c = Cel::compile("c", "'yes'").unwrap();
-        assert!(matches!(
-            c.holds(&json!({})).await,
-            Err(ApplyError::CelNotABool(_))
-        ));
-    }
-
-    #[test]
-    fn nested_comprehensions_are_refused_at_compile_time() {
-        let expr = "{'n': object.xs.map(a, object.xs.filter(b, a == b).size())}";
-        let err = Cel::compile("c", expr).unwrap_err();
-        assert!(err.description.contains("nested comprehensions"), "{err}");
-        // One level is fine.
-        Cel::compile("c", "{'n': object.xs.filter(a, a > 1).size()}").unwrap();
+    async fn patch_errors_quote_a_short_excerpt() {
+        let long = "a".repeat(20_000);
+        let err = Mutation::from_proto(
+            "mutation",
+            json_patch(&format!(r#"[{{"op": "{long}", "path": "/a"}}]"#)).as_ref(),
+        )
+        .unwrap_err();
+        assert!(err.description.len() < 300, "{err}");
+        let err =
+            Mutation::from_proto("mutation", json_patch(&format!("[{long}")).as_ref()).unwrap_err();
+        assert!(err.description.len() < 300, "{err}");
+        let m = Mutation::from_proto(
+            "mutation",
+            json_patch(&format!(r#"[{{"op": "remove", "path": "/{long}"}}]"#)).as_ref(),
+        )
+        .unwrap();
+        let err = m.apply(&json!({}), None).await.unwrap_err();
+        assert!(err.to_string().len() < 600, "{err}");
     }
 
     #[tokio::test]
-    async fn a_quadratic_cel_expression_is_cut_off_at_the_time_limit() {
-        // One comprehension whose every step rebuilds the whole list: quadratic work,
-        // far over the time bound, stopped at the next read of `object`.
-        let expr = "{'n': object.xs.map(a, size(object.xs + object.xs + object.xs)).size()}";
-        let c = Cel::compile("c", expr).unwrap();
-        let xs: Vec<i64> = (0..200_000).collect();
-        let started = std::time::Instant::now();
-        let result = c.evaluate(&json!({"xs": xs})).await;
-        assert_eq!(result.unwrap_err(), ApplyError::CelTooSlow(CEL_TIME_LIMIT));
-        // The evaluation itself ended too: its slot is free again soon after.
-        let permits = CEL_SLOTS.clone();
-        let freed = async {
-            while permits.available_permits() < CEL_CONCURRENCY {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(2), freed)
-            .await
-            .expect("the runaway evaluation stopped");
-        assert!(started.elapsed() < Duration::from_secs(3));
+    async fn cel_conditions_must_return_bool() {
+        let c = Cel::compile("c", "object.spec.size > 2").unwrap();
+        assert!(c.holds(&json!({"spec": {"size": 3}}), None).await.unwrap());
+        assert!(!c.holds(&json!({"spec": {"size": 1}}), None).await.unwrap());
+        let c = Cel::compile("c", "'yes'").unwrap();
+        assert!(matches!(
+            c.holds(&json!({}), None).await,
+            Err(ApplyError::CelNotABool(_))
+        ));
     }
 }

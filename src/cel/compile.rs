@@ -1,0 +1,625 @@
+//! Compiling: the token pass, the parse, the checks and the rewrite that puts a step
+//! check in every comprehension.
+
+use std::fmt::{self, Write as _};
+
+use cel::IdedExpr;
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
+use cel::parser::PrattParser;
+use cel::parser::pratt_parser::{Lexer, TokenKind};
+
+use super::estimate::Estimator;
+use super::*;
+
+/// Parses, checks and rewrites `source`, on a thread with a [`COMPILE_STACK`] stack.
+pub(super) fn compile_here(source: &str, limits: Limits) -> Result<IdedExpr, String> {
+    scan_tokens(source)?;
+    let mut expr = PrattParser::new()
+        .max_recursion_depth(PARSER_MAX_RECURSION)
+        .enable_optional_syntax(true)
+        .parse(source)
+        .map_err(|errors| parse_error(source, &errors))?;
+    let depth = depth(&expr);
+    if depth > CEL_MAX_DEPTH {
+        return Err(format!(
+            "the CEL expression nests {depth} levels deep, more than {CEL_MAX_DEPTH}: \
+             split long chains of operators, selections or conditions"
+        ));
+    }
+    check(&expr, false)?;
+    rewrite(&mut expr);
+    let (cost, result) = Estimator::new(None).whole(&expr);
+    if cost > limits.max_cost {
+        return Err(format!(
+            "the CEL expression is too costly: its estimated cost is {cost} even on an \
+             empty object, over the limit of {} (about bytes allocated); use smaller \
+             literals or fewer steps",
+            limits.max_cost
+        ));
+    }
+    let most = limits.max_result.saturating_add(2 * VALUE);
+    if result > most {
+        return Err(format!(
+            "the CEL expression's result is too large: about {result} bytes even on an empty \
+             object, over the limit of {most}"
+        ));
+    }
+    Ok(expr)
+}
+
+/// One pass over the tokens, before parsing: refuses nesting the parser would recurse
+/// into, postfix chains it would copy quadratically, and operator runs that would make
+/// an AST too deep to walk (so even a refused AST is shallow enough to drop anywhere).
+fn scan_tokens(source: &str) -> Result<(), String> {
+    /// What is open at one bracket level, since its last comma.
+    #[derive(Default)]
+    struct Level {
+        questions: usize,
+        chain: usize,
+        longest_chain: usize,
+        operators: usize,
+        unary: usize,
+        longest_unary: usize,
+    }
+    impl Level {
+        /// An upper bound of the AST depth this level adds.
+        fn depth(&self) -> usize {
+            1 + self.questions + self.longest_chain + self.operators + self.longest_unary
+        }
+    }
+    let mut lexer = Lexer::new(source);
+    let mut levels = vec![Level::default()];
+    let mut questions = 0usize; // over all open levels
+    let mut after_operand = false;
+    for _ in 0..=source.len() {
+        let token = lexer.lex();
+        let depth = levels.len();
+        let level = levels.last_mut().expect("the outermost level stays");
+        let mut operand = false;
+        match token.kind {
+            TokenKind::TokEnd | TokenKind::TokError => return Ok(()),
+            TokenKind::TokWhitespace | TokenKind::TokComment => continue,
+            TokenKind::TokLeftParen | TokenKind::TokLeftBracket | TokenKind::TokLeftBrace => {
+                if token.kind == TokenKind::TokLeftBracket && after_operand {
+                    level.chain += 1; // an index
+                    if level.chain > MAX_CHAIN {
+                        return Err(too_long_chain(source, token.start));
+                    }
+                }
+                level.longest_chain = level.longest_chain.max(level.chain);
+                level.unary = 0;
+                if depth + questions >= MAX_NESTING {
+                    return Err(too_deep(source, token.start));
+                }
+                levels.push(Level::default());
+            }
+            TokenKind::TokRightParen | TokenKind::TokRightBracket | TokenKind::TokRightBrace => {
+                if depth > 1 {
+                    let closed = levels.pop().expect("more than one");
+                    questions -= closed.questions;
+                }
+                operand = true;
+            }
+            TokenKind::TokComma => {
+                questions -= level.questions;
+                *level = Level::default();
+            }
+            TokenKind::TokQuestion => {
+                level.questions += 1;
+                questions += 1;
+                level.chain = 0;
+                if depth + questions >= MAX_NESTING {
+                    return Err(too_deep(source, token.start));
+                }
+            }
+            TokenKind::TokDot => {
+                level.chain += 1;
+                level.longest_chain = level.longest_chain.max(level.chain);
+                if level.chain > MAX_CHAIN {
+                    return Err(too_long_chain(source, token.start));
+                }
+            }
+            TokenKind::TokNull
+            | TokenKind::TokTrue
+            | TokenKind::TokFalse
+            | TokenKind::TokInt
+            | TokenKind::TokUint
+            | TokenKind::TokFloat
+            | TokenKind::TokString
+            | TokenKind::TokBytes
+            | TokenKind::TokIdent
+            | TokenKind::TokReservedWord => {
+                operand = true;
+                level.unary = 0;
+            }
+            // `&&` and `||` chains are balanced; `:` ends a branch.
+            TokenKind::TokLogicalAnd | TokenKind::TokLogicalOr | TokenKind::TokColon => {
+                level.chain = 0;
+            }
+            TokenKind::TokExclamation | TokenKind::TokMinus if !after_operand => {
+                level.unary += 1;
+                level.longest_unary = level.longest_unary.max(level.unary);
+            }
+            // A binary operator starts a new operand, and so a new chain.
+            _ => {
+                level.chain = 0;
+                level.operators += 1;
+            }
+        }
+        if levels.iter().map(Level::depth).sum::<usize>() > MAX_SCANNED_DEPTH {
+            return Err(format!(
+                "the CEL expression is too deeply built (more than {MAX_SCANNED_DEPTH} \
+                 operators, selections and conditions inside one another), at {}",
+                excerpt_at(source, token.start)
+            ));
+        }
+        after_operand = operand;
+    }
+    Ok(())
+}
+
+fn too_deep(source: &str, offset: usize) -> String {
+    format!(
+        "the CEL expression nests brackets or conditions more than {MAX_NESTING} deep, at {}",
+        excerpt_at(source, offset)
+    )
+}
+
+fn too_long_chain(source: &str, offset: usize) -> String {
+    format!(
+        "the CEL expression chains more than {MAX_CHAIN} selections, calls or indexes, at {}",
+        excerpt_at(source, offset)
+    )
+}
+
+/// The first parse error, with a short excerpt of the source around it.
+fn parse_error(source: &str, errors: &cel::ParseErrors) -> String {
+    let Some(first) = errors.errors.first() else {
+        return "the CEL expression does not compile".into();
+    };
+    let message = short(&first.msg, EXCERPT);
+    let (line, column) = first.pos;
+    if line < 1 || column < 1 {
+        return format!("the CEL expression does not compile: {message}");
+    }
+    let offset = source
+        .split_inclusive('\n')
+        .take(line as usize - 1)
+        .map(str::len)
+        .sum::<usize>()
+        + (column as usize - 1);
+    format!(
+        "the CEL expression does not compile: {message}, at {}",
+        excerpt_at(source, offset)
+    )
+}
+
+/// `line L, column C near "…excerpt…"` for a byte offset of `source`.
+fn excerpt_at(source: &str, offset: usize) -> String {
+    let offset = floor_char(source, offset.min(source.len()));
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let start = floor_char(source, offset.saturating_sub(EXCERPT / 2));
+    let end = floor_char(source, (start + EXCERPT).min(source.len()));
+    let text: String = source[start..end]
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let open = if start > 0 { "…" } else { "" };
+    let close = if end < source.len() { "…" } else { "" };
+    format!("line {line}, column {column}, near \"{open}{text}{close}\"")
+}
+
+fn floor_char(text: &str, mut index: usize) -> usize {
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// At most `max` bytes of `text`, whitespace collapsed, with `…` when cut.
+pub fn short(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+        if out.len() > max {
+            out.truncate(floor_char(&out, max));
+            out.push('…');
+            break;
+        }
+    }
+    out
+}
+
+/// At most `max` bytes of `value`'s display, without formatting the rest of it.
+pub(super) fn bounded_display(value: &dyn fmt::Display, max: usize) -> String {
+    struct Bounded {
+        out: String,
+        max: usize,
+    }
+    impl fmt::Write for Bounded {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let room = self.max.saturating_sub(self.out.len());
+            if s.len() <= room {
+                self.out.push_str(s);
+                Ok(())
+            } else {
+                self.out.push_str(&s[..floor_char(s, room)]);
+                Err(fmt::Error)
+            }
+        }
+    }
+    let mut bounded = Bounded {
+        out: String::new(),
+        max: max * 2,
+    };
+    let _ = write!(bounded, "{value}");
+    short(&bounded.out, max)
+}
+
+/// The children of `expr`, in no particular order.
+pub(super) fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
+    match &expr.expr {
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => Vec::new(),
+        Expr::Call(call) => call
+            .target
+            .iter()
+            .map(|t| t.as_ref())
+            .chain(&call.args)
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .flat_map(|e| entry_exprs(&e.expr))
+            .collect(),
+        Expr::Struct(st) => st
+            .entries
+            .iter()
+            .flat_map(|e| entry_exprs(&e.expr))
+            .collect(),
+        Expr::Select(select) => vec![&select.operand],
+    }
+}
+
+pub(super) fn entry_exprs(entry: &EntryExpr) -> Vec<&IdedExpr> {
+    match entry {
+        EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+        EntryExpr::StructField(f) => vec![&f.value],
+    }
+}
+
+/// Whether `expr` names `object` anywhere.
+pub(super) fn names_object(expr: &IdedExpr) -> bool {
+    let mut stack = vec![expr];
+    while let Some(expr) = stack.pop() {
+        if matches!(&expr.expr, Expr::Ident(name) if name == "object") {
+            return true;
+        }
+        stack.extend(children(expr));
+    }
+    false
+}
+
+/// The depth of `expr`, measured without recursion (the AST may be thousands deep).
+fn depth(expr: &IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(expr, 1usize)];
+    while let Some((expr, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        stack.extend(children(expr).into_iter().map(|child| (child, depth + 1)));
+    }
+    deepest
+}
+
+/// The functions with a cost rule (see [`Estimator::call`]); anything else is refused.
+const FUNCTIONS: &[&str] = &[
+    operators::CONDITIONAL,
+    operators::LOGICAL_AND,
+    operators::LOGICAL_OR,
+    operators::LOGICAL_NOT,
+    operators::NOT_STRICTLY_FALSE,
+    operators::EQUALS,
+    operators::NOT_EQUALS,
+    operators::LESS,
+    operators::LESS_EQUALS,
+    operators::GREATER,
+    operators::GREATER_EQUALS,
+    operators::IN,
+    operators::ADD,
+    operators::SUBSTRACT,
+    operators::MULTIPLY,
+    operators::DIVIDE,
+    operators::MODULO,
+    operators::NEGATE,
+    operators::INDEX,
+    operators::OPT_INDEX,
+    operators::OPT_SELECT,
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "string",
+    "bytes",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "dyn",
+    "type",
+    "timestamp",
+    "duration",
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+    "value",
+    "hasValue",
+    "or",
+    "orValue",
+];
+
+/// The functions of the `optional` namespace (`optional.of(x)`).
+const OPTIONAL_FUNCTIONS: &[&str] = &["of", "ofNonZeroValue", "none"];
+
+/// Whether `call` is `optional.<f>(...)`.
+pub(super) fn optional_call(call: &CallExpr) -> bool {
+    OPTIONAL_FUNCTIONS.contains(&call.func_name.as_str())
+        && call
+            .target
+            .as_deref()
+            .is_some_and(|t| matches!(&t.expr, Expr::Ident(name) if name == "optional"))
+}
+
+/// Refuses what has no cost rule, nested comprehensions and unbounded regexes.
+fn check(expr: &IdedExpr, in_comprehension: bool) -> Result<(), String> {
+    match &expr.expr {
+        Expr::Unspecified => return Err("the CEL expression is incomplete".into()),
+        Expr::Struct(st) => {
+            return Err(format!(
+                "message construction ({}{{...}}) is not supported",
+                short(&st.type_name, 64)
+            ));
+        }
+        Expr::Call(call) if optional_call(call) => {
+            for arg in &call.args {
+                check(arg, in_comprehension)?;
+            }
+            return Ok(());
+        }
+        Expr::Call(call) => {
+            if !FUNCTIONS.contains(&call.func_name.as_str()) {
+                return Err(format!(
+                    "the function {}() is not supported",
+                    short(&call.func_name, 64)
+                ));
+            }
+            if call.func_name == "matches" {
+                check_pattern(call)?;
+            }
+        }
+        Expr::Comprehension(c) => {
+            if in_comprehension {
+                return Err(
+                    "nested comprehensions (map/filter/all/exists inside another) are not \
+                     allowed: their cost grows with the product of list sizes"
+                        .into(),
+                );
+            }
+            if comprehension_kind(c).is_none() {
+                return Err("this comprehension is not supported".into());
+            }
+            check(&c.iter_range, in_comprehension)?;
+            for part in [&c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+                check(part, true)?;
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    for child in children(expr) {
+        check(child, in_comprehension)?;
+    }
+    Ok(())
+}
+
+/// `matches` needs a literal pattern, short, whose compiled form is small: its cost is
+/// then bounded by the text's length.
+fn check_pattern(call: &CallExpr) -> Result<(), String> {
+    let pattern = match (&call.target, call.args.as_slice()) {
+        (Some(_), [pattern]) | (None, [_, pattern]) => pattern,
+        _ => return Err("matches() takes a string and a pattern".into()),
+    };
+    let Expr::Literal(LiteralValue::String(pattern)) = &pattern.expr else {
+        return Err("the pattern of matches() must be a string literal".into());
+    };
+    let pattern = pattern.inner();
+    if pattern.len() > MAX_PATTERN {
+        return Err(format!(
+            "the pattern of matches() is longer than {MAX_PATTERN} bytes"
+        ));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(PATTERN_SIZE_LIMIT)
+        .build()
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "the pattern of matches() is not a valid regular expression small enough to run: {}",
+                bounded_display(&e, EXCERPT)
+            )
+        })
+}
+
+/// The two shapes of comprehension the standard macros produce.
+pub(super) enum Kind<'a> {
+    /// map / filter: `@result + [e]`, optionally guarded by `g ? ... : @result`, from
+    /// an empty list; cel appends in place.
+    Append {
+        guard: Option<&'a IdedExpr>,
+        items: &'a IdedExpr,
+    },
+    /// all / exists / exists_one: a scalar accumulator.
+    Scalar,
+}
+
+/// The shape of `c`, matching cel's own test for the in-place append.
+pub(super) fn comprehension_kind(c: &ComprehensionExpr) -> Option<Kind<'_>> {
+    let accu = c.accu_var.as_str();
+    let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
+    fn appended<'a>(e: &'a IdedExpr, accu: &str) -> Option<&'a IdedExpr> {
+        let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
+        match &e.expr {
+            Expr::Call(call) if call.func_name == operators::ADD && call.target.is_none() => {
+                match call.args.as_slice() {
+                    [lhs, rhs] if is_accu(lhs) && matches!(rhs.expr, Expr::List(_)) => Some(rhs),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+    let empty_init = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
+    let literal_cond = matches!(c.loop_cond.expr, Expr::Literal(_));
+    if empty_init && literal_cond && is_accu(&c.result) {
+        if let Some(items) = appended(&c.loop_step, accu) {
+            return Some(Kind::Append { guard: None, items });
+        }
+        if let Expr::Call(call) = &c.loop_step.expr
+            && call.func_name == operators::CONDITIONAL
+            && call.target.is_none()
+            && let [guard, step, otherwise] = call.args.as_slice()
+            && is_accu(otherwise)
+            && let Some(items) = appended(step, accu)
+        {
+            return Some(Kind::Append {
+                guard: Some(guard),
+                items,
+            });
+        }
+        return None;
+    }
+    let scalar_init = matches!(
+        &c.accu_init.expr,
+        Expr::Literal(
+            LiteralValue::Boolean(_)
+                | LiteralValue::Int(_)
+                | LiteralValue::UInt(_)
+                | LiteralValue::Double(_)
+                | LiteralValue::Null
+        )
+    );
+    scalar_init.then_some(Kind::Scalar)
+}
+
+/// Makes every comprehension step read [`STEP`], which the evaluation's resolver serves
+/// only within its limits: `e` becomes `@step ? e : null`. map/filter keep a literal
+/// loop condition (cel then appends in place) and check in their guard and appended
+/// element; the others check in their loop condition.
+fn rewrite(expr: &mut IdedExpr) {
+    if let Expr::Comprehension(c) = &mut expr.expr {
+        let append = matches!(comprehension_kind(c), Some(Kind::Append { .. }));
+        if append {
+            if let Expr::Call(call) = &mut c.loop_step.expr
+                && call.func_name == operators::CONDITIONAL
+            {
+                guard_step(&mut call.args[0]);
+                if let Expr::Call(add) = &mut call.args[1].expr
+                    && let Expr::List(list) = &mut add.args[1].expr
+                {
+                    list.elements.iter_mut().for_each(guard_step);
+                }
+            } else if let Expr::Call(add) = &mut c.loop_step.expr
+                && let Expr::List(list) = &mut add.args[1].expr
+            {
+                list.elements.iter_mut().for_each(guard_step);
+            }
+        } else {
+            guard_step(&mut c.loop_cond);
+        }
+    }
+    match &mut expr.expr {
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
+        Expr::Call(call) => {
+            if let Some(target) = &mut call.target {
+                rewrite(target);
+            }
+            call.args.iter_mut().for_each(rewrite);
+        }
+        Expr::Comprehension(c) => {
+            for part in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                rewrite(part);
+            }
+        }
+        Expr::List(list) => list.elements.iter_mut().for_each(rewrite),
+        Expr::Map(map) => {
+            for entry in &mut map.entries {
+                match &mut entry.expr {
+                    EntryExpr::MapEntry(m) => {
+                        rewrite(&mut m.key);
+                        rewrite(&mut m.value);
+                    }
+                    EntryExpr::StructField(f) => rewrite(&mut f.value),
+                }
+            }
+        }
+        Expr::Struct(_) => {}
+        Expr::Select(select) => rewrite(&mut select.operand),
+    }
+}
+
+/// `e` -> `@step ? e : null`.
+fn guard_step(expr: &mut IdedExpr) {
+    if is_step_guard(expr) {
+        return;
+    }
+    let inner = std::mem::take(expr);
+    *expr = IdedExpr {
+        id: inner.id,
+        expr: Expr::Call(CallExpr {
+            func_name: operators::CONDITIONAL.into(),
+            target: None,
+            args: vec![
+                IdedExpr {
+                    id: inner.id,
+                    expr: Expr::Ident(STEP.into()),
+                },
+                inner,
+                IdedExpr {
+                    id: 0,
+                    expr: Expr::Literal(LiteralValue::Null),
+                },
+            ],
+        }),
+    };
+}
+
+fn is_step_guard(expr: &IdedExpr) -> bool {
+    matches!(&expr.expr, Expr::Call(call)
+        if call.func_name == operators::CONDITIONAL
+            && matches!(call.args.first().map(|a| &a.expr), Some(Expr::Ident(n)) if n == STEP))
+}

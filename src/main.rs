@@ -6,27 +6,78 @@ use clap::Parser;
 use safewrite::config::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage(&err),
+    };
+    // A probe logs nothing and needs no more than one thread.
+    let cli = match cli.command {
+        Command::Health(args) => return safewrite::health::run(args),
+        Command::Serve(args) => (cli.log, args),
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => return fail(&err),
     };
     // Inside the runtime: the trace exporter's task is spawned on it.
-    let telemetry = match runtime.block_on(async { safewrite::telemetry::init(&cli.log) }) {
+    let (log, args) = cli;
+    let telemetry = match runtime.block_on(async { safewrite::telemetry::init(&log) }) {
         Ok(telemetry) => telemetry,
         Err(err) => return fail(&err),
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Serve(args) => safewrite::server::serve(args).await,
-        }
-    });
+    let result = runtime.block_on(safewrite::server::serve(args));
     // From this thread, with the runtime alive: the last spans are flushed.
     telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }
+}
+
+/// `--help` and `--version` print as usual; any other command-line error (a bad flag or
+/// value, from the command line or the environment) prints one line and exits 2.
+fn usage(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        let _ = err.print();
+        return ExitCode::SUCCESS;
+    }
+    let help = match std::env::args()
+        .skip(1)
+        .find(|a| a == "serve" || a == "health")
+    {
+        Some(command) => format!("safewrite {command} --help"),
+        None => "safewrite --help".to_string(),
+    };
+    let line = match err.kind() {
+        // clap would print the whole help here.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            "error: no subcommand given: `safewrite serve` runs the sidecar, `safewrite health` probes it".to_string()
+        }
+        _ => one_line(&err.render().to_string()),
+    };
+    eprintln!("safewrite: {line} (see {help})");
+    ExitCode::from(2)
+}
+
+/// clap's rendered error in one line: its first line, with the tip or the possible values
+/// that follow it, but not the usage.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut line = lines
+        .next()
+        .unwrap_or("error: invalid command line")
+        .to_string();
+    for more in lines {
+        if more.starts_with("tip:") || more.starts_with('[') {
+            line.push_str("; ");
+            line.push_str(more);
+        }
+    }
+    line
 }
 
 /// Prints one line naming the cause (with its sources) and returns a failing exit code.

@@ -4,6 +4,13 @@
 //! the same preconditions, compare, classification, backoff and deadline as the unary
 //! RPCs. A caller that disconnects, times out or sends a malformed message ends the
 //! transaction with no write after that point, and its task and buffers are freed.
+//!
+//! A caller that sends nothing for `--transact-idle-timeout` — no `begin` after opening
+//! the stream, or no proposal after a fresh object — ends it with DEADLINE_EXCEEDED
+//! (reason `TRANSACTION_IDLE`), so that a silent stream cannot hold a place among the
+//! RPCs in flight. The place is taken only once `begin` has arrived.
+
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -19,12 +26,30 @@ use crate::respond;
 use crate::server::{Admission, finish_rpc, write_result};
 use tracing::{Instrument as _, Span};
 
-/// Reads the opening `begin` message.
+/// The bounds a transaction's caller must keep.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The longest wait for the caller's next message (`--transact-idle-timeout`).
+    pub idle: Duration,
+    /// The largest message accepted (`--max-request-bytes`), for the refusal's message.
+    pub max_request_bytes: usize,
+}
+
+/// Reads the opening `begin` message, waiting at most `limits.idle` for it.
 pub async fn begin(
     inbound: &mut Streaming<pb::TransactRequest>,
+    limits: Limits,
 ) -> Result<pb::TransactBegin, Status> {
     let violation = |d: &str| respond::invalid_request(&FieldViolation::new("begin", d));
-    match inbound.message().await? {
+    let message = match tokio::time::timeout(limits.idle, inbound.message()).await {
+        Ok(message) => message,
+        Err(_) => return Err(respond::transact_idle("begin", limits.idle, &[])),
+    };
+    let message = message.map_err(|status| {
+        respond::unread_message(&status, limits.max_request_bytes, &[])
+            .unwrap_or_else(|| respond::refused_request(&status))
+    })?;
+    match message {
         Some(pb::TransactRequest {
             message: Some(pb::transact_request::Message::Begin(begin)),
         }) => Ok(begin),
@@ -40,6 +65,7 @@ pub fn run(
     spec: WriteSpec,
     inbound: Streaming<pb::TransactRequest>,
     deadline: Option<Instant>,
+    limits: Limits,
     admission: Admission,
     (span, started): (Span, std::time::Instant),
 ) -> impl Stream<Item = Result<pb::TransactResponse, Status>> + Send + 'static {
@@ -52,20 +78,39 @@ pub fn run(
             inbound,
             outbound: tx.clone(),
             deadline,
+            limits,
+            refused: None,
         };
         let outcome = tokio::select! {
             outcome = engine.write_with(&spec, &mut mutator, deadline) => outcome,
             // The caller is gone: stop wherever the loop is (reading, backing off).
             _ = closed.closed() => {
                 let gone = Status::cancelled("the caller went away; nothing was written after that");
-                finish_rpc(&span, "Transact", started, Err(&gone));
+                finish_rpc(&span, "Transact", Some(spec.subresource), started, Err(&gone));
                 return;
             }
         };
-        let result = outcome
-            .map(|written| write_result(written, &span))
-            .map_err(|err| respond::to_status(&err));
-        finish_rpc(&span, "Transact", started, result.as_ref());
+        let refused = mutator.refused.take();
+        let result =
+            outcome
+                .map(|written| write_result(written, &span))
+                .map_err(|err| match refused {
+                    Some(Refused::Idle) => {
+                        respond::transact_idle("proposal", limits.idle, &err.attempts)
+                    }
+                    Some(Refused::Stream(status)) => {
+                        respond::unread_message(&status, limits.max_request_bytes, &err.attempts)
+                            .unwrap_or_else(|| respond::to_status(&err))
+                    }
+                    None => respond::to_status(&err),
+                });
+        finish_rpc(
+            &span,
+            "Transact",
+            Some(spec.subresource),
+            started,
+            result.as_ref(),
+        );
         let message = result.map(|result| pb::TransactResponse {
             message: Some(pb::transact_response::Message::Result(result)),
         });
@@ -80,6 +125,19 @@ struct StreamMutator {
     inbound: Streaming<pb::TransactRequest>,
     outbound: mpsc::Sender<Result<pb::TransactResponse, Status>>,
     deadline: Option<Instant>,
+    limits: Limits,
+    /// Why the caller's stream ended the loop, when that is not a write failure: the
+    /// loop fails with `Failure::Cancelled`, and this says what to answer instead.
+    refused: Option<Refused>,
+}
+
+/// A transaction ended by its caller's stream rather than by the write.
+enum Refused {
+    /// No proposal within the idle bound.
+    Idle,
+    /// The stream failed with this status: a message tonic could not read (too large,
+    /// malformed) is refused as such; a failed transport is a cancellation.
+    Stream(Status),
 }
 
 impl Mutator for StreamMutator {
@@ -100,18 +158,24 @@ impl Mutator for StreamMutator {
         if self.outbound.send(Ok(offer)).await.is_err() {
             return Err(Failure::Cancelled("the caller went away".into()));
         }
-        let answer = match self.deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline, self.inbound.message()).await
-            {
-                Ok(answer) => answer,
-                Err(_) => {
-                    return Err(Failure::Deadline {
-                        attempts: attempt,
-                        last: "the caller did not answer the fresh object in time".into(),
-                    });
-                }
-            },
-            None => self.inbound.message().await,
+        // The caller's deadline, or the idle bound when it comes first.
+        let idle_until = Instant::now() + self.limits.idle;
+        let until = self.deadline.map_or(idle_until, |d| d.min(idle_until));
+        let answer = match tokio::time::timeout_at(until, self.inbound.message()).await {
+            Ok(answer) => answer,
+            Err(_) if until < idle_until => {
+                return Err(Failure::Deadline {
+                    attempts: attempt,
+                    last: "the caller did not answer the fresh object in time".into(),
+                });
+            }
+            Err(_) => {
+                self.refused = Some(Refused::Idle);
+                return Err(Failure::Cancelled(
+                    "the caller did not answer the fresh object within --transact-idle-timeout"
+                        .into(),
+                ));
+            }
         };
         let proposal = match answer {
             Ok(Some(pb::TransactRequest {
@@ -129,10 +193,10 @@ impl Mutator for StreamMutator {
                 ));
             }
             Err(status) => {
-                return Err(Failure::Cancelled(format!(
-                    "the caller's stream failed: {}",
-                    status.message()
-                )));
+                let failure =
+                    Failure::Cancelled(format!("the caller's stream failed: {}", status.message()));
+                self.refused = Some(Refused::Stream(status));
+                return Err(failure);
             }
         };
         if proposal.attempt != attempt {
@@ -168,7 +232,7 @@ impl Mutator for StreamMutator {
                 }
                 let current = if creating { Value::Null } else { fresh.clone() };
                 mutation
-                    .apply(fresh)
+                    .apply(fresh, self.deadline)
                     .await
                     .map(Change::Object)
                     .map_err(|e| mutation_failure(e, current))

@@ -3,7 +3,7 @@
 //! protocol errors, and callers that go away (no write after that point, nothing left
 //! behind in the sidecar).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -17,10 +17,36 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the safewrite.v1.WriterService gRPC API (plus grpc.health.v1 and reflection).
     Serve(ServeArgs),
+    /// Check a running sidecar's grpc.health.v1 status, for exec probes: prints one line,
+    /// exits 0 when it is SERVING and 1 otherwise.
+    Health(HealthArgs),
+}
+
+/// Options of `safewrite health`.
+#[derive(Debug, Clone, Args)]
+pub struct HealthArgs {
+    /// The sidecar's address: host:port, http://host:port or unix:///path/to/socket.
+    #[arg(long, env = "SAFEWRITE_ADDRESS", default_value = "127.0.0.1:50051", value_parser = crate::health::Address::parse)]
+    pub address: crate::health::Address,
+
+    /// The service whose health to check; empty for the whole server.
+    #[arg(long, default_value = "")]
+    pub service: String,
+
+    /// How long to wait for the connection and the answer together.
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    pub timeout: Duration,
+
+    /// File holding the sidecar's shared token, sent as `authorization: Bearer` (health
+    /// needs none; the same variable as `serve` so one setting serves both).
+    #[arg(long, env = "SAFEWRITE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Logging options, shared by every subcommand.
@@ -59,6 +85,35 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_UNIX_SOCKET")]
     pub unix_socket: Option<PathBuf>,
 
+    /// Permissions of the unix socket (octal), set before it accepts connections. Callers
+    /// need write permission to connect.
+    #[arg(long, env = "SAFEWRITE_UNIX_SOCKET_MODE", default_value = "0660", value_parser = parse_mode)]
+    pub unix_socket_mode: SocketMode,
+
+    /// Group owning the unix socket (a name from /etc/group, or a numeric gid), set before
+    /// it accepts connections, e.g. the pod's fsGroup.
+    #[arg(long, env = "SAFEWRITE_UNIX_SOCKET_GROUP")]
+    pub unix_socket_group: Option<String>,
+
+    /// Allow callers to write what this rule names:
+    /// GROUP/KIND[:NAMESPACES[:SUBRESOURCES[:OPERATIONS]]], e.g.
+    /// 'apps/Deployment:ns1,ns2:main,status' (operations: update, patch-status, transact,
+    /// create-if-missing). Repeatable; in the environment, rules are separated by spaces.
+    /// Without --allow and --policy every kind but Secrets may be written; a wildcard
+    /// never matches Secrets, only a rule naming core/Secret does.
+    #[arg(long = "allow", env = "SAFEWRITE_ALLOW", value_name = "RULE", value_delimiter = ' ', value_parser = parse_rule)]
+    pub allow: Vec<crate::policy::Rule>,
+
+    /// YAML or JSON file of allow rules (`allow:` list), added to those of --allow.
+    #[arg(long, env = "SAFEWRITE_POLICY", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// File holding a shared token that callers of the Writer service must send as gRPC
+    /// metadata `authorization: Bearer <token>` (health and reflection stay open). Read
+    /// again every few seconds, so a rotated Secret takes effect without a restart.
+    #[arg(long, env = "SAFEWRITE_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
     /// Kubeconfig file to use. Without it the API server is found the way Kubernetes
     /// tools find it: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
     #[arg(long, env = "SAFEWRITE_KUBECONFIG")]
@@ -91,6 +146,41 @@ pub struct ServeArgs {
     /// 1.5 MiB).
     #[arg(long, env = "SAFEWRITE_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1024..))]
     pub max_request_bytes: u32,
+
+    /// Most gRPC connections open at once (TCP and unix socket together). When the cap is
+    /// reached, the connection idle the longest (no RPC in flight) is closed to make
+    /// room; when every connection is busy, new ones wait. Keep it under the open-file
+    /// limit (ulimit -n): past that, accepting closes idle connections and backs off.
+    #[arg(long, env = "SAFEWRITE_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Most connections to the metrics endpoint open at once, made room for the same way.
+    #[arg(long, env = "SAFEWRITE_METRICS_MAX_CONNECTIONS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub metrics_max_connections: u32,
+
+    /// How long a new connection may take to open: to send the HTTP/2 preface (gRPC) or a
+    /// whole request head (metrics). Slower ones are closed.
+    #[arg(long, env = "SAFEWRITE_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub handshake_timeout: Duration,
+
+    /// How long a connection may stay open with no request in flight before it is closed.
+    #[arg(long, env = "SAFEWRITE_IDLE_TIMEOUT", default_value = "5m", value_parser = parse_positive_duration)]
+    pub idle_timeout: Duration,
+
+    /// Interval of HTTP/2 PINGs and TCP keepalive probes on gRPC connections, which find
+    /// peers that are gone without closing their connection; 0s turns them off.
+    #[arg(long, env = "SAFEWRITE_KEEPALIVE_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub keepalive_interval: Duration,
+
+    /// How long a PING may go unanswered before its connection is closed.
+    #[arg(long, env = "SAFEWRITE_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_positive_duration)]
+    pub keepalive_timeout: Duration,
+
+    /// How long a Transact stream may keep safewrite waiting: for its begin after it
+    /// opened, and for each proposal after a fresh object. Past it the transaction ends
+    /// with DEADLINE_EXCEEDED (reason TRANSACTION_IDLE) and frees its place in flight.
+    #[arg(long, env = "SAFEWRITE_TRANSACT_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub transact_idle_timeout: Duration,
 
     /// Consecutive faults (transport errors, timeouts, 429, 5xx) that open the circuit
     /// breaker; while open, requests fail fast and nothing is sent.
@@ -135,8 +225,8 @@ pub struct ServeArgs {
     pub request_timeout: Duration,
 
     /// Field manager recorded for writes whose request names none.
-    #[arg(long, env = "SAFEWRITE_FIELD_MANAGER", default_value = "safewrite")]
-    pub field_manager: String,
+    #[arg(long, env = "SAFEWRITE_FIELD_MANAGER", default_value = "safewrite", value_parser = parse_field_manager)]
+    pub field_manager: crate::target::FieldManager,
 
     /// How often to check that the API server is ready (health is NOT_SERVING until it is).
     #[arg(long, env = "SAFEWRITE_READINESS_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
@@ -150,6 +240,40 @@ pub enum MetricsListen {
     Off,
     /// `GET /metrics` on this address.
     At(SocketAddr),
+}
+
+/// Permission bits of the unix socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketMode(pub u32);
+
+impl std::fmt::Display for SocketMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04o}", self.0)
+    }
+}
+
+fn parse_mode(value: &str) -> Result<SocketMode, String> {
+    let digits = value.strip_prefix("0o").unwrap_or(value);
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o777 && !digits.is_empty() => Ok(SocketMode(mode)),
+        _ => Err(format!("{value:?} is not an octal mode such as 0660")),
+    }
+}
+
+fn parse_rule(value: &str) -> Result<crate::policy::Rule, String> {
+    crate::policy::Rule::parse(value).map_err(|e| e.to_string())
+}
+
+fn parse_field_manager(value: &str) -> Result<crate::target::FieldManager, String> {
+    crate::target::FieldManager::parse("--field-manager", value).map_err(|v| v.description)
+}
+
+fn parse_positive_duration(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_metrics_listen(value: &str) -> Result<MetricsListen, String> {

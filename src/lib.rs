@@ -1,25 +1,30 @@
 //! safewrite: a gRPC sidecar that owns the read-modify-write loop of Kubernetes writes
 //! for controllers written in any language. See README.md for the model.
 
-pub mod apiserver;
+pub mod auth;
 pub mod backoff;
-pub mod breaker;
+pub mod cel;
 pub mod classify;
+pub mod client;
 pub mod config;
-pub mod discovery;
+pub mod edge;
 pub mod engine;
+pub mod health;
 pub mod idempotency;
-pub mod kube_client;
+pub mod listen;
 pub mod metrics;
 pub mod mutation;
-pub mod observe;
-pub mod ratelimit;
-pub mod readiness;
+pub mod policy;
+pub mod process;
 pub mod respond;
 pub mod server;
 pub mod shutdown;
+pub mod startup;
+pub mod target;
 pub mod telemetry;
 pub mod transact;
+pub mod unix_socket;
+pub mod validate;
 
 /// Generated protobuf messages and the tonic service for `safewrite.v1`.
 pub mod pb {

@@ -1,12 +1,15 @@
 //! Metrics: one process-wide registry, rendered in the OpenMetrics text format on a
-//! separate port (`--metrics-listen`, path `/metrics`) for Prometheus to scrape.
+//! separate port (`--metrics-listen`, path `/metrics`) for Prometheus to scrape. RPCs
+//! that tonic refuses before a handler runs (too large, malformed, unauthenticated) are
+//! counted too. The same port answers `/livez` (200 while the process serves) and
+//! `/readyz` (200 while grpc.health.v1 says SERVING, else 503), for HTTP probes.
 //!
 //! | metric | labels | what |
 //! |---|---|---|
-//! | `safewrite_rpcs_total` | method, code | RPCs finished, by gRPC code |
-//! | `safewrite_rpc_duration_seconds` | method | RPC latency |
-//! | `safewrite_rpc_attempts` | method | attempts per finished RPC |
-//! | `safewrite_write_outcomes_total` | outcome | successful RPCs by outcome (updated, unchanged, created, aborted, already_applied) |
+//! | `safewrite_rpcs_total` | method, code, reason, subresource | RPCs finished, by gRPC code and ErrorInfo reason (see [`reason_label`]) |
+//! | `safewrite_rpc_duration_seconds` | method, subresource | RPC latency |
+//! | `safewrite_rpc_attempts` | method, subresource | attempts per finished RPC |
+//! | `safewrite_write_outcomes_total` | outcome, subresource | successful RPCs by outcome (updated, unchanged, created, aborted, already_applied) |
 //! | `safewrite_conflicts_total` | | 409 Conflict answers met (each one retried or final) |
 //! | `safewrite_api_requests_total` | verb, code | requests to the API server by verb and HTTP code (`error` when no answer, `circuit_open` when the breaker refused) |
 //! | `safewrite_api_request_duration_seconds` | verb | API request latency (rate-limit waits excluded) |
@@ -14,25 +17,39 @@
 //! | `safewrite_breaker_transitions_total` | to | state changes of the breaker |
 //! | `safewrite_ratelimit_wait_seconds` | | time requests waited for the rate limiter (only waits > 0) |
 //! | `safewrite_rpcs_in_flight` | | RPCs in flight (open transactions included) |
+//! | `safewrite_build_info` | version, rustc, git_sha | 1; `rustc` and `git_sha` are those of `SAFEWRITE_RUSTC_VERSION` / `SAFEWRITE_GIT_SHA` at build time, else `unknown` |
+//! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_start_time_seconds` | | the process, read from `/proc` at scrape time ([`crate::process`]) |
+//!
+//! `subresource` is `main` or `status`, or `unknown` for an RPC refused before it named
+//! one (a Transact whose begin never arrived or did not parse).
 
 use std::convert::Infallible;
-use std::sync::OnceLock;
 use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt as _;
 use http_body_util::Full;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_server::Health as _;
+use tonic_health::server::HealthService;
 use tracing::debug;
+
+use crate::listen::{Pool, Tracked};
 
 type Labels = Vec<(&'static str, String)>;
 type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
@@ -135,6 +152,12 @@ impl Metrics {
             "RPCs in flight, open transactions included",
             in_flight.clone(),
         );
+        registry.register(
+            "safewrite_build",
+            "The running build: version, compiler and source revision",
+            Info::new(build_labels()),
+        );
+        registry.register_collector(Box::new(crate::process::ProcessCollector));
         Self {
             registry,
             rpcs,
@@ -151,13 +174,27 @@ impl Metrics {
         }
     }
 
-    /// An RPC finished with `code` after `attempts` attempts.
-    pub fn rpc_done(&self, method: &'static str, code: tonic::Code, attempts: u32, took: Duration) {
-        let label = vec![("method", method.to_string())];
+    /// An RPC on `subresource` (`main`, `status`, `unknown`) finished with `code` and
+    /// the ErrorInfo `reason` (none on success) after `attempts` attempts.
+    pub fn rpc_done(
+        &self,
+        method: &'static str,
+        subresource: &'static str,
+        code: tonic::Code,
+        reason: Option<&str>,
+        attempts: u32,
+        took: Duration,
+    ) {
+        let label = vec![
+            ("method", method.to_string()),
+            ("subresource", subresource.to_string()),
+        ];
         self.rpcs
             .get_or_create(&vec![
                 ("method", method.to_string()),
                 ("code", code_name(code).to_string()),
+                ("reason", reason_label(reason).to_string()),
+                ("subresource", subresource.to_string()),
             ])
             .inc();
         self.rpc_duration
@@ -168,10 +205,13 @@ impl Metrics {
             .observe(f64::from(attempts));
     }
 
-    /// A successful RPC's outcome.
-    pub fn outcome(&self, outcome: &'static str) {
+    /// A successful RPC's outcome, on `subresource` (`main` or `status`).
+    pub fn outcome(&self, outcome: &'static str, subresource: &'static str) {
         self.outcomes
-            .get_or_create(&vec![("outcome", outcome.to_string())])
+            .get_or_create(&vec![
+                ("outcome", outcome.to_string()),
+                ("subresource", subresource.to_string()),
+            ])
             .inc();
     }
 
@@ -254,6 +294,41 @@ pub fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
+/// The `reason` label of an ErrorInfo reason: the reason itself when it is one the
+/// sidecar sends ([`crate::respond::REASONS`]: its own, the Kubernetes Status reasons,
+/// `HTTP_<code>` for common codes), `none` when there is none (success, or a status
+/// without details), `other` for anything else, so that the label's values stay a
+/// bounded set whatever an API server or a proxy answers.
+pub fn reason_label(reason: Option<&str>) -> &'static str {
+    match reason {
+        None | Some("") => "none",
+        Some(reason) => crate::respond::REASONS
+            .iter()
+            .find(|known| **known == reason)
+            .copied()
+            .unwrap_or("other"),
+    }
+}
+
+/// The labels of `safewrite_build_info`.
+fn build_labels() -> Vec<(&'static str, String)> {
+    vec![
+        ("version", env!("CARGO_PKG_VERSION").to_string()),
+        (
+            "rustc",
+            option_env!("SAFEWRITE_RUSTC_VERSION")
+                .unwrap_or("unknown")
+                .to_string(),
+        ),
+        (
+            "git_sha",
+            option_env!("SAFEWRITE_GIT_SHA")
+                .unwrap_or("unknown")
+                .to_string(),
+        ),
+    ]
+}
+
 /// The process-wide metrics.
 pub fn get() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -286,38 +361,87 @@ fn is_collection(path: &str) -> bool {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until `stop` turns true.
-pub async fn serve(listener: TcpListener, mut stop: watch::Receiver<bool>) {
+/// Serves `GET /metrics`, `/livez` and `/readyz` (from `health`, the server's
+/// grpc.health.v1 status) on `listener` until `stop` turns true, over HTTP/1
+/// connections held to `pool`'s cap and timeouts; hyper also bounds the time to read
+/// each request head (the pool's handshake timeout).
+pub async fn serve(
+    listener: TcpListener,
+    pool: Arc<Pool>,
+    health: HealthService,
+    mut stop: watch::Receiver<bool>,
+) {
+    let health = Arc::new(health);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(pool.limits().handshake_timeout);
+    let incoming = pool.incoming(TcpIncoming::from(listener).with_nodelay(Some(true)));
+    let mut incoming = std::pin::pin!(incoming);
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+        let conn = tokio::select! {
+            conn = incoming.next() => conn,
             _ = stop.wait_for(|s| *s) => return,
         };
-        let Ok((tcp, _)) = accepted else { continue };
+        let Some(Ok(conn)) = conn else { return };
+        let activity = conn.activity();
+        let builder = builder.clone();
+        let health = health.clone();
         tokio::spawn(async move {
-            let service = service_fn(|request: http::Request<hyper::body::Incoming>| async move {
-                let response = if request.uri().path() == "/metrics" {
-                    http::Response::builder()
-                        .header(
-                            http::header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )
-                        .body(Full::new(Bytes::from(get().render())))
-                } else {
-                    http::Response::builder()
-                        .status(http::StatusCode::NOT_FOUND)
-                        .body(Full::new(Bytes::from_static(b"metrics are at /metrics\n")))
-                };
-                Ok::<_, Infallible>(response.expect("static response parts"))
+            let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                // In flight until the response body is written.
+                let active = Some(activity.start());
+                let health = health.clone();
+                async move {
+                    let text = |status: http::StatusCode, body: &'static str| {
+                        http::Response::builder()
+                            .status(status)
+                            .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+                            .body(Full::new(Bytes::from_static(body.as_bytes())))
+                    };
+                    let response = match request.uri().path() {
+                        "/metrics" => http::Response::builder()
+                            .header(
+                                http::header::CONTENT_TYPE,
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )
+                            .body(Full::new(Bytes::from(get().render()))),
+                        "/livez" => text(http::StatusCode::OK, "ok\n"),
+                        "/readyz" => {
+                            if serving(&health).await {
+                                text(http::StatusCode::OK, "ok\n")
+                            } else {
+                                text(
+                                    http::StatusCode::SERVICE_UNAVAILABLE,
+                                    "not ready: the API server is not ready (or the sidecar is draining)\n",
+                                )
+                            }
+                        }
+                        _ => text(
+                            http::StatusCode::NOT_FOUND,
+                            "metrics are at /metrics; probes at /livez and /readyz\n",
+                        ),
+                    };
+                    let response = response.expect("static response parts");
+                    Ok::<_, Infallible>(response.map(|body| Tracked::new(body, active)))
+                }
             });
-            if let Err(error) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tcp), service)
-                .await
-            {
+            if let Err(error) = builder.serve_connection(TokioIo::new(conn), service).await {
                 debug!(%error, "metrics connection ended");
             }
         });
     }
+}
+
+/// Whether grpc.health.v1 says the whole server ("") is SERVING.
+async fn serving(health: &HealthService) -> bool {
+    let request = tonic::Request::new(HealthCheckRequest {
+        service: String::new(),
+    });
+    health
+        .check(request)
+        .await
+        .is_ok_and(|answer| answer.into_inner().status() == ServingStatus::Serving)
 }
 
 #[cfg(test)]
@@ -350,22 +474,58 @@ mod tests {
         let m = get();
         m.rpc_done(
             "UpdateWithRetry",
+            "main",
             tonic::Code::Aborted,
+            Some("Conflict"),
             3,
             Duration::from_millis(5),
         );
+        m.rpc_done(
+            "Transact",
+            "status",
+            tonic::Code::Unavailable,
+            Some("ServiceUnavailable"),
+            2,
+            Duration::from_millis(5),
+        );
+        m.outcome("updated", "status");
         m.api_request("update", "409", Duration::from_millis(1));
         m.breaker(2, "open");
         let text = m.render();
         for name in [
-            "safewrite_rpcs_total{method=\"UpdateWithRetry\",code=\"ABORTED\"} 1",
-            "safewrite_rpc_attempts_bucket{",
+            "safewrite_rpcs_total{method=\"UpdateWithRetry\",code=\"ABORTED\",reason=\"Conflict\",subresource=\"main\"} 1",
+            "safewrite_rpcs_total{method=\"Transact\",code=\"UNAVAILABLE\",reason=\"ServiceUnavailable\",subresource=\"status\"} 1",
+            "safewrite_rpc_attempts_bucket{le=\"2.0\",method=\"Transact\",subresource=\"status\"} 1",
+            "safewrite_write_outcomes_total{outcome=\"updated\",subresource=\"status\"} 1",
             "safewrite_api_requests_total{verb=\"update\",code=\"409\"} 1",
             "safewrite_breaker_state 2",
             "safewrite_rpcs_in_flight 0",
+            "safewrite_build_info{version=\"",
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_open_fds ",
+            "process_max_fds ",
+            "process_start_time_seconds ",
             "# EOF",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn reasons_are_a_bounded_set() {
+        for reason in [
+            "CIRCUIT_OPEN",
+            "RETRY_BUDGET_EXHAUSTED",
+            "POLICY_DENIED",
+            "ServiceUnavailable",
+            "HTTP_503",
+        ] {
+            assert_eq!(reason_label(Some(reason)), reason);
+        }
+        assert_eq!(reason_label(None), "none");
+        assert_eq!(reason_label(Some("")), "none");
+        assert_eq!(reason_label(Some("SomethingAProxySaid")), "other");
+        assert_eq!(reason_label(Some("HTTP_418")), "other");
     }
 }

@@ -1,7 +1,13 @@
 //! Every gRPC status the Writer service returns is chosen here: a write failure ->
 //! code, a plain message saying what happened and what to do, and rich details
 //! (google.rpc ErrorInfo, BadRequest, RetryInfo, plus safewrite.v1.WriteFailure with the
-//! attempts made and, for precondition failures, the current object).
+//! attempts made and, for precondition failures, the current object). Refusals made
+//! outside the write loop are chosen here too: overload, invalid requests, messages tonic
+//! could not read (too large, malformed), idle transactions, writes the policy denies and
+//! calls without the shared token.
+//!
+//! [`REASONS`] lists every ErrorInfo reason an answer can carry: the bounded set of the
+//! `reason` label of `safewrite_rpcs_total`.
 
 use std::time::Duration;
 
@@ -11,13 +17,78 @@ use tonic::Code;
 use tonic_types::pb as rpc;
 
 use crate::classify::Decision;
-use crate::discovery::DiscoveryError;
+use crate::client::discovery::DiscoveryError;
 use crate::engine::{Failure, WriteError};
 use crate::mutation::{ApplyError, FieldViolation};
 use crate::pb;
 
 /// The ErrorInfo domain of every error safewrite returns.
 pub const DOMAIN: &str = "safewrite.dev";
+
+/// Every ErrorInfo reason safewrite sends: its own (chosen in this module and in
+/// `auth`), the Kubernetes Status reasons it passes on, and `HTTP_<code>` for the
+/// answers without a reason that it classifies. Any other reason (an answer of an odd
+/// proxy) is counted as `other` in the metrics.
+pub const REASONS: &[&str] = &[
+    // safewrite's own
+    "INVALID_REQUEST",
+    "UNKNOWN_KIND",
+    "PRECONDITION_FAILED",
+    "INVALID_CEL",
+    "CEL_BUSY",
+    "DEADLINE_EXCEEDED",
+    "MUTATION_DOES_NOT_APPLY",
+    "RESOURCE_VERSION_MISMATCH",
+    "API_SERVER_UNREACHABLE",
+    "WRITE_OUTCOME_UNKNOWN",
+    "RETRY_BUDGET_EXHAUSTED",
+    "CIRCUIT_OPEN",
+    "RATE_LIMITED",
+    "TRANSACTION_CANCELLED",
+    "TRANSACTION_IDLE",
+    "BAD_ANSWER",
+    "OVERLOADED",
+    "REQUEST_TOO_LARGE",
+    "MALFORMED_REQUEST",
+    "UNIMPLEMENTED",
+    "REQUEST_NOT_READ",
+    "POLICY_DENIED",
+    "TOKEN_REQUIRED",
+    "TOKEN_INVALID",
+    "FieldManagerConflict",
+    // the API server's Status reasons (metav1.StatusReason)
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+    // answers without a reason
+    "HTTP_400",
+    "HTTP_401",
+    "HTTP_403",
+    "HTTP_404",
+    "HTTP_409",
+    "HTTP_422",
+    "HTTP_429",
+    "HTTP_500",
+    "HTTP_502",
+    "HTTP_503",
+    "HTTP_504",
+];
 
 /// The details to attach, beside code and message.
 #[derive(Default)]
@@ -62,11 +133,6 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
                 ),
             )
         }
-        Failure::Discovery(e) => {
-            details.reason = "DISCOVERY_FAILED".into();
-            details.retry_after = Some(Duration::from_secs(1));
-            (Code::Unavailable, format!("{e}; retry later"))
-        }
         Failure::PreconditionFailed { reason, current } => {
             details.reason = "PRECONDITION_FAILED".into();
             details.current_object = Some(current.clone());
@@ -78,7 +144,12 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             )
         }
         Failure::Mutation { error, current } => match error {
-            ApplyError::CelNotAMap(_) | ApplyError::CelNotABool(_) | ApplyError::CelTooSlow(_) => {
+            ApplyError::CelNotAMap(_)
+            | ApplyError::CelNotABool(_)
+            | ApplyError::CelTooSlow(_)
+            | ApplyError::CelTooCostly { .. }
+            | ApplyError::CelResultTooLarge { .. }
+            | ApplyError::CelTooManySteps(_) => {
                 details.reason = "INVALID_CEL".into();
                 let field = if matches!(error, ApplyError::CelNotABool(_)) {
                     "preconditions.cel"
@@ -91,6 +162,21 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
                 (
                     Code::InvalidArgument,
                     format!("{error}; nothing was written"),
+                )
+            }
+            ApplyError::CelBusy => {
+                details.reason = "CEL_BUSY".into();
+                details.retry_after = Some(Duration::from_secs(1));
+                (
+                    Code::ResourceExhausted,
+                    format!("{error}; nothing was written"),
+                )
+            }
+            ApplyError::CelDeadline => {
+                details.reason = "DEADLINE_EXCEEDED".into();
+                (
+                    Code::DeadlineExceeded,
+                    format!("{error}; nothing was written; give the call a longer deadline"),
                 )
             }
             _ => {
@@ -341,6 +427,66 @@ pub fn overloaded(max: usize) -> tonic::Status {
     )
 }
 
+/// PERMISSION_DENIED (reason `POLICY_DENIED`) for a write the sidecar's policy does not
+/// allow: nothing was sent. The message and the ErrorInfo metadata name what was denied
+/// and the `--allow` flag that would allow it.
+pub fn policy_denied(denied: &crate::policy::Denied) -> tonic::Status {
+    let place = if denied.namespace.is_empty() {
+        "cluster-scoped".to_string()
+    } else {
+        format!("in namespace {}", denied.namespace)
+    };
+    let details = Details {
+        reason: "POLICY_DENIED".into(),
+        metadata: vec![
+            ("attempts".into(), "0".into()),
+            ("operation".into(), denied.operation.name().into()),
+            ("kind".into(), denied.kind.clone()),
+            ("namespace".into(), denied.namespace.clone()),
+            ("subresource".into(), denied.subresource.into()),
+            ("rule".into(), denied.rule.clone()),
+            ("allow".into(), denied.allow.clone()),
+        ],
+        ..Details::default()
+    };
+    build(
+        Code::PermissionDenied,
+        format!(
+            "the sidecar's policy does not allow {} of {} {:?} {place} ({} resource): {}; nothing was sent; to allow it, start safewrite with {} (or add the rule to its --policy file)",
+            denied.operation.name(),
+            denied.kind,
+            denied.name,
+            denied.subresource,
+            denied.why,
+            denied.allow,
+        ),
+        details,
+        &[],
+    )
+}
+
+/// UNAUTHENTICATED (reason `TOKEN_REQUIRED` or `TOKEN_INVALID`) for a call without the
+/// sidecar's shared token: nothing was read or sent.
+pub fn unauthenticated(refusal: crate::auth::Refusal) -> tonic::Status {
+    let said = match refusal {
+        crate::auth::Refusal::Missing => "this sidecar requires a token and the call carries none",
+        crate::auth::Refusal::Invalid => "the call's token is not this sidecar's",
+    };
+    let details = Details {
+        reason: refusal.reason().into(),
+        metadata: vec![("attempts".into(), "0".into())],
+        ..Details::default()
+    };
+    build(
+        Code::Unauthenticated,
+        format!(
+            "{said}: send gRPC metadata `authorization: Bearer <token>` with the token of the sidecar's --token-file; nothing was sent"
+        ),
+        details,
+        &[],
+    )
+}
+
 /// INVALID_ARGUMENT for a request that fails validation before anything is sent.
 pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
     let details = Details {
@@ -354,6 +500,145 @@ pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
         format!("invalid request: {violation}; nothing was sent"),
         details,
         &[],
+    )
+}
+
+/// The status for a request message that tonic's decoder refused (`status`) before
+/// safewrite could read it: OUT_OF_RANGE (reason `REQUEST_TOO_LARGE`) for a message over
+/// `--max-request-bytes`, INVALID_ARGUMENT (reason `MALFORMED_REQUEST`) for one that does
+/// not decode (bad protobuf, bad compression flag, truncated, missing). None when
+/// `status` is not about the message but about its transport (the caller's stream
+/// failed): see [`refused_request`]. `attempts` are those of a transaction in progress.
+pub fn unread_message(
+    status: &tonic::Status,
+    max_request_bytes: usize,
+    attempts: &[pb::AttemptRecord],
+) -> Option<tonic::Status> {
+    let outcome = if attempts.is_empty() {
+        "nothing was sent"
+    } else {
+        "nothing was written after that point"
+    };
+    let mut details = Details {
+        metadata: vec![("attempts".into(), attempts.len().to_string())],
+        ..Details::default()
+    };
+    match status.code() {
+        // tonic: "... found {len} bytes, the limit is: {limit} bytes"; decompression:
+        // "... size limit, of {limit} bytes, exceeded ...".
+        Code::OutOfRange | Code::ResourceExhausted => {
+            let found = status
+                .message()
+                .split_once("found ")
+                .and_then(|(_, rest)| rest.split_once(' '))
+                .and_then(|(n, _)| n.parse::<u64>().ok());
+            details.reason = "REQUEST_TOO_LARGE".into();
+            details
+                .metadata
+                .push(("limit_bytes".into(), max_request_bytes.to_string()));
+            let size = match found {
+                Some(found) => {
+                    details
+                        .metadata
+                        .push(("found_bytes".into(), found.to_string()));
+                    format!("the request message has {found} bytes")
+                }
+                None => "the request message is too large".to_string(),
+            };
+            Some(build(
+                Code::OutOfRange,
+                format!(
+                    "{size}, over the limit of {max_request_bytes} bytes (--max-request-bytes); {outcome}"
+                ),
+                details,
+                attempts,
+            ))
+        }
+        // The decoder's own refusals carry no source; a failed transport (an HTTP/2
+        // error, a reset) does.
+        Code::Internal if std::error::Error::source(status).is_none() => {
+            details.reason = "MALFORMED_REQUEST".into();
+            Some(build(
+                Code::InvalidArgument,
+                format!(
+                    "malformed request: {} (is the client built from the same safewrite.v1 proto?); {outcome}",
+                    status.message()
+                ),
+                details,
+                attempts,
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A refusal tonic made before safewrite read the request that is not about the message
+/// itself (unknown method, unsupported encoding, a failed transport): the same code and
+/// message, with the rich details every error carries (reason `UNIMPLEMENTED` or
+/// `REQUEST_NOT_READ`).
+pub fn refused_request(status: &tonic::Status) -> tonic::Status {
+    let (reason, message) = match status.code() {
+        Code::Unimplemented => (
+            "UNIMPLEMENTED",
+            format!(
+                "not implemented by safewrite: {}; nothing was sent",
+                match status.message() {
+                    "" => "unknown method",
+                    said => said,
+                }
+            ),
+        ),
+        _ => (
+            "REQUEST_NOT_READ",
+            format!(
+                "the request could not be read: {}; nothing was sent",
+                status.message()
+            ),
+        ),
+    };
+    let details = Details {
+        reason: reason.into(),
+        metadata: vec![("attempts".into(), "0".into())],
+        ..Details::default()
+    };
+    build(status.code(), message, details, &[])
+}
+
+/// DEADLINE_EXCEEDED (reason `TRANSACTION_IDLE`) for a transaction whose caller sent
+/// nothing for `bound` (`--transact-idle-timeout`) while safewrite waited for its
+/// `waiting_for` (the begin, or a proposal answering a fresh object). The caller's own
+/// deadline, when it comes first, is reported as DEADLINE_EXCEEDED with reason
+/// `DEADLINE_EXCEEDED` instead.
+pub fn transact_idle(
+    waiting_for: &str,
+    bound: Duration,
+    attempts: &[pb::AttemptRecord],
+) -> tonic::Status {
+    let details = Details {
+        reason: "TRANSACTION_IDLE".into(),
+        metadata: vec![
+            ("attempts".into(), attempts.len().to_string()),
+            ("waiting_for".into(), waiting_for.into()),
+            (
+                "idle_timeout".into(),
+                humantime::format_duration(bound).to_string(),
+            ),
+        ],
+        ..Details::default()
+    };
+    let outcome = if attempts.is_empty() {
+        "nothing was sent"
+    } else {
+        "nothing was written after that point"
+    };
+    build(
+        Code::DeadlineExceeded,
+        format!(
+            "the transaction's caller sent no {waiting_for} within {} (--transact-idle-timeout); {outcome}",
+            humantime::format_duration(bound)
+        ),
+        details,
+        attempts,
     )
 }
 
@@ -424,4 +709,68 @@ fn build(
         details: anys,
     };
     tonic::Status::with_details(code, message, status.encode_to_vec().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every reason literal chosen in this file is in [`REASONS`], so that the metrics'
+    /// `reason` label names it rather than `other`.
+    #[test]
+    fn every_reason_chosen_here_is_listed() {
+        let source = include_str!("respond.rs");
+        let code = source.split("#[cfg(test)]").next().unwrap();
+        let listed_from = code.find("pub const REASONS").unwrap();
+        let listed_to = listed_from + code[listed_from..].find("];").unwrap();
+        let code = format!("{}{}", &code[..listed_from], &code[listed_to..]);
+        let literal = regex::Regex::new(r#""([A-Z][A-Z_]{3,}|FieldManagerConflict)""#).unwrap();
+        let mut found = 0;
+        for reason in literal.captures_iter(&code) {
+            found += 1;
+            assert!(
+                REASONS.contains(&&reason[1]),
+                "{} is not in REASONS",
+                &reason[1]
+            );
+        }
+        assert!(found > 20, "only {found} reasons found");
+        for refusal in [crate::auth::Refusal::Missing, crate::auth::Refusal::Invalid] {
+            assert!(REASONS.contains(&refusal.reason()));
+        }
+    }
+
+    #[test]
+    fn a_policy_denial_names_what_and_the_flag() {
+        let denied = crate::policy::Denied {
+            operation: crate::policy::Operation::Update,
+            kind: "core/Secret".into(),
+            namespace: "ns1".into(),
+            name: "db".into(),
+            subresource: "main",
+            why: "no rule names core/Secret".into(),
+            rule: "core/Secret:ns1:main:update".into(),
+            allow: "--allow 'core/Secret:ns1:main:update'".into(),
+        };
+        let status = policy_denied(&denied);
+        assert_eq!(status.code(), Code::PermissionDenied);
+        assert!(
+            status
+                .message()
+                .contains("update of core/Secret \"db\" in namespace ns1"),
+            "{}",
+            status.message()
+        );
+        assert!(status.message().contains("nothing was sent"));
+        assert!(
+            status
+                .message()
+                .contains("--allow 'core/Secret:ns1:main:update'")
+        );
+        use tonic_types::StatusExt as _;
+        let info = status.get_details_error_info().unwrap();
+        assert_eq!(info.reason, "POLICY_DENIED");
+        assert_eq!(info.metadata["rule"], "core/Secret:ns1:main:update");
+        assert_eq!(info.metadata["operation"], "update");
+    }
 }

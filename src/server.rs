@@ -1,44 +1,49 @@
 //! The gRPC server: the `safewrite.v1.WriterService` service, `grpc.health.v1` and server
-//! reflection, on a loopback TCP address and optionally a unix socket, with readiness
-//! tracking and two-stage graceful shutdown.
+//! reflection, on a loopback TCP address and optionally a unix socket (its mode and group
+//! set before it accepts a connection), with readiness tracking and two-stage graceful
+//! shutdown. Connections are bounded by `listen` (cap, handshake and idle timeouts,
+//! accept backoff) and HTTP/2 and TCP keepalive; calls without the shared token and what
+//! tonic refuses before a handler runs are answered by `edge`. Every validated write is
+//! checked against the `policy` before anything is sent.
 
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use std::sync::Arc;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::TcpListener;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::Routes;
 use tonic::transport::Server;
-use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::server::{TcpConnectInfo, TcpIncoming, UdsConnectInfo};
 use tonic::{Request, Response, Status, Streaming};
 use tonic_health::ServingStatus;
 use tonic_types::StatusExt as _;
+use tower::layer::util::{Identity, Stack};
 use tracing::{Instrument as _, Span, info, warn};
 
+use crate::auth::{Token, TokenError};
 use crate::backoff::Backoff;
+use crate::client::readiness;
+use crate::client::{self as kube_client, ConnectError};
 use crate::config::{MetricsListen, ServeArgs};
-use crate::engine::{
-    self, Engine, EngineConfig, Policy, Preconditions, Subresource, Target, WriteSpec, Written,
-};
-use crate::idempotency;
-use crate::kube_client::{self, ConnectError};
+use crate::edge::{Edge, Reached};
+use crate::engine::{self, Engine, EngineConfig, Subresource, Written};
+use crate::listen::{self, Limits, Pool, TrackLayer};
 use crate::metrics;
-use crate::mutation::{self, Cel, FieldViolation, Mutation};
 use crate::pb;
 use crate::pb::writer_service_server::WriterServiceServer;
-use crate::readiness;
+use crate::policy::{Operation, Policy, PolicyError};
 use crate::respond;
 use crate::shutdown::Signals;
+use crate::startup;
 use crate::telemetry;
 use crate::transact;
+use crate::unix_socket::{self, SocketError};
 
 /// Why the server could not start or stopped with an error. Each is a configuration or
 /// environment problem reported in one line by `main`.
@@ -54,16 +59,15 @@ pub enum ServeError {
         #[source]
         source: io::Error,
     },
-    /// The unix socket could not be bound.
-    #[error("failed to listen on unix socket {}", path.display())]
-    UnixSocket {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// The path given for the unix socket is served by another live process.
-    #[error("unix socket {} is in use by another process", path.display())]
-    UnixSocketInUse { path: PathBuf },
+    /// The unix socket could not be bound, is in use, or could not get its mode or group.
+    #[error(transparent)]
+    UnixSocket(#[from] SocketError),
+    /// The policy (`--policy`) could not be loaded.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The token file (`--token-file`) could not be used.
+    #[error(transparent)]
+    Token(#[from] TokenError),
     /// Signal handlers could not be installed.
     #[error("failed to install signal handlers")]
     Signals(#[source] io::Error),
@@ -90,17 +94,27 @@ pub struct WriterService {
     engine: Engine,
     in_flight: Arc<Semaphore>,
     max_in_flight: usize,
+    transact: transact::Limits,
+    policy: Arc<Policy>,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
 
 impl WriterService {
-    /// A service that runs at most `max_in_flight` RPCs at once.
-    pub fn new(engine: Engine, max_in_flight: usize) -> Self {
+    /// A service that runs at most `max_in_flight` RPCs at once, holds transactions'
+    /// callers to `transact`, and writes only what `policy` allows.
+    pub fn new(
+        engine: Engine,
+        max_in_flight: usize,
+        transact: transact::Limits,
+        policy: Policy,
+    ) -> Self {
         Self {
             engine,
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
             max_in_flight,
+            transact,
+            policy: Arc::new(policy),
         }
     }
 
@@ -117,22 +131,25 @@ impl WriterService {
         })
     }
 
-    /// Runs a unary RPC in its span: validates the request, runs the engine, maps the
-    /// result, and records the RPC in its span and the metrics.
+    /// Runs a unary RPC in its span: validates the request, checks it against the
+    /// policy, runs the engine, maps the result, and records the RPC in its span and the
+    /// metrics.
     async fn run(
         &self,
         method: &'static str,
         metadata: &tonic::metadata::MetadataMap,
         parts: RequestParts<'_>,
         subresource: Subresource,
+        operation: Operation,
     ) -> Result<pb::WriteResult, Status> {
         let span = telemetry::rpc_span(method, metadata);
-        record_target(&span, parts.target);
         let started = std::time::Instant::now();
         let result = async {
             let _admission = self.admit()?;
             let spec = validate(parts, subresource, self.engine.config())
                 .map_err(|v| respond::invalid_request(&v))?;
+            record_target(&span, &spec.target);
+            self.permit(&spec, operation)?;
             let deadline = grpc_timeout(metadata).map(|t| tokio::time::Instant::now() + t);
             self.engine
                 .write(&spec, deadline)
@@ -142,8 +159,22 @@ impl WriterService {
         }
         .instrument(span.clone())
         .await;
-        finish_rpc(&span, method, started, result.as_ref());
+        finish_rpc(&span, method, Some(subresource), started, result.as_ref());
         result
+    }
+
+    /// Whether the policy allows `operation` of the validated write; PERMISSION_DENIED
+    /// (reason `POLICY_DENIED`) before anything is sent when it does not.
+    fn permit(&self, spec: &engine::WriteSpec, operation: Operation) -> Result<(), Status> {
+        self.policy.check(spec, operation).map_err(|denied| {
+            tracing::debug!(
+                operation = denied.operation.name(),
+                kind = %denied.kind,
+                rule = %denied.rule,
+                "write denied by the policy"
+            );
+            respond::policy_denied(&denied)
+        })
     }
 }
 
@@ -166,35 +197,45 @@ pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
     }
 }
 
-/// Records the target's identity (never its contents) on the RPC span.
-pub fn record_target(span: &Span, target: Option<&pb::ObjectRef>) {
-    if let Some(target) = target {
-        if !target.namespace.is_empty() {
-            span.record("k8s.namespace.name", target.namespace.as_str());
-        }
-        span.record("safewrite.target.api_version", target.api_version.as_str());
-        span.record("safewrite.target.kind", target.kind.as_str());
-        span.record("safewrite.target.name", target.name.as_str());
+/// Records the target's identity (never its contents) on the RPC span. Only a validated
+/// target is recorded: a caller's raw strings never reach spans or logs.
+pub fn record_target(span: &Span, target: &crate::target::Target) {
+    if !target.namespace.is_empty() {
+        span.record("k8s.namespace.name", &*target.namespace);
+    }
+    span.record("safewrite.target.api_version", &*target.api_version);
+    span.record("safewrite.target.kind", &*target.kind);
+    span.record("safewrite.target.name", &*target.name);
+}
+
+/// The metrics label of a subresource; `unknown` before the request named one.
+pub fn subresource_label(subresource: Option<Subresource>) -> &'static str {
+    match subresource {
+        Some(Subresource::Main) => "main",
+        Some(Subresource::Status) => "status",
+        None => "unknown",
     }
 }
 
-/// Records a finished RPC: its code, outcome and attempts on its span, and in the
-/// metrics.
+/// Records a finished RPC on `subresource` (when it is known): its code, outcome and
+/// attempts on its span, and in the metrics.
 pub fn finish_rpc(
     span: &Span,
     method: &'static str,
+    subresource: Option<Subresource>,
     started: std::time::Instant,
     result: Result<&pb::WriteResult, &Status>,
 ) {
     let metrics = metrics::get();
-    let (code, attempts) = match result {
+    let subresource = subresource_label(subresource);
+    let (code, reason, attempts) = match result {
         Ok(result) => {
             let outcome = engine::outcome_name(result.outcome(), result.already_applied);
             span.record("safewrite.outcome", outcome);
             span.record("safewrite.already_applied", result.already_applied);
-            metrics.outcome(outcome);
+            metrics.outcome(outcome, subresource);
             telemetry::record_rpc_end(span, tonic::Code::Ok, None);
-            (tonic::Code::Ok, result.attempts)
+            (tonic::Code::Ok, None, result.attempts)
         }
         Err(status) => {
             let info = status.get_details_error_info();
@@ -208,201 +249,21 @@ pub fn finish_rpc(
                 status.code(),
                 info.as_ref().map(|i| i.reason.as_str()),
             );
-            (status.code(), attempts)
+            (status.code(), info.map(|i| i.reason), attempts)
         }
     };
     span.record("safewrite.attempts", i64::from(attempts));
-    metrics.rpc_done(method, code, attempts, started.elapsed());
-}
-
-/// The fields every write request has.
-pub struct RequestParts<'a> {
-    pub target: Option<&'a pb::ObjectRef>,
-    pub mutation: Option<&'a pb::Mutation>,
-    pub preconditions: Option<&'a pb::Preconditions>,
-    pub retry_policy: Option<&'a pb::RetryPolicy>,
-    pub options: Option<&'a pb::WriteOptions>,
-}
-
-/// Checks a request and compiles it into a `WriteSpec`. Everything that can be known to
-/// be wrong without the API server is refused here, naming the field.
-pub fn validate(
-    parts: RequestParts<'_>,
-    subresource: Subresource,
-    config: &EngineConfig,
-) -> Result<WriteSpec, FieldViolation> {
-    validate_parts(parts, subresource, config, true)
-}
-
-/// `validate`, with the mutation optional when `require_mutation` is false (Transact,
-/// where the caller's code supplies each change).
-pub fn validate_parts(
-    parts: RequestParts<'_>,
-    subresource: Subresource,
-    config: &EngineConfig,
-    require_mutation: bool,
-) -> Result<WriteSpec, FieldViolation> {
-    let target = parts
-        .target
-        .ok_or_else(|| FieldViolation::new("target", "required: the object to write"))?;
-    for (field, value) in [
-        ("target.api_version", &target.api_version),
-        ("target.kind", &target.kind),
-        ("target.name", &target.name),
-    ] {
-        if value.trim().is_empty() {
-            return Err(FieldViolation::new(field, "required"));
-        }
-    }
-    let target = Target {
-        api_version: target.api_version.clone(),
-        kind: target.kind.clone(),
-        namespace: target.namespace.clone(),
-        name: target.name.clone(),
-    };
-    let mut mutation = match parts.mutation {
-        None if !require_mutation => None,
-        given => Some(Mutation::from_proto("mutation", given)?),
-    };
-    if let Some(Mutation::Apply { configuration, .. }) = &mut mutation {
-        fill_identity("mutation.apply.configuration_json", configuration, &target)?;
-    }
-
-    let pre = parts.preconditions.cloned().unwrap_or_default();
-    let non_empty = |s: String| (!s.is_empty()).then_some(s);
-    let preconditions = Preconditions {
-        uid: non_empty(pre.uid),
-        resource_version: non_empty(pre.resource_version),
-        cel: match pre.cel.as_str() {
-            "" => None,
-            source => Some(Cel::compile("preconditions.cel", source)?),
-        },
-    };
-
-    let policy = parts.retry_policy.cloned().unwrap_or_default();
-    let duration = |field: &str, d: Option<prost_types::Duration>, default: Duration| match d {
-        None => Ok(default),
-        Some(d) => Duration::try_from(d)
-            .map_err(|_| FieldViolation::new(field, "must be a non-negative duration")),
-    };
-    let max_attempts = match (policy.requeue, policy.max_attempts) {
-        (true, _) => 1,
-        (false, 0) => config.max_attempts,
-        (false, n) if n > 1000 => {
-            return Err(FieldViolation::new(
-                "retry_policy.max_attempts",
-                "at most 1000",
-            ));
-        }
-        (false, n) => n,
-    };
-    let policy = Policy {
-        max_attempts,
-        backoff: Backoff {
-            initial: duration(
-                "retry_policy.initial_backoff",
-                policy.initial_backoff,
-                config.backoff.initial,
-            )?,
-            max: duration(
-                "retry_policy.max_backoff",
-                policy.max_backoff,
-                config.backoff.max,
-            )?,
-        },
-    };
-
-    let options = parts.options.cloned().unwrap_or_default();
-    let create_if_missing = match options.create_if_missing_json.as_str() {
-        "" => None,
-        _ if subresource == Subresource::Status => {
-            return Err(FieldViolation::new(
-                "options.create_if_missing_json",
-                "PatchStatus cannot create: create the object with UpdateWithRetry first",
-            ));
-        }
-        text => {
-            let field = "options.create_if_missing_json";
-            let mut object = mutation::parse_json(field, text)?;
-            if !object.is_object() {
-                return Err(FieldViolation::new(field, "must be a JSON object"));
-            }
-            fill_identity(field, &mut object, &target)?;
-            Some(object)
-        }
-    };
-    let idempotency_key = match options.idempotency_key.as_str() {
-        "" => None,
-        key => {
-            let field = "options.idempotency_key";
-            idempotency::validate(key, field)?;
-            if subresource == Subresource::Status {
-                return Err(FieldViolation::new(
-                    field,
-                    "not supported for the status subresource: a status write cannot record the key; leave it empty",
-                ));
-            }
-            if matches!(mutation, Some(Mutation::Apply { .. })) {
-                return Err(FieldViolation::new(
-                    field,
-                    "not needed with server-side apply, which is idempotent already; leave it empty",
-                ));
-            }
-            Some(key.to_string())
-        }
-    };
-    Ok(WriteSpec {
-        target,
+    metrics.rpc_done(
+        method,
         subresource,
-        mutation,
-        preconditions,
-        policy,
-        field_manager: non_empty(options.field_manager)
-            .unwrap_or_else(|| config.field_manager.clone()),
-        dry_run: options.dry_run,
-        create_if_missing,
-        idempotency_key,
-    })
+        code,
+        reason.as_deref(),
+        attempts,
+        started.elapsed(),
+    );
 }
 
-/// Sets apiVersion, kind, metadata.name and metadata.namespace of `object` from the
-/// target, refusing an object that names a different one.
-fn fill_identity(field: &str, object: &mut Value, target: &Target) -> Result<(), FieldViolation> {
-    let mut set = |path: &[&str], want: &str| -> Result<(), FieldViolation> {
-        if want.is_empty() {
-            return Ok(());
-        }
-        let mut node = &mut *object;
-        for key in &path[..path.len() - 1] {
-            node = node
-                .as_object_mut()
-                .ok_or_else(|| FieldViolation::new(field, "must be a JSON object"))?
-                .entry(key.to_string())
-                .or_insert_with(|| Value::Object(Default::default()));
-        }
-        let map = node
-            .as_object_mut()
-            .ok_or_else(|| FieldViolation::new(field, format!("{} must be an object", path[0])))?;
-        let last = path[path.len() - 1];
-        match map.get(last) {
-            Some(Value::String(have)) if have != want => Err(FieldViolation::new(
-                field,
-                format!(
-                    "{} is {have:?} but the target says {want:?}",
-                    path.join(".")
-                ),
-            )),
-            _ => {
-                map.insert(last.to_string(), Value::String(want.to_string()));
-                Ok(())
-            }
-        }
-    };
-    set(&["apiVersion"], &target.api_version)?;
-    set(&["kind"], &target.kind)?;
-    set(&["metadata", "name"], &target.name)?;
-    set(&["metadata", "namespace"], &target.namespace)
-}
+pub use crate::validate::{RequestParts, validate, validate_parts};
 
 /// The caller's deadline from the `grpc-timeout` header (e.g. "1500m" = 1.5 s).
 pub fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
@@ -426,7 +287,8 @@ impl pb::writer_service_server::WriterService for WriterService {
         &self,
         request: Request<pb::UpdateWithRetryRequest>,
     ) -> Result<Response<pb::UpdateWithRetryResponse>, Status> {
-        let (metadata, _, body) = request.into_parts();
+        let (metadata, extensions, body) = request.into_parts();
+        Reached::mark(&extensions);
         let parts = RequestParts {
             target: body.target.as_ref(),
             mutation: body.mutation.as_ref(),
@@ -435,7 +297,13 @@ impl pb::writer_service_server::WriterService for WriterService {
             options: body.options.as_ref(),
         };
         let result = self
-            .run("UpdateWithRetry", &metadata, parts, Subresource::Main)
+            .run(
+                "UpdateWithRetry",
+                &metadata,
+                parts,
+                Subresource::Main,
+                Operation::Update,
+            )
             .await?;
         Ok(Response::new(pb::UpdateWithRetryResponse {
             result: Some(result),
@@ -446,7 +314,8 @@ impl pb::writer_service_server::WriterService for WriterService {
         &self,
         request: Request<pb::PatchStatusRequest>,
     ) -> Result<Response<pb::PatchStatusResponse>, Status> {
-        let (metadata, _, body) = request.into_parts();
+        let (metadata, extensions, body) = request.into_parts();
+        Reached::mark(&extensions);
         let parts = RequestParts {
             target: body.target.as_ref(),
             mutation: body.mutation.as_ref(),
@@ -455,7 +324,13 @@ impl pb::writer_service_server::WriterService for WriterService {
             options: body.options.as_ref(),
         };
         let result = self
-            .run("PatchStatus", &metadata, parts, Subresource::Status)
+            .run(
+                "PatchStatus",
+                &metadata,
+                parts,
+                Subresource::Status,
+                Operation::PatchStatus,
+            )
             .await?;
         Ok(Response::new(pb::PatchStatusResponse {
             result: Some(result),
@@ -468,15 +343,24 @@ impl pb::writer_service_server::WriterService for WriterService {
         &self,
         request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
+        Reached::mark(request.extensions());
         let span = telemetry::rpc_span("Transact", request.metadata());
         let started = std::time::Instant::now();
         let opened = async {
-            let admission = self.admit()?;
             let deadline =
                 grpc_timeout(request.metadata()).map(|t| tokio::time::Instant::now() + t);
             let mut inbound = request.into_inner();
-            let begin = transact::begin(&mut inbound).await?;
-            record_target(&span, begin.target.as_ref());
+            // No place among the RPCs in flight until the caller has said what it wants:
+            // a silent stream holds none, and is ended by the idle bound.
+            let begin = transact::begin(&mut inbound, self.transact)
+                .await
+                .map_err(|status| (status, None))?;
+            let subresource = if begin.status {
+                Subresource::Status
+            } else {
+                Subresource::Main
+            };
+            let admission = self.admit().map_err(|status| (status, Some(subresource)))?;
             let parts = RequestParts {
                 target: begin.target.as_ref(),
                 mutation: None,
@@ -484,21 +368,19 @@ impl pb::writer_service_server::WriterService for WriterService {
                 retry_policy: begin.retry_policy.as_ref(),
                 options: begin.options.as_ref(),
             };
-            let subresource = if begin.status {
-                Subresource::Status
-            } else {
-                Subresource::Main
-            };
             let spec = validate_parts(parts, subresource, self.engine.config(), false)
-                .map_err(|v| respond::invalid_request(&v))?;
-            Ok::<_, Status>((spec, inbound, deadline, admission))
+                .map_err(|v| (respond::invalid_request(&v), Some(subresource)))?;
+            record_target(&span, &spec.target);
+            self.permit(&spec, Operation::Transact)
+                .map_err(|status| (status, Some(subresource)))?;
+            Ok::<_, (Status, Option<Subresource>)>((spec, inbound, deadline, admission))
         }
         .instrument(span.clone())
         .await;
         let (spec, inbound, deadline, admission) = match opened {
             Ok(opened) => opened,
-            Err(status) => {
-                finish_rpc(&span, "Transact", started, Err(&status));
+            Err((status, subresource)) => {
+                finish_rpc(&span, "Transact", subresource, started, Err(&status));
                 return Err(status);
             }
         };
@@ -507,6 +389,7 @@ impl pb::writer_service_server::WriterService for WriterService {
             spec,
             inbound,
             deadline,
+            self.transact,
             admission,
             (span, started),
         );
@@ -521,6 +404,13 @@ impl pb::writer_service_server::WriterService for WriterService {
 /// transport failure while serving.
 pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let mut signals = Signals::new().map_err(ServeError::Signals)?;
+    let policy = Policy::load(&args.allow, args.policy.as_deref())?;
+    let token = args.token_file.as_deref().map(Token::load).transpose()?;
+    let socket_group = args
+        .unix_socket_group
+        .as_deref()
+        .map(unix_socket::resolve_group)
+        .transpose()?;
     let client = kube_client::connect(&args).await?;
 
     let tcp = TcpListener::bind(args.listen)
@@ -534,7 +424,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         source,
     })?;
     let unix = match &args.unix_socket {
-        Some(path) => Some(bind_unix(path).await?),
+        Some(path) => Some((
+            unix_socket::bind(path, args.unix_socket_mode, socket_group).await?,
+            path.clone(),
+        )),
         None => None,
     };
 
@@ -550,6 +443,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             Some((listener, local))
         }
     };
+
+    // Configuration that fails ends the process with one line; from here on it serves.
+    startup::log(&args, &policy, token.as_ref()).await;
 
     let (reporter, health) = tonic_health::server::health_reporter();
     readiness::set_all(&reporter, ServingStatus::NotServing).await;
@@ -578,51 +474,81 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             },
         ),
         args.max_in_flight as usize,
+        transact::Limits {
+            idle: args.transact_idle_timeout,
+            max_request_bytes: args.max_request_bytes as usize,
+        },
+        policy,
     );
-    let router = || -> Result<Router, ServeError> {
-        let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(ServeError::Reflection)?;
-        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()
-            .map_err(ServeError::Reflection)?;
-        Ok(Server::builder()
-            .add_service(health.clone())
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(
-                WriterServiceServer::new(writer.clone())
-                    .max_decoding_message_size(args.max_request_bytes as usize),
-            ))
-    };
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(ServeError::Reflection)?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(ServeError::Reflection)?;
+    let max_request_bytes = args.max_request_bytes as usize;
+    let routes = Routes::new(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(Edge::new(
+            WriterServiceServer::new(writer).max_decoding_message_size(max_request_bytes),
+            max_request_bytes,
+            token.clone(),
+        ))
+        .prepare();
+    if let Some(token) = token {
+        tokio::spawn(token.reload(stop_rx.clone()));
+    }
 
+    // One pool for the gRPC listeners (TCP and unix socket), one for /metrics.
+    let (grpc_limits, metrics_limits) = connection_limits(&args);
+    let grpc = Pool::new("grpc", grpc_limits);
+    // The metrics address is logged first: a supervisor that waits for the gRPC address
+    // then knows both.
+    if let Some((listener, address)) = metrics_listener {
+        let pool = Pool::new("metrics", metrics_limits);
+        let health = tonic_health::server::HealthService::from_health_reporter(reporter.clone());
+        tokio::spawn(metrics::serve(listener, pool, health, stop_rx.clone()));
+        info!(%address, transport = "http", path = "/metrics", "metrics listening");
+    }
     let mut servers = tokio::task::JoinSet::new();
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    servers.spawn(router()?.serve_with_incoming_shutdown(
-        // No Nagle: a unary RPC is one small write each way, and waiting for the
-        // peer's delayed ACK would add ~40 ms to every call.
-        TcpIncoming::from(tcp).with_nodelay(Some(true)),
-        stopped(stop_rx.clone()),
-    ));
-    info!(address = %local, transport = "tcp", "listening");
-    if let Some((listener, address)) = metrics_listener {
-        tokio::spawn(metrics::serve(listener, stop_rx.clone()));
-        info!(%address, transport = "http", path = "/metrics", "metrics listening");
-    }
-    if let Some((listener, path)) = unix {
-        servers.spawn(router()?.serve_with_incoming_shutdown(
-            UnixListenerStream::new(listener),
+    servers.spawn(
+        grpc_server::<TcpConnectInfo>(&args).serve_with_incoming_shutdown(
+            routes.clone(),
+            grpc.incoming(
+                // No Nagle: a unary RPC is one small write each way, and waiting for the
+                // peer's delayed ACK would add ~40 ms to every call.
+                TcpIncoming::from(tcp)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(keepalive(&args)),
+            ),
             stopped(stop_rx.clone()),
-        ));
-        info!(address = %path.display(), transport = "unix", "listening");
+        ),
+    );
+    info!(address = %local, transport = "tcp", "listening");
+    if let Some((listener, path)) = unix {
+        servers.spawn(
+            grpc_server::<UdsConnectInfo>(&args).serve_with_incoming_shutdown(
+                routes,
+                grpc.incoming(UnixListenerStream::new(listener)),
+                stopped(stop_rx.clone()),
+            ),
+        );
+        info!(
+            address = %path.display(),
+            transport = "unix",
+            mode = %args.unix_socket_mode,
+            "listening"
+        );
     }
 
     // Serve until a signal, or until a listener fails on its own.
@@ -660,23 +586,35 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     outcome
 }
 
-/// Binds a unix socket at `path`, replacing a stale socket file left by a process that
-/// died, but never one a live process is serving.
-async fn bind_unix(path: &Path) -> Result<(UnixListener, PathBuf), ServeError> {
-    if path.exists() {
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
-            return Err(ServeError::UnixSocketInUse {
-                path: path.to_path_buf(),
-            });
-        }
-        std::fs::remove_file(path).map_err(|source| ServeError::UnixSocket {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    }
-    let listener = UnixListener::bind(path).map_err(|source| ServeError::UnixSocket {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok((listener, path.to_path_buf()))
+/// The interval of HTTP/2 PINGs and TCP keepalive probes; none when set to zero.
+fn keepalive(args: &ServeArgs) -> Option<Duration> {
+    (!args.keepalive_interval.is_zero()).then_some(args.keepalive_interval)
+}
+
+/// A tonic server for connections whose info is `I`: HTTP/2 keepalive (a peer that does
+/// not answer a PING within the timeout is dropped), a bound on the streams of one
+/// connection (tonic would otherwise allow any number; it is above `--max-in-flight`, so
+/// that callers past that are refused with RESOURCE_EXHAUSTED rather than queued unseen
+/// in their HTTP/2 client), and every request counted on its connection for the idle
+/// timeout.
+fn grpc_server<I>(args: &ServeArgs) -> Server<Stack<TrackLayer<I>, Identity>> {
+    Server::builder()
+        .http2_keepalive_interval(keepalive(args))
+        .http2_keepalive_timeout(Some(args.keepalive_timeout))
+        .max_concurrent_streams(args.max_in_flight.saturating_mul(2).max(200))
+        .layer(TrackLayer::new())
+}
+
+/// The bounds of the gRPC and metrics connections.
+fn connection_limits(args: &ServeArgs) -> (Limits, Limits) {
+    let limits = |max_connections: u32, handshake_bytes| Limits {
+        max_connections: max_connections as usize,
+        handshake_timeout: args.handshake_timeout,
+        idle_timeout: args.idle_timeout,
+        handshake_bytes,
+    };
+    (
+        limits(args.max_connections, listen::HTTP2_PREFACE_LEN),
+        limits(args.metrics_max_connections, listen::FIRST_REQUEST),
+    )
 }

@@ -17,6 +17,10 @@
 //! Export runs in a background task with a bounded queue: an unreachable collector
 //! drops spans, never slows or fails an RPC, and is logged once per outage.
 //! Object contents never go into spans or logs: only names, versions, codes, reasons.
+//!
+//! Text lines are short: time, level, message and the event's own fields, then the
+//! `trace_id` of the RPC the line belongs to, and nothing else of the spans (no target,
+//! no span names, no span fields). JSON lines carry everything, spans included.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -30,11 +34,16 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData};
 use opentelemetry_sdk::{Resource, runtime};
-use tracing::field::Empty;
-use tracing::{Level, Span};
+use tracing::field::{Empty, Field, Visit};
+use tracing::{Event, Level, Span, Subscriber};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::filter::Targets;
+use tracing_subscriber::fmt::format::{DefaultFields, Writer};
+use tracing_subscriber::fmt::time::{FormatTime as _, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
@@ -214,7 +223,11 @@ pub fn init(args: &LogArgs) -> Result<Telemetry, TelemetryError> {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let fmt: Box<dyn Layer<Registry> + Send + Sync> = match args.log_format {
-        LogFormat::Text => fmt.with_filter(filter).boxed(),
+        LogFormat::Text => fmt
+            .fmt_fields(TraceIdOnly)
+            .event_format(ShortLines)
+            .with_filter(filter)
+            .boxed(),
         LogFormat::Json => fmt
             .json()
             .with_current_span(false)
@@ -254,6 +267,90 @@ pub fn init(args: &LogArgs) -> Result<Telemetry, TelemetryError> {
         tracing::warn!(filter = %args.log_filter, error = %err, "log filter does not parse; using info");
     }
     Ok(telemetry)
+}
+
+/// The text line format: `<time> <LEVEL> <message> <fields> [trace_id=<id>]`.
+struct ShortLines;
+
+impl<S, N> FormatEvent<S, N> for ShortLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        SystemTime.format_time(&mut writer)?;
+        write!(writer, " {:>5} ", event.metadata().level())?;
+        DefaultFields::new().format_fields(writer.by_ref(), event)?;
+        // The spans' fields as `TraceIdOnly` kept them: the RPC's trace id.
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let extensions = span.extensions();
+                if let Some(fields) = extensions.get::<FormattedFields<N>>()
+                    && !fields.fields.is_empty()
+                {
+                    write!(writer, " {}", fields.fields)?;
+                }
+            }
+        }
+        writeln!(writer)
+    }
+}
+
+/// Keeps only the `trace_id` of a span's fields for text lines.
+struct TraceIdOnly;
+
+/// Finds the `trace_id` field.
+#[derive(Default)]
+struct TraceIdVisitor(Option<String>);
+
+impl Visit for TraceIdVisitor {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "trace_id" {
+            self.0 = Some(value.to_string());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "trace_id" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
+impl<'writer> FormatFields<'writer> for TraceIdOnly {
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut visitor = TraceIdVisitor::default();
+        fields.record(&mut visitor);
+        match visitor.0 {
+            Some(id) if !id.is_empty() => write!(writer, "trace_id={id}"),
+            _ => Ok(()),
+        }
+    }
+
+    fn add_fields(
+        &self,
+        current: &'writer mut FormattedFields<Self>,
+        fields: &tracing::span::Record<'_>,
+    ) -> std::fmt::Result {
+        let mut more = String::new();
+        self.format_fields(Writer::new(&mut more), fields)?;
+        if !more.is_empty() {
+            if !current.fields.is_empty() {
+                current.fields.push(' ');
+            }
+            current.fields.push_str(&more);
+        }
+        Ok(())
+    }
 }
 
 /// Reads W3C trace context from gRPC metadata.
@@ -339,5 +436,70 @@ pub fn record_rpc_end(span: &Span, code: tonic::Code, reason: Option<&str>) {
             "error.type",
             reason.unwrap_or_else(|| crate::metrics::code_name(code)),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn text_lines_carry_the_trace_id_but_no_span_fields() {
+        let buffer = Buffer::default();
+        let sink = buffer.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .fmt_fields(TraceIdOnly)
+            .event_format(ShortLines);
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let rpc = tracing::info_span!(
+                "rpc",
+                otel.name = "safewrite.v1.WriterService/UpdateWithRetry",
+                rpc.system = "grpc",
+                k8s.namespace.name = "a-namespace",
+                trace_id = Empty,
+            );
+            rpc.record("trace_id", "4bf92f3577b34da6a3ce929d0e0e4736");
+            rpc.record("k8s.namespace.name", "another-namespace");
+            let _rpc = rpc.enter();
+            let attempt = tracing::info_span!("attempt", safewrite.attempt = 2);
+            let _attempt = attempt.enter();
+            tracing::warn!(attempt = 2, reason = "Conflict", "conflict");
+        });
+        tracing::subscriber::with_default(tracing_subscriber::registry(), || {});
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let line = text.lines().next().expect("a line");
+        assert!(
+            line.ends_with(" WARN conflict attempt=2 reason=\"Conflict\" trace_id=4bf92f3577b34da6a3ce929d0e0e4736"),
+            "{line}"
+        );
+        for absent in [
+            "otel",
+            "rpc.system",
+            "namespace",
+            "safewrite",
+            "attempt{",
+            "rpc{",
+        ] {
+            assert!(!line.contains(absent), "{absent} in {line}");
+        }
+        assert!(line.len() < 120, "{} characters: {line}", line.len());
     }
 }

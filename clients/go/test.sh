@@ -5,7 +5,7 @@
 #   bash test.sh [GO TEST FLAGS...]    # e.g. -run 'TestConflict|TestNotFound'; always ./...
 #
 # First gofmt and go vet, then `go test -v ./...` inside with-sidecar.sh, which exports
-# SAFEWRITE_ADDR and the rest; tests that need them fail when they are missing. The run
+# SAFEWRITE_ADDRESS and the rest; tests that need them fail when they are missing. The run
 # fails when a test fails and when no test ran at all. Modules come from the normal Go
 # module cache (outside the checkout), so only the first run downloads them.
 set -euo pipefail

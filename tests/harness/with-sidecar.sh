@@ -7,7 +7,8 @@
 # Starts the control plane (tests/harness/controlplane.sh), installs the test CRD
 # widgets.test.safewrite.dev (namespaced, status subresource), starts two sidecars and
 # runs COMMAND with:
-#   SAFEWRITE_ADDR             host:port of a sidecar with the admin identity
+#   SAFEWRITE_ADDRESS          host:port of a sidecar with the admin identity (the one
+#                              variable every client reads for the sidecar's address)
 #   SAFEWRITE_UNIX_SOCKET      a unix socket path served by that same sidecar
 #   SAFEWRITE_RESTRICTED_ADDR  host:port of a sidecar whose identity may only read
 #                              configmaps (writes answer PERMISSION_DENIED)
@@ -24,7 +25,8 @@ bin=${SAFEWRITE_BIN:-$root/target/debug/safewrite}
 if [ ! -x "$bin" ]; then
   (cd "$root" && cargo build --quiet --bin safewrite)
 fi
-tools=$(bash "$root/tests/harness/binaries.sh" | tail -n 1)
+# Build (or find) the control plane's binaries before starting it (progress on stderr).
+bash "$root/tests/harness/binaries.sh" >/dev/null
 
 coproc CONTROLPLANE { exec bash "$root/tests/harness/controlplane.sh" run; }
 read -r ready cpdir <&"${CONTROLPLANE[0]}" || { echo "with-sidecar: control plane failed to start" >&2; exit 1; }
@@ -77,8 +79,7 @@ start_sidecar() { # KUBECONFIG ADDR [EXTRA...]
     2>>"$work/sidecar.log" &
   pids+=($!)
   for _ in $(seq 1 100); do
-    "$tools/grpcurl" -plaintext "$addr" grpc.health.v1.Health/Check 2>/dev/null |
-      grep -q '"SERVING"' && return 0
+    "$bin" health --address "$addr" --timeout 1s >/dev/null 2>&1 && return 0
     sleep 0.1
   done
   echo "with-sidecar: sidecar on $addr never became SERVING; log:" >&2
@@ -91,7 +92,7 @@ socket="$work/safewrite.sock"
 start_sidecar "$cpdir/admin.kubeconfig" "$admin_addr" --unix-socket "$socket"
 start_sidecar "$cpdir/restricted.kubeconfig" "$restricted_addr"
 
-export SAFEWRITE_ADDR=$admin_addr
+export SAFEWRITE_ADDRESS=$admin_addr
 export SAFEWRITE_UNIX_SOCKET=$socket
 export SAFEWRITE_RESTRICTED_ADDR=$restricted_addr
 export SAFEWRITE_NAMESPACE=$namespace

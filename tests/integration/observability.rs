@@ -3,7 +3,7 @@
 //! carry the trace id of the RPC they belong to; object contents (a Secret) never reach
 //! the logs; and an unreachable trace collector neither fails an RPC nor floods the log.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
@@ -162,7 +162,9 @@ async fn json_logs_carry_the_trace_id_and_never_a_secret() {
         .await
         .unwrap();
 
-    // Everything at debug, in JSON: the most a log could say.
+    // Everything at debug, in JSON: the most a log could say. Secrets are written only
+    // where a rule names them.
+    let secrets_rule = format!("core/Secret:{ns}");
     let sidecar = Sidecar::start(&[
         "--kubeconfig",
         cp.admin_kubeconfig().to_str().unwrap(),
@@ -170,6 +172,10 @@ async fn json_logs_carry_the_trace_id_and_never_a_secret() {
         "debug",
         "--log-format",
         "json",
+        "--allow",
+        "*",
+        "--allow",
+        &secrets_rule,
     ]);
     let mut client = WriterServiceClient::new(sidecar.channel().await);
     // Read-dependent writes to the Secret: one that changes it, one that fails on a

@@ -2,7 +2,7 @@
 //! server's readiness, reflection lets grpcurl list and describe the API, unix sockets
 //! work, SIGTERM drains and exits cleanly, and bad configuration fails with one line.
 
-mod support;
+use crate::support;
 
 use std::net::TcpListener;
 use std::process::Command;
@@ -321,23 +321,55 @@ fn bad_configuration_fails_with_one_clear_line() {
         ],
         "failed to use kubeconfig",
     );
-    // clap's own errors: the first line names the cause (usage hints may follow).
-    let (status, stderr) = run_safewrite(&["serve", "--shutdown-grace", "soon"]);
-    assert_eq!(status.code(), Some(2));
-    assert!(
-        stderr
-            .lines()
-            .next()
-            .unwrap_or("")
-            .contains("--shutdown-grace"),
-        "{stderr}"
-    );
-    let (status, stderr) = run_safewrite(&["serve", "--bogus"]);
-    assert_eq!(status.code(), Some(2));
-    assert!(
-        stderr.lines().next().unwrap_or("").contains("--bogus"),
-        "{stderr}"
-    );
+    // The policy, the token file and the socket's group are checked before serving.
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "allow:\n  - kinds: apps/Deployment\n    namespace: a\n",
+    )
+    .expect("write");
+    let socket = dir.path().join("s.sock");
+    for (args, cause) in [
+        (
+            vec!["--policy", "/nonexistent/policy.yaml"],
+            "failed to read policy file /nonexistent/policy.yaml".to_string(),
+        ),
+        (
+            vec!["--policy", policy.to_str().expect("utf-8")],
+            "rule 1: unknown key \"namespace\"".to_string(),
+        ),
+        (
+            vec!["--token-file", "/nonexistent/token"],
+            "failed to read token file /nonexistent/token".to_string(),
+        ),
+        (
+            vec![
+                "--unix-socket",
+                socket.to_str().expect("utf-8"),
+                "--unix-socket-group",
+                "no-such-group-anywhere",
+            ],
+            "unix socket group \"no-such-group-anywhere\"".to_string(),
+        ),
+    ] {
+        let mut all = vec!["serve", "--kubeconfig", &kubeconfig];
+        all.extend(args);
+        assert_one_line_failure(&all, &cause);
+    }
+    // Command-line errors: one line too, and exit code 2 (a usage error).
+    for (args, cause) in [
+        (
+            &["serve", "--shutdown-grace", "soon"][..],
+            "--shutdown-grace",
+        ),
+        (&["serve", "--bogus"][..], "--bogus"),
+        (&["serve", "--allow", "Deployment"][..], "GROUP/KIND"),
+        (&["serve", "--unix-socket-mode", "0999"][..], "octal mode"),
+        (&["health", "--address", "nowhere"][..], "host:port"),
+    ] {
+        assert_one_line_failure(args, cause);
+        assert_eq!(run_safewrite(args).0.code(), Some(2), "{args:?}");
+    }
 }
 
 #[test]

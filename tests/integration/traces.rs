@@ -4,7 +4,7 @@
 //! the `traceparent` it sent), one span per attempt with the attempt's attributes, HTTP
 //! client spans under the attempts; and no secret value anywhere in the exported data.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -27,8 +27,16 @@ fn traced_sidecar(cp: &ControlPlane, jaeger: &Jaeger, protocol: &str, service: &
         "grpc" => jaeger.otlp_grpc.as_str(),
         _ => jaeger.otlp_http.as_str(),
     };
+    // Secrets are written only where a rule names them (here: everywhere).
     Sidecar::start_with_env(
-        &["--kubeconfig", cp.admin_kubeconfig().to_str().unwrap()],
+        &[
+            "--kubeconfig",
+            cp.admin_kubeconfig().to_str().unwrap(),
+            "--allow",
+            "*",
+            "--allow",
+            "core/Secret",
+        ],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),

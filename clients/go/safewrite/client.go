@@ -2,6 +2,7 @@ package safewrite
 
 import (
 	"context"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +17,11 @@ import (
 
 // DefaultTarget is where the sidecar listens unless told otherwise.
 const DefaultTarget = "127.0.0.1:50051"
+
+// AddressEnv is the environment variable that names the sidecar's address when [Dial]
+// is given none: "host:port", "http://host:port" or "unix:///path/to/socket" (the
+// variable `safewrite health` reads too).
+const AddressEnv = "SAFEWRITE_ADDRESS"
 
 // maxResponseSize bounds one answer of the sidecar; Kubernetes objects as JSON stay far
 // below it, but above gRPC's 4 MiB default in the worst case.
@@ -75,10 +81,11 @@ func WithBlock() DialOption {
 	return func(cfg *dialConfig) { cfg.block = true }
 }
 
-// Dial returns a client of the sidecar at target: "host:port" (the empty string means
-// [DefaultTarget], 127.0.0.1:50051), "unix:///path/to/socket", or any gRPC target. A
-// target that starts with "/" is taken as a unix socket path. The connection is
-// plaintext unless [WithTransportCredentials] is given.
+// Dial returns a client of the sidecar at target: "host:port", "unix:///path/to/socket",
+// or any gRPC target; the empty string means the address in the environment variable
+// SAFEWRITE_ADDRESS ([AddressEnv]), else [DefaultTarget] (127.0.0.1:50051). A target that
+// starts with "/" is taken as a unix socket path. The connection is plaintext unless
+// [WithTransportCredentials] is given.
 //
 // Dial does not wait for the sidecar unless [WithBlock] is given; ctx bounds that wait.
 func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, error) {
@@ -92,6 +99,12 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, erro
 		}
 	}
 	target = strings.TrimSpace(target)
+	if target == "" {
+		target = strings.TrimSpace(os.Getenv(AddressEnv))
+		if rest, ok := strings.CutPrefix(target, "http://"); ok {
+			target = strings.TrimSuffix(rest, "/")
+		}
+	}
 	switch {
 	case target == "":
 		target = DefaultTarget

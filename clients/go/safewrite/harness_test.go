@@ -2,7 +2,7 @@ package safewrite_test
 
 // Helpers for the tests against a real sidecar and a real API server. Run them through
 // ../test.sh, which starts both with ../../../tests/harness/with-sidecar.sh and exports
-// SAFEWRITE_ADDR, SAFEWRITE_UNIX_SOCKET, SAFEWRITE_RESTRICTED_ADDR, SAFEWRITE_NAMESPACE
+// SAFEWRITE_ADDRESS, SAFEWRITE_UNIX_SOCKET, SAFEWRITE_RESTRICTED_ADDR, SAFEWRITE_NAMESPACE
 // and SAFEWRITE_CP_ENV. Without them these tests fail (`go test -short` skips them).
 
 import (
@@ -75,7 +75,7 @@ func dial(t *testing.T, target string, opts ...safewrite.DialOption) *safewrite.
 // newClient returns a client of the admin sidecar.
 func newClient(t *testing.T) *safewrite.Client {
 	t.Helper()
-	return dial(t, sidecarEnv(t, "SAFEWRITE_ADDR"))
+	return dial(t, sidecarEnv(t, "SAFEWRITE_ADDRESS"))
 }
 
 // namespace is the namespace made for this run.

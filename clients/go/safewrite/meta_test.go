@@ -49,7 +49,7 @@ func readmeExamples(t *testing.T) []string {
 // TestReadmeExamplesRun runs every Go block of README.md (each a whole program) with
 // `go run` in this module, against the admin sidecar and in the test namespace.
 func TestReadmeExamplesRun(t *testing.T) {
-	addr := sidecarEnv(t, "SAFEWRITE_ADDR")
+	addr := sidecarEnv(t, "SAFEWRITE_ADDRESS")
 	ns := namespace(t)
 	for i, block := range readmeExamples(t) {
 		if !strings.HasPrefix(block, "package main\n") {

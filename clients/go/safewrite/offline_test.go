@@ -28,6 +28,7 @@ import (
 
 func TestDialTargets(t *testing.T) {
 	ctx := context.Background()
+	t.Setenv(AddressEnv, "")
 	for target, want := range map[string]string{
 		"":                      DefaultTarget,
 		"  ":                    DefaultTarget,
@@ -48,6 +49,29 @@ func TestDialTargets(t *testing.T) {
 	if DefaultTarget != "127.0.0.1:50051" {
 		t.Errorf("DefaultTarget = %q, want the sidecar's default --listen", DefaultTarget)
 	}
+	// With no target, the address in SAFEWRITE_ADDRESS; an explicit target wins.
+	for env, want := range map[string]string{
+		"127.0.0.1:7000":         "127.0.0.1:7000",
+		"http://127.0.0.1:7000/": "127.0.0.1:7000",
+		"unix:///run/sw.sock":    "unix:///run/sw.sock",
+		"/run/sw.sock":           "unix:///run/sw.sock",
+	} {
+		t.Setenv(AddressEnv, env)
+		c, err := Dial(ctx, "")
+		if err != nil {
+			t.Fatalf("Dial with %s=%q: %v", AddressEnv, env, err)
+		}
+		if c.target != want {
+			t.Errorf("Dial with %s=%q dials %q, want %q", AddressEnv, env, c.target, want)
+		}
+		_ = c.Close()
+	}
+	if c, err := Dial(ctx, "127.0.0.1:7001"); err != nil || c.target != "127.0.0.1:7001" {
+		t.Errorf("an explicit target must win over %s: %v", AddressEnv, err)
+	} else {
+		_ = c.Close()
+	}
+	t.Setenv(AddressEnv, "")
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()

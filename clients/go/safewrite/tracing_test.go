@@ -133,7 +133,7 @@ func TestTraceWithoutASpanIsTheSidecars(t *testing.T) {
 }
 
 func TestWithoutTracePropagation(t *testing.T) {
-	c := dial(t, sidecarEnv(t, "SAFEWRITE_ADDR"), safewrite.WithoutTracePropagation())
+	c := dial(t, sidecarEnv(t, "SAFEWRITE_ADDRESS"), safewrite.WithoutTracePropagation())
 	ref := newCounter(t, c)
 	ctx, span, _ := startSpan(t, testContext(t))
 	callers := span.SpanContext().TraceID().String()

@@ -17,9 +17,9 @@ INCREMENT = '{"data": {"n": string(int(object.data.n) + 1)}}'
 
 @pytest.fixture
 def addr() -> str:
-    value = os.environ.get("SAFEWRITE_ADDR")
+    value = os.environ.get("SAFEWRITE_ADDRESS")
     if not value:
-        pytest.skip("SAFEWRITE_ADDR is unset: run through test.sh")
+        pytest.skip("SAFEWRITE_ADDRESS is unset: run through test.sh")
     return value
 
 

@@ -177,6 +177,33 @@ def test_unix_targets_get_a_valid_authority() -> None:
     ]
 
 
+async def async_target() -> str:
+    client = safewrite.AsyncClient()
+    try:
+        return client.target
+    finally:
+        await client.close()
+
+
+def test_the_default_target_comes_from_safewrite_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SAFEWRITE_ADDRESS", raising=False)
+    with safewrite.Client() as client:
+        assert client.target == "127.0.0.1:50051"
+    for value, target in [
+        ("127.0.0.1:7000", "127.0.0.1:7000"),
+        ("http://127.0.0.1:7000/", "127.0.0.1:7000"),
+        ("unix:///run/sw.sock", "unix:///run/sw.sock"),
+        ("/run/sw.sock", "unix:///run/sw.sock"),
+    ]:
+        monkeypatch.setenv("SAFEWRITE_ADDRESS", value)
+        with safewrite.Client() as client:
+            assert client.target == target
+        assert asyncio.run(async_target()) == target
+    # An explicit target wins.
+    with safewrite.Client("127.0.0.1:7001") as client:
+        assert client.target == "127.0.0.1:7001"
+
+
 def test_unknown_outcome_is_unspecified() -> None:
     assert safewrite.Outcome(99) is safewrite.Outcome.UNSPECIFIED
     assert safewrite.Outcome(2) is safewrite.Outcome.UNCHANGED

@@ -9,7 +9,7 @@ import grpc
 import grpc.aio
 
 from . import _convert as convert
-from ._client import DEFAULT_TARGET, _protocol_error, channel_options
+from ._client import _protocol_error, channel_options, default_target
 from ._convert import JsonObject, JsonPatchOps
 from ._errors import from_rpc_error
 from ._tracing import Metadata, load_injector, trace_metadata
@@ -32,8 +32,9 @@ class AsyncClient:
     one loop), and close it with ``await client.close()`` or ``async with``.
 
     Args:
-        target: The sidecar's gRPC target: ``"host:port"`` (default
-            ``"127.0.0.1:50051"``) or ``"unix:///path/to/socket"``.
+        target: The sidecar's gRPC target: ``"host:port"`` or
+            ``"unix:///path/to/socket"``; by default the address in the environment
+            variable ``SAFEWRITE_ADDRESS``, else ``"127.0.0.1:50051"``.
         credentials: Channel credentials for TLS; the default is a plaintext channel.
         options: Extra gRPC channel options, as ``(name, value)`` pairs.
         timeout: The default timeout, in seconds, of calls that give none.
@@ -48,7 +49,7 @@ class AsyncClient:
 
     def __init__(
         self,
-        target: str = DEFAULT_TARGET,
+        target: Optional[str] = None,
         *,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
@@ -57,6 +58,8 @@ class AsyncClient:
         channel: Optional[grpc.aio.Channel] = None,
         propagate_trace: bool = True,
     ) -> None:
+        if target is None:
+            target = default_target()
         self.target = target
         self._owns_channel = channel is None
         if channel is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 from typing import (
     Any,
@@ -26,6 +27,25 @@ from .v1 import writer_pb2, writer_pb2_grpc
 
 #: Where the sidecar listens unless told otherwise.
 DEFAULT_TARGET = "127.0.0.1:50051"
+
+#: The environment variable naming the sidecar's address when a client is given none:
+#: ``host:port``, ``http://host:port`` or ``unix:///path/to/socket`` (``safewrite
+#: health`` reads it too).
+ADDRESS_ENV = "SAFEWRITE_ADDRESS"
+
+
+def default_target() -> str:
+    """The gRPC target of the sidecar named by ``SAFEWRITE_ADDRESS``, else
+    :data:`DEFAULT_TARGET`."""
+    value = os.environ.get(ADDRESS_ENV, "").strip()
+    if not value:
+        return DEFAULT_TARGET
+    if value.startswith("http://"):
+        return value[len("http://") :].rstrip("/")
+    if value.startswith("/"):
+        return "unix://" + value
+    return value
+
 
 #: A transaction function: receives the fresh object, returns the new one (or changes
 #: it in place and returns None), or raises :class:`Abort`.
@@ -61,8 +81,9 @@ class Client:
     manager) to release its channel.
 
     Args:
-        target: The sidecar's gRPC target: ``"host:port"`` (default
-            ``"127.0.0.1:50051"``) or ``"unix:///path/to/socket"``.
+        target: The sidecar's gRPC target: ``"host:port"`` or
+            ``"unix:///path/to/socket"``; by default the address in the environment
+            variable ``SAFEWRITE_ADDRESS``, else ``"127.0.0.1:50051"``.
         credentials: Channel credentials for TLS; the default is a plaintext channel,
             as the sidecar serves on localhost or a unix socket.
         options: Extra gRPC channel options, as ``(name, value)`` pairs.
@@ -81,7 +102,7 @@ class Client:
 
     def __init__(
         self,
-        target: str = DEFAULT_TARGET,
+        target: Optional[str] = None,
         *,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
@@ -90,6 +111,8 @@ class Client:
         channel: Optional[grpc.Channel] = None,
         propagate_trace: bool = True,
     ) -> None:
+        if target is None:
+            target = default_target()
         self.target = target
         self._owns_channel = channel is None
         if channel is None:

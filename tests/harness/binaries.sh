@@ -9,6 +9,8 @@
 #   binaries.sh           # the control plane and test tools
 #   binaries.sh jaeger    # also jaeger (Jaeger v2, the tracing backend of
 #                         # tests/harness/jaeger.sh; a long first build, so only on demand)
+#   binaries.sh deploy    # also kustomize, helm and promtool, which render and check
+#                         # deploy/ (tests/integration/deploy.rs); only on demand
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,10 +20,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}
 bindir="$cache/bin/set-k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-grpcurl-$GRPCURL_VERSION-buf-$BUF_VERSION"
 with_jaeger=false
+with_deploy=false
 case "${1:-}" in
   "") ;;
   jaeger) with_jaeger=true; bindir="$bindir-jaeger-$JAEGER_VERSION" ;;
-  *) echo "usage: $0 [jaeger]" >&2; exit 2 ;;
+  deploy)
+    with_deploy=true
+    bindir="$bindir-kustomize-$KUSTOMIZE_VERSION-helm-$HELM_VERSION-promtool-$PROMTOOL_VERSION"
+    ;;
+  *) echo "usage: $0 [jaeger|deploy]" >&2; exit 2 ;;
 esac
 mkdir -p "$bindir"
 # tool_path NAME VERSION: where one tool's binary is cached.
@@ -139,6 +146,43 @@ if $with_jaeger; then
   build_from_module github.com/jaegertracing/jaeger "$JAEGER_VERSION" \
     github.com/jaegertracing/jaeger/cmd/jaeger "$jaeger"
   tools+=("$jaeger")
+fi
+
+# go_install PACKAGE VERSION OUTPUT [LDFLAGS [TAGS]]: `go install PACKAGE@VERSION` for a
+# module without replace directives (its own go.sum is used as it is), built once per
+# machine; runs at the same time wait for the lock, then find the binary.
+go_install() {
+  local package=$1 version=$2 output=$3 ldflags="-s -w ${4:-}" tags=${5:-}
+  [ -x "$output" ] && return 0
+  local lock
+  exec {lock}>"$output.lock"
+  if command -v flock >/dev/null 2>&1; then
+    flock "$lock"
+  fi
+  if [ ! -x "$output" ]; then
+    log "building $package@$version (first run on this machine only; takes minutes)"
+    local started=$SECONDS gobin
+    gobin=$(mktemp -d)
+    GOBIN=$gobin CGO_ENABLED=0 nice -n 10 \
+      go install -trimpath -ldflags="$ldflags" -tags="$tags" "$package@$version"
+    mv "$gobin/$(basename "$output")" "$output"
+    rm -rf "$gobin"
+    log "built $(basename "$output") in $((SECONDS - started))s"
+  fi
+  exec {lock}>&-
+}
+if $with_deploy; then
+  kustomize=$(tool_path kustomize "$KUSTOMIZE_VERSION")
+  go_install sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" "$kustomize"
+  helm=$(tool_path helm "$HELM_VERSION")
+  go_install helm.sh/helm/v4/cmd/helm "$HELM_VERSION" "$helm" \
+    "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.metadata="
+  promtool=$(tool_path promtool "$PROMTOOL_VERSION")
+  # Without Prometheus' service discovery plugins (its `remove_all_sd` build tag):
+  # rule checks need none, and some (nomad's) are not on the module proxy.
+  go_install github.com/prometheus/prometheus/cmd/promtool "$PROMTOOL_VERSION" "$promtool" \
+    "" remove_all_sd
+  tools+=("$kustomize" "$helm" "$promtool")
 fi
 
 for tool in "${tools[@]}"; do

@@ -14,6 +14,9 @@ section "test tools (kube-apiserver, etcd, grpcurl, buf; built once per machine)
 tools=$(bash tests/harness/binaries.sh | tail -n 1)
 echo "$tools"
 
+section "deployment tools (kustomize, helm, promtool; built once per machine)"
+bash tests/harness/binaries.sh deploy | tail -n 1
+
 section "proto lint (buf: STANDARD + COMMENTS)"
 (cd proto && "$tools/buf" lint)
 echo "proto lint: ok"
@@ -26,6 +29,12 @@ cargo clippy --all-targets --quiet -- -D warnings
 
 section "cargo test (unit + integration against the real control plane)"
 cargo test
+
+section "fuzz smoke (fuzz/smoke.sh: each cargo-fuzz target for a few seconds)"
+bash fuzz/smoke.sh 10
+
+section "container image: built without a daemon, run as its user (deploy/image/test.sh)"
+bash deploy/image/test.sh
 
 section "Python client against the real sidecar (clients/python/test.sh)"
 bash clients/python/test.sh

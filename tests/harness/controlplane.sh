@@ -94,6 +94,7 @@ CSV
 # --- etcd --------------------------------------------------------------------------
 etcd_port=$(free_port)
 peer_port=$(free_port)
+start_etcd() {
 "$bindir/etcd" \
   --name default \
   --data-dir "$dir/etcd-data" \
@@ -104,15 +105,23 @@ peer_port=$(free_port)
   --initial-cluster "default=http://127.0.0.1:$peer_port" \
   --unsafe-no-fsync \
   --log-level warn \
-  </dev/null >"$dir/etcd.log" 2>&1 &
+  </dev/null >>"$dir/etcd.log" 2>&1 &
 etcd_pid=$!
-
 for i in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$etcd_port/health" >/dev/null 2>&1 && break
   kill -0 "$etcd_pid" 2>/dev/null || fail "etcd exited during start-up"
   [ "$i" = 100 ] && fail "etcd did not become healthy within 20s"
   sleep 0.2
 done
+}
+# stop_etcd: stops etcd (its data stays on disk); the API server answers errors meanwhile.
+stop_etcd() {
+  [ -n "$etcd_pid" ] || return 0
+  kill "$etcd_pid" 2>/dev/null || true
+  wait "$etcd_pid" 2>/dev/null || true
+  etcd_pid=""
+}
+start_etcd
 
 # --- kube-apiserver ----------------------------------------------------------------
 api_port=$(free_port)
@@ -231,6 +240,8 @@ echo "ready $dir"
 # Lines on stdin are commands, each answered with one line on stdout:
 #   stop-apiserver   stops kube-apiserver (etcd keeps the data)  -> "apiserver stopped"
 #   start-apiserver  starts it again on the same port, when ready -> "apiserver started"
+#   stop-etcd        stops etcd (its data stays)                  -> "etcd stopped"
+#   start-etcd       starts it again on the same ports, when healthy -> "etcd started"
 partial=""
 while true; do
   rc=0
@@ -253,10 +264,17 @@ while true; do
       [ -n "$apiserver_pid" ] || { start_apiserver; wait_apiserver_ready; }
       echo "apiserver started"
       ;;
+    stop-etcd) stop_etcd; echo "etcd stopped" ;;
+    start-etcd)
+      [ -n "$etcd_pid" ] || start_etcd
+      echo "etcd started"
+      ;;
     "") ;;
     *) echo "controlplane: unknown command: $command" >&2 ;;
   esac
-  kill -0 "$etcd_pid" 2>/dev/null || fail "etcd exited unexpectedly"
+  if [ -n "$etcd_pid" ]; then
+    kill -0 "$etcd_pid" 2>/dev/null || fail "etcd exited unexpectedly"
+  fi
   if [ -n "$apiserver_pid" ]; then
     kill -0 "$apiserver_pid" 2>/dev/null || fail "kube-apiserver exited unexpectedly"
   fi

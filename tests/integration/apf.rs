@@ -3,7 +3,7 @@
 //! contending writers; safewrite waits (at least the server's Retry-After) and every
 //! write still lands exactly once.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};

@@ -3,7 +3,7 @@
 //! create-if-missing, dry run, requeue mode, deadlines, and one test per row of the
 //! classification table the real server (or a real socket fault) can produce.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -423,7 +423,8 @@ async fn built_in_and_cluster_scoped_kinds_work_and_new_crds_are_discovered() {
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("cluster-scoped"), "{err:?}");
 
-    // A CRD installed after the sidecar started is found without a restart.
+    // A CRD installed after the sidecar started is found without a restart, once the
+    // few seconds an unknown kind is remembered have passed.
     let gadget = pb::ObjectRef {
         api_version: "test.safewrite.dev/v1".into(),
         kind: "Gadget".into(),
@@ -438,13 +439,24 @@ async fn built_in_and_cluster_scoped_kinds_work_and_new_crds_are_discovered() {
     let before = client.update_with_retry(request.clone()).await.unwrap_err();
     assert_eq!(before.code(), Code::NotFound, "{before:?}");
     install_crd(&env.kube, "gadgets", "Gadget").await;
-    let r = client
-        .update_with_retry(request)
-        .await
-        .unwrap()
-        .into_inner()
-        .result
-        .unwrap();
+    let installed = Instant::now();
+    let r = loop {
+        match client.update_with_retry(request.clone()).await {
+            Ok(response) => break response.into_inner().result.unwrap(),
+            Err(status) if status.code() == Code::NotFound => {
+                assert!(
+                    installed.elapsed() < Duration::from_secs(10),
+                    "the new kind is still unknown 10 s after its CRD was installed: {status:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(status) => panic!("{status:?}"),
+        }
+    };
+    eprintln!(
+        "the new kind was found {:?} after its CRD was installed",
+        installed.elapsed()
+    );
     assert_eq!(r.outcome(), pb::Outcome::Created);
 }
 

@@ -4,7 +4,7 @@
 //! API server committed the write. 16 callers x 50 read-dependent increments run under
 //! each fault; every increment that was answered OK is applied exactly once.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,9 +124,14 @@ async fn keyed_run(rig: &Rig, name: &str, callers: usize, each: usize) -> Arc<Ta
                         }
                         Err(err) => {
                             assert!(
+                                // ABORTED: the attempts ran out on conflicts (a busy
+                                // machine); the same key makes sending again safe.
                                 matches!(
                                     err.code(),
-                                    Code::Unavailable | Code::Unknown | Code::DeadlineExceeded
+                                    Code::Unavailable
+                                        | Code::Unknown
+                                        | Code::DeadlineExceeded
+                                        | Code::Aborted
                                 ),
                                 "a failure no retry can fix: {err:?}"
                             );

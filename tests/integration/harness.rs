@@ -3,7 +3,7 @@
 //! with 409 Conflict, the restricted identity gets 403, and teardown leaves nothing behind
 //! however the test process ends.
 
-mod support;
+use crate::support;
 
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -156,7 +156,12 @@ fn child_control_plane_leaves_nothing(how: &str) {
     let go = tempfile::tempdir().expect("temp dir");
     let go_file = go.path().join("go");
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "harness_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "harness::harness_child",
+            "--ignored",
+            "--nocapture",
+        ])
         .env("SAFEWRITE_CHILD_REPORT", report.path())
         .env("SAFEWRITE_CHILD_END", how)
         .env("SAFEWRITE_CHILD_GO", &go_file)

@@ -3,7 +3,7 @@
 //! query API with the parent/child link and the service name, two instances run side by
 //! side, and teardown leaves no process or directory behind.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

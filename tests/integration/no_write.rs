@@ -1,8 +1,8 @@
 //! "No write when nothing changed" and "no request on bad input", proven with the API
-//! server's own request counters. This file is its own test binary with one test, so no
-//! other test's traffic moves the counters it reads.
+//! server's own request counters. The test starts a control plane of its own, so no other
+//! test's traffic moves the counters it reads.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -29,7 +29,9 @@ fn request(name: &str, ns: &str, kind: pb::mutation::Kind) -> pb::UpdateWithRetr
 
 #[tokio::test]
 async fn unchanged_and_invalid_requests_send_no_write() {
-    let cp = ControlPlane::shared();
+    // Its own control plane: the API server's request counters below must see this
+    // test's requests alone, not those of the tests running beside it.
+    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start()));
     let ns = cp.namespace("no-write").await;
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
     let cm: ConfigMap =

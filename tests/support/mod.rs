@@ -142,6 +142,16 @@ impl ControlPlane {
         self.command("start-apiserver", "apiserver started");
     }
 
+    /// Stops etcd (its data stays): the API server answers errors until it is back.
+    pub fn stop_etcd(&self) {
+        self.command("stop-etcd", "etcd stopped");
+    }
+
+    /// Starts etcd again on the same ports and waits until it is healthy.
+    pub fn start_etcd(&self) {
+        self.command("start-etcd", "etcd started");
+    }
+
     /// The control plane shared by every test of this test binary.
     pub fn shared() -> &'static ControlPlane {
         static SHARED: OnceLock<ControlPlane> = OnceLock::new();

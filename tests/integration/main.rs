@@ -1,0 +1,26 @@
+//! The integration suite: one test binary, so that one control plane (etcd +
+//! kube-apiserver, from tests/harness/controlplane.sh) serves every test that can share
+//! it, and the suite links once. A test that stops the API server or reads its global
+//! counters starts a control plane of its own.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod apf;
+mod boundary;
+mod breaker;
+mod client_stack;
+mod deploy;
+mod engine;
+mod exactly_once;
+mod harness;
+mod jaeger_harness;
+mod listeners;
+mod no_write;
+mod observability;
+mod policy;
+mod ratelimit;
+mod restart;
+mod sidecar;
+mod traces;
+mod transact;

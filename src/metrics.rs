@@ -11,7 +11,7 @@
 //! | `safewrite_rpc_attempts` | method, subresource | attempts per finished RPC |
 //! | `safewrite_write_outcomes_total` | outcome, subresource | successful RPCs by outcome (updated, unchanged, created, aborted, already_applied) |
 //! | `safewrite_conflicts_total` | | 409 Conflict answers met (each one retried or final) |
-//! | `safewrite_api_requests_total` | verb, code | requests to the API server by verb and HTTP code (`error` when no answer, `circuit_open` when the breaker refused) |
+//! | `safewrite_api_requests_total` | verb, code | requests to the API server by verb (`get`, `list`, `update`, `create`, `patch`, `discovery`...) and HTTP code (or `connect`, `transport`, `timeout`, `rate_limited`, `circuit_open` when there was no answer) |
 //! | `safewrite_api_request_duration_seconds` | verb | API request latency (rate-limit waits excluded) |
 //! | `safewrite_breaker_state` | | 0 closed, 1 half-open, 2 open |
 //! | `safewrite_breaker_transitions_total` | to | state changes of the breaker |
@@ -338,6 +338,7 @@ pub fn get() -> &'static Metrics {
 /// The Kubernetes verb of a request, from its method and path.
 pub fn verb(method: &http::Method, path: &str) -> &'static str {
     match *method {
+        http::Method::GET if is_discovery(path) => "discovery",
         http::Method::GET if path.starts_with("/api") && is_collection(path) => "list",
         http::Method::GET => "get",
         http::Method::PUT => "update",
@@ -348,7 +349,19 @@ pub fn verb(method: &http::Method, path: &str) -> &'static str {
     }
 }
 
-/// Discovery documents (`/api`, `/apis/group/version`) and collections are lists.
+/// Discovery documents: `/api`, `/api/v1`, `/apis`, `/apis/group`, `/apis/group/version`.
+fn is_discovery(path: &str) -> bool {
+    let mut segments = path.split('/').filter(|s| !s.is_empty());
+    let first = segments.next();
+    let n = 1 + segments.count();
+    match first {
+        Some("api") => n <= 2,
+        Some("apis") => n <= 3,
+        _ => false,
+    }
+}
+
+/// Collections are lists.
 fn is_collection(path: &str) -> bool {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let n = segments.len();
@@ -457,7 +470,9 @@ mod tests {
             verb(&get, "/apis/apps/v1/namespaces/a/deployments/d"),
             "get"
         );
-        assert_eq!(verb(&get, "/apis/apps/v1"), "list");
+        assert_eq!(verb(&get, "/apis/apps/v1"), "discovery");
+        assert_eq!(verb(&get, "/api/v1"), "discovery");
+        assert_eq!(verb(&get, "/apis/apps/v1/deployments"), "list");
         assert_eq!(verb(&get, "/api/v1/nodes/n"), "get");
         assert_eq!(
             verb(&http::Method::PUT, "/api/v1/namespaces/a/configmaps/b"),

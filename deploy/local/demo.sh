@@ -21,7 +21,7 @@ writers=${1:-16}
 increments=${2:-25}
 
 step "building safewrite and the demo writers (release)"
-cargo build --release --quiet --bin safewrite --example contend
+cargo build --release --bin safewrite --example contend
 bin="$root/target/release/safewrite"
 tools=$(bash tests/harness/binaries.sh | tail -n 1)
 grpcurl="$tools/grpcurl"

@@ -398,7 +398,7 @@ async fn an_unknown_kind_is_remembered_for_a_few_seconds() {
     let lists = |text: &str| -> f64 {
         text.lines()
             .filter(|l| {
-                l.starts_with("safewrite_api_requests_total{") && l.contains("verb=\"list\"")
+                l.starts_with("safewrite_api_requests_total{") && l.contains("verb=\"discovery\"")
             })
             .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
             .sum()

@@ -644,7 +644,7 @@ impl Engine {
             });
         }
         if let Some(key) = &spec.idempotency_key {
-            idempotency::record(&mut body, key);
+            idempotency::record(&mut body, [key.as_str()]);
         }
         let data = serde_json::to_vec(&body).expect("a JSON value serializes");
         let put = request.request(
@@ -700,7 +700,7 @@ impl Engine {
             Err(failure) => return Step::Fail(failure),
         };
         if let Some(key) = &spec.idempotency_key {
-            idempotency::record(&mut object, key);
+            idempotency::record(&mut object, [key.as_str()]);
         }
         let data = serde_json::to_vec(&object).expect("a JSON value serializes");
         let post = request.request(Verb::Create, false, &spec.write_params(false), data);

@@ -55,7 +55,7 @@ pub const REASONS: &[&str] = &[
     "POLICY_DENIED",
     "TOKEN_REQUIRED",
     "TOKEN_INVALID",
-    "FieldManagerConflict",
+    "FIELD_MANAGER_CONFLICT",
     // the API server's Status reasons (metav1.StatusReason)
     "Unauthorized",
     "Forbidden",
@@ -319,7 +319,7 @@ fn api_status(
             ),
         ),
         Decision::FieldManagerConflict { fields } => {
-            details.reason = "FieldManagerConflict".into();
+            details.reason = "FIELD_MANAGER_CONFLICT".into();
             (
                 Code::Aborted,
                 format!(
@@ -642,6 +642,14 @@ pub fn transact_idle(
     )
 }
 
+/// The `Reason` enum value of an ErrorInfo reason: safewrite's own reasons are the
+/// value's name without its `REASON_` prefix; any other reason was the API server's.
+pub fn reason_of(reason: &str) -> pb::Reason {
+    pb::Reason::from_str_name(&format!("REASON_{reason}"))
+        .filter(|r| !matches!(r, pb::Reason::Unspecified | pb::Reason::ApiServer))
+        .unwrap_or(pb::Reason::ApiServer)
+}
+
 fn any<M: Message>(type_name: &str, message: &M) -> Any {
     Any {
         type_url: format!("type.googleapis.com/{type_name}"),
@@ -655,6 +663,7 @@ fn build(
     details: Details,
     attempts: &[pb::AttemptRecord],
 ) -> tonic::Status {
+    let reason = reason_of(&details.reason);
     let mut anys = vec![any(
         "google.rpc.ErrorInfo",
         &rpc::ErrorInfo {
@@ -701,6 +710,7 @@ fn build(
                 .unwrap_or_default(),
             // Built inside the RPC's span: its trace id, so the caller can find the trace.
             trace_id: crate::telemetry::trace_id(&tracing::Span::current()),
+            reason: reason as i32,
         },
     ));
     let status = rpc::Status {
@@ -724,7 +734,7 @@ mod tests {
         let listed_from = code.find("pub const REASONS").unwrap();
         let listed_to = listed_from + code[listed_from..].find("];").unwrap();
         let code = format!("{}{}", &code[..listed_from], &code[listed_to..]);
-        let literal = regex::Regex::new(r#""([A-Z][A-Z_]{3,}|FieldManagerConflict)""#).unwrap();
+        let literal = regex::Regex::new(r#""([A-Z][A-Z_]{3,})""#).unwrap();
         let mut found = 0;
         for reason in literal.captures_iter(&code) {
             found += 1;
@@ -737,6 +747,33 @@ mod tests {
         assert!(found > 20, "only {found} reasons found");
         for refusal in [crate::auth::Refusal::Missing, crate::auth::Refusal::Invalid] {
             assert!(REASONS.contains(&refusal.reason()));
+        }
+    }
+
+    /// safewrite's own reasons in [`REASONS`] are exactly the proto's `Reason` values, so
+    /// a client generated from the proto knows every reason the sidecar can choose.
+    #[test]
+    fn own_reasons_are_the_proto_enum() {
+        let own: Vec<&str> = REASONS
+            .iter()
+            .copied()
+            .take_while(|r| *r != "Unauthorized")
+            .collect();
+        let mut from_proto = Vec::new();
+        for number in 1.. {
+            let Some(value) = pb::Reason::try_from(number).ok() else {
+                break;
+            };
+            if value != pb::Reason::ApiServer {
+                from_proto.push(value.as_str_name().strip_prefix("REASON_").unwrap());
+            }
+        }
+        assert_eq!(own, from_proto);
+        for reason in &own {
+            assert_ne!(reason_of(reason), pb::Reason::ApiServer, "{reason}");
+        }
+        for passed_on in ["NotFound", "Conflict", "HTTP_503", "Invalid"] {
+            assert_eq!(reason_of(passed_on), pb::Reason::ApiServer);
         }
     }
 

@@ -17,9 +17,10 @@ echo "$tools"
 section "deployment tools (kustomize, helm, promtool; built once per machine)"
 bash tests/harness/binaries.sh deploy | tail -n 1
 
-section "proto lint (buf: STANDARD + COMMENTS)"
-(cd proto && "$tools/buf" lint)
-echo "proto lint: ok"
+section "proto lint (buf: STANDARD + COMMENTS) and breaking (WIRE_JSON, against the last release)"
+# proto/baseline.json is the image of the last released proto (buf build -o); v1 only grows.
+(cd proto && "$tools/buf" lint && "$tools/buf" breaking --against baseline.json)
+echo "proto lint and breaking: ok"
 
 section "cargo fmt --check"
 cargo fmt --all -- --check

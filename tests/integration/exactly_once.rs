@@ -304,7 +304,7 @@ async fn a_repeated_key_writes_nothing_and_bad_keys_are_refused() {
         .annotations
         .expect("annotations");
     assert_eq!(
-        annotations["safewrite.dev/applied-keys"], r#"["job-7"]"#,
+        annotations["safewrite.dev/applied-keys"], "w3vRqEYtetY",
         "the key is recorded with the change"
     );
 

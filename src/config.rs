@@ -208,6 +208,11 @@ pub struct ServeArgs {
     )]
     pub retry_budget_min_per_second: u32,
 
+    /// Write every request on its own instead of committing concurrent writes to the same
+    /// object together (group commit; a request can also ask with options.write_alone).
+    #[arg(long, env = "SAFEWRITE_NO_GROUP_COMMIT")]
+    pub no_group_commit: bool,
+
     /// Attempts per write (the first included) when the request's retry policy does not say.
     #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_attempts: u32,

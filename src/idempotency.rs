@@ -165,13 +165,15 @@ mod tests {
     fn a_batch_records_every_member_in_order() {
         let mut object = json!({});
         record(&mut object, ["a", "b", "c"]);
-        assert_eq!(recorded(&object), vec![digest("a"), digest("b"), digest("c")]);
+        assert_eq!(
+            recorded(&object),
+            vec![digest("a"), digest("b"), digest("c")]
+        );
     }
 
     #[test]
     fn keys_written_by_earlier_versions_are_still_found() {
-        let mut object =
-            json!({"metadata": {"annotations": {ANNOTATION: r#"["job-6","job-7"]"#}}});
+        let mut object = json!({"metadata": {"annotations": {ANNOTATION: r#"["job-6","job-7"]"#}}});
         assert!(applied(&object, "job-7"));
         assert!(!applied(&object, "job-8"));
         record(&mut object, ["job-8"]);

@@ -10,6 +10,7 @@
 //! | `safewrite_rpc_duration_seconds` | method, subresource | RPC latency |
 //! | `safewrite_rpc_attempts` | method, subresource | attempts per finished RPC |
 //! | `safewrite_write_outcomes_total` | outcome, subresource | successful RPCs by outcome (updated, unchanged, created, aborted, already_applied) |
+//! | `safewrite_batch_size` | | requests carried by each write of a group commit (1 for a write of one) |
 //! | `safewrite_conflicts_total` | | 409 Conflict answers met (each one retried or final) |
 //! | `safewrite_api_requests_total` | verb, code | requests to the API server by verb (`get`, `list`, `update`, `create`, `patch`, `discovery`...) and HTTP code (or `connect`, `transport`, `timeout`, `rate_limited`, `circuit_open` when there was no answer) |
 //! | `safewrite_api_request_duration_seconds` | verb | API request latency (rate-limit waits excluded) |
@@ -64,9 +65,14 @@ fn attempts() -> Histogram {
     Histogram::new([1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 50.0, 100.0])
 }
 
+fn batch_sizes() -> Histogram {
+    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+}
+
 /// Every metric safewrite keeps.
 pub struct Metrics {
     registry: Registry,
+    batch_size: Histogram,
     rpcs: Family<Labels, Counter>,
     rpc_duration: Histograms,
     rpc_attempts: Histograms,
@@ -107,6 +113,12 @@ impl Metrics {
             "safewrite_write_outcomes",
             "Successful RPCs by outcome",
             outcomes.clone(),
+        );
+        let batch_size = batch_sizes();
+        registry.register(
+            "safewrite_batch_size",
+            "Requests carried by each write of a group commit",
+            batch_size.clone(),
         );
         let conflicts = Counter::default();
         registry.register(
@@ -160,6 +172,7 @@ impl Metrics {
         registry.register_collector(Box::new(crate::process::ProcessCollector));
         Self {
             registry,
+            batch_size,
             rpcs,
             rpc_duration,
             rpc_attempts,
@@ -213,6 +226,11 @@ impl Metrics {
                 ("subresource", subresource.to_string()),
             ])
             .inc();
+    }
+
+    /// A group commit's write carried `members` requests.
+    pub fn batch(&self, members: usize) {
+        self.batch_size.observe(members as f64);
     }
 
     /// A 409 Conflict was met.

@@ -18,7 +18,7 @@ use tonic_types::pb as rpc;
 
 use crate::classify::Decision;
 use crate::client::discovery::DiscoveryError;
-use crate::engine::{Failure, WriteError};
+use crate::engine::{AttemptRecord, Failure, Outcome, WriteError};
 use crate::mutation::{ApplyError, FieldViolation};
 use crate::pb;
 
@@ -489,8 +489,16 @@ pub fn unauthenticated(refusal: crate::auth::Refusal) -> tonic::Status {
 
 /// INVALID_ARGUMENT for a request that fails validation before anything is sent.
 pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
+    // A CEL expression that does not compile is INVALID_CEL, as one that fails to
+    // evaluate is: the proto's Reason says so, and clients tell the two apart by it.
+    let cel = violation.field.ends_with(".cel") || violation.field.ends_with(".cel.expression");
     let details = Details {
-        reason: "INVALID_REQUEST".into(),
+        reason: if cel {
+            "INVALID_CEL"
+        } else {
+            "INVALID_REQUEST"
+        }
+        .into(),
         metadata: vec![("attempts".into(), "0".into())],
         violations: vec![violation.clone()],
         ..Details::default()
@@ -503,6 +511,22 @@ pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
     )
 }
 
+#[cfg(test)]
+#[test]
+fn a_cel_expression_that_does_not_compile_is_invalid_cel() {
+    for (field, reason) in [
+        ("mutation.cel.expression", "INVALID_CEL"),
+        ("preconditions.cel", "INVALID_CEL"),
+        ("proposal.mutation.cel.expression", "INVALID_CEL"),
+        ("target.name", "INVALID_REQUEST"),
+    ] {
+        let status = invalid_request(&FieldViolation::new(field, "no"));
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let info = tonic_types::StatusExt::get_details_error_info(&status).unwrap();
+        assert_eq!(info.reason, reason, "{field}");
+    }
+}
+
 /// The status for a request message that tonic's decoder refused (`status`) before
 /// safewrite could read it: OUT_OF_RANGE (reason `REQUEST_TOO_LARGE`) for a message over
 /// `--max-request-bytes`, INVALID_ARGUMENT (reason `MALFORMED_REQUEST`) for one that does
@@ -512,7 +536,7 @@ pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
 pub fn unread_message(
     status: &tonic::Status,
     max_request_bytes: usize,
-    attempts: &[pb::AttemptRecord],
+    attempts: &[AttemptRecord],
 ) -> Option<tonic::Status> {
     let outcome = if attempts.is_empty() {
         "nothing was sent"
@@ -612,7 +636,7 @@ pub fn refused_request(status: &tonic::Status) -> tonic::Status {
 pub fn transact_idle(
     waiting_for: &str,
     bound: Duration,
-    attempts: &[pb::AttemptRecord],
+    attempts: &[AttemptRecord],
 ) -> tonic::Status {
     let details = Details {
         reason: "TRANSACTION_IDLE".into(),
@@ -650,6 +674,34 @@ pub fn reason_of(reason: &str) -> pb::Reason {
         .unwrap_or(pb::Reason::ApiServer)
 }
 
+/// The attempt records as the proto sends them.
+pub fn records(attempts: &[AttemptRecord]) -> Vec<pb::AttemptRecord> {
+    attempts
+        .iter()
+        .map(|record| pb::AttemptRecord {
+            number: record.number,
+            resource_version_read: record.resource_version_read.clone(),
+            http_status: u32::from(record.http_status),
+            reason: record.reason.clone(),
+            backoff: record.backoff.map(|wait| prost_types::Duration {
+                seconds: wait.as_secs() as i64,
+                nanos: wait.subsec_nanos() as i32,
+            }),
+            batch_size: record.batch_size,
+        })
+        .collect()
+}
+
+/// The outcome as the proto sends it.
+pub fn outcome(outcome: Outcome) -> pb::Outcome {
+    match outcome {
+        Outcome::Updated => pb::Outcome::Updated,
+        Outcome::Unchanged => pb::Outcome::Unchanged,
+        Outcome::Created => pb::Outcome::Created,
+        Outcome::Aborted => pb::Outcome::Aborted,
+    }
+}
+
 fn any<M: Message>(type_name: &str, message: &M) -> Any {
     Any {
         type_url: format!("type.googleapis.com/{type_name}"),
@@ -661,7 +713,7 @@ fn build(
     code: Code,
     message: String,
     details: Details,
-    attempts: &[pb::AttemptRecord],
+    attempts: &[AttemptRecord],
 ) -> tonic::Status {
     let reason = reason_of(&details.reason);
     let mut anys = vec![any(
@@ -702,7 +754,7 @@ fn build(
     anys.push(any(
         "safewrite.v1.WriteFailure",
         &pb::WriteFailure {
-            attempt_records: attempts.to_vec(),
+            attempt_records: records(attempts),
             current_object_json: details
                 .current_object
                 .filter(|v| !v.is_null())

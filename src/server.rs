@@ -187,13 +187,25 @@ pub struct Admission {
 /// The result message of a finished write.
 pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
     pb::WriteResult {
-        outcome: written.outcome as i32,
+        outcome: respond::outcome(written.outcome) as i32,
         object_json: written.object.to_string(),
         resource_version: written.resource_version,
         attempts: written.attempts.len() as u32,
-        attempt_records: written.attempts,
+        attempt_records: respond::records(&written.attempts),
         trace_id: telemetry::trace_id(span),
         already_applied: written.already_applied,
+    }
+}
+
+/// A short lowercase name of a result's outcome, for spans and metrics.
+pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str {
+    match outcome {
+        _ if already_applied => "already_applied",
+        pb::Outcome::Updated => "updated",
+        pb::Outcome::Unchanged => "unchanged",
+        pb::Outcome::Created => "created",
+        pb::Outcome::Aborted => "aborted",
+        pb::Outcome::Unspecified => "unspecified",
     }
 }
 
@@ -230,7 +242,7 @@ pub fn finish_rpc(
     let subresource = subresource_label(subresource);
     let (code, reason, attempts) = match result {
         Ok(result) => {
-            let outcome = engine::outcome_name(result.outcome(), result.already_applied);
+            let outcome = outcome_name(result.outcome(), result.already_applied);
             span.record("safewrite.outcome", outcome);
             span.record("safewrite.already_applied", result.already_applied);
             metrics.outcome(outcome, subresource);
@@ -471,6 +483,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
                 field_manager: args.field_manager.clone(),
                 retry_budget_percent: args.retry_budget_percent,
                 retry_budget_min_per_second: args.retry_budget_min_per_second,
+                group_commit: !args.no_group_commit,
             },
         ),
         args.max_in_flight as usize,

@@ -115,6 +115,7 @@ pub fn validate_parts(
         dry_run: options.dry_run,
         create_if_missing,
         idempotency_key,
+        write_alone: options.write_alone,
     })
 }
 
@@ -258,6 +259,7 @@ mod tests {
             field_manager: FieldManager::parse("f", "safewrite").unwrap(),
             retry_budget_percent: 0.2,
             retry_budget_min_per_second: 10,
+            group_commit: true,
         }
     }
 

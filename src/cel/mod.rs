@@ -35,8 +35,9 @@
 //! `compile` has the token pass, the parse, the checks and the rewrite; `estimate` the
 //! cost model; `eval` the threads, the resolver and one evaluation's run.
 
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, LazyLock, mpsc};
+use std::sync::{Arc, LazyLock, Mutex, mpsc};
 use std::time::Duration;
 
 use cel::IdedExpr;
@@ -138,6 +139,12 @@ impl Limits {
     };
 }
 
+/// How many compiled programs are kept by source; when full, the cache starts over.
+pub const COMPILED_KEPT: usize = 256;
+
+/// Compiled programs by source (compiled within [`Limits::DEFAULT`]).
+static COMPILED: LazyLock<Mutex<HashMap<String, Cel>>> = LazyLock::new(Default::default);
+
 static CEL_ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| Arc::new(cel::Env::stdlib()));
 
 /// A compiled CEL program: checked, rewritten with its step checks, shallow.
@@ -161,8 +168,20 @@ impl Cel {
     /// supported, nests comprehensions, or costs more than [`CEL_MAX_COST`] even for an
     /// empty object. Runs on one of the compile threads; the caller blocks for it (well
     /// under a millisecond for ordinary expressions).
+    ///
+    /// Programs are kept by source ([`COMPILED_KEPT`] of them), so the many requests of
+    /// a controller that sends the same expression compile it once.
     pub fn compile(field: &str, source: &str) -> Result<Cel, FieldViolation> {
-        Cel::compile_within(field, source, Limits::DEFAULT)
+        if let Some(cel) = COMPILED.lock().expect("compiled CEL").get(source) {
+            return Ok(cel.clone());
+        }
+        let cel = Cel::compile_within(field, source, Limits::DEFAULT)?;
+        let mut compiled = COMPILED.lock().expect("compiled CEL");
+        if compiled.len() >= COMPILED_KEPT {
+            compiled.clear();
+        }
+        compiled.insert(source.to_owned(), cel.clone());
+        Ok(cel)
     }
 
     /// [`Cel::compile`], refusing at compile time what costs more than

@@ -44,7 +44,7 @@ pub struct Resolved {
 }
 
 /// Why a kind could not be resolved.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum DiscoveryError {
     /// The apiVersion does not parse.
     #[error("apiVersion {0:?} is not of the form \"v1\" or \"group/version\"")]

@@ -1,0 +1,414 @@
+//! One attempt of a write made alone: read the fresh object, check the preconditions,
+//! apply the change, compare, write with the resourceVersion read, classify the answer.
+//! Also the requests every attempt makes (read, send) and the attempt's span.
+
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::field::Empty;
+use tracing::{Span, debug};
+
+use super::Engine;
+use super::attempts::Attempts;
+use super::body::{main_body, resource_version, status_body};
+use super::decide::Step;
+use super::error::{Failure, mutation_failure, request_failure};
+use super::result::{AttemptRecord, Done, Outcome};
+use super::spec::{Change, Mutator, Preconditions, Subresource, WriteSpec};
+use crate::classify::Decision;
+use crate::client::apiserver::{self, Answer};
+use crate::client::discovery::{self, Resolved};
+use crate::idempotency;
+use crate::target::{ObjectPath, Verb, WriteParams};
+
+/// The outcome of one API request inside the loop.
+pub(super) enum Sent {
+    Answer(Answer),
+    /// No answer: why, the decision, and whether the request may have reached the API
+    /// server (for a write, whether its outcome is unknown).
+    Failed(Failure, Decision, bool),
+}
+
+/// The result of reading the target.
+pub(super) enum Read {
+    Found(Value),
+    Missing(Answer),
+    /// The read ended the attempt: refused (with the answer, for the record) or
+    /// unanswered.
+    Ended(Option<Answer>, Step),
+}
+
+impl Engine {
+    /// Sends one request through the client stack; a request that got no answer becomes
+    /// its failure and decision ([`request_failure`]). A 404 saying the resource path
+    /// itself is not served makes discovery forget the kind's group-version, so that the
+    /// next request for it resolves it afresh.
+    pub(super) async fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+        deadline: Option<Instant>,
+        made: u32,
+    ) -> Sent {
+        let group_version = discovery::group_version_of(request.uri().path());
+        let timeout = Some(self.config.request_timeout);
+        match apiserver::send(&self.client, request, timeout, deadline).await {
+            Ok(answer) => {
+                if discovery::is_unserved_path(&answer)
+                    && let Some(group_version) = group_version
+                {
+                    self.discovery.forget(&group_version);
+                }
+                Sent::Answer(answer)
+            }
+            Err(error) => {
+                let maybe_sent = error.maybe_sent();
+                let (failure, decision) = request_failure(error, deadline, made);
+                Sent::Failed(failure, decision, maybe_sent)
+            }
+        }
+    }
+
+    /// Reads the fresh object: found, missing (with the 404 answer), or the step that
+    /// ends this attempt (a retryable or final failure).
+    pub(super) async fn read(
+        &self,
+        request: &ObjectPath,
+        deadline: Option<Instant>,
+        made: u32,
+    ) -> Read {
+        let get = request.request(Verb::Get, false, &WriteParams::default(), Vec::new());
+        match self.send(get, deadline, made).await {
+            Sent::Failed(failure, decision, _) => {
+                Read::Ended(None, Step::from_failure(failure, decision))
+            }
+            Sent::Answer(answer) if answer.code == 404 => Read::Missing(answer),
+            Sent::Answer(answer) if answer.code != 200 => {
+                // The read itself was refused (429, 5xx, 403...): the record says so.
+                let step = Step::from_answer(&answer, None);
+                Read::Ended(Some(answer), step)
+            }
+            Sent::Answer(answer) => match answer.object() {
+                Ok(object) => Read::Found(object),
+                Err(err) => Read::Ended(None, Step::Fail(Failure::BadAnswer(err))),
+            },
+        }
+    }
+
+    /// One read-mutate-write attempt for JSON Patch, merge patch, CEL and Transact.
+    pub(super) async fn attempt<M: Mutator>(
+        &self,
+        spec: &WriteSpec,
+        resolved: &Resolved,
+        request: &ObjectPath,
+        mutator: &mut M,
+        attempts: &mut Attempts,
+    ) -> Step {
+        let fresh = match self.read(request, attempts.deadline, attempts.made()).await {
+            Read::Ended(answer, step) => {
+                if let Some(answer) = answer {
+                    note_answer(attempts.current(), &answer);
+                }
+                return step;
+            }
+            Read::Found(object) => object,
+            Read::Missing(answer) => {
+                return match &spec.create_if_missing {
+                    Some(template) => {
+                        self.create(spec, request, template, mutator, attempts)
+                            .await
+                    }
+                    None => {
+                        note_answer(attempts.current(), &answer);
+                        Step::from_answer(&answer, None)
+                    }
+                };
+            }
+        };
+        let read_version = resource_version(&fresh);
+        attempts.current().resource_version_read = read_version.clone();
+        Span::current().record("safewrite.resource_version.read", read_version.as_str());
+        if let Some(key) = &spec.idempotency_key
+            && idempotency::applied(&fresh, key)
+        {
+            debug!(
+                attempt = attempts.made(),
+                "idempotency key already recorded; no write"
+            );
+            return Step::Done(Done::already_applied(fresh));
+        }
+
+        if let Err(failure) =
+            check_preconditions(&spec.preconditions, &fresh, attempts.deadline).await
+        {
+            return Step::Fail(failure);
+        }
+        let mutated = match mutator.mutate(attempts.made(), &fresh, false).await {
+            Ok(Change::Object(object)) => object,
+            Ok(Change::Abort) => return Step::Done(Done::new(Outcome::Aborted, fresh)),
+            Err(failure) => return Step::Fail(failure),
+        };
+        let mut body = match spec.subresource {
+            Subresource::Main => main_body(&fresh, mutated, resolved.has_status, &read_version),
+            Subresource::Status => status_body(&fresh, &mutated),
+        };
+        if body == fresh {
+            debug!(
+                attempt = attempts.made(),
+                "mutation changes nothing; no write"
+            );
+            return Step::Done(Done::new(Outcome::Unchanged, fresh));
+        }
+        if let Some(key) = &spec.idempotency_key {
+            idempotency::record(&mut body, [key.as_str()]);
+        }
+        let data = serde_json::to_vec(&body).expect("a JSON value serializes");
+        let put = request.request(
+            Verb::Replace,
+            spec.subresource == Subresource::Status,
+            &spec.write_params(false),
+            data,
+        );
+        attempts.current().batch_size = 1;
+        let answer = match self.send(put, attempts.deadline, attempts.made()).await {
+            Sent::Failed(failure, decision, maybe_sent) => {
+                return Step::unanswered_write(spec, failure, decision, maybe_sent);
+            }
+            Sent::Answer(answer) => answer,
+        };
+        note_answer(attempts.current(), &answer);
+        if answer.code == 200 {
+            return written(Outcome::Updated, &answer);
+        }
+        Step::write_refused(spec, &answer)
+    }
+
+    /// The create-if-missing path: apply the mutation to the supplied object, create it.
+    pub(super) async fn create<M: Mutator>(
+        &self,
+        spec: &WriteSpec,
+        request: &ObjectPath,
+        template: &Value,
+        mutator: &mut M,
+        attempts: &mut Attempts,
+    ) -> Step {
+        if spec.preconditions.uid.is_some() || spec.preconditions.resource_version.is_some() {
+            return Step::Fail(Failure::PreconditionFailed {
+                reason: "the object does not exist, so its uid/resourceVersion cannot match".into(),
+                current: Value::Null,
+            });
+        }
+        if let Some(cel) = &spec.preconditions.cel {
+            match cel.holds(template, attempts.deadline).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Step::Fail(Failure::PreconditionFailed {
+                        reason: "the CEL condition is false on the object to create".into(),
+                        current: Value::Null,
+                    });
+                }
+                Err(error) => return Step::Fail(mutation_failure(error, Value::Null)),
+            }
+        }
+        let mut object = match mutator.mutate(attempts.made(), template, true).await {
+            Ok(Change::Object(object)) => object,
+            Ok(Change::Abort) => return Step::Done(Done::new(Outcome::Aborted, template.clone())),
+            Err(failure) => return Step::Fail(failure),
+        };
+        if let Some(key) = &spec.idempotency_key {
+            idempotency::record(&mut object, [key.as_str()]);
+        }
+        let data = serde_json::to_vec(&object).expect("a JSON value serializes");
+        let post = request.request(Verb::Create, false, &spec.write_params(false), data);
+        attempts.current().batch_size = 1;
+        let answer = match self.send(post, attempts.deadline, attempts.made()).await {
+            Sent::Failed(failure, decision, maybe_sent) => {
+                return Step::unanswered_write(spec, failure, decision, maybe_sent);
+            }
+            Sent::Answer(answer) => answer,
+        };
+        note_answer(attempts.current(), &answer);
+        match answer.code {
+            200 | 201 => written(Outcome::Created, &answer),
+            _ => Step::write_refused(spec, &answer),
+        }
+    }
+
+    /// One server-side apply attempt. The object is read first, to check preconditions
+    /// and to tell UNCHANGED (the server's no-op keeps the resourceVersion) from UPDATED;
+    /// with preconditions the apply carries the version read, so a concurrent change
+    /// makes it conflict and the loop re-checks on the fresh object.
+    pub(super) async fn apply_attempt(
+        &self,
+        spec: &WriteSpec,
+        request: &ObjectPath,
+        configuration: &Value,
+        force: bool,
+        attempts: &mut Attempts,
+    ) -> Step {
+        let fresh = match self.read(request, attempts.deadline, attempts.made()).await {
+            Read::Ended(answer, step) => {
+                if let Some(answer) = answer {
+                    note_answer(attempts.current(), &answer);
+                }
+                return step;
+            }
+            Read::Found(object) => Some(object),
+            Read::Missing(_) => None,
+        };
+        let read_version = fresh.as_ref().map(resource_version).unwrap_or_default();
+        attempts.current().resource_version_read = read_version.clone();
+        Span::current().record("safewrite.resource_version.read", read_version.as_str());
+        let mut configuration = configuration.clone();
+        if spec.preconditions.any() {
+            let Some(fresh) = &fresh else {
+                return Step::Fail(Failure::PreconditionFailed {
+                    reason: "the object does not exist".into(),
+                    current: Value::Null,
+                });
+            };
+            if let Err(failure) =
+                check_preconditions(&spec.preconditions, fresh, attempts.deadline).await
+            {
+                return Step::Fail(failure);
+            }
+            configuration["metadata"]["resourceVersion"] = Value::String(read_version.clone());
+        }
+        let data = serde_json::to_vec(&configuration).expect("a JSON value serializes");
+        let sent = request.request(
+            Verb::Apply,
+            spec.subresource == Subresource::Status,
+            &spec.write_params(force),
+            data,
+        );
+        attempts.current().batch_size = 1;
+        let answer = match self.send(sent, attempts.deadline, attempts.made()).await {
+            Sent::Failed(failure, decision, _) => return Step::from_failure(failure, decision),
+            Sent::Answer(answer) => answer,
+        };
+        note_answer(attempts.current(), &answer);
+        match answer.code {
+            201 => written(Outcome::Created, &answer),
+            200 => {
+                let object = match answer.object() {
+                    Ok(object) => object,
+                    Err(err) => return Step::Fail(Failure::BadAnswer(err)),
+                };
+                let outcome = if fresh.is_some() && resource_version(&object) == read_version {
+                    Outcome::Unchanged
+                } else {
+                    Outcome::Updated
+                };
+                Step::Done(Done::new(outcome, object))
+            }
+            _ => Step::from_answer(&answer, spec.preconditions.resource_version.as_deref()),
+        }
+    }
+}
+
+/// Records an answer's HTTP status and reason in an attempt's record and the current
+/// span, and counts a conflict.
+pub(super) fn note_answer(record: &mut AttemptRecord, answer: &Answer) {
+    record.http_status = answer.code;
+    record.reason = answer.reason();
+    let span = Span::current();
+    span.record("http.response.status_code", i64::from(answer.code));
+    if !record.reason.is_empty() {
+        span.record("safewrite.k8s.reason", record.reason.as_str());
+    }
+    if answer.code == 409 {
+        crate::metrics::get().conflict();
+    }
+}
+
+/// A successful write's answer as the attempt's end.
+pub(super) fn written(outcome: Outcome, answer: &Answer) -> Step {
+    match answer.object() {
+        Ok(object) => Step::Done(Done::new(outcome, object)),
+        Err(err) => Step::Fail(Failure::BadAnswer(err)),
+    }
+}
+
+/// The span of one attempt, a child of the current span; its fields are recorded as
+/// the attempt goes.
+pub(super) fn attempt_span(number: u32) -> Span {
+    tracing::info_span!(
+        "attempt",
+        otel.name = "attempt",
+        otel.status_code = Empty,
+        safewrite.attempt = i64::from(number),
+        safewrite.batch_size = Empty,
+        safewrite.resource_version.read = Empty,
+        safewrite.resource_version.written = Empty,
+        http.response.status_code = Empty,
+        safewrite.k8s.reason = Empty,
+        safewrite.decision = Empty,
+        safewrite.outcome = Empty,
+        safewrite.backoff_ms = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records how an attempt ended on its span.
+pub(super) fn record_step(span: &Span, step: &Step) {
+    match step {
+        Step::Done(done) => {
+            span.record("safewrite.outcome", done.outcome.name(done.already_applied));
+            if matches!(done.outcome, Outcome::Updated | Outcome::Created) && !done.already_applied
+            {
+                span.record(
+                    "safewrite.resource_version.written",
+                    resource_version(&done.object).as_str(),
+                );
+            }
+        }
+        Step::Retry(decision, failure) => record_failure(span, decision.name(), failure),
+        Step::Fail(failure) => record_failure(span, "final", failure),
+    }
+}
+
+/// Records a failed attempt on its span.
+pub(super) fn record_failure(span: &Span, decision: &str, failure: &Failure) {
+    span.record("safewrite.decision", decision);
+    span.record("error.type", failure.kind());
+    span.record("otel.status_code", "ERROR");
+}
+
+/// Checks uid, exact resourceVersion and the CEL condition on the fresh object (the
+/// condition evaluated no later than `deadline`).
+pub(super) async fn check_preconditions(
+    pre: &Preconditions,
+    fresh: &Value,
+    deadline: Option<Instant>,
+) -> Result<(), Failure> {
+    if let Some(uid) = &pre.uid {
+        let actual = fresh["metadata"]["uid"].as_str().unwrap_or_default();
+        if actual != uid {
+            return Err(Failure::PreconditionFailed {
+                reason: format!("metadata.uid is {actual:?}, not {uid:?}"),
+                current: fresh.clone(),
+            });
+        }
+    }
+    if let Some(expected) = &pre.resource_version {
+        let actual = resource_version(fresh);
+        if &actual != expected {
+            return Err(Failure::ResourceVersionMismatch {
+                expected: expected.clone(),
+                actual,
+                current: Some(fresh.clone()),
+            });
+        }
+    }
+    if let Some(cel) = &pre.cel {
+        match cel.holds(fresh, deadline).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Failure::PreconditionFailed {
+                    reason: "the CEL condition is false on the current object".into(),
+                    current: fresh.clone(),
+                });
+            }
+            Err(error) => return Err(mutation_failure(error, fresh.clone())),
+        }
+    }
+    Ok(())
+}

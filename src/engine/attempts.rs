@@ -1,0 +1,120 @@
+//! The state one request threads through its loop: the record of every attempt, the
+//! retries of internal errors made, its random source, deadline and policy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tower::retry::budget::{Budget, TpsBudget};
+use tracing::{Span, debug};
+
+use super::decide::{self, Standing};
+use super::error::{Failure, WriteError};
+use super::result::{AttemptRecord, Done, Written};
+use super::spec::Policy;
+use crate::classify::Decision;
+
+/// Per-request state of the loop.
+pub(super) struct Attempts {
+    budget: Arc<TpsBudget>,
+    pub records: Vec<AttemptRecord>,
+    internal_retries: u32,
+    rng: fastrand::Rng,
+    pub deadline: Option<Instant>,
+    policy: Policy,
+}
+
+impl Attempts {
+    pub fn new(budget: Arc<TpsBudget>, policy: Policy, deadline: Option<Instant>) -> Self {
+        Attempts {
+            budget,
+            records: Vec::new(),
+            internal_retries: 0,
+            rng: fastrand::Rng::new(),
+            deadline,
+            policy,
+        }
+    }
+
+    /// The number of attempts begun.
+    pub fn made(&self) -> u32 {
+        self.records.len() as u32
+    }
+
+    pub fn current(&mut self) -> &mut AttemptRecord {
+        self.records.last_mut().expect("an attempt is open")
+    }
+
+    /// Opens the next attempt; its number.
+    pub fn begin(&mut self) -> u32 {
+        let number = self.made() + 1;
+        self.records.push(AttemptRecord {
+            number,
+            ..Default::default()
+        });
+        number
+    }
+
+    /// The failed write.
+    pub fn fail(self, failure: Failure) -> WriteError {
+        WriteError {
+            failure,
+            attempts: self.records,
+        }
+    }
+
+    /// The finished write.
+    pub fn finish(self, done: Done) -> Written {
+        Written::new(done, self.records)
+    }
+
+    /// Plans the wait after a retryable outcome ([`decide::after`]), records it in the
+    /// attempt's record and span, and ends the span (its duration is the attempt's own).
+    /// `withdraw` asks the shared retry budget, for faults.
+    pub fn plan(
+        &mut self,
+        decision: &Decision,
+        last: Failure,
+        span: &Span,
+        withdraw: &mut dyn FnMut() -> bool,
+    ) -> Result<Duration, Failure> {
+        let standing = Standing {
+            policy: &self.policy,
+            deadline: self.deadline,
+            made: self.made(),
+            internal_retries: self.internal_retries,
+        };
+        let wait = decide::after(
+            decision,
+            last,
+            &standing,
+            Instant::now(),
+            &mut self.rng,
+            withdraw,
+        )?;
+        if matches!(decision, Decision::Internal) {
+            self.internal_retries += 1;
+        }
+        self.current().backoff = Some(wait);
+        let backoff_ms = wait.as_millis() as u64;
+        span.record("safewrite.backoff_ms", backoff_ms as i64);
+        debug!(parent: span, attempt = self.made(), backoff_ms, ?decision, "backing off");
+        Ok(wait)
+    }
+
+    /// Plans the wait after a retryable outcome, drawing on the shared budget, ends the
+    /// attempt's span, then sleeps. Returns the failure to end with when the loop must
+    /// stop.
+    pub async fn back_off(
+        &mut self,
+        decision: &Decision,
+        last: Failure,
+        span: Span,
+    ) -> Result<(), Failure> {
+        let budget = self.budget.clone();
+        let wait = self.plan(decision, last, &span, &mut || budget.withdraw());
+        drop(span);
+        tokio::time::sleep(wait?).await;
+        Ok(())
+    }
+}

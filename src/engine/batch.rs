@@ -1,0 +1,874 @@
+//! Group commit. Writes to one object (same path, subresource, field manager and dry
+//! run) that arrive while a write to it is in flight wait in that object's queue; when
+//! the write in flight ends, the queue becomes the next batch: one read, each member's
+//! idempotency key, preconditions and mutation applied in arrival order to the running
+//! result ([`fold`]), one write. Every member gets its own answer, the one it would have
+//! got had the members been written one after another in that order:
+//!
+//! - a member whose change is already made by those before it is UNCHANGED;
+//! - a false precondition or a mutation that does not apply fails that member alone,
+//!   and it is left out of the write;
+//! - a conflict re-reads and re-applies the whole batch;
+//! - a write the API server refuses for what it contains (422, a webhook's denial) is
+//!   retried one member at a time, so that only the offender fails;
+//! - when the object does not exist, the members before the first create-if-missing
+//!   fail NotFound, and that one goes alone (a create cannot be shared).
+//!
+//! There is no timer: a lone write starts at once, and company only forms while a write
+//! is in flight. A batch holds at most [`MAX_MEMBERS`]. Each object with a queue has one
+//! driver task, so a caller that goes away (its RPC dropped) cannot stop the others'
+//! writes; a member whose caller went away or whose deadline passed leaves before the
+//! next attempt, and nothing is written on its behalf after that point.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry::trace::TraceContextExt as _;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tower::retry::budget::Budget as _;
+use tracing::{Instrument as _, Span};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+use super::Engine;
+use super::attempt::{Read, Sent, attempt_span, check_preconditions, note_answer, record_failure};
+use super::attempts::Attempts;
+use super::body::{main_body, resource_version, status_body};
+use super::decide::{Step, is_ambiguous};
+use super::error::{Failure, WriteError, mutation_failure};
+use super::result::{Done, Outcome, Written};
+use super::spec::{Declarative, Subresource, WriteSpec};
+use crate::classify::Decision;
+use crate::client::discovery::Resolved;
+use crate::idempotency;
+use crate::target::{ObjectPath, Verb};
+
+/// The most requests one write carries. The idempotency window
+/// ([`idempotency::REMEMBERED`]) holds 16 batches of this size.
+pub const MAX_MEMBERS: usize = 64;
+
+const _: () = assert!(idempotency::REMEMBERED >= 16 * MAX_MEMBERS);
+
+/// Which writes may share a batch: the same request path and the same query.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    path: String,
+    subresource: Subresource,
+    field_manager: String,
+    dry_run: bool,
+}
+
+/// One request waiting in, or carried by, a batch.
+struct Member {
+    spec: WriteSpec,
+    resolved: Arc<Resolved>,
+    request: ObjectPath,
+    attempts: Attempts,
+    /// The member's RPC span: the batch's attempt spans are children of the first
+    /// member's and link the others'.
+    span: Span,
+    answer: oneshot::Sender<Result<Written, WriteError>>,
+    /// Must be written on its own (a create, or isolating an offender).
+    alone: bool,
+}
+
+impl Member {
+    fn gone(&self) -> bool {
+        self.answer.is_closed()
+    }
+
+    fn finish(self, result: Result<Done, Failure>) {
+        let result = match result {
+            Ok(done) => Ok(self.attempts.finish(done)),
+            Err(failure) => Err(self.attempts.fail(failure)),
+        };
+        // A caller that went away no longer listens; nothing to do then.
+        let _ = self.answer.send(result);
+    }
+}
+
+/// The queues of the objects being written.
+#[derive(Default)]
+pub(super) struct Batcher {
+    queues: Mutex<HashMap<Key, VecDeque<Member>>>,
+}
+
+impl Batcher {
+    /// Queues the write and waits for its answer. The first write to an object starts
+    /// the object's driver, which takes its first batch at once.
+    pub(super) async fn join(
+        &self,
+        engine: &Engine,
+        spec: &WriteSpec,
+        resolved: Arc<Resolved>,
+        request: ObjectPath,
+        attempts: Attempts,
+    ) -> Result<Written, WriteError> {
+        let deadline = attempts.deadline;
+        let key = Key {
+            path: request.as_str().to_string(),
+            subresource: spec.subresource,
+            field_manager: spec.field_manager.to_string(),
+            dry_run: spec.dry_run,
+        };
+        let (answer, answered) = oneshot::channel();
+        let member = Member {
+            spec: spec.clone(),
+            resolved,
+            request,
+            attempts,
+            span: Span::current(),
+            answer,
+            alone: false,
+        };
+        let start = {
+            let mut queues = self.queues.lock().expect("batch queues");
+            match queues.get_mut(&key) {
+                Some(queue) => {
+                    queue.push_back(member);
+                    false
+                }
+                None => {
+                    queues.insert(key.clone(), VecDeque::from([member]));
+                    true
+                }
+            }
+        };
+        if start {
+            tokio::spawn(drive(engine.clone(), key));
+        }
+        let answered = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, answered).await,
+            None => Ok(answered.await),
+        };
+        match answered {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(WriteError {
+                failure: Failure::Cancelled(
+                    "the group commit carrying this write ended without an answer; read the object to find out whether it was applied".into(),
+                ),
+                attempts: Vec::new(),
+            }),
+            Err(_) => Err(WriteError {
+                failure: Failure::Deadline {
+                    attempts: 0,
+                    last: "the write carrying this request was still in flight with others (group commit); its outcome is unknown: read the object".into(),
+                },
+                attempts: Vec::new(),
+            }),
+        }
+    }
+
+    /// The next batch of `key`'s queue: one member that must go alone, or the members
+    /// up to the next such one, at most [`MAX_MEMBERS`]. `None` (and the queue removed)
+    /// when it is empty.
+    fn next(&self, key: &Key) -> Option<Vec<Member>> {
+        let mut queues = self.queues.lock().expect("batch queues");
+        let queue = queues.get_mut(key)?;
+        let Some(first) = queue.pop_front() else {
+            queues.remove(key);
+            return None;
+        };
+        let mut batch = vec![first];
+        if !batch[0].alone {
+            self.top_up_locked(queue, &mut batch);
+        }
+        Some(batch)
+    }
+
+    /// Adds the members that arrived since `batch` was taken (up to the cap).
+    fn top_up(&self, key: &Key, batch: &mut Vec<Member>) {
+        let mut queues = self.queues.lock().expect("batch queues");
+        if let Some(queue) = queues.get_mut(key) {
+            self.top_up_locked(queue, batch);
+        }
+    }
+
+    fn top_up_locked(&self, queue: &mut VecDeque<Member>, batch: &mut Vec<Member>) {
+        while batch.len() < MAX_MEMBERS && queue.front().is_some_and(|m| !m.alone) {
+            batch.extend(queue.pop_front());
+        }
+    }
+
+    /// Puts members back at the front of `key`'s queue, in order.
+    fn requeue(&self, key: &Key, members: Vec<Member>) {
+        let mut queues = self.queues.lock().expect("batch queues");
+        let queue = queues.entry(key.clone()).or_default();
+        for member in members.into_iter().rev() {
+            queue.push_front(member);
+        }
+    }
+
+    /// Drops `key`'s queue: its members' callers get an answer saying so.
+    fn abandon(&self, key: &Key) {
+        self.queues.lock().expect("batch queues").remove(key);
+    }
+}
+
+/// Removes the object's queue if its driver ends by a panic, so that later writes to
+/// the object start a new driver instead of waiting for a dead one.
+struct DriverGuard<'a> {
+    batcher: &'a Batcher,
+    key: &'a Key,
+    done: bool,
+}
+
+impl Drop for DriverGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.batcher.abandon(self.key);
+        }
+    }
+}
+
+/// The driver of one object's queue: takes batches until the queue is empty.
+async fn drive(engine: Engine, key: Key) {
+    let batcher = engine.batcher.clone();
+    let mut guard = DriverGuard {
+        batcher: &batcher,
+        key: &key,
+        done: false,
+    };
+    while let Some(mut batch) = batcher.next(&key) {
+        if batch[0].alone {
+            alone(&engine, batch.pop().expect("one member")).await;
+        } else {
+            group(&engine, &batcher, &key, batch).await;
+        }
+    }
+    guard.done = true;
+}
+
+/// Writes one member on its own, going on from the attempts it made in batches.
+async fn alone(engine: &Engine, member: Member) {
+    if member.gone() {
+        return;
+    }
+    let Member {
+        spec,
+        attempts,
+        span,
+        answer,
+        ..
+    } = member;
+    let Some(mutation) = &spec.mutation else {
+        return;
+    };
+    let mut mutator = Declarative(mutation, attempts.deadline);
+    let result = engine
+        .write_with_attempts(&spec, &mut mutator, attempts)
+        .instrument(span)
+        .await;
+    let _ = answer.send(result);
+}
+
+/// What the running result of a batch made of one member.
+#[derive(Debug)]
+pub(super) enum Verdict {
+    /// Its change is in the body to write.
+    Changed,
+    /// Its change was already made (by the members before it, or before the read).
+    Unchanged,
+    /// Its idempotency key is on the object: made by an earlier write.
+    AlreadyApplied,
+    /// It fails alone and is left out of the write.
+    Failed(Failure),
+}
+
+/// Applies each member's idempotency check, preconditions and mutation, in order, to
+/// the running result that starts as `fresh`: each member sees the effect of those
+/// before it, exactly as if each had been written in turn. The body to write (with the
+/// keys of the members that changed it) and each member's verdict.
+pub(super) async fn fold(
+    fresh: &Value,
+    has_status: bool,
+    members: &[(&WriteSpec, Option<Instant>)],
+) -> (Value, Vec<Verdict>) {
+    let version = resource_version(fresh);
+    let mut running = fresh.clone();
+    let mut verdicts = Vec::new();
+    for &(spec, deadline) in members {
+        let verdict = apply_member(spec, deadline, &mut running, has_status, &version).await;
+        verdicts.push(verdict);
+    }
+    (running, verdicts)
+}
+
+async fn apply_member(
+    spec: &WriteSpec,
+    deadline: Option<Instant>,
+    running: &mut Value,
+    has_status: bool,
+    version: &str,
+) -> Verdict {
+    if let Some(key) = &spec.idempotency_key
+        && idempotency::applied(running, key)
+    {
+        return Verdict::AlreadyApplied;
+    }
+    if let Err(failure) = check_preconditions(&spec.preconditions, running, deadline).await {
+        return Verdict::Failed(failure);
+    }
+    let Some(mutation) = &spec.mutation else {
+        return Verdict::Failed(Failure::Cancelled("no mutation".into()));
+    };
+    let mutated = match mutation.apply(running, deadline).await {
+        Ok(mutated) => mutated,
+        Err(error) => return Verdict::Failed(mutation_failure(error, running.clone())),
+    };
+    let mut body = match spec.subresource {
+        Subresource::Main => main_body(running, mutated, has_status, version),
+        Subresource::Status => status_body(running, &mutated),
+    };
+    if body == *running {
+        return Verdict::Unchanged;
+    }
+    if let Some(key) = &spec.idempotency_key {
+        idempotency::record(&mut body, [key.as_str()]);
+    }
+    *running = body;
+    Verdict::Changed
+}
+
+/// The latest of the members' deadlines (none if one has none): the batch's requests
+/// may take that long; each member's own wait ends at its own deadline.
+fn latest_deadline(members: &[Member]) -> Option<Instant> {
+    let mut latest = None;
+    for member in members {
+        match (latest, member.attempts.deadline) {
+            (_, None) => return None,
+            (None, Some(d)) => latest = Some(d),
+            (Some(l), Some(d)) => latest = Some(d.max(l)),
+        }
+    }
+    latest
+}
+
+/// Runs one batch until every member has its answer, has gone back to the queue, or
+/// has left.
+async fn group(engine: &Engine, batcher: &Batcher, key: &Key, mut members: Vec<Member>) {
+    loop {
+        // Those whose caller went away or whose deadline passed leave now: nothing is
+        // written on their behalf after this point.
+        let now = Instant::now();
+        let mut staying = Vec::with_capacity(members.len());
+        for member in members {
+            if member.gone() {
+                continue;
+            }
+            if member.attempts.deadline.is_some_and(|d| now >= d) {
+                let attempts = member.attempts.made();
+                member.finish(Err(Failure::Deadline {
+                    attempts,
+                    last: "the deadline passed while the write waited to be retried with others (group commit)".into(),
+                }));
+                continue;
+            }
+            staying.push(member);
+        }
+        members = staying;
+        if members.is_empty() {
+            return;
+        }
+        batcher.top_up(key, &mut members);
+        let size = members.len();
+        for member in &mut members {
+            member.attempts.begin();
+        }
+        let span = members[0]
+            .span
+            .in_scope(|| attempt_span(members[0].attempts.made()));
+        span.record("safewrite.batch_size", size as i64);
+        for member in &members[1..] {
+            span.add_link(member.span.context().span().span_context().clone());
+        }
+        let outcome = attempt(engine, members).instrument(span.clone()).await;
+        match outcome {
+            Attempted::Answered => return,
+            Attempted::Requeue(back) => {
+                drop(span);
+                batcher.requeue(key, back);
+                return;
+            }
+            Attempted::Retry(decision, failure, carried) => {
+                record_failure(&span, decision.name(), &failure);
+                let mut asked = None;
+                let mut withdraw = || *asked.get_or_insert_with(|| engine.budget.withdraw());
+                let mut wait: Option<Duration> = None;
+                let mut retrying = Vec::with_capacity(carried.len());
+                for mut member in carried {
+                    match member
+                        .attempts
+                        .plan(&decision, failure.clone(), &span, &mut withdraw)
+                    {
+                        Ok(planned) => {
+                            wait = Some(wait.map_or(planned, |w| w.min(planned)));
+                            retrying.push(member);
+                        }
+                        Err(last) => member.finish(Err(last)),
+                    }
+                }
+                drop(span);
+                let wait = wait.unwrap_or_default();
+                for member in &mut retrying {
+                    member.attempts.current().backoff = Some(wait);
+                }
+                tokio::time::sleep(wait).await;
+                members = retrying;
+            }
+        }
+    }
+}
+
+/// How one attempt of a batch ended.
+enum Attempted {
+    /// Every member has its answer.
+    Answered,
+    /// These members go back to the front of the queue (a create, isolation).
+    Requeue(Vec<Member>),
+    /// These members retry after the decision's backoff; the rest have their answers.
+    Retry(Decision, Failure, Vec<Member>),
+}
+
+/// One attempt of a batch: one read, the fold, one write.
+async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
+    let deadline = latest_deadline(&members_now);
+    let made = members_now[0].attempts.made();
+    let request = members_now[0].request.clone();
+    let fresh = match engine.read(&request, deadline, made).await {
+        Read::Found(object) => object,
+        Read::Ended(answer, step) => {
+            let mut members = members_now;
+            if let Some(answer) = &answer {
+                for member in &mut members {
+                    note_answer(member.attempts.current(), answer);
+                }
+            }
+            return end_all(members, step);
+        }
+        Read::Missing(answer) => return missing(engine, members_now, &answer).await,
+    };
+    let version = resource_version(&fresh);
+    Span::current().record("safewrite.resource_version.read", version.as_str());
+    let mut members = members_now;
+    for member in &mut members {
+        member.attempts.current().resource_version_read = version.clone();
+    }
+    let has_status = members[0].resolved.has_status;
+    let specs: Vec<_> = members
+        .iter()
+        .map(|m| (&m.spec, m.attempts.deadline))
+        .collect();
+    let (body, verdicts) = fold(&fresh, has_status, &specs).await;
+    let changed = verdicts
+        .iter()
+        .filter(|v| matches!(v, Verdict::Changed))
+        .count();
+    if changed == 0 {
+        // Nothing to write: every answer is decided by the read.
+        for (member, verdict) in members.into_iter().zip(verdicts) {
+            member.finish(answer_of(verdict, &fresh, Outcome::Unchanged));
+        }
+        return Attempted::Answered;
+    }
+    let size = members.len() as u32;
+    for member in &mut members {
+        member.attempts.current().batch_size = size;
+    }
+    crate::metrics::get().batch(members.len());
+    let first = &members[0].spec;
+    let data = serde_json::to_vec(&body).expect("a JSON value serializes");
+    let put = request.request(
+        Verb::Replace,
+        first.subresource == Subresource::Status,
+        &first.write_params(false),
+        data,
+    );
+    match engine.send(put, deadline, made).await {
+        Sent::Answer(answer) if answer.code == 200 => {
+            for member in &mut members {
+                note_answer(member.attempts.current(), &answer);
+            }
+            let written = match answer.object() {
+                Ok(object) => object,
+                Err(error) => {
+                    let failure = Failure::BadAnswer(error);
+                    for member in members {
+                        member.finish(Err(failure.clone()));
+                    }
+                    return Attempted::Answered;
+                }
+            };
+            Span::current().record(
+                "safewrite.resource_version.written",
+                resource_version(&written).as_str(),
+            );
+            for (member, verdict) in members.into_iter().zip(verdicts) {
+                member.finish(answer_of(verdict, &written, Outcome::Updated));
+            }
+            Attempted::Answered
+        }
+        Sent::Answer(answer) => {
+            for member in &mut members {
+                note_answer(member.attempts.current(), &answer);
+            }
+            refused(members, &verdicts, changed, &answer)
+        }
+        Sent::Failed(failure, decision, maybe_sent) => {
+            unanswered(members, &verdicts, failure, decision, maybe_sent)
+        }
+    }
+}
+
+/// A member's answer from its verdict, once the batch's write (or read, when nothing
+/// was written) is done: `object` is the object as written (or read).
+fn answer_of(verdict: Verdict, object: &Value, changed: Outcome) -> Result<Done, Failure> {
+    match verdict {
+        Verdict::Changed => Ok(Done::new(changed, object.clone())),
+        Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, object.clone())),
+        Verdict::AlreadyApplied => Ok(Done::already_applied(object.clone())),
+        Verdict::Failed(failure) => Err(failure),
+    }
+}
+
+/// A read that ended the attempt: every member retries or fails with it.
+fn end_all(members: Vec<Member>, step: Step) -> Attempted {
+    match step {
+        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
+        Step::Fail(failure) => {
+            for member in members {
+                member.finish(Err(failure.clone()));
+            }
+            Attempted::Answered
+        }
+        Step::Done(_) => unreachable!("a read does not finish a write"),
+    }
+}
+
+/// The object does not exist: the members before the first that may create it fail
+/// with the 404, as they would have one at a time; that one creates the object on its
+/// own (a create is not shared), and the rest go back to the queue to be written to
+/// the object it created.
+async fn missing(
+    engine: &Engine,
+    members: Vec<Member>,
+    answer: &crate::client::apiserver::Answer,
+) -> Attempted {
+    let mut members = members.into_iter();
+    let mut creator = None;
+    for mut member in members.by_ref() {
+        if member.spec.create_if_missing.is_some() {
+            creator = Some(member);
+            break;
+        }
+        note_answer(member.attempts.current(), answer);
+        match Step::from_answer(answer, None) {
+            Step::Fail(failure) | Step::Retry(_, failure) => member.finish(Err(failure)),
+            Step::Done(_) => unreachable!("a 404 does not finish a write"),
+        }
+    }
+    let Some(mut creator) = creator else {
+        return Attempted::Answered;
+    };
+    let rest: Vec<Member> = members.collect();
+    let (spec, request) = (&creator.spec, &creator.request);
+    let (Some(template), Some(mutation)) = (&spec.create_if_missing, &spec.mutation) else {
+        unreachable!("a creator has a template and a mutation")
+    };
+    let mut mutator = Declarative(mutation, creator.attempts.deadline);
+    creator.attempts.current().batch_size = 1;
+    let step = engine
+        .create(spec, request, template, &mut mutator, &mut creator.attempts)
+        .await;
+    match step {
+        Step::Done(done) => creator.finish(Ok(done)),
+        Step::Fail(failure) => creator.finish(Err(failure)),
+        // Someone else created it first (AlreadyExists) or a fault: the creator goes
+        // back with the others, to be retried as a member (the object may exist now).
+        Step::Retry(decision, failure) => {
+            let mut back = vec![creator];
+            back.extend(rest);
+            return Attempted::Retry(decision, failure, back);
+        }
+    }
+    if rest.is_empty() {
+        Attempted::Answered
+    } else {
+        Attempted::Requeue(rest)
+    }
+}
+
+/// The API server refused the batch's write. Retryable answers (a conflict above all)
+/// retry the whole batch. Otherwise the refusal may be one member's doing: with one
+/// member changing the object, it fails and the others go back to be written without
+/// it; with several, each is written alone so that only the offender fails.
+fn refused(
+    members: Vec<Member>,
+    verdicts: &[Verdict],
+    changed: usize,
+    answer: &crate::client::apiserver::Answer,
+) -> Attempted {
+    if is_ambiguous(answer) {
+        let failure = Failure::OutcomeUnknown {
+            last: format!("HTTP {}: {}", answer.code, answer.message()),
+        };
+        return unanswered(members, verdicts, failure, answer.decision(), true);
+    }
+    match Step::from_answer(answer, None) {
+        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
+        Step::Done(_) => unreachable!("a refusal does not finish a write"),
+        Step::Fail(failure) if changed == 1 => {
+            let mut back = Vec::new();
+            for (member, verdict) in members.into_iter().zip(verdicts) {
+                if matches!(verdict, Verdict::Changed) {
+                    member.finish(Err(failure.clone()));
+                } else {
+                    back.push(member);
+                }
+            }
+            Attempted::Requeue(back)
+        }
+        Step::Fail(_) => Attempted::Requeue(
+            members
+                .into_iter()
+                .map(|mut m| {
+                    m.alone = true;
+                    m
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The batch's write got no answer. If it may have reached the API server, the members
+/// whose change it carried and that cannot be retried safely (no idempotency key) end
+/// with an unknown outcome; the rest retry when the failure is retryable (the next read
+/// tells what was applied).
+fn unanswered(
+    members: Vec<Member>,
+    verdicts: &[Verdict],
+    failure: Failure,
+    decision: Decision,
+    maybe_sent: bool,
+) -> Attempted {
+    let mut going_on = Vec::new();
+    for (member, verdict) in members.into_iter().zip(verdicts) {
+        let unsafe_to_retry =
+            maybe_sent && matches!(verdict, Verdict::Changed) && !member.spec.retry_is_safe();
+        if unsafe_to_retry {
+            let failure = match &failure {
+                Failure::Deadline { attempts, last } => Failure::Deadline {
+                    attempts: *attempts,
+                    last: format!("{last} (the last write's outcome is unknown: read the object)"),
+                },
+                Failure::Transport { error } => Failure::OutcomeUnknown {
+                    last: error.to_string(),
+                },
+                other => other.clone(),
+            };
+            member.finish(Err(failure));
+        } else {
+            going_on.push(member);
+        }
+    }
+    if going_on.is_empty() {
+        return Attempted::Answered;
+    }
+    match Step::from_failure(failure, decision) {
+        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, going_on),
+        Step::Fail(failure) => {
+            for member in going_on {
+                member.finish(Err(failure.clone()));
+            }
+            Attempted::Answered
+        }
+        Step::Done(_) => unreachable!("a failure does not finish a write"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Group commit's semantics: a batch's fold equals writing its members one at a
+    //! time, in order, for random members (merge patches, JSON Patches with `test`,
+    //! patches that do not apply, CEL increments, CEL preconditions, idempotency keys).
+    use serde_json::json;
+
+    use super::*;
+    use crate::backoff::Backoff;
+    use crate::mutation::{Cel, Mutation};
+    use crate::target::{ApiVersion, FieldManager, Kind, Name, Namespace, Target};
+
+    fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
+        WriteSpec {
+            target: Target {
+                api_version: ApiVersion::parse("v", "v1").unwrap(),
+                kind: Kind::parse("k", "ConfigMap").unwrap(),
+                namespace: Namespace::parse("n", "default").unwrap(),
+                name: Name::parse("n", "o").unwrap(),
+            },
+            subresource: Subresource::Main,
+            mutation: Some(mutation),
+            preconditions: super::super::Preconditions {
+                cel,
+                ..Default::default()
+            },
+            policy: super::super::Policy {
+                max_attempts: 5,
+                backoff: Backoff {
+                    initial: Duration::from_millis(10),
+                    max: Duration::from_secs(1),
+                },
+            },
+            field_manager: FieldManager::parse("f", "safewrite").unwrap(),
+            dry_run: false,
+            create_if_missing: None,
+            idempotency_key: key.map(str::to_string),
+            write_alone: false,
+        }
+    }
+
+    fn random_member(rng: &mut fastrand::Rng, increment: &Cel, guard: &Cel) -> WriteSpec {
+        let pick = rng.u64(..);
+        let mut values = fastrand::Rng::with_seed(pick);
+        let mut value = || json!(["0", "1", "2"][values.usize(..3)]);
+        let mutation = match rng.usize(..5) {
+            0 => Mutation::MergePatch(json!({"data": {"a": value()}})),
+            1 => {
+                let b = if rng.bool() { Value::Null } else { value() };
+                Mutation::MergePatch(json!({"data": {"b": b}}))
+            }
+            2 => Mutation::JsonPatch(
+                serde_json::from_value(json!([
+                    {"op": "test", "path": "/data/a", "value": value()},
+                    {"op": "replace", "path": "/data/a", "value": value()}
+                ]))
+                .unwrap(),
+            ),
+            3 => Mutation::JsonPatch(
+                serde_json::from_value(json!([{"op": "remove", "path": "/data/b"}])).unwrap(),
+            ),
+            _ => Mutation::Cel(increment.clone()),
+        };
+        let precondition = rng.bool().then(|| guard.clone()).filter(|_| rng.bool());
+        let key = ["k1", "k2", "k3", "k4"][rng.usize(..4)];
+        spec(mutation, precondition, rng.bool().then_some(key))
+    }
+
+    /// A verdict's name, for comparing (failures by kind).
+    fn name(verdict: &Verdict) -> String {
+        match verdict {
+            Verdict::Changed => "changed".into(),
+            Verdict::Unchanged => "unchanged".into(),
+            Verdict::AlreadyApplied => "already_applied".into(),
+            Verdict::Failed(failure) => format!("failed:{}", failure.kind()),
+        }
+    }
+
+    fn without_version(mut object: Value) -> Value {
+        object["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        object
+    }
+
+    #[tokio::test]
+    async fn a_batch_equals_its_members_written_one_at_a_time() {
+        let increment =
+            Cel::compile("c", r#"{"data": {"a": string(int(object.data.a) + 1)}}"#).unwrap();
+        let guard = Cel::compile("p", r#"object.data.a != "2""#).unwrap();
+        let mut rng = fastrand::Rng::with_seed(20261123);
+        let mut seen = std::collections::BTreeSet::new();
+        for case in 0..400 {
+            let fresh = json!({
+                "metadata": {"name": "o", "resourceVersion": "1"},
+                "data": {"a": "0", "b": "0"}
+            });
+            let members: Vec<WriteSpec> = (0..rng.usize(1..10))
+                .map(|_| random_member(&mut rng, &increment, &guard))
+                .collect();
+
+            // One at a time: each member reads what the one before it wrote.
+            let mut state = fresh.clone();
+            let mut one_by_one = Vec::new();
+            for (version, member) in (2..).zip(&members) {
+                let (body, mut verdicts) = fold(&state, false, &[(member, None)]).await;
+                let verdict = verdicts.pop().unwrap();
+                if matches!(verdict, Verdict::Changed) {
+                    state = body;
+                    state["metadata"]["resourceVersion"] = json!(version.to_string());
+                }
+                one_by_one.push(name(&verdict));
+            }
+
+            let specs: Vec<_> = members.iter().map(|m| (m, None)).collect();
+            let (body, verdicts) = fold(&fresh, false, &specs).await;
+            let batched: Vec<String> = verdicts.iter().map(name).collect();
+            assert_eq!(batched, one_by_one, "case {case}: outcomes");
+            assert_eq!(
+                without_version(body),
+                without_version(state),
+                "case {case}: final object"
+            );
+            seen.extend(batched);
+        }
+        // The generator reaches every kind of verdict.
+        for kind in [
+            "changed",
+            "unchanged",
+            "already_applied",
+            "failed:precondition_failed",
+            "failed:mutation_failed",
+        ] {
+            assert!(seen.contains(kind), "{kind} never happened: {seen:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_member_is_left_out_and_the_others_see_each_other() {
+        let fresh = json!({"metadata": {"name": "o", "resourceVersion": "7"}, "data": {"a": "0"}});
+        let set = |v: &str| spec(Mutation::MergePatch(json!({"data": {"a": v}})), None, None);
+        let missing = spec(
+            Mutation::JsonPatch(
+                serde_json::from_value(json!([{"op": "remove", "path": "/data/zzz"}])).unwrap(),
+            ),
+            None,
+            None,
+        );
+        let (first, second, third) = (set("1"), missing, set("1"));
+        let (body, verdicts) = fold(
+            &fresh,
+            false,
+            &[(&first, None), (&second, None), (&third, None)],
+        )
+        .await;
+        assert_eq!(body["data"]["a"], "1");
+        assert_eq!(
+            body["metadata"]["resourceVersion"], "7",
+            "written at the version read"
+        );
+        let names: Vec<String> = verdicts.iter().map(name).collect();
+        assert_eq!(names, ["changed", "failed:mutation_failed", "unchanged"]);
+    }
+
+    #[tokio::test]
+    async fn every_member_key_is_recorded_in_the_one_write() {
+        let fresh = json!({"metadata": {"name": "o", "resourceVersion": "7"}, "data": {"a": "0"}});
+        let members: Vec<WriteSpec> = (0..MAX_MEMBERS)
+            .map(|i| {
+                spec(
+                    Mutation::MergePatch(json!({"data": {format!("k{i}"): "x"}})),
+                    None,
+                    Some(&format!("key-{i}")),
+                )
+            })
+            .collect();
+        let specs: Vec<_> = members.iter().map(|m| (m, None)).collect();
+        let (body, _) = fold(&fresh, false, &specs).await;
+        for i in 0..MAX_MEMBERS {
+            assert!(idempotency::applied(&body, &format!("key-{i}")), "key-{i}");
+        }
+    }
+}

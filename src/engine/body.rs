@@ -1,0 +1,72 @@
+//! The bodies the engine sends: the object to PUT for the main resource or for the
+//! status subresource, built from the fresh object and the mutated one.
+
+use serde_json::Value;
+
+/// The object's metadata.resourceVersion, or empty.
+pub fn resource_version(object: &Value) -> String {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The PUT body for the main resource: the mutated object at the version read, with the
+/// fresh status (the main resource never writes status when a subresource owns it).
+pub fn main_body(fresh: &Value, mut mutated: Value, has_status: bool, version: &str) -> Value {
+    if let Some(metadata) = mutated.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("resourceVersion".into(), Value::String(version.into()));
+    }
+    if has_status && let Some(object) = mutated.as_object_mut() {
+        match fresh.get("status") {
+            Some(status) => object.insert("status".into(), status.clone()),
+            None => object.remove("status"),
+        };
+    }
+    mutated
+}
+
+/// The PUT body for the status subresource: the fresh object with the mutated status.
+pub fn status_body(fresh: &Value, mutated: &Value) -> Value {
+    let mut body = fresh.clone();
+    if let Some(object) = body.as_object_mut() {
+        match mutated.get("status") {
+            Some(status) => object.insert("status".into(), status.clone()),
+            None => object.remove("status"),
+        };
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn main_body_keeps_the_fresh_status_and_version() {
+        let fresh =
+            json!({"metadata": {"resourceVersion": "5"}, "spec": {"a": 1}, "status": {"s": 1}});
+        let mutated =
+            json!({"metadata": {"resourceVersion": "1"}, "spec": {"a": 2}, "status": {"s": 9}});
+        let body = main_body(&fresh, mutated, true, "5");
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "5"}, "spec": {"a": 2}, "status": {"s": 1}})
+        );
+        // A change to status alone is no change to the main resource.
+        let only_status =
+            json!({"metadata": {"resourceVersion": "5"}, "spec": {"a": 1}, "status": {"s": 2}});
+        assert_eq!(main_body(&fresh, only_status, true, "5"), fresh);
+    }
+
+    #[test]
+    fn status_body_changes_only_status() {
+        let fresh = json!({"spec": {"a": 1}, "status": {"s": 1}});
+        let mutated = json!({"spec": {"a": 2}, "status": {"s": 2}});
+        assert_eq!(
+            status_body(&fresh, &mutated),
+            json!({"spec": {"a": 1}, "status": {"s": 2}})
+        );
+    }
+}

@@ -1,13 +1,20 @@
-//! The demo's writers: N concurrent callers each apply M read-dependent increments
-//! (a CEL mutation) to one ConfigMap through the safewrite sidecar, then a summary:
-//! mutations applied, conflicts met and resolved, attempts per write, latency
-//! percentiles, and a check that the final value is exact.
+//! The demo's writers. First the bug this product exists to prevent: N naive writers
+//! each apply M increments to one ConfigMap directly (read, change, write back with no
+//! resourceVersion and no retry), and the updates they lose are counted. Then N callers
+//! each apply M read-dependent increments (a CEL mutation) to another ConfigMap through
+//! the safewrite sidecar, and a summary: mutations applied, conflicts met and resolved,
+//! attempts per write, the API requests each write cost (the API server's own count;
+//! group commit makes it less than one), latency percentiles, and a check that the final
+//! value is exact.
 //!
 //! Run by deploy/local/demo.sh:
-//!   cargo run --release --example contend -- ADDR NAMESPACE [WRITERS] [INCREMENTS]
+//!   cargo run --release --example contend -- ADDR NAMESPACE KUBECONFIG [WRITERS] [INCREMENTS]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 
 use safewrite::pb;
 use safewrite::pb::writer_service_client::WriterServiceClient;
@@ -41,17 +48,95 @@ fn increment(namespace: &str) -> pb::UpdateWithRetryRequest {
     }
 }
 
+/// The API server's own count of requests for configmaps (GET, UPDATE, PATCH, CREATE).
+async fn configmap_requests(kube: &kube::Client) -> Result<f64, Box<dyn std::error::Error>> {
+    let text = kube
+        .request_text(http::Request::get("/metrics").body(Vec::new())?)
+        .await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| l.contains("resource=\"configmaps\""))
+        .filter(|l| {
+            ["GET", "UPDATE", "PATCH", "CREATE"]
+                .iter()
+                .any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum())
+}
+
+/// The naive writers: read, change, write back with no resourceVersion (an
+/// unconditional update) and no retry. Returns the final count of `total` increments.
+async fn naive(
+    kube: &kube::Client,
+    namespace: &str,
+    writers: usize,
+    increments: usize,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    let api: Api<ConfigMap> = Api::namespaced(kube.clone(), namespace);
+    let _ = api.delete("demo-naive", &Default::default()).await;
+    let fresh: ConfigMap = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "demo-naive"}, "data": {"count": "0"}}),
+    )?;
+    for _ in 0..50 {
+        match api.create(&PostParams::default(), &fresh).await {
+            Ok(_) => break,
+            // The old one is still being deleted.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..writers {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..increments {
+                let Ok(mut cm) = api.get("demo-naive").await else {
+                    continue;
+                };
+                let data = cm.data.get_or_insert_with(Default::default);
+                let n: usize = data.get("count").and_then(|v| v.parse().ok()).unwrap_or(0);
+                data.insert("count".into(), (n + 1).to_string());
+                cm.metadata.resource_version = None;
+                let _ = api.replace("demo-naive", &PostParams::default(), &cm).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await?;
+    }
+    let cm = api.get("demo-naive").await?;
+    Ok(cm.data.unwrap_or_default()["count"].parse()?)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() < 3 {
-        eprintln!("usage: contend ADDR NAMESPACE [WRITERS] [INCREMENTS]");
+    if args.len() < 4 {
+        eprintln!("usage: contend ADDR NAMESPACE KUBECONFIG [WRITERS] [INCREMENTS]");
         std::process::exit(2);
     }
     let (addr, namespace) = (args[1].clone(), args[2].clone());
-    let writers: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(16);
-    let increments: usize = args.get(4).map(|s| s.parse()).transpose()?.unwrap_or(25);
+    let kubeconfig = kube::config::Kubeconfig::read_from(&args[3])?;
+    let kube = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?,
+    )?;
+    let writers: usize = args.get(4).map(|s| s.parse()).transpose()?.unwrap_or(16);
+    let increments: usize = args.get(5).map(|s| s.parse()).transpose()?.unwrap_or(25);
     let client = WriterServiceClient::connect(format!("http://{addr}")).await?;
+
+    println!(
+        "naive writers: {writers} x {increments} increments of ConfigMap {namespace}/demo-naive, read and written back with no resourceVersion and no retry"
+    );
+    let naive_count = naive(&kube, &namespace, writers, increments).await?;
+    let total = writers * increments;
+    println!(
+        "  final value {naive_count} of {total}: {} updates lost ({:.0}%)",
+        total - naive_count.min(total),
+        100.0 * (total - naive_count.min(total)) as f64 / total as f64
+    );
+    println!();
+    let requests_before = configmap_requests(&kube).await?;
 
     println!(
         "{writers} writers x {increments} increments of ConfigMap {namespace}/demo-counter, all at once"
@@ -101,6 +186,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let wall = started.elapsed();
+    let requests = configmap_requests(&kube).await? - requests_before;
 
     // Read the final value through the sidecar too: an empty merge patch is a no-op,
     // answered UNCHANGED with the current object and no write.
@@ -125,7 +211,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     latencies.sort();
     let pct =
         |p: f64| -> Duration { latencies[((latencies.len() as f64 - 1.0) * p).round() as usize] };
-    let total = writers * increments;
     println!();
     println!("summary");
     println!(
@@ -149,6 +234,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pct(1.0).as_secs_f64() * 1e3
     );
     println!(
+        "  API requests          {requests:.0} for {ok} writes: {:.2} per write (group commit: one read and one write carry every write waiting for the object)",
+        requests / ok.max(1) as f64
+    );
+    println!(
         "  throughput            {:.0} writes/s over {:.2} s",
         ok as f64 / wall.as_secs_f64(),
         wall.as_secs_f64()
@@ -157,6 +246,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if final_count == ok && failed == 0 {
         println!(
             "  final value           {final_count} = {ok} successful increments: exact, no update lost"
+        );
+        println!();
+        println!(
+            "side by side: naive writers lost {} of {total} updates; safewrite lost none, at {:.2} API requests per write, p99 {:.1} ms",
+            total - naive_count.min(total),
+            requests / ok.max(1) as f64,
+            pct(0.99).as_secs_f64() * 1e3
         );
         Ok(())
     } else {

@@ -80,12 +80,12 @@ step "one call with grpcurl: UpdateWithRetry with a merge patch (created if miss
   "options": {"createIfMissingJson": "{}"}
 }' "$addr" safewrite.v1.WriterService/UpdateWithRetry | grep -E '"(outcome|resourceVersion|attempts)"'
 
-step "contending writers: read-dependent increments of one object, through the sidecar"
-"$root/target/release/examples/contend" "$addr" default "$writers" "$increments"
+step "contending writers: naive read-modify-write, then read-dependent increments through the sidecar"
+"$root/target/release/examples/contend" "$addr" default "$cpdir/admin.kubeconfig" "$writers" "$increments"
 
 step "the sidecar's metrics (http://127.0.0.1:$metrics_port/metrics), a few of them"
 curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
-  grep -E '^safewrite_(rpcs_total|conflicts_total|api_requests_total|rpc_attempts_(sum|count)|breaker_state|ratelimit_wait_seconds_count)' || true
+  grep -E '^safewrite_(rpcs_total|conflicts_total|api_requests_total|rpc_attempts_(sum|count)|batch_size_(sum|count)|breaker_state|ratelimit_wait_seconds_count)' || true
 
 step "sidecar log (warnings and above)"
 grep -vE ' (INFO|DEBUG|TRACE) ' "$work/sidecar.log" || echo "(none)"

@@ -1,16 +1,28 @@
-//! `cargo bench --bench writes`: safewrite against the peer a Rust user would pick
-//! instead (kube-rs, GET + PUT with a hand-written conflict-retry loop), in one run, on
-//! the local control plane from tests/harness. Prints figures and ratios; asserts
-//! nothing about time (speed is measured, not asserted).
+//! `cargo bench --bench writes`: safewrite against the peers a controller author would
+//! use instead, in one run, on one local control plane (tests/harness), for
+//! read-dependent increments of counters in ConfigMaps:
 //!
-//! 1. Uncontended latency: one read-modify-write of one object, through the sidecar
-//!    vs. direct from this process.
-//! 2. Contended goodput: 1, 4 and 16 writers incrementing one counter.
-//! 3. The sidecar's peak RSS after 10,000 writes.
+//! - client-go `retry.RetryOnConflict` (Get, change, Update) with `DefaultRetry` and
+//!   with `DefaultBackoff`: tests/bench/clientgo, built by this bench with `go build`;
+//! - kube-rs direct: GET, change, PUT, re-read and retry on 409 with jittered backoff;
+//! - safewrite UpdateWithRetry with a CEL increment, each write alone
+//!   (`options.write_alone`) and with group commit (the default).
+//!
+//! For K = 1, 4, 16 and 64 writers on one object and 16 writers on 16 objects, each
+//! contender writes for a fixed time; the bench prints goodput, failures (increments a
+//! contender gave up on), API requests per successful increment (the API server's own
+//! `apiserver_request_total` for configmaps), p50/p99 latency, the final counters against
+//! the successes counted, and each safewrite row's ratio to the best peer. It asserts
+//! only correctness (no lost update); speed is measured and printed, never asserted.
+//!
+//! `SAFEWRITE_BENCH_SECONDS` sets the time per run (default 4).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,46 +33,117 @@ use serde_json::json;
 use support::{ControlPlane, Sidecar};
 use tonic::transport::Channel;
 
-/// An increment that retries conflicts as long as it takes (the contention is the point).
-fn increment(ns: &str, name: &str) -> pb::UpdateWithRetryRequest {
-    pb::UpdateWithRetryRequest {
+/// Who writes.
+#[derive(Clone, Copy, PartialEq)]
+enum Contender {
+    ClientGoRetry,
+    ClientGoBackoff,
+    KubeDirect,
+    SafewriteAlone,
+    SafewriteGrouped,
+}
+
+impl Contender {
+    const ALL: [Contender; 5] = [
+        Contender::ClientGoRetry,
+        Contender::ClientGoBackoff,
+        Contender::KubeDirect,
+        Contender::SafewriteAlone,
+        Contender::SafewriteGrouped,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Contender::ClientGoRetry => "client-go DefaultRetry",
+            Contender::ClientGoBackoff => "client-go DefaultBackoff",
+            Contender::KubeDirect => "kube-rs direct",
+            Contender::SafewriteAlone => "safewrite, each alone",
+            Contender::SafewriteGrouped => "safewrite, group commit",
+        }
+    }
+
+    fn slug(self) -> &'static str {
+        match self {
+            Contender::ClientGoRetry => "cgr",
+            Contender::ClientGoBackoff => "cgb",
+            Contender::KubeDirect => "kube",
+            Contender::SafewriteAlone => "swa",
+            Contender::SafewriteGrouped => "swg",
+        }
+    }
+
+    fn is_peer(self) -> bool {
+        !matches!(
+            self,
+            Contender::SafewriteAlone | Contender::SafewriteGrouped
+        )
+    }
+}
+
+/// What one run counted.
+struct Run {
+    successes: u64,
+    failures: u64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// Everything a run needs.
+struct Bench {
+    cp: &'static ControlPlane,
+    ns: String,
+    api: Api<ConfigMap>,
+    client: WriterServiceClient<Channel>,
+    clientgo: PathBuf,
+    seconds: f64,
+}
+
+/// A CEL increment, retried as long as the deadline allows (the contention is the point).
+fn increment(ns: &str, name: &str, alone: bool) -> tonic::Request<pb::UpdateWithRetryRequest> {
+    let mut request = tonic::Request::new(pb::UpdateWithRetryRequest {
         retry_policy: Some(pb::RetryPolicy {
             max_attempts: 1000,
             ..Default::default()
         }),
+        options: Some(pb::WriteOptions {
+            write_alone: alone,
+            ..Default::default()
+        }),
         ..support::keyed_increment(ns, name, None)
-    }
+    });
+    request.set_timeout(Duration::from_secs(30));
+    request
 }
 
-/// The peer: kube-rs GET, change, PUT; on 409 Conflict re-read and retry with jittered
-/// exponential backoff (what client-go's RetryOnConflict does for Go).
-async fn direct_increment(api: &Api<ConfigMap>, name: &str, rng: &mut fastrand::Rng) -> u32 {
-    let mut attempt = 0u32;
-    loop {
-        attempt += 1;
-        let mut cm = api.get(name).await.expect("get");
+/// kube-rs: GET, change, PUT; on 409 Conflict re-read and retry with jittered
+/// exponential backoff (10 ms doubling to 1 s), at most 50 attempts.
+async fn direct_increment(api: &Api<ConfigMap>, name: &str, rng: &mut fastrand::Rng) -> bool {
+    for attempt in 1..=50u32 {
+        let Ok(mut cm) = api.get(name).await else {
+            return false;
+        };
         let data = cm.data.get_or_insert_with(Default::default);
         let n: u64 = data.get("n").map(|v| v.parse().unwrap()).unwrap_or(0);
         data.insert("n".into(), (n + 1).to_string());
         match api.replace(name, &PostParams::default(), &cm).await {
-            Ok(_) => return attempt,
+            Ok(_) => return true,
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let ceiling = Duration::from_millis(10)
                     .saturating_mul(1 << attempt.min(7))
                     .min(Duration::from_secs(1));
                 tokio::time::sleep(ceiling.mul_f64(rng.f64())).await;
             }
-            Err(e) => panic!("direct PUT: {e}"),
+            Err(_) => return false,
         }
     }
+    false
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
 }
 
 async fn make_counter(api: &Api<ConfigMap>, name: &str) {
@@ -77,180 +160,107 @@ async fn counter(api: &Api<ConfigMap>, name: &str) -> u64 {
         .unwrap()
 }
 
-async fn uncontended(client: &WriterServiceClient<Channel>, api: &Api<ConfigMap>, ns: &str) {
-    const N: usize = 500;
-    make_counter(api, "lat-sidecar").await;
-    make_counter(api, "lat-direct").await;
-    let mut client = client.clone();
-    let mut rng = fastrand::Rng::with_seed(1);
-    // Warm both paths (connections, discovery).
-    for _ in 0..20 {
-        client
-            .update_with_retry(increment(ns, "lat-sidecar"))
-            .await
-            .unwrap();
-        direct_increment(api, "lat-direct", &mut rng).await;
-    }
-    let (mut via, mut direct) = (Vec::with_capacity(N), Vec::with_capacity(N));
-    for _ in 0..N {
-        let t = Instant::now();
-        client
-            .update_with_retry(increment(ns, "lat-sidecar"))
-            .await
-            .unwrap();
-        via.push(t.elapsed());
-        let t = Instant::now();
-        direct_increment(api, "lat-direct", &mut rng).await;
-        direct.push(t.elapsed());
-    }
-    via.sort();
-    direct.sort();
-    let (vp50, vp99) = (percentile(&via, 0.5), percentile(&via, 0.99));
-    let (dp50, dp99) = (percentile(&direct, 0.5), percentile(&direct, 0.99));
-    println!("uncontended read-modify-write, {N} sequential increments of one object");
-    println!(
-        "  safewrite UpdateWithRetry (CEL)  p50 {:6.3} ms  p99 {:6.3} ms",
-        ms(vp50),
-        ms(vp99)
-    );
-    println!(
-        "  kube-rs GET+PUT direct           p50 {:6.3} ms  p99 {:6.3} ms",
-        ms(dp50),
-        ms(dp99)
-    );
-    println!(
-        "  added p50 {:+.3} ms (target <= 0.3 ms); ratio p50 {:.2}x, p99 {:.2}x",
-        ms(vp50) - ms(dp50),
-        vp50.as_secs_f64() / dp50.as_secs_f64(),
-        vp99.as_secs_f64() / dp99.as_secs_f64()
-    );
+/// Builds the client-go contender (tests/bench/clientgo) into target/bench.
+fn build_clientgo() -> PathBuf {
+    let root = support::repo_root();
+    let out = root.join("target/bench/clientgo-bench");
+    eprintln!("bench: building tests/bench/clientgo (client-go; the first build takes minutes)");
+    let status = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(root.join("tests/bench/clientgo"))
+        .status()
+        .expect("run go (Go is needed for the client-go contender)");
+    assert!(status.success(), "go build of tests/bench/clientgo failed");
+    out
 }
 
-async fn contended(client: &WriterServiceClient<Channel>, api: &Api<ConfigMap>, ns: &str) {
-    const TOTAL: usize = 320;
-    println!("contended goodput: {TOTAL} increments of one counter split across W writers");
-    for writers in [1usize, 4, 16] {
-        let each = TOTAL / writers;
-        let via_name = format!("goodput-sidecar-{writers}");
-        let direct_name = format!("goodput-direct-{writers}");
-        make_counter(api, &via_name).await;
-        make_counter(api, &direct_name).await;
-
-        let started = Instant::now();
-        let mut tasks = Vec::new();
-        for _ in 0..writers {
-            let mut client = client.clone();
-            let (ns, name) = (ns.to_string(), via_name.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut attempts = 0;
-                for _ in 0..each {
-                    let r = client
-                        .update_with_retry(increment(&ns, &name))
-                        .await
-                        .unwrap();
-                    attempts += r.into_inner().result.unwrap().attempts;
-                }
-                attempts
-            }));
+impl Bench {
+    async fn run(&self, contender: Contender, names: &[String], writers: usize) -> Run {
+        match contender {
+            Contender::ClientGoRetry | Contender::ClientGoBackoff => {
+                self.clientgo(contender, names, writers)
+            }
+            _ => self.in_process(contender, names, writers).await,
         }
-        let mut via_attempts = 0;
-        for t in tasks {
-            via_attempts += t.await.unwrap();
-        }
-        let via = started.elapsed();
+    }
 
-        let started = Instant::now();
+    fn clientgo(&self, contender: Contender, names: &[String], writers: usize) -> Run {
+        let backoff = if contender == Contender::ClientGoRetry {
+            "retry"
+        } else {
+            "backoff"
+        };
+        let output = Command::new(&self.clientgo)
+            .arg("-kubeconfig")
+            .arg(self.cp.admin_kubeconfig())
+            .args(["-namespace", &self.ns, "-names", &names.join(",")])
+            .args(["-writers", &writers.to_string(), "-backoff", backoff])
+            .args([
+                "-duration",
+                &format!("{}ms", (self.seconds * 1000.0) as u64),
+            ])
+            .output()
+            .expect("run clientgo-bench");
+        assert!(
+            output.status.success(),
+            "clientgo-bench: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let line: serde_json::Value = serde_json::from_slice(&output.stdout).expect("its JSON");
+        Run {
+            successes: line["successes"].as_u64().unwrap(),
+            failures: line["failures"].as_u64().unwrap(),
+            p50_ms: line["p50_ms"].as_f64().unwrap(),
+            p99_ms: line["p99_ms"].as_f64().unwrap(),
+        }
+    }
+
+    async fn in_process(&self, contender: Contender, names: &[String], writers: usize) -> Run {
+        let until = Instant::now() + Duration::from_secs_f64(self.seconds);
         let mut tasks = Vec::new();
         for w in 0..writers {
-            let (api, name) = (api.clone(), direct_name.clone());
+            let name = names[w % names.len()].clone();
+            let (api, mut client, ns) = (self.api.clone(), self.client.clone(), self.ns.clone());
             tasks.push(tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed(w as u64);
-                let mut attempts = 0;
-                for _ in 0..each {
-                    attempts += direct_increment(&api, &name, &mut rng).await;
+                let (mut latencies, mut failures) = (Vec::new(), 0u64);
+                while Instant::now() < until {
+                    let started = Instant::now();
+                    let ok = match contender {
+                        Contender::KubeDirect => direct_increment(&api, &name, &mut rng).await,
+                        _ => {
+                            let alone = contender == Contender::SafewriteAlone;
+                            client
+                                .update_with_retry(increment(&ns, &name, alone))
+                                .await
+                                .is_ok()
+                        }
+                    };
+                    if ok {
+                        latencies.push(started.elapsed());
+                    } else {
+                        failures += 1;
+                    }
                 }
-                attempts
+                (latencies, failures)
             }));
         }
-        let mut direct_attempts = 0;
-        for t in tasks {
-            direct_attempts += t.await.unwrap();
+        let (mut latencies, mut failures) = (Vec::new(), 0);
+        for task in tasks {
+            let (l, f) = task.await.unwrap();
+            latencies.extend(l);
+            failures += f;
         }
-        let direct = started.elapsed();
-
-        let done = (each * writers) as f64;
-        assert_eq!(
-            counter(api, &via_name).await as f64,
-            done,
-            "sidecar lost an update"
-        );
-        assert_eq!(
-            counter(api, &direct_name).await as f64,
-            done,
-            "direct lost an update"
-        );
-        let (gv, gd) = (done / via.as_secs_f64(), done / direct.as_secs_f64());
-        println!(
-            "  W={writers:2}  safewrite {gv:7.1} writes/s ({:.2} attempts/write)   kube-rs direct {gd:7.1} writes/s ({:.2} attempts/write)   ratio {:.2}x",
-            via_attempts as f64 / done,
-            direct_attempts as f64 / done,
-            gv / gd
-        );
+        latencies.sort();
+        Run {
+            successes: latencies.len() as u64,
+            failures,
+            p50_ms: percentile(&latencies, 0.5),
+            p99_ms: percentile(&latencies, 0.99),
+        }
     }
-}
-
-fn rss_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-async fn memory(
-    sidecar: &Sidecar,
-    client: &WriterServiceClient<Channel>,
-    api: &Api<ConfigMap>,
-    ns: &str,
-) {
-    const WRITES: usize = 10_000;
-    const WRITERS: usize = 8;
-    for w in 0..WRITERS {
-        make_counter(api, &format!("rss-{w}")).await;
-    }
-    let before = rss_kib(sidecar.pid(), "VmRSS:");
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..WRITERS {
-        let mut client = client.clone();
-        let (ns, name) = (ns.to_string(), format!("rss-{w}"));
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..WRITES / WRITERS {
-                client
-                    .update_with_retry(increment(&ns, &name))
-                    .await
-                    .unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let took = started.elapsed();
-    let peak = rss_kib(sidecar.pid(), "VmHWM:");
-    let now = rss_kib(sidecar.pid(), "VmRSS:");
-    println!(
-        "sidecar memory over {WRITES} writes ({WRITERS} writers, {:.0} writes/s)",
-        WRITES as f64 / took.as_secs_f64()
-    );
-    println!(
-        "  RSS before {:.1} MiB, after {:.1} MiB, peak (VmHWM) {:.1} MiB (target <= 30 MiB)",
-        before as f64 / 1024.0,
-        now as f64 / 1024.0,
-        peak as f64 / 1024.0
-    );
 }
 
 #[tokio::main]
@@ -259,22 +269,101 @@ async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
+    let seconds: f64 = std::env::var("SAFEWRITE_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4.0);
+    let clientgo = build_clientgo();
     let cp = ControlPlane::shared();
     let ns = cp.namespace("bench").await;
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
     let sidecar = Sidecar::start(&[
         "--kubeconfig",
         cp.admin_kubeconfig().to_str().unwrap(),
+        "--qps",
+        "1000",
+        "--burst",
+        "2000",
         "--log-filter",
-        "warn,safewrite::server=info",
+        "warn",
     ]);
     let client = WriterServiceClient::new(sidecar.channel().await);
+    let bench = Arc::new(Bench {
+        cp,
+        ns,
+        api,
+        client,
+        clientgo,
+        seconds,
+    });
+    // Warm every path (connections, discovery, the Go runtime's first start).
+    for contender in Contender::ALL {
+        let name = format!("warm-{}", contender.slug());
+        make_counter(&bench.api, &name).await;
+        bench.run(contender, &[name], 1).await;
+    }
+
     println!(
-        "safewrite benchmark: sidecar (release build) vs kube-rs direct, same process, same control plane\n"
+        "safewrite benchmark: read-dependent increments, {seconds} s per run, one control plane, sidecar release build with --qps 1000 --burst 2000\n"
     );
-    uncontended(&client, &api, &ns).await;
-    println!();
-    contended(&client, &api, &ns).await;
-    println!();
-    memory(&sidecar, &client, &api, &ns).await;
+    println!(
+        "{:<26} {:>10} {:>8} {:>9} {:>9} {:>9} {:>16} {:>9}",
+        "contender",
+        "writes/s",
+        "failed",
+        "req/write",
+        "p50 ms",
+        "p99 ms",
+        "final/expected",
+        "vs best"
+    );
+    for (objects, writers) in [(1usize, 1usize), (1, 4), (1, 16), (1, 64), (16, 16)] {
+        println!("K={writers} writers on {objects} object(s)");
+        let mut best_peer = 0.0f64;
+        for contender in Contender::ALL {
+            let names: Vec<String> = (0..objects)
+                .map(|o| format!("{}-k{writers}-o{objects}-{o}", contender.slug()))
+                .collect();
+            for name in &names {
+                make_counter(&bench.api, name).await;
+            }
+            let verbs = ["GET", "UPDATE", "PATCH", "CREATE"];
+            let before = support::apiserver_requests(bench.cp, &verbs, "configmaps").await;
+            let run = bench.run(contender, &names, writers).await;
+            let after = support::apiserver_requests(bench.cp, &verbs, "configmaps").await;
+            let mut total = 0;
+            for name in &names {
+                total += counter(&bench.api, name).await;
+            }
+            let goodput = run.successes as f64 / seconds;
+            let per_write = (after - before) / run.successes.max(1) as f64;
+            let versus = if contender.is_peer() {
+                best_peer = best_peer.max(goodput);
+                String::new()
+            } else {
+                format!("{:.2}x", goodput / best_peer)
+            };
+            println!(
+                "  {:<24} {:>10.1} {:>8} {:>9.2} {:>9.1} {:>9.1} {:>16} {:>9}",
+                contender.label(),
+                goodput,
+                run.failures,
+                per_write,
+                run.p50_ms,
+                run.p99_ms,
+                format!("{total}/{}", run.successes),
+                versus,
+            );
+            // A failed increment may have been applied before its caller gave up (an
+            // answer lost to a timeout): never fewer than the successes, never more
+            // than all attempts made.
+            assert!(
+                total >= run.successes && total <= run.successes + run.failures,
+                "{}: lost update: counters {total}, successes {}",
+                contender.label(),
+                run.successes
+            );
+        }
+    }
+    drop(sidecar);
 }

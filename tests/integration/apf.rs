@@ -85,6 +85,8 @@ async fn api_priority_and_fairness_429s_are_waited_out() {
         "100",
         "--readiness-interval",
         "1h",
+        // Every RPC its own requests, so that the API server sees enough to throttle.
+        "--no-group-commit",
     ]);
     let client = WriterServiceClient::new(sidecar.channel().await);
     let mut tasks = Vec::new();

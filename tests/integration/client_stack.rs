@@ -146,6 +146,8 @@ async fn a_thousand_rpcs_in_flight_share_one_http2_connection() {
         kubeconfig.to_str().expect("utf-8"),
         "--request-timeout",
         "20s",
+        // Every RPC its own request: the connections under 1,024 requests are the point.
+        "--no-group-commit",
     ]);
     let most = connections_at_1024_in_flight(&proxy, &sidecar, &ns, Duration::from_secs(3)).await;
     assert_eq!(most, 1, "1,024 RPCs in flight over {most} connections");
@@ -164,6 +166,7 @@ async fn without_http2_a_thousand_rpcs_in_flight_use_a_capped_pool() {
         kubeconfig.to_str().expect("utf-8"),
         "--request-timeout",
         "60s",
+        "--no-group-commit",
     ]);
     // The first connection finds no HTTP/2; the sidecar says so and falls back.
     assert!(

@@ -183,20 +183,26 @@ async fn install_widget_crd(client: &kube::Client) {
     install_crd(client, "widgets", "Widget").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conflicting_writers_lose_no_update() {
-    let env = Env::new("lost-update").await;
-    env.create_configmap("counter", json!({"n": "0"})).await;
+/// 16 writers x 50 read-dependent increments of one object: `alone` sends each write on
+/// its own (`options.write_alone`), else concurrent writes are committed together.
+/// Returns the conflicts met and the largest group a write carried.
+async fn sixteen_by_fifty(env: &Env, name: &str, alone: bool) -> (usize, u32) {
+    env.create_configmap(name, json!({"n": "0"})).await;
     let client = env.writer().await;
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let mut client = client.clone();
-        let target = env.configmap("counter");
+        let target = env.configmap(name);
         tasks.push(tokio::spawn(async move {
-            let mut conflicts = 0;
+            let (mut conflicts, mut largest) = (0, 0);
             for _ in 0..50 {
+                let mut request = update(target.clone(), cel(INCREMENT));
+                request.options = Some(pb::WriteOptions {
+                    write_alone: alone,
+                    ..Default::default()
+                });
                 let result = client
-                    .update_with_retry(update(target.clone(), cel(INCREMENT)))
+                    .update_with_retry(request)
                     .await
                     .expect("every increment succeeds")
                     .into_inner()
@@ -209,21 +215,197 @@ async fn conflicting_writers_lose_no_update() {
                     .iter()
                     .filter(|a| a.reason == "Conflict")
                     .count();
+                let last = result.attempt_records.last().unwrap();
+                assert!(
+                    last.batch_size >= 1,
+                    "the write that carried it is recorded"
+                );
+                largest = largest.max(last.batch_size);
             }
-            conflicts
+            (conflicts, largest)
         }));
     }
-    let mut conflicts = 0;
+    let (mut conflicts, mut largest) = (0, 0);
     for task in tasks {
-        conflicts += task.await.unwrap();
+        let (c, l) = task.await.unwrap();
+        conflicts += c;
+        largest = largest.max(l);
     }
-    let cm = env.configmaps().get("counter").await.unwrap();
+    let cm = env.configmaps().get(name).await.unwrap();
     assert_eq!(cm.data.unwrap()["n"], "800", "no increment lost or doubled");
+    (conflicts, largest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_writers_lose_no_update() {
+    let env = Env::new("lost-update").await;
+    let (conflicts, largest) = sixteen_by_fifty(&env, "alone", true).await;
     assert!(
         conflicts > 0,
         "16 writers on one object met no conflict at all"
     );
-    eprintln!("800 increments, {conflicts} conflicts resolved");
+    assert_eq!(largest, 1, "write_alone writes went alone");
+    eprintln!("800 increments written alone, {conflicts} conflicts resolved");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_commit_carries_concurrent_writers_in_one_write() {
+    let env = Env::new("group-commit").await;
+    let (conflicts, largest) = sixteen_by_fifty(&env, "grouped", false).await;
+    assert!(largest > 1, "no write carried more than one request");
+    let metrics = env.sidecar.metrics();
+    let count: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("safewrite_batch_size_count "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("safewrite_batch_size_count");
+    assert!(
+        count < 800.0,
+        "800 increments took {count} writes: nothing was committed together"
+    );
+    eprintln!("800 increments in {count} writes (largest group {largest}), {conflicts} conflicts");
+}
+
+/// Fires `requests` at once and returns their answers in order.
+async fn all_at_once(
+    client: &WriterServiceClient<Channel>,
+    requests: Vec<pb::UpdateWithRetryRequest>,
+) -> Vec<Result<pb::WriteResult, tonic::Status>> {
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|request| {
+            let mut client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .update_with_retry(request)
+                    .await
+                    .map(|r| r.into_inner().result.unwrap())
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_group_write_fails_only_the_offender() {
+    let env = Env::new("group-offender").await;
+    env.create_configmap("c", json!({"n": "0"})).await;
+    let client = env.writer().await;
+    let (rounds, each) = (6, 24);
+    let mut isolated = 0;
+    for _ in 0..rounds {
+        let mut requests: Vec<_> = (0..each)
+            .map(|_| update(env.configmap("c"), cel(INCREMENT)))
+            .collect();
+        // A value the API server refuses (ConfigMap data values are strings).
+        requests[each / 2] = update(env.configmap("c"), merge(json!({"data": {"bad": 5}})));
+        let answers = all_at_once(&client, requests).await;
+        for (i, answer) in answers.into_iter().enumerate() {
+            if i == each / 2 {
+                let status = answer.expect_err("the offender fails");
+                assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+                let failure = details(&status).failure.unwrap();
+                if failure.attempt_records.iter().any(|a| a.batch_size > 1) {
+                    isolated += 1;
+                }
+            } else {
+                let result = answer.expect("every other member succeeds");
+                assert_eq!(result.outcome(), pb::Outcome::Updated);
+            }
+        }
+    }
+    let cm = env.configmaps().get("c").await.unwrap();
+    let data = cm.data.unwrap();
+    assert_eq!(data["n"], ((each - 1) * rounds).to_string());
+    assert!(!data.contains_key("bad"));
+    assert!(
+        isolated > 0,
+        "the offender never shared a write: isolation was not exercised"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_precondition_is_false_fails_alone() {
+    let env = Env::new("group-precondition").await;
+    env.create_configmap("c", json!({"n": "0"})).await;
+    let client = env.writer().await;
+    let mut requests: Vec<_> = (0..16)
+        .map(|_| update(env.configmap("c"), cel(INCREMENT)))
+        .collect();
+    requests[8].preconditions = Some(pb::Preconditions {
+        cel: r#"object.data.n == "-1""#.into(),
+        ..Default::default()
+    });
+    let answers = all_at_once(&client, requests).await;
+    for (i, answer) in answers.into_iter().enumerate() {
+        if i == 8 {
+            let status = answer.expect_err("its precondition is false");
+            assert_eq!(status.code(), Code::FailedPrecondition);
+        } else {
+            answer.expect("the others succeed");
+        }
+    }
+    let cm = env.configmaps().get("c").await.unwrap();
+    assert_eq!(cm.data.unwrap()["n"], "15");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_records_every_key_and_resent_keys_are_already_applied() {
+    let env = Env::new("group-keys").await;
+    env.create_configmap("c", json!({"n": "0"})).await;
+    let client = env.writer().await;
+    let keyed = |i: usize| {
+        let mut request = update(env.configmap("c"), cel(INCREMENT));
+        request.options = Some(pb::WriteOptions {
+            idempotency_key: format!("key-{i}"),
+            ..Default::default()
+        });
+        request
+    };
+    let first = all_at_once(&client, (0..32).map(keyed).collect()).await;
+    assert!(
+        first
+            .iter()
+            .all(|a| a.as_ref().is_ok_and(|r| !r.already_applied))
+    );
+    let again = all_at_once(&client, (0..32).map(keyed).collect()).await;
+    for answer in again {
+        let result = answer.expect("a resent key succeeds");
+        assert!(
+            result.already_applied,
+            "applied once, recorded with the change"
+        );
+    }
+    let cm = env.configmaps().get("c").await.unwrap();
+    assert_eq!(cm.data.unwrap()["n"], "32");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_of_a_missing_object_create_it_once() {
+    let env = Env::new("group-create").await;
+    let client = env.writer().await;
+    let requests: Vec<_> = (0..12)
+        .map(|_| {
+            let mut request = update(env.configmap("fresh"), cel(INCREMENT));
+            request.options = Some(pb::WriteOptions {
+                create_if_missing_json: r#"{"data": {"n": "0"}}"#.into(),
+                ..Default::default()
+            });
+            request
+        })
+        .collect();
+    let answers = all_at_once(&client, requests).await;
+    let created = answers
+        .iter()
+        .filter(|a| a.as_ref().unwrap().outcome() == pb::Outcome::Created)
+        .count();
+    assert_eq!(created, 1, "one create, the rest updates");
+    let cm = env.configmaps().get("fresh").await.unwrap();
+    assert_eq!(cm.data.unwrap()["n"], "12");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -499,7 +681,7 @@ async fn server_side_apply_reports_changes_and_field_manager_conflicts() {
     assert!(err.message().contains(".data.x"), "{err:?}");
     assert!(err.message().contains("apply.force"), "{err:?}");
     let d = details(&err);
-    assert_eq!(d.info.unwrap().reason, "FieldManagerConflict");
+    assert_eq!(d.info.unwrap().reason, "FIELD_MANAGER_CONFLICT");
     assert_eq!(d.failure.unwrap().attempt_records.len(), 1, "not retried");
 
     other.mutation = apply(json!({"data": {"x": "2"}}), true);

@@ -205,68 +205,90 @@ async fn every_fault_type_applies_each_keyed_increment_exactly_once() {
     assert!(rig.proxy.count(|c| &c.committed_and_dropped) > 0);
 }
 
+/// Without keys, every RPC whose write's answer was lost is answered UNKNOWN and never
+/// retried blindly. Written alone, that is exactly one RPC per lost answer; in a group
+/// commit, every member whose change the lost write carried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_a_key_a_lost_answer_is_reported_unknown_and_never_retried_blindly() {
     let rig = Rig::new("no-key").await;
-    for (label, fault) in [
-        ("answer dropped after commit", Fault::DropAnswer),
-        ("reset before forwarding", Fault::ResetBeforeForward),
-    ] {
-        let name = format!("k{}", label.len());
-        make(&rig.api, &name).await;
-        let injected = rig.proxy.count(|c| &c.injected);
-        let committed = rig.proxy.count(|c| &c.committed_and_dropped);
-        rig.proxy.inject(fault, 5, true);
-        let tally = Arc::new(Tally::default());
-        let mut tasks = Vec::new();
-        for _ in 0..16 {
-            let mut client = rig.client().await;
-            let (ns, name, tally) = (rig.ns.clone(), name.clone(), tally.clone());
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..20 {
-                    match client.update_with_retry(increment(&ns, &name, None)).await {
-                        Ok(_) => {
-                            tally.ok.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(err) => {
-                            assert_eq!(err.code(), Code::Unknown, "{err:?}");
-                            assert_eq!(reason(&err), "WRITE_OUTCOME_UNKNOWN", "{err:?}");
-                            assert!(
-                                err.message().contains("idempotency_key"),
-                                "the message says what to do: {}",
-                                err.message()
-                            );
-                            tally.unknown.fetch_add(1, Ordering::Relaxed);
+    for alone in [true, false] {
+        for (label, fault) in [
+            ("answer dropped after commit", Fault::DropAnswer),
+            ("reset before forwarding", Fault::ResetBeforeForward),
+        ] {
+            let label = format!("{label}{}", if alone { ", alone" } else { ", grouped" });
+            let name = format!("k{}", label.len());
+            make(&rig.api, &name).await;
+            let injected = rig.proxy.count(|c| &c.injected);
+            let committed = rig.proxy.count(|c| &c.committed_and_dropped);
+            rig.proxy.inject(fault, 5, true);
+            let tally = Arc::new(Tally::default());
+            let mut tasks = Vec::new();
+            for _ in 0..16 {
+                let mut client = rig.client().await;
+                let (ns, name, tally) = (rig.ns.clone(), name.clone(), tally.clone());
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..20 {
+                        let mut request = increment(&ns, &name, None);
+                        request.options.get_or_insert_default().write_alone = alone;
+                        match client.update_with_retry(request).await {
+                            Ok(_) => {
+                                tally.ok.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(err) => {
+                                assert_eq!(err.code(), Code::Unknown, "{err:?}");
+                                assert_eq!(reason(&err), "WRITE_OUTCOME_UNKNOWN", "{err:?}");
+                                assert!(
+                                    err.message().contains("idempotency_key"),
+                                    "the message says what to do: {}",
+                                    err.message()
+                                );
+                                tally.unknown.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
+                }));
+            }
+            for task in tasks {
+                task.await.expect("caller");
+            }
+            rig.proxy.pass();
+            let n = value(&rig.api, &name).await;
+            let (ok, unknown) = (
+                tally.ok.load(Ordering::Relaxed),
+                tally.unknown.load(Ordering::Relaxed),
+            );
+            let injected = rig.proxy.count(|c| &c.injected) - injected;
+            let committed = rig.proxy.count(|c| &c.committed_and_dropped) - committed;
+            eprintln!(
+                "{label}, no key: {ok} OK, {unknown} WRITE_OUTCOME_UNKNOWN, {injected} write faults, {committed} of them committed, final {n}"
+            );
+            assert_eq!(ok + unknown, 320, "{label}: every RPC answered");
+            assert!(injected > 0, "{label}: the fault was never injected");
+            if alone {
+                assert_eq!(
+                    unknown, injected,
+                    "{label}: every write whose answer was lost, and only those, is reported unknown"
+                );
+                assert_eq!(
+                    n,
+                    ok + committed,
+                    "{label}: each OK applied once, each unknown write at most once (as the server committed it)"
+                );
+            } else {
+                assert!(
+                    unknown >= injected,
+                    "{label}: each lost answer is reported unknown to every member it carried"
+                );
+                assert!(
+                    n >= ok && n <= ok + unknown,
+                    "{label}: each OK applied once, each unknown at most once"
+                );
+                if committed == 0 {
+                    assert_eq!(n, ok, "{label}: nothing lost was committed");
                 }
-            }));
+            }
         }
-        for task in tasks {
-            task.await.expect("caller");
-        }
-        rig.proxy.pass();
-        let n = value(&rig.api, &name).await;
-        let (ok, unknown) = (
-            tally.ok.load(Ordering::Relaxed),
-            tally.unknown.load(Ordering::Relaxed),
-        );
-        let injected = rig.proxy.count(|c| &c.injected) - injected;
-        let committed = rig.proxy.count(|c| &c.committed_and_dropped) - committed;
-        eprintln!(
-            "{label}, no key: {ok} OK, {unknown} WRITE_OUTCOME_UNKNOWN, {injected} write faults, {committed} of them committed, final {n}"
-        );
-        assert_eq!(ok + unknown, 320, "{label}: every RPC answered");
-        assert!(injected > 0, "{label}: the fault was never injected");
-        assert_eq!(
-            unknown, injected,
-            "{label}: every write whose answer was lost, and only those, is reported unknown"
-        );
-        assert_eq!(
-            n,
-            ok + committed,
-            "{label}: each OK applied once, each unknown write at most once (as the server committed it)"
-        );
     }
 }
 

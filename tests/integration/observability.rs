@@ -48,7 +48,13 @@ async fn metrics_count_rpcs_attempts_conflicts_and_api_requests() {
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "m"}, "data": {"n": "0"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
-    let sidecar = Sidecar::start(&["--kubeconfig", cp.admin_kubeconfig().to_str().unwrap()]);
+    // Every RPC its own write, so that the writers conflict (group commit is counted in
+    // tests/integration/engine.rs).
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        cp.admin_kubeconfig().to_str().unwrap(),
+        "--no-group-commit",
+    ]);
 
     // 8 contending writers x 10 increments: conflicts are certain.
     let mut tasks = Vec::new();

@@ -334,8 +334,13 @@ impl Sidecar {
         let sink = log.clone();
         let metrics_addr = Arc::new(Mutex::new(None));
         let metrics_sink = metrics_addr.clone();
+        // SAFEWRITE_TEST_SIDECAR_LOG=1 echoes every sidecar's log, to debug a test.
+        let echo = std::env::var_os("SAFEWRITE_TEST_SIDECAR_LOG").is_some();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if echo {
+                    eprintln!("[sidecar] {line}");
+                }
                 match listening(&line) {
                     Some(("http", addr)) => {
                         *metrics_sink.lock().expect("metrics addr") = Some(addr)

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterator
 
 import pytest
 
-import safewrite
+import safewrite_client as sw
 
 #: The CEL increment of a counter ConfigMap made by the `counter` fixture.
 INCREMENT = '{"data": {"n": string(int(object.data.n) + 1)}}'
@@ -29,8 +29,8 @@ def namespace(addr: str) -> str:
 
 
 @pytest.fixture
-def client(addr: str) -> Iterator[safewrite.Client]:
-    with safewrite.Client(addr, timeout=60) as c:
+def client(addr: str) -> Iterator[sw.Client]:
+    with sw.Client(addr, timeout=60) as c:
         yield c
 
 
@@ -47,45 +47,45 @@ def new_name(request: pytest.FixtureRequest) -> Callable[[], str]:
 
 
 @pytest.fixture
-def configmap_ref(namespace: str, new_name: Callable[[], str]) -> safewrite.ObjectRef:
+def configmap_ref(namespace: str, new_name: Callable[[], str]) -> sw.ObjectRef:
     """A reference to a ConfigMap that does not exist yet."""
-    return safewrite.ObjectRef("v1", "ConfigMap", namespace, new_name())
+    return sw.ObjectRef("v1", "ConfigMap", namespace, new_name())
 
 
 @pytest.fixture
-def counter(client: safewrite.Client, configmap_ref: safewrite.ObjectRef) -> safewrite.ObjectRef:
+def counter(client: sw.Client, configmap_ref: sw.ObjectRef) -> sw.ObjectRef:
     """A ConfigMap {"data": {"n": "0"}}, created through the sidecar."""
     result = client.update(
         configmap_ref, merge_patch={"data": {"n": "0"}}, create_if_missing={"data": {"n": "0"}}
     )
-    assert result.outcome == safewrite.Outcome.CREATED
+    assert result.outcome == sw.Outcome.CREATED
     return configmap_ref
 
 
 @pytest.fixture
 def widget(
-    client: safewrite.Client, namespace: str, new_name: Callable[[], str]
-) -> safewrite.ObjectRef:
+    client: sw.Client, namespace: str, new_name: Callable[[], str]
+) -> sw.ObjectRef:
     """A Widget (widgets.test.safewrite.dev/v1, with a status subresource) whose status
     is {"count": 0}."""
-    ref = safewrite.ObjectRef("test.safewrite.dev/v1", "Widget", namespace, new_name())
+    ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", namespace, new_name())
     created = client.update(
         ref, merge_patch={"spec": {"size": 1}}, create_if_missing={"spec": {"size": 1}}
     )
-    assert created.outcome == safewrite.Outcome.CREATED
+    assert created.outcome == sw.Outcome.CREATED
     status = client.patch_status(ref, merge_patch={"status": {"count": 0}})
-    assert status.outcome == safewrite.Outcome.UPDATED
+    assert status.outcome == sw.Outcome.UPDATED
     return ref
 
 
 @pytest.fixture
-def read(client: safewrite.Client) -> Callable[[safewrite.ObjectRef], Dict[str, Any]]:
+def read(client: sw.Client) -> Callable[[sw.ObjectRef], Dict[str, Any]]:
     """Returns a function reading an object as it is now (an empty merge patch changes
     nothing and answers with the object as read)."""
 
-    def read_(ref: safewrite.ObjectRef) -> Dict[str, Any]:
+    def read_(ref: sw.ObjectRef) -> Dict[str, Any]:
         result = client.update(ref, merge_patch={})
-        assert result.outcome == safewrite.Outcome.UNCHANGED
+        assert result.outcome == sw.Outcome.UNCHANGED
         return result.object
 
     return read_

@@ -9,17 +9,17 @@ from typing import Any, Callable, Dict, List
 import grpc
 import pytest
 
-import safewrite
-from safewrite import Outcome
+import safewrite_client as sw
+from safewrite_client import Outcome
 
 from conftest import INCREMENT
 
-Read = Callable[[safewrite.ObjectRef], Dict[str, Any]]
+Read = Callable[[sw.ObjectRef], Dict[str, Any]]
 
 
-def test_async_update_and_patch_status(addr: str, widget: safewrite.ObjectRef) -> None:
+def test_async_update_and_patch_status(addr: str, widget: sw.ObjectRef) -> None:
     async def main() -> None:
-        async with safewrite.AsyncClient(addr, timeout=30) as client:
+        async with sw.AsyncClient(addr, timeout=30) as client:
             spec = await client.update(widget, cel='{"spec": {"size": object.spec.size + 1}}')
             assert spec.outcome == Outcome.UPDATED
             assert spec.object["spec"] == {"size": 2}
@@ -33,7 +33,7 @@ def test_async_update_and_patch_status(addr: str, widget: safewrite.ObjectRef) -
     asyncio.run(main())
 
 
-def test_async_lost_update(addr: str, counter: safewrite.ObjectRef, read: Read) -> None:
+def test_async_lost_update(addr: str, counter: sw.ObjectRef, read: Read) -> None:
     """8 tasks x 10 increments through AsyncClient.transact, with coroutine and plain
     functions: none is lost."""
     tasks_n, per_task = 8, 10
@@ -47,14 +47,14 @@ def test_async_lost_update(addr: str, counter: safewrite.ObjectRef, read: Read) 
         obj["data"]["n"] = str(int(obj["data"]["n"]) + 1)
 
     async def main() -> List[int]:
-        async with safewrite.AsyncClient(addr, timeout=120) as client:
+        async with sw.AsyncClient(addr, timeout=120) as client:
 
             async def worker(i: int) -> List[int]:
                 fn = bump_async if i % 2 == 0 else bump_sync
                 out = []
                 for _ in range(per_task):
                     result = await client.transact(
-                        counter, fn, retry_policy=safewrite.RetryPolicy(max_attempts=200)
+                        counter, fn, retry_policy=sw.RetryPolicy(max_attempts=200)
                     )
                     assert result.outcome == Outcome.UPDATED
                     out.append(result.attempts)
@@ -70,20 +70,20 @@ def test_async_lost_update(addr: str, counter: safewrite.ObjectRef, read: Read) 
 
 
 def test_async_transact_abort_and_exception(
-    addr: str, counter: safewrite.ObjectRef, read: Read
+    addr: str, counter: sw.ObjectRef, read: Read
 ) -> None:
     class Boom(Exception):
         pass
 
     async def abort(obj: Dict[str, Any]) -> None:
-        raise safewrite.Abort("changed my mind")
+        raise sw.Abort("changed my mind")
 
     async def explode(obj: Dict[str, Any]) -> None:
         obj["data"]["n"] = "999"
         raise Boom()
 
     async def main() -> None:
-        async with safewrite.AsyncClient(addr, timeout=30) as client:
+        async with sw.AsyncClient(addr, timeout=30) as client:
             aborted = await client.transact(counter, abort)
             assert aborted.outcome == Outcome.ABORTED
             assert aborted.object["data"] == {"n": "0"}
@@ -96,35 +96,35 @@ def test_async_transact_abort_and_exception(
     assert read(counter)["data"] == {"n": "0"}
 
 
-def test_async_errors(addr: str, counter: safewrite.ObjectRef) -> None:
+def test_async_errors(addr: str, counter: sw.ObjectRef) -> None:
     async def main() -> None:
-        async with safewrite.AsyncClient(addr, timeout=30) as client:
-            with pytest.raises(safewrite.InvalidError) as invalid:
+        async with sw.AsyncClient(addr, timeout=30) as client:
+            with pytest.raises(sw.InvalidError) as invalid:
                 await client.update(counter, merge_patch={"metadata": {"labels": {"a": "-bad-"}}})
             assert invalid.value.field_violations
-            with pytest.raises(safewrite.PreconditionFailedError) as failed:
+            with pytest.raises(sw.PreconditionFailedError) as failed:
                 await client.transact(
-                    counter, lambda o: o, preconditions=safewrite.Preconditions(uid="nope")
+                    counter, lambda o: o, preconditions=sw.Preconditions(uid="nope")
                 )
             assert failed.value.current_object is not None
             assert failed.value.current_object["metadata"]["name"] == counter.name
             await asyncio.sleep(0.2)  # let the shared rate limit refill (see test_errors.py)
-            with pytest.raises(safewrite.DeadlineExceededError) as late:
+            with pytest.raises(sw.DeadlineExceededError) as late:
                 await client.update(counter, cel=INCREMENT, timeout=1e-6)
             assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
         restricted = os.environ["SAFEWRITE_RESTRICTED_ADDR"]
-        async with safewrite.AsyncClient(restricted, timeout=30) as denied:
-            with pytest.raises(safewrite.PermissionDeniedError):
+        async with sw.AsyncClient(restricted, timeout=30) as denied:
+            with pytest.raises(sw.PermissionDeniedError):
                 await denied.transact(counter, lambda o: {**o, "data": {"n": "5"}})
 
     asyncio.run(main())
 
 
-def test_async_unix_socket(addr: str, counter: safewrite.ObjectRef) -> None:
+def test_async_unix_socket(addr: str, counter: sw.ObjectRef) -> None:
     async def main() -> None:
         path = os.environ["SAFEWRITE_UNIX_SOCKET"]
-        async with safewrite.AsyncClient("unix://" + path, timeout=30) as client:
+        async with sw.AsyncClient("unix://" + path, timeout=30) as client:
             result = await client.update(counter, cel=INCREMENT)
             assert result.object["data"]["n"] == "1"
 

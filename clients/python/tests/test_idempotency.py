@@ -4,20 +4,19 @@ made once, and keys are refused where they cannot work."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from typing import Any, Callable, Dict, List
 
 import grpc
 import pytest
 
-import safewrite
-from safewrite import Outcome
-from safewrite.v1 import writer_pb2, writer_pb2_grpc
+import safewrite_client as sw
+from safewrite_client import Outcome
+from safewrite_client.v1 import writer_pb2, writer_pb2_grpc
 
 from conftest import INCREMENT
 
-Read = Callable[[safewrite.ObjectRef], Dict[str, Any]]
+Read = Callable[[sw.ObjectRef], Dict[str, Any]]
 
 #: The annotation in which the sidecar records the keys of the changes it made.
 APPLIED_KEYS = "safewrite.dev/applied-keys"
@@ -27,28 +26,26 @@ def new_key() -> str:
     return str(uuid.uuid4())
 
 
-def recorded_keys(obj: Dict[str, Any]) -> List[str]:
-    text = obj.get("metadata", {}).get("annotations", {}).get(APPLIED_KEYS, "[]")
-    keys = json.loads(text)
-    assert isinstance(keys, list)
-    return keys
+def records_keys(obj: Dict[str, Any]) -> bool:
+    """Whether the object's annotation records keys (it holds their digests)."""
+    return bool(obj.get("metadata", {}).get("annotations", {}).get(APPLIED_KEYS))
 
 
-def assert_refuses_key(err: safewrite.InvalidError) -> None:
+def assert_refuses_key(err: sw.InvalidError) -> None:
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT
     assert [v.field for v in err.field_violations] == ["options.idempotency_key"], err
     assert err.attempts == 0
 
 
 def test_same_key_twice_updates_once(
-    client: safewrite.Client, counter: safewrite.ObjectRef, read: Read
+    client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     key = new_key()
     first = client.update(counter, cel=INCREMENT, idempotency_key=key)
     assert first.outcome == Outcome.UPDATED
     assert first.already_applied is False
     assert first.object["data"] == {"n": "1"}
-    assert key in recorded_keys(first.object)
+    assert records_keys(first.object)
 
     again = client.update(counter, cel=INCREMENT, idempotency_key=key)
     assert again.outcome == Outcome.UPDATED
@@ -68,7 +65,7 @@ def test_same_key_twice_updates_once(
 
 
 def test_same_key_twice_transacts_once(
-    client: safewrite.Client, counter: safewrite.ObjectRef, read: Read
+    client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     calls: List[str] = []
 
@@ -92,14 +89,14 @@ def test_same_key_twice_transacts_once(
 
 
 def test_key_with_create_if_missing(
-    client: safewrite.Client, configmap_ref: safewrite.ObjectRef, read: Read
+    client: sw.Client, configmap_ref: sw.ObjectRef, read: Read
 ) -> None:
     key = new_key()
     created = client.update(
         configmap_ref, cel=INCREMENT, create_if_missing={"data": {"n": "0"}}, idempotency_key=key
     )
     assert created.outcome == Outcome.CREATED and not created.already_applied
-    assert key in recorded_keys(created.object)
+    assert records_keys(created.object)
     again = client.update(
         configmap_ref, cel=INCREMENT, create_if_missing={"data": {"n": "0"}}, idempotency_key=key
     )
@@ -108,13 +105,13 @@ def test_key_with_create_if_missing(
 
 
 def test_malformed_key_is_invalid(
-    client: safewrite.Client, counter: safewrite.ObjectRef, read: Read
+    client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     for bad in ("has space", "x" * 129, "ü", 'quote"'):
-        with pytest.raises(safewrite.InvalidError) as info:
+        with pytest.raises(sw.InvalidError) as info:
             client.update(counter, cel=INCREMENT, idempotency_key=bad)
         assert_refuses_key(info.value)
-    with pytest.raises(safewrite.InvalidError) as tx_info:
+    with pytest.raises(sw.InvalidError) as tx_info:
         client.transact(counter, lambda obj: None, idempotency_key="a/b")
     assert_refuses_key(tx_info.value)
     # The longest accepted key, and every accepted character.
@@ -124,10 +121,10 @@ def test_malformed_key_is_invalid(
 
 
 def test_key_refused_for_status_and_apply(
-    client: safewrite.Client, addr: str, widget: safewrite.ObjectRef, read: Read
+    client: sw.Client, addr: str, widget: sw.ObjectRef, read: Read
 ) -> None:
     # A status transaction cannot record the key.
-    with pytest.raises(safewrite.InvalidError) as tx_info:
+    with pytest.raises(sw.InvalidError) as tx_info:
         client.transact(widget, lambda obj: None, status=True, idempotency_key=new_key())
     assert_refuses_key(tx_info.value)
 
@@ -147,12 +144,12 @@ def test_key_refused_for_status_and_apply(
     with grpc.insecure_channel(addr) as channel:
         with pytest.raises(grpc.RpcError) as raw:
             writer_pb2_grpc.WriterServiceStub(channel).PatchStatus(request, timeout=30)
-    err = safewrite.from_rpc_error(raw.value)
-    assert isinstance(err, safewrite.InvalidError)
+    err = sw.from_rpc_error(raw.value)
+    assert isinstance(err, sw.InvalidError)
     assert_refuses_key(err)
 
     # Server-side apply is idempotent already.
-    with pytest.raises(safewrite.InvalidError) as apply_info:
+    with pytest.raises(sw.InvalidError) as apply_info:
         client.update(
             widget,
             apply={
@@ -171,7 +168,7 @@ def test_key_refused_for_status_and_apply(
 
 
 def test_async_idempotency_keys(
-    addr: str, counter: safewrite.ObjectRef, widget: safewrite.ObjectRef, read: Read
+    addr: str, counter: sw.ObjectRef, widget: sw.ObjectRef, read: Read
 ) -> None:
     async def bump(obj: Dict[str, Any]) -> Dict[str, Any]:
         await asyncio.sleep(0)
@@ -179,7 +176,7 @@ def test_async_idempotency_keys(
         return obj
 
     async def main() -> None:
-        async with safewrite.AsyncClient(addr, timeout=30) as client:
+        async with sw.AsyncClient(addr, timeout=30) as client:
             key = new_key()
             first = await client.update(counter, cel=INCREMENT, idempotency_key=key)
             assert first.outcome == Outcome.UPDATED and not first.already_applied
@@ -193,13 +190,13 @@ def test_async_idempotency_keys(
             tx_again = await client.transact(counter, bump, idempotency_key=tx_key)
             assert tx_again.already_applied and tx_again.object["data"] == {"n": "2"}
 
-            with pytest.raises(safewrite.InvalidError) as bad:
+            with pytest.raises(sw.InvalidError) as bad:
                 await client.update(counter, cel=INCREMENT, idempotency_key="not a key")
             assert_refuses_key(bad.value)
-            with pytest.raises(safewrite.InvalidError) as bad_tx:
+            with pytest.raises(sw.InvalidError) as bad_tx:
                 await client.transact(counter, bump, idempotency_key="x" * 129)
             assert_refuses_key(bad_tx.value)
-            with pytest.raises(safewrite.InvalidError) as status:
+            with pytest.raises(sw.InvalidError) as status:
                 await client.transact(
                     widget, lambda obj: None, status=True, idempotency_key=new_key()
                 )

@@ -16,10 +16,10 @@ import pytest
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-import safewrite
-from safewrite.v1 import writer_pb2, writer_pb2_grpc
+import safewrite_client as sw
+from safewrite_client.v1 import writer_pb2, writer_pb2_grpc
 
-REF = safewrite.ObjectRef("v1", "ConfigMap", "ns", "cm")
+REF = sw.ObjectRef("v1", "ConfigMap", "ns", "cm")
 
 
 def status_details(code: grpc.StatusCode, message: str, current: Optional[Dict[str, Any]]) -> bytes:
@@ -55,18 +55,18 @@ def status_details(code: grpc.StatusCode, message: str, current: Optional[Dict[s
 
 def test_error_decoding() -> None:
     raw = status_details(grpc.StatusCode.FAILED_PRECONDITION, "nope", {"metadata": {"name": "cm"}})
-    err = safewrite.from_rpc_error(FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "nope", raw))
-    assert isinstance(err, safewrite.PreconditionFailedError)
+    err = sw.from_rpc_error(FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "nope", raw))
+    assert isinstance(err, sw.PreconditionFailedError)
     assert err.code == grpc.StatusCode.FAILED_PRECONDITION
     assert err.message == "nope"
     assert err.reason == "PRECONDITION_FAILED"
-    assert err.domain == safewrite.DOMAIN
+    assert err.domain == sw.DOMAIN
     assert err.error_metadata == {"attempts": "1"}
-    assert err.field_violations == [safewrite.FieldViolation("metadata.uid", "x")]
+    assert err.field_violations == [sw.FieldViolation("metadata.uid", "x")]
     assert err.retry_delay == 1.5
     assert err.current_object == {"metadata": {"name": "cm"}}
     assert err.attempts == 1
-    assert err.attempt_records[0] == safewrite.AttemptRecord(1, "41", 0, "", 0.25)
+    assert err.attempt_records[0] == sw.AttemptRecord(1, "41", 0, "", 0.25)
     assert err.trace_id == "abc"
     assert str(err) == "FAILED_PRECONDITION (PRECONDITION_FAILED): nope"
 
@@ -74,23 +74,23 @@ def test_error_decoding() -> None:
 @pytest.mark.parametrize(
     "code,cls",
     [
-        (grpc.StatusCode.ABORTED, safewrite.ConflictError),
-        (grpc.StatusCode.INVALID_ARGUMENT, safewrite.InvalidError),
-        (grpc.StatusCode.FAILED_PRECONDITION, safewrite.PreconditionFailedError),
-        (grpc.StatusCode.UNAVAILABLE, safewrite.UnavailableError),
-        (grpc.StatusCode.RESOURCE_EXHAUSTED, safewrite.ResourceExhaustedError),
-        (grpc.StatusCode.PERMISSION_DENIED, safewrite.PermissionDeniedError),
-        (grpc.StatusCode.UNAUTHENTICATED, safewrite.UnauthenticatedError),
-        (grpc.StatusCode.NOT_FOUND, safewrite.NotFoundError),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, safewrite.DeadlineExceededError),
-        (grpc.StatusCode.CANCELLED, safewrite.CancelledError),
-        (grpc.StatusCode.INTERNAL, safewrite.InternalError),
-        (grpc.StatusCode.UNIMPLEMENTED, safewrite.UnimplementedError),
-        (grpc.StatusCode.UNKNOWN, safewrite.SafewriteError),
+        (grpc.StatusCode.ABORTED, sw.ConflictError),
+        (grpc.StatusCode.INVALID_ARGUMENT, sw.InvalidError),
+        (grpc.StatusCode.FAILED_PRECONDITION, sw.PreconditionFailedError),
+        (grpc.StatusCode.UNAVAILABLE, sw.UnavailableError),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, sw.ResourceExhaustedError),
+        (grpc.StatusCode.PERMISSION_DENIED, sw.PermissionDeniedError),
+        (grpc.StatusCode.UNAUTHENTICATED, sw.UnauthenticatedError),
+        (grpc.StatusCode.NOT_FOUND, sw.NotFoundError),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, sw.DeadlineExceededError),
+        (grpc.StatusCode.CANCELLED, sw.CancelledError),
+        (grpc.StatusCode.INTERNAL, sw.InternalError),
+        (grpc.StatusCode.UNIMPLEMENTED, sw.UnimplementedError),
+        (grpc.StatusCode.UNKNOWN, sw.SafewriteError),
     ],
 )
 def test_error_class_per_code(code: grpc.StatusCode, cls: type) -> None:
-    err = safewrite.from_rpc_error(FakeRpcError(code, "m", None))
+    err = sw.from_rpc_error(FakeRpcError(code, "m", None))
     assert type(err) is cls
     assert err.code == code and err.reason is None and err.attempts == 0
     assert err.field_violations == [] and err.current_object is None and err.retry_delay is None
@@ -107,15 +107,15 @@ def error_info_status(code: grpc.StatusCode, message: str, reason: str) -> bytes
 
 def test_unknown_write_outcome_decodes_to_outcome_unknown_error() -> None:
     raw = error_info_status(grpc.StatusCode.UNKNOWN, "answer lost", "WRITE_OUTCOME_UNKNOWN")
-    err = safewrite.from_rpc_error(FakeRpcError(grpc.StatusCode.UNKNOWN, "answer lost", raw))
-    assert type(err) is safewrite.OutcomeUnknownError
-    assert isinstance(err, safewrite.SafewriteError)
+    err = sw.from_rpc_error(FakeRpcError(grpc.StatusCode.UNKNOWN, "answer lost", raw))
+    assert type(err) is sw.OutcomeUnknownError
+    assert isinstance(err, sw.SafewriteError)
     assert err.code == grpc.StatusCode.UNKNOWN
-    assert err.reason == safewrite.WRITE_OUTCOME_UNKNOWN == "WRITE_OUTCOME_UNKNOWN"
-    assert err.domain == safewrite.DOMAIN
+    assert err.reason == sw.WRITE_OUTCOME_UNKNOWN == "WRITE_OUTCOME_UNKNOWN"
+    assert err.domain == sw.DOMAIN
     assert str(err) == "UNKNOWN (WRITE_OUTCOME_UNKNOWN): answer lost"
-    assert safewrite.error_class(grpc.StatusCode.UNKNOWN, "WRITE_OUTCOME_UNKNOWN") is (
-        safewrite.OutcomeUnknownError
+    assert sw.error_class(grpc.StatusCode.UNKNOWN, "WRITE_OUTCOME_UNKNOWN") is (
+        sw.OutcomeUnknownError
     )
 
 
@@ -123,17 +123,17 @@ def test_unknown_write_outcome_decodes_to_outcome_unknown_error() -> None:
     "code,reason,cls",
     [
         # Any other UNKNOWN stays the base class...
-        (grpc.StatusCode.UNKNOWN, "SOMETHING_ELSE", safewrite.SafewriteError),
-        (grpc.StatusCode.UNKNOWN, "", safewrite.SafewriteError),
+        (grpc.StatusCode.UNKNOWN, "SOMETHING_ELSE", sw.SafewriteError),
+        (grpc.StatusCode.UNKNOWN, "", sw.SafewriteError),
         # ...and the reason alone does not make another code an OutcomeUnknownError.
-        (grpc.StatusCode.INTERNAL, "WRITE_OUTCOME_UNKNOWN", safewrite.InternalError),
+        (grpc.StatusCode.INTERNAL, "WRITE_OUTCOME_UNKNOWN", sw.InternalError),
     ],
 )
 def test_other_unknown_statuses_keep_their_class(
     code: grpc.StatusCode, reason: str, cls: type
 ) -> None:
     raw = error_info_status(code, "m", reason)
-    err = safewrite.from_rpc_error(FakeRpcError(code, "m", raw))
+    err = sw.from_rpc_error(FakeRpcError(code, "m", raw))
     assert type(err) is cls
     assert err.reason == reason
 
@@ -153,7 +153,7 @@ class FakeRpcError(grpc.RpcError):
 
 
 def test_mutation_arguments_are_checked() -> None:
-    client = safewrite.Client("127.0.0.1:1")
+    client = sw.Client("127.0.0.1:1")
     try:
         with pytest.raises(ValueError):
             client.update(REF)
@@ -168,7 +168,7 @@ def test_mutation_arguments_are_checked() -> None:
 
 
 def test_unix_targets_get_a_valid_authority() -> None:
-    from safewrite._client import channel_options
+    from safewrite_client import channel_options
 
     assert channel_options("127.0.0.1:50051", None) == []
     assert channel_options("unix:///run/s.sock", None) == [("grpc.default_authority", "localhost")]
@@ -178,7 +178,7 @@ def test_unix_targets_get_a_valid_authority() -> None:
 
 
 async def async_target() -> str:
-    client = safewrite.AsyncClient()
+    client = sw.AsyncClient()
     try:
         return client.target
     finally:
@@ -187,7 +187,7 @@ async def async_target() -> str:
 
 def test_the_default_target_comes_from_safewrite_address(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SAFEWRITE_ADDRESS", raising=False)
-    with safewrite.Client() as client:
+    with sw.Client() as client:
         assert client.target == "127.0.0.1:50051"
     for value, target in [
         ("127.0.0.1:7000", "127.0.0.1:7000"),
@@ -196,17 +196,17 @@ def test_the_default_target_comes_from_safewrite_address(monkeypatch: pytest.Mon
         ("/run/sw.sock", "unix:///run/sw.sock"),
     ]:
         monkeypatch.setenv("SAFEWRITE_ADDRESS", value)
-        with safewrite.Client() as client:
+        with sw.Client() as client:
             assert client.target == target
         assert asyncio.run(async_target()) == target
     # An explicit target wins.
-    with safewrite.Client("127.0.0.1:7001") as client:
+    with sw.Client("127.0.0.1:7001") as client:
         assert client.target == "127.0.0.1:7001"
 
 
 def test_unknown_outcome_is_unspecified() -> None:
-    assert safewrite.Outcome(99) is safewrite.Outcome.UNSPECIFIED
-    assert safewrite.Outcome(2) is safewrite.Outcome.UNCHANGED
+    assert sw.Outcome(99) is sw.Outcome.UNSPECIFIED
+    assert sw.Outcome(2) is sw.Outcome.UNCHANGED
 
 
 class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
@@ -308,10 +308,10 @@ def test_fake_transact_retries_with_fresh_objects(fake: Any) -> None:
         seen.append(obj["n"])
         obj["n"] += 1
 
-    with safewrite.Client(fake.target, timeout=10) as client:
+    with sw.Client(fake.target, timeout=10) as client:
         result = client.transact(REF, bump, status=True, field_manager="me")
     assert seen == [0, 10, 20]
-    assert result.outcome == safewrite.Outcome.UPDATED
+    assert result.outcome == sw.Outcome.UPDATED
     assert result.object["n"] == 21
     assert result.attempts == 3
     begin = fake.requests[0].begin
@@ -324,19 +324,19 @@ def test_fake_transact_exception_sends_abort_then_raises(fake: Any) -> None:
     def explode(obj: Dict[str, Any]) -> None:
         raise KeyError("n")
 
-    with safewrite.Client(fake.target, timeout=10) as client:
+    with sw.Client(fake.target, timeout=10) as client:
         with pytest.raises(KeyError):
             client.transact(REF, explode)
         aborted = client.transact(REF, _abort)
     last = fake.requests[1].proposal
     assert last.WhichOneof("change") == "abort"
     assert last.abort.reason == "KeyError: 'n'"
-    assert aborted.outcome == safewrite.Outcome.ABORTED
+    assert aborted.outcome == sw.Outcome.ABORTED
     assert fake.requests[-1].proposal.abort.reason == "stop"
 
 
 def _abort(obj: Dict[str, Any]) -> None:
-    raise safewrite.Abort("stop")
+    raise sw.Abort("stop")
 
 
 def test_fake_async_transact(fake: Any) -> None:
@@ -344,8 +344,8 @@ def test_fake_async_transact(fake: Any) -> None:
         await asyncio.sleep(0)
         return {**obj, "n": obj["n"] + 1}
 
-    async def main() -> safewrite.Result:
-        async with safewrite.AsyncClient(fake.target, timeout=10) as client:
+    async def main() -> sw.Result:
+        async with sw.AsyncClient(fake.target, timeout=10) as client:
             with pytest.raises(ZeroDivisionError):
                 await client.transact(REF, lambda obj: 1 / 0)
             return await client.transact(REF, bump)
@@ -356,20 +356,20 @@ def test_fake_async_transact(fake: Any) -> None:
 
 
 def test_fake_unary_error_details(fake: Any) -> None:
-    with safewrite.Client(fake.target, timeout=10) as client:
+    with sw.Client(fake.target, timeout=10) as client:
         ok = client.update(REF, json_patch=[{"op": "add", "path": "/a", "value": 1}])
         assert ok.object == {"a": 1}
-        with pytest.raises(safewrite.PreconditionFailedError) as info:
-            client.update(REF, cel="{}", preconditions=safewrite.Preconditions(uid="wrong"))
+        with pytest.raises(sw.PreconditionFailedError) as info:
+            client.update(REF, cel="{}", preconditions=sw.Preconditions(uid="wrong"))
     assert info.value.current_object == {"n": 1}
     assert info.value.retry_delay == 1.5
     sent = fake.unary[0]
     assert json.loads(sent.mutation.json_patch.patch_json) == [{"op": "add", "path": "/a", "value": 1}]
 
     async def main() -> None:
-        async with safewrite.AsyncClient(fake.target, timeout=10) as client:
-            with pytest.raises(safewrite.PreconditionFailedError) as ainfo:
-                await client.update(REF, cel="{}", preconditions=safewrite.Preconditions(uid="wrong"))
+        async with sw.AsyncClient(fake.target, timeout=10) as client:
+            with pytest.raises(sw.PreconditionFailedError) as ainfo:
+                await client.update(REF, cel="{}", preconditions=sw.Preconditions(uid="wrong"))
             assert ainfo.value.current_object == {"n": 1}
             assert ainfo.value.attempt_records[0].resource_version_read == "41"
 
@@ -377,20 +377,20 @@ def test_fake_unary_error_details(fake: Any) -> None:
 
 
 def test_fake_idempotency_key_is_sent_and_already_applied_decoded(fake: Any) -> None:
-    with safewrite.Client(fake.target, timeout=10) as client:
+    with sw.Client(fake.target, timeout=10) as client:
         first = client.update(REF, cel="{}", idempotency_key="fresh-1")
         assert first.already_applied is False
         again = client.update(REF, cel="{}", idempotency_key="seen")
         assert again.already_applied is True
-        assert again.outcome == safewrite.Outcome.UPDATED
+        assert again.outcome == sw.Outcome.UPDATED
         none = client.update(REF, cel="{}")
         client.transact(REF, lambda obj: None, idempotency_key="tx:1")
     assert [r.options.idempotency_key for r in fake.unary] == ["fresh-1", "seen", ""]
     assert none.already_applied is False
     assert fake.requests[0].begin.options.idempotency_key == "tx:1"
 
-    async def main() -> safewrite.Result:
-        async with safewrite.AsyncClient(fake.target, timeout=10) as client:
+    async def main() -> sw.Result:
+        async with sw.AsyncClient(fake.target, timeout=10) as client:
             await client.transact(REF, lambda obj: None, idempotency_key="tx:2")
             return await client.update(REF, merge_patch={}, idempotency_key="seen")
 
@@ -402,7 +402,7 @@ def test_fake_idempotency_key_is_sent_and_already_applied_decoded(fake: Any) -> 
 
 
 def test_empty_or_non_string_idempotency_key_is_refused_locally() -> None:
-    client = safewrite.Client("127.0.0.1:1")
+    client = sw.Client("127.0.0.1:1")
     try:
         with pytest.raises(ValueError):
             client.update(REF, cel="{}", idempotency_key="")
@@ -415,7 +415,7 @@ def test_empty_or_non_string_idempotency_key_is_refused_locally() -> None:
 
 
 def test_result_already_applied_defaults_to_false() -> None:
-    result = safewrite.Result(safewrite.Outcome.UPDATED, {}, "1", 1)
+    result = sw.Result(sw.Outcome.UPDATED, {}, "1", 1)
     assert result.already_applied is False
 
 
@@ -441,12 +441,12 @@ def remote_span() -> Any:
 
 def calls_made(target: str, propagate_trace: bool = True) -> None:
     """update and transact, sync then async, on fresh clients."""
-    with safewrite.Client(target, timeout=10, propagate_trace=propagate_trace) as client:
+    with sw.Client(target, timeout=10, propagate_trace=propagate_trace) as client:
         client.update(REF, cel="{}")
         client.transact(REF, lambda obj: None)
 
     async def main() -> None:
-        async with safewrite.AsyncClient(
+        async with sw.AsyncClient(
             target, timeout=10, propagate_trace=propagate_trace
         ) as aclient:
             await aclient.update(REF, cel="{}")
@@ -483,7 +483,7 @@ def test_fake_baggage_travels_with_the_trace(fake: Any) -> None:
     with remote_span():
         token = context.attach(baggage.set_baggage("tenant", "acme"))
         try:
-            with safewrite.Client(fake.target, timeout=10) as client:
+            with sw.Client(fake.target, timeout=10) as client:
                 client.update(REF, cel="{}")
         finally:
             context.detach(token)
@@ -494,7 +494,7 @@ def test_fake_baggage_travels_with_the_trace(fake: Any) -> None:
 def test_without_opentelemetry_the_client_works_and_sends_nothing_extra(
     fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from safewrite import _tracing
+    from safewrite_client import _tracing
 
     try:  # a caller's span, if OpenTelemetry is here to make one before it "goes"
         span: Any = remote_span()
@@ -536,7 +536,7 @@ def test_a_failing_propagator_never_fails_the_call(fake: Any) -> None:
 
 
 def test_trace_metadata_keeps_only_headers_grpc_can_carry() -> None:
-    from safewrite._tracing import trace_metadata
+    from safewrite_client._tracing import trace_metadata
 
     def inject(carrier: Dict[str, str]) -> None:
         carrier.update(
@@ -559,3 +559,137 @@ def test_trace_metadata_keeps_only_headers_grpc_can_carry() -> None:
         raise ValueError("no")
 
     assert trace_metadata(boom) is None
+
+
+# --- one core, two shells ------------------------------------------------------------
+
+MODULE_CLIENT = sw.AsyncClient("127.0.0.1:1", timeout=10)  # made before any loop, as kopf does
+
+
+def test_a_module_level_async_client_works_on_every_loop(fake: Any) -> None:
+    """Made outside any event loop, used from two asyncio.run loops and a thread's loop:
+    each loop gets its own channel, made lazily on that loop."""
+    client = sw.AsyncClient(fake.target, timeout=10)
+
+    async def call() -> sw.Result:
+        return await client.transact(REF, lambda obj: {**obj, "n": obj["n"] + 1})
+
+    assert asyncio.run(call()).object["n"] == 21
+    assert asyncio.run(call()).object["n"] == 21  # a second loop: no "different loop" error
+    results: List[Any] = []
+    thread = threading.Thread(target=lambda: results.append(asyncio.run(call())))
+    thread.start()
+    thread.join()
+    assert results[0].object["n"] == 21
+
+    async def close() -> None:
+        await client.close()
+
+    asyncio.run(close())
+    assert MODULE_CLIENT.target == "127.0.0.1:1"
+
+
+@pytest.mark.parametrize("method", ["update", "patch_status"])
+def test_unknown_keywords_are_refused_like_python_does(method: str) -> None:
+    with sw.Client("127.0.0.1:1") as client:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'merge_ptch'"):
+            getattr(client, method)(REF, merge_ptch={})
+        with pytest.raises(TypeError, match="'create_if_missing'"):
+            client.patch_status(REF, merge_patch={}, create_if_missing={})
+        with pytest.raises(TypeError, match="'write_alone'"):
+            client.transact(REF, lambda obj: None, write_alone=True)  # type: ignore[call-arg]
+
+
+def test_write_alone_is_sent(fake: Any) -> None:
+    with sw.Client(fake.target, timeout=10) as client:
+        client.update(REF, cel="{}", write_alone=True)
+        client.update(REF, cel="{}")
+    assert [r.options.write_alone for r in fake.unary] == [True, False]
+
+
+def test_a_transact_function_may_propose_a_mutation(fake: Any) -> None:
+    with sw.Client(fake.target, timeout=10) as client:
+        client.transact(REF, lambda obj: sw.mutation(merge_patch={"n": 1}))
+    proposals = [r.proposal for r in fake.requests if r.WhichOneof("message") == "proposal"]
+    assert [p.WhichOneof("change") for p in proposals] == ["mutation"] * 3
+    assert [p.attempt for p in proposals] == [1, 2, 3]
+    assert proposals[0].mutation.merge_patch.patch_json == '{"n":1}'
+
+
+def test_the_transaction_state_machine_alone() -> None:
+    from safewrite_client import _core as core
+
+    tx = core.Transaction(writer_pb2.TransactBegin(status=True))
+    assert tx.first.begin.status
+    fresh = tx.receive(
+        writer_pb2.TransactResponse(fresh=writer_pb2.FreshObject(attempt=4, object_json='{"a":1}'))
+    )
+    assert isinstance(fresh, core.Fresh) and fresh.attempt == 4 and fresh.object == {"a": 1}
+    assert tx.answer(fresh, None).proposal.object_json == '{"a":1}'
+    with pytest.raises(TypeError):
+        tx.answer(fresh, 42)
+    abort = tx.fail(fresh, ValueError("bad"))
+    assert abort.proposal.abort.reason == "ValueError: bad" and abort.proposal.attempt == 4
+    with pytest.raises(ValueError):  # the function's exception wins over the result
+        tx.receive(writer_pb2.TransactResponse(result=writer_pb2.WriteResult(outcome=4)))
+    with pytest.raises(sw.SafewriteError, match="empty message"):
+        core.Transaction(writer_pb2.TransactBegin()).receive(writer_pb2.TransactResponse())
+    with pytest.raises(sw.SafewriteError, match="without a result"):
+        core.Transaction(writer_pb2.TransactBegin()).ended()
+
+
+# --- reasons: the proto enum, classified ---------------------------------------------
+
+
+def test_every_reason_is_classified_exactly_once() -> None:
+    every = set(writer_pb2.Reason.values())
+    groups = [sw.RETRYABLE_REASONS, sw.FINAL_REASONS, sw.BY_CODE_REASONS]
+    unknown = every - set().union(*groups)
+    assert not unknown, "Reason values the client does not classify: %s" % sorted(
+        writer_pb2.Reason.Name(v) for v in unknown
+    )
+    assert sum(len(g) for g in groups) == len(every), "a Reason is in two groups"
+    assert set().union(*groups) <= every
+
+
+def test_every_grpc_code_has_an_exception_class_or_is_the_base() -> None:
+    for code in grpc.StatusCode:
+        assert issubclass(sw.error_class(code), sw.SafewriteError)
+
+
+@pytest.mark.parametrize(
+    "code,reason,retryable",
+    [
+        (grpc.StatusCode.UNAVAILABLE, "CIRCUIT_OPEN", True),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED", True),
+        (grpc.StatusCode.UNKNOWN, "WRITE_OUTCOME_UNKNOWN", True),
+        (grpc.StatusCode.ABORTED, "Conflict", True),  # API server: by code
+        (grpc.StatusCode.UNAVAILABLE, "TooManyRequests", True),
+        (grpc.StatusCode.INVALID_ARGUMENT, "Invalid", False),
+        (grpc.StatusCode.NOT_FOUND, "NotFound", False),
+        (grpc.StatusCode.ABORTED, "RESOURCE_VERSION_MISMATCH", False),
+        (grpc.StatusCode.ABORTED, "FIELD_MANAGER_CONFLICT", False),
+        (grpc.StatusCode.FAILED_PRECONDITION, "PRECONDITION_FAILED", False),
+        (grpc.StatusCode.PERMISSION_DENIED, "POLICY_DENIED", False),
+    ],
+)
+def test_retryable_follows_the_reason_then_the_code(
+    code: grpc.StatusCode, reason: str, retryable: bool
+) -> None:
+    err = sw.from_rpc_error(FakeRpcError(code, "m", error_info_status(code, "m", reason)))
+    assert err.retryable is retryable
+    assert err.reason == reason
+    named = reason if reason.isupper() else "API_SERVER"
+    assert err.reason_name == named
+
+
+def test_write_failure_reason_is_decoded() -> None:
+    packed = any_pb2.Any()
+    packed.Pack(writer_pb2.WriteFailure(reason=writer_pb2.REASON_CEL_BUSY))
+    raw = status_pb2.Status(code=8, message="busy", details=[packed]).SerializeToString()
+    err = sw.from_rpc_error(FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy", raw))
+    assert err.write_failure_reason == writer_pb2.REASON_CEL_BUSY
+    assert err.reason_name == "CEL_BUSY" and err.retryable
+    assert sw.reason_name(999) == "999"  # a reason newer than this client
+    assert sw.is_retryable(grpc.StatusCode.UNAVAILABLE, 999)
+    assert not sw.is_retryable(grpc.StatusCode.INVALID_ARGUMENT, 999)

@@ -1,5 +1,5 @@
-"""The examples in README.md run against the real sidecar (with its address and the
-test namespace put in)."""
+"""The examples in README.md (its ```python blocks; ```py blocks are excerpts) run
+against the real sidecar (with its address and the test namespace put in)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,15 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 
 def test_readme_has_examples() -> None:
     assert len(BLOCKS) >= 2
+
+
+def test_readme_starts_with_a_ten_line_example() -> None:
+    text = README.read_text(encoding="utf-8")
+    first_fence = text.index("```")
+    assert text[first_fence:].startswith("```python\n" + BLOCKS[0])
+    assert text[:first_fence].count("\n") <= 2, "the example comes first, after the title"
+    assert len(BLOCKS[0].strip().splitlines()) <= 10
+    assert "SAFEWRITE_ADDRESS" in BLOCKS[0] and "sw.Client()" in BLOCKS[0]
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))

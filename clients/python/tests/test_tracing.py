@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-import safewrite
+import safewrite_client as sw
 
 from conftest import INCREMENT
 
@@ -27,7 +27,7 @@ def bump(obj: Dict[str, Any]) -> None:
 
 
 def test_update_and_transact_join_the_callers_trace(
-    client: safewrite.Client, counter: safewrite.ObjectRef, tracer: Any
+    client: sw.Client, counter: sw.ObjectRef, tracer: Any
 ) -> None:
     with tracer.start_as_current_span("reconcile") as span:
         updated = client.update(counter, cel=INCREMENT)
@@ -50,7 +50,7 @@ def test_update_and_transact_join_the_callers_trace(
 
 
 def test_patch_status_joins_the_callers_trace(
-    client: safewrite.Client, widget: safewrite.ObjectRef, tracer: Any
+    client: sw.Client, widget: sw.ObjectRef, tracer: Any
 ) -> None:
     with tracer.start_as_current_span("status") as span:
         result = client.patch_status(widget, cel='{"status": {"count": object.status.count + 1}}')
@@ -62,21 +62,21 @@ def test_patch_status_joins_the_callers_trace(
 
 
 def test_errors_carry_the_callers_trace_id(
-    client: safewrite.Client, counter: safewrite.ObjectRef, tracer: Any
+    client: sw.Client, counter: sw.ObjectRef, tracer: Any
 ) -> None:
     with tracer.start_as_current_span("reconcile") as span:
-        with pytest.raises(safewrite.PreconditionFailedError) as failed:
+        with pytest.raises(sw.PreconditionFailedError) as failed:
             client.update(
-                counter, cel=INCREMENT, preconditions=safewrite.Preconditions(uid="wrong")
+                counter, cel=INCREMENT, preconditions=sw.Preconditions(uid="wrong")
             )
-        with pytest.raises(safewrite.PreconditionFailedError) as refused:
-            client.transact(counter, bump, preconditions=safewrite.Preconditions(uid="wrong"))
+        with pytest.raises(sw.PreconditionFailedError) as refused:
+            client.transact(counter, bump, preconditions=sw.Preconditions(uid="wrong"))
     assert failed.value.trace_id == trace_id_of(span)
     assert refused.value.trace_id == trace_id_of(span)
 
 
 def test_each_thread_propagates_its_own_span(
-    client: safewrite.Client, counter: safewrite.ObjectRef, tracer: Any
+    client: sw.Client, counter: sw.ObjectRef, tracer: Any
 ) -> None:
     """One shared client: the context is read in the calling thread, per call."""
     got: List[Any] = [None] * 4
@@ -99,9 +99,9 @@ def test_each_thread_propagates_its_own_span(
 
 
 def test_propagation_can_be_turned_off(
-    addr: str, counter: safewrite.ObjectRef, tracer: Any
+    addr: str, counter: sw.ObjectRef, tracer: Any
 ) -> None:
-    with safewrite.Client(addr, timeout=60, propagate_trace=False) as quiet:
+    with sw.Client(addr, timeout=60, propagate_trace=False) as quiet:
         with tracer.start_as_current_span("reconcile") as span:
             updated = quiet.update(counter, cel=INCREMENT)
             transacted = quiet.transact(counter, bump)
@@ -111,7 +111,7 @@ def test_propagation_can_be_turned_off(
 
 
 def test_an_unsampled_callers_trace_is_continued_too(
-    client: safewrite.Client, counter: safewrite.ObjectRef
+    client: sw.Client, counter: sw.ObjectRef
 ) -> None:
     """The trace id travels even when the caller does not record its span (its
     sampler dropped it): logs and results still name the caller's trace."""
@@ -125,14 +125,14 @@ def test_an_unsampled_callers_trace_is_continued_too(
 
 
 def test_async_update_and_transact_join_the_callers_trace(
-    addr: str, counter: safewrite.ObjectRef, widget: safewrite.ObjectRef, tracer: Any
+    addr: str, counter: sw.ObjectRef, widget: sw.ObjectRef, tracer: Any
 ) -> None:
     async def abump(obj: Dict[str, Any]) -> None:
         await asyncio.sleep(0)
         bump(obj)
 
     async def main() -> None:
-        async with safewrite.AsyncClient(addr, timeout=60) as client:
+        async with sw.AsyncClient(addr, timeout=60) as client:
             with tracer.start_as_current_span("reconcile") as span:
                 updated = await client.update(counter, cel=INCREMENT)
                 transacted = await client.transact(counter, abump)
@@ -147,9 +147,9 @@ def test_async_update_and_transact_join_the_callers_trace(
             assert HEX32.match(outside.trace_id) and outside.trace_id != want
 
             with tracer.start_as_current_span("failing") as failing:
-                with pytest.raises(safewrite.PreconditionFailedError) as failed:
+                with pytest.raises(sw.PreconditionFailedError) as failed:
                     await client.update(
-                        counter, cel=INCREMENT, preconditions=safewrite.Preconditions(uid="x")
+                        counter, cel=INCREMENT, preconditions=sw.Preconditions(uid="x")
                     )
             assert failed.value.trace_id == trace_id_of(failing)
 
@@ -157,11 +157,11 @@ def test_async_update_and_transact_join_the_callers_trace(
 
 
 def test_async_tasks_propagate_their_own_spans(
-    addr: str, counter: safewrite.ObjectRef, tracer: Any
+    addr: str, counter: sw.ObjectRef, tracer: Any
 ) -> None:
     """Concurrent tasks on one AsyncClient: each call carries its own task's span."""
 
-    async def one(client: safewrite.AsyncClient, i: int) -> Any:
+    async def one(client: sw.AsyncClient, i: int) -> Any:
         with tracer.start_as_current_span("task-%d" % i) as span:
             await asyncio.sleep(0)
             if i % 2:
@@ -171,7 +171,7 @@ def test_async_tasks_propagate_their_own_spans(
             return trace_id_of(span), result.trace_id
 
     async def main() -> List[Any]:
-        async with safewrite.AsyncClient(addr, timeout=60) as client:
+        async with sw.AsyncClient(addr, timeout=60) as client:
             return list(await asyncio.gather(*(one(client, i) for i in range(6))))
 
     got = asyncio.run(main())

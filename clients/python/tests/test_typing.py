@@ -14,17 +14,17 @@ ROOT = Path(__file__).resolve().parent.parent
 CALLER = '''
 import uuid
 from typing import Any, Dict, Optional
-import safewrite
+import safewrite_client as sw
 
 def bump(obj: Dict[str, Any]) -> None:
     obj["data"]["n"] = str(int(obj["data"]["n"]) + 1)
 
-def main(client: safewrite.Client) -> int:
-    ref = safewrite.ObjectRef("v1", "ConfigMap", "default", "counter")
-    result: safewrite.Result = client.transact(ref, bump, timeout=5.0)
+def main(client: sw.Client) -> int:
+    ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
+    result: sw.Result = client.transact(ref, bump, timeout=5.0)
     try:
-        client.update(ref, cel="{}", preconditions=safewrite.Preconditions(uid="u"))
-    except safewrite.PreconditionFailedError as err:
+        client.update(ref, cel="{}", preconditions=sw.Preconditions(uid="u"))
+    except sw.PreconditionFailedError as err:
         current: Any = err.current_object
         print(current, err.retry_delay, err.field_violations, err.attempts)
     key: str = str(uuid.uuid4())
@@ -32,22 +32,69 @@ def main(client: safewrite.Client) -> int:
         once = client.update(ref, cel="{}", idempotency_key=key)
         applied: bool = once.already_applied
         print(applied)
-    except safewrite.OutcomeUnknownError as lost:
+    except sw.OutcomeUnknownError as lost:
         reason: Optional[str] = lost.reason
-        print(reason == safewrite.WRITE_OUTCOME_UNKNOWN)
-    quiet = safewrite.Client("127.0.0.1:50051", propagate_trace=False)
+        print(reason == sw.WRITE_OUTCOME_UNKNOWN)
+    quiet = sw.Client("127.0.0.1:50051", propagate_trace=False)
     trace_id: str = quiet.update(ref, merge_patch={}).trace_id
     print(trace_id)
     return result.attempts
 
 
-async def amain(client: safewrite.AsyncClient) -> bool:
-    ref = safewrite.ObjectRef("v1", "ConfigMap", "default", "counter")
+def conditions_and_kopf(client: sw.Client, body: Dict[str, Any]) -> None:
+    from safewrite_client.conditions import Condition
+    from safewrite_client.kopf import patch_status, to_kopf
+    ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", "default", "w")
+    ready = Condition("Ready", True, "Reconciled", observed_generation=1)
+    outcome: sw.Outcome = client.transact(ref, ready, status=True).outcome
+    patch_status(client, body, {"phase": "Ready"}, conditions=[ready])
+    try:
+        client.update(ref, merge_patch={}, write_alone=True)
+    except sw.SafewriteError as err:
+        retryable: bool = err.retryable
+        reason: int = err.write_failure_reason
+        print(outcome, retryable, reason, sw.Reason.Name(reason), to_kopf(err))
+
+
+async def amain(client: sw.AsyncClient) -> bool:
+    ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
     result = await client.transact(ref, bump, idempotency_key="k-1")
-    quiet = safewrite.AsyncClient("127.0.0.1:50051", propagate_trace=False)
+    quiet = sw.AsyncClient("127.0.0.1:50051", propagate_trace=False)
     print((await quiet.update(ref, merge_patch={})).trace_id)
     return result.already_applied
 '''
+
+
+WRONG = '''
+import safewrite_client as sw
+
+def main(client: sw.Client) -> None:
+    ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
+    client.update(ref, merge_ptch={})
+    client.patch_status(ref, merge_patch={}, idempotency_key="k")
+    client.update(ref, cel=42)
+'''
+
+
+def mypy(*paths: Path) -> "subprocess.CompletedProcess[str]":
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "safewrite" / "mypy"
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+         "--cache-dir", str(cache), *map(str, paths)],
+        cwd=str(ROOT), capture_output=True, text=True,
+    )
+
+
+def test_mypy_sees_the_keywords_declared_once(tmp_path: Path) -> None:
+    """The keywords live in one TypedDict per method family (no copied signatures), and
+    a type checker still checks every one of them, on both clients."""
+    pytest.importorskip("mypy")
+    caller = tmp_path / "wrong.py"
+    caller.write_text(WRONG, encoding="utf-8")
+    out = mypy(caller).stdout
+    assert '"merge_ptch"' in out, out
+    assert '"idempotency_key"' in out, out
+    assert '"cel"' in out and "int" in out, out
 
 
 def test_mypy_strict(tmp_path: Path) -> None:
@@ -60,7 +107,7 @@ def test_mypy_strict(tmp_path: Path) -> None:
             sys.executable, "-m", "mypy",
             "--config-file", str(ROOT / "pyproject.toml"),
             "--cache-dir", str(cache),
-            str(ROOT / "src" / "safewrite"),
+            str(ROOT / "src" / "safewrite_client"),
             str(caller),
         ],
         cwd=str(ROOT),

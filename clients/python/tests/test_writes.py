@@ -8,15 +8,15 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
-import safewrite
-from safewrite import Outcome
+import safewrite_client as sw
+from safewrite_client import Outcome
 
 from conftest import INCREMENT
 
-Read = Callable[[safewrite.ObjectRef], Dict[str, Any]]
+Read = Callable[[sw.ObjectRef], Dict[str, Any]]
 
 
-def test_update_with_cel(client: safewrite.Client, counter: safewrite.ObjectRef, read: Read) -> None:
+def test_update_with_cel(client: sw.Client, counter: sw.ObjectRef, read: Read) -> None:
     result = client.update(counter, cel=INCREMENT)
     assert result.outcome == Outcome.UPDATED
     assert result.written
@@ -29,7 +29,7 @@ def test_update_with_cel(client: safewrite.Client, counter: safewrite.ObjectRef,
 
 
 def test_create_if_missing_applies_the_mutation_once(
-    client: safewrite.Client, configmap_ref: safewrite.ObjectRef
+    client: sw.Client, configmap_ref: sw.ObjectRef
 ) -> None:
     created = client.update(configmap_ref, cel=INCREMENT, create_if_missing={"data": {"n": "0"}})
     assert created.outcome == Outcome.CREATED
@@ -40,7 +40,7 @@ def test_create_if_missing_applies_the_mutation_once(
 
 
 def test_merge_patch_json_patch_and_apply(
-    client: safewrite.Client, counter: safewrite.ObjectRef
+    client: sw.Client, counter: sw.ObjectRef
 ) -> None:
     merged = client.update(counter, merge_patch={"data": {"colour": "blue"}})
     assert merged.object["data"] == {"n": "0", "colour": "blue"}
@@ -71,7 +71,7 @@ def test_merge_patch_json_patch_and_apply(
     assert "safewrite-python-test" in managers
 
 
-def test_unchanged_writes_nothing(client: safewrite.Client, counter: safewrite.ObjectRef) -> None:
+def test_unchanged_writes_nothing(client: sw.Client, counter: sw.ObjectRef) -> None:
     before = client.update(counter, merge_patch={"data": {"n": "0"}})
     assert before.outcome == Outcome.UNCHANGED
     assert not before.written
@@ -84,7 +84,7 @@ def test_unchanged_writes_nothing(client: safewrite.Client, counter: safewrite.O
 
 
 def test_dry_run_does_not_persist(
-    client: safewrite.Client, counter: safewrite.ObjectRef, read: Read
+    client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     result = client.update(counter, cel=INCREMENT, dry_run=True)
     assert result.outcome == Outcome.UPDATED
@@ -92,7 +92,7 @@ def test_dry_run_does_not_persist(
     assert read(counter)["data"] == {"n": "0"}
 
 
-def test_patch_status(client: safewrite.Client, widget: safewrite.ObjectRef, read: Read) -> None:
+def test_patch_status(client: sw.Client, widget: sw.ObjectRef, read: Read) -> None:
     result = client.patch_status(widget, cel='{"status": {"count": object.status.count + 1}}')
     assert result.outcome == Outcome.UPDATED
     assert result.object["status"] == {"count": 1}
@@ -107,7 +107,7 @@ def test_patch_status(client: safewrite.Client, widget: safewrite.ObjectRef, rea
     assert now["status"] == {"count": 2}
 
 
-def test_transact_update(client: safewrite.Client, counter: safewrite.ObjectRef) -> None:
+def test_transact_update(client: sw.Client, counter: sw.ObjectRef) -> None:
     seen: List[Dict[str, Any]] = []
 
     def bump(obj: Dict[str, Any]) -> None:
@@ -126,7 +126,7 @@ def test_transact_update(client: safewrite.Client, counter: safewrite.ObjectRef)
     assert replaced.object["data"] == {"n": "10", "by": "transact"}
 
 
-def test_transact_status(client: safewrite.Client, widget: safewrite.ObjectRef) -> None:
+def test_transact_status(client: sw.Client, widget: sw.ObjectRef) -> None:
     def count(obj: Dict[str, Any]) -> Dict[str, Any]:
         obj["status"]["count"] += 5
         return obj
@@ -137,7 +137,7 @@ def test_transact_status(client: safewrite.Client, widget: safewrite.ObjectRef) 
 
 
 def test_transact_create_if_missing(
-    client: safewrite.Client, configmap_ref: safewrite.ObjectRef
+    client: sw.Client, configmap_ref: sw.ObjectRef
 ) -> None:
     def set_n(obj: Dict[str, Any]) -> None:
         assert "resourceVersion" not in obj.get("metadata", {})
@@ -148,10 +148,10 @@ def test_transact_create_if_missing(
     assert result.object["data"] == {"n": "7"}
 
 
-def test_transact_abort(client: safewrite.Client, counter: safewrite.ObjectRef, read: Read) -> None:
+def test_transact_abort(client: sw.Client, counter: sw.ObjectRef, read: Read) -> None:
     def give_up(obj: Dict[str, Any]) -> None:
         obj["data"]["n"] = "999"
-        raise safewrite.Abort("not today")
+        raise sw.Abort("not today")
 
     result = client.transact(counter, give_up)
     assert result.outcome == Outcome.ABORTED
@@ -161,7 +161,7 @@ def test_transact_abort(client: safewrite.Client, counter: safewrite.ObjectRef, 
 
 
 def test_transact_exception_aborts_and_propagates(
-    client: safewrite.Client, counter: safewrite.ObjectRef, read: Read
+    client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     class Boom(Exception):
         pass
@@ -179,7 +179,7 @@ def test_transact_exception_aborts_and_propagates(
     assert read(counter)["data"] == {"n": "0"}
 
 
-def test_lost_update_threads(client: safewrite.Client, counter: safewrite.ObjectRef, read: Read) -> None:
+def test_lost_update_threads(client: sw.Client, counter: sw.ObjectRef, read: Read) -> None:
     """8 threads x 25 read-modify-write increments through transact: none is lost."""
     threads_n, per_thread = 8, 25
     errors: List[BaseException] = []
@@ -196,7 +196,7 @@ def test_lost_update_threads(client: safewrite.Client, counter: safewrite.Object
             start.wait()
             for _ in range(per_thread):
                 result = client.transact(
-                    counter, bump, retry_policy=safewrite.RetryPolicy(max_attempts=200)
+                    counter, bump, retry_policy=sw.RetryPolicy(max_attempts=200)
                 )
                 assert result.outcome == Outcome.UPDATED
                 with lock:
@@ -216,9 +216,9 @@ def test_lost_update_threads(client: safewrite.Client, counter: safewrite.Object
     print("lost-update (threads): %d writes took %d attempts" % (len(attempts), sum(attempts)))
 
 
-def test_unix_socket(addr: str, counter: safewrite.ObjectRef) -> None:
+def test_unix_socket(addr: str, counter: sw.ObjectRef) -> None:
     path = os.environ["SAFEWRITE_UNIX_SOCKET"]
-    with safewrite.Client("unix://" + path, timeout=30) as unix:
+    with sw.Client("unix://" + path, timeout=30) as unix:
         result = unix.update(counter, cel=INCREMENT)
         assert result.outcome == Outcome.UPDATED
         assert result.object["data"]["n"] == "1"

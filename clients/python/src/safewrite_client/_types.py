@@ -58,6 +58,9 @@ class AttemptRecord:
         reason: The Kubernetes Status reason of the answer (e.g. ``"Conflict"``),
             empty on success.
         backoff: Seconds safewrite slept after this attempt; 0 for the last.
+        batch_size: How many requests this attempt's write carried: 1 for a write made
+            alone, more when concurrent writes to the same object were committed
+            together (group commit); 0 when no write was sent.
     """
 
     number: int
@@ -65,6 +68,7 @@ class AttemptRecord:
     http_status: int
     reason: str
     backoff: float
+    batch_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ class Result:
         attempt_records: One :class:`AttemptRecord` per attempt, in order.
         trace_id: The W3C trace id (32 hex digits) of the sidecar's span for the call:
             the caller's own trace id when its OpenTelemetry context was propagated
-            (see ``propagate_trace`` of :class:`~safewrite.Client`), else a new
+            (see ``propagate_trace`` of :class:`~safewrite_client.Client`), else a new
             trace's; empty when the sidecar runs without OpenTelemetry.
         already_applied: True when the call's ``idempotency_key`` was already recorded
             on the object: an earlier call (or attempt) with this key made the change,
@@ -107,8 +111,8 @@ class Preconditions:
     """Conditions safewrite checks on the fresh object before every write.
 
     When one is false nothing is written and the call fails with
-    :class:`~safewrite.PreconditionFailedError` carrying the current object (or
-    :class:`~safewrite.ConflictError` for a resourceVersion mismatch); it is not
+    :class:`~safewrite_client.PreconditionFailedError` carrying the current object (or
+    :class:`~safewrite_client.ConflictError` for a resourceVersion mismatch); it is not
     retried.
 
     Attributes:
@@ -134,7 +138,7 @@ class RetryPolicy:
         initial_backoff: Seconds of backoff before the second attempt.
         max_backoff: The cap, in seconds, on any single backoff.
         requeue: Make one attempt only: a conflict comes back at once as
-            :class:`~safewrite.ConflictError`, for controllers that prefer to requeue.
+            :class:`~safewrite_client.ConflictError`, for controllers that prefer to requeue.
     """
 
     max_attempts: int = 0
@@ -157,7 +161,7 @@ class FieldViolation:
 
 
 class Abort(Exception):
-    """Raise from a :meth:`~safewrite.Client.transact` function to end it without writing.
+    """Raise from a :meth:`~safewrite_client.Client.transact` function to end it without writing.
 
     The transaction then returns a :class:`Result` whose outcome is
     :attr:`Outcome.ABORTED`, with the object as last read.

@@ -1,30 +1,42 @@
 """Python client of safewrite, the sidecar that performs conflict-safe read-modify-write
-of Kubernetes objects.
+of Kubernetes objects (distribution ``safewrite-client``, import ``safewrite_client``).
 
 A controller sends *what* to change; safewrite reads the fresh object, applies the
 change, writes it with the resourceVersion it read, and on a conflict retries from a
 fresh read, within the call's timeout::
 
-    import safewrite
+    import safewrite_client as sw
 
-    with safewrite.Client("127.0.0.1:50051") as client:
-        ref = safewrite.ObjectRef("v1", "ConfigMap", "default", "counter")
+    with sw.Client() as client:  # the sidecar at $SAFEWRITE_ADDRESS
+        ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
         result = client.update(ref, cel='{"data": {"n": string(int(object.data.n) + 1)}}')
 
-        def bump(obj):
-            obj["data"]["n"] = str(int(obj["data"]["n"]) + 1)
-
-        result = client.transact(ref, bump)
-
-:class:`Client` blocks; :class:`AsyncClient` is its asyncio twin. Failures raise a
-:class:`SafewriteError` subclass per gRPC status code, carrying safewrite's rich error
-details. The generated protobuf and gRPC modules are in :mod:`safewrite.v1`.
+:class:`Client` blocks; :class:`AsyncClient` is its asyncio twin (one core,
+:mod:`safewrite_client._core`, behind both). Failures raise a :class:`SafewriteError`
+subclass per gRPC status code, carrying safewrite's rich error details and whether a
+retry may help (:attr:`SafewriteError.retryable`). :mod:`safewrite_client.conditions`
+sets status conditions; :mod:`safewrite_client.kopf` adapts errors and status writes to
+kopf. The generated protobuf and gRPC modules are in :mod:`safewrite_client.v1`.
 """
 
-from ._aio import AsyncClient, AsyncTransactFn
-from ._client import DEFAULT_TARGET, Client, TransactFn
+from ._aio import AsyncClient
+from ._core import (
+    ADDRESS_ENV,
+    DEFAULT_TARGET,
+    TransactArgs,
+    TransactFn,
+    UpdateArgs,
+    WriteArgs,
+    channel_options,
+    default_target,
+    mutation,
+)
 from ._errors import (
+    BY_CODE_REASONS,
     DOMAIN,
+    FINAL_REASONS,
+    RETRYABLE_CODES,
+    RETRYABLE_REASONS,
     WRITE_OUTCOME_UNKNOWN,
     CancelledError,
     ConflictError,
@@ -35,6 +47,7 @@ from ._errors import (
     OutcomeUnknownError,
     PermissionDeniedError,
     PreconditionFailedError,
+    Reason,
     ResourceExhaustedError,
     SafewriteError,
     UnauthenticatedError,
@@ -42,7 +55,10 @@ from ._errors import (
     UnimplementedError,
     error_class,
     from_rpc_error,
+    is_retryable,
+    reason_name,
 )
+from ._sync import Client
 from ._types import (
     Abort,
     AttemptRecord,
@@ -54,15 +70,19 @@ from ._types import (
     RetryPolicy,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
+    "ADDRESS_ENV",
+    "BY_CODE_REASONS",
     "DEFAULT_TARGET",
     "DOMAIN",
+    "FINAL_REASONS",
+    "RETRYABLE_CODES",
+    "RETRYABLE_REASONS",
     "WRITE_OUTCOME_UNKNOWN",
     "Abort",
     "AsyncClient",
-    "AsyncTransactFn",
     "AttemptRecord",
     "CancelledError",
     "Client",
@@ -78,15 +98,24 @@ __all__ = [
     "PermissionDeniedError",
     "PreconditionFailedError",
     "Preconditions",
+    "Reason",
     "ResourceExhaustedError",
     "Result",
     "RetryPolicy",
     "SafewriteError",
+    "TransactArgs",
     "TransactFn",
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
+    "UpdateArgs",
+    "WriteArgs",
     "__version__",
+    "channel_options",
+    "default_target",
     "error_class",
     "from_rpc_error",
+    "is_retryable",
+    "mutation",
+    "reason_name",
 ]

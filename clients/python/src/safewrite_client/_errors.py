@@ -1,9 +1,11 @@
-"""Exceptions raised by the safewrite client, decoded from gRPC statuses and their details."""
+"""Exceptions raised by the safewrite client, decoded from gRPC statuses and their
+details, and the classification of the failure reasons (the proto enum ``Reason``) into
+retryable and final ones."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Type
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -14,7 +16,106 @@ from .v1 import writer_pb2
 #: The ErrorInfo domain of every error safewrite returns.
 DOMAIN = "safewrite.dev"
 
+#: The proto enum ``safewrite.v1.Reason`` (generated): ``Reason.Name(value)``,
+#: ``Reason.Value("REASON_CIRCUIT_OPEN")``, ``Reason.items()``. Its values are also
+#: module constants of :mod:`safewrite_client.v1.writer_pb2` (``REASON_CIRCUIT_OPEN``).
+Reason = writer_pb2.Reason
+
+_PREFIX = "REASON_"
 _DETAILS_KEY = "grpc-status-details-bin"
+
+
+def reason_name(value: int) -> str:
+    """A Reason value's name without its ``REASON_`` prefix, as ErrorInfo spells it
+    (``"CIRCUIT_OPEN"``); a value unknown to this client is named by its number."""
+    try:
+        return str(Reason.Name(value))[len(_PREFIX):]
+    except ValueError:
+        return str(value)
+
+
+def _reason_value(error_info_reason: Optional[str]) -> int:
+    """The Reason value an ErrorInfo reason names, or REASON_API_SERVER for a Kubernetes
+    reason (``"NotFound"``), or REASON_UNSPECIFIED."""
+    if not error_info_reason:
+        return writer_pb2.REASON_UNSPECIFIED
+    try:
+        return int(Reason.Value(_PREFIX + error_info_reason))
+    except ValueError:
+        return writer_pb2.REASON_API_SERVER
+
+
+#: The ErrorInfo reason of a write whose outcome is unknown (with code UNKNOWN).
+WRITE_OUTCOME_UNKNOWN = reason_name(writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN)
+
+#: Reasons after which the same call may succeed later.
+RETRYABLE_REASONS: FrozenSet[int] = frozenset(
+    {
+        writer_pb2.REASON_CEL_BUSY,
+        writer_pb2.REASON_DEADLINE_EXCEEDED,
+        writer_pb2.REASON_API_SERVER_UNREACHABLE,
+        # The write may have been applied: a level-triggered controller re-reads and
+        # reconciles again; a read-dependent change should carry an idempotency key.
+        writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN,
+        writer_pb2.REASON_RETRY_BUDGET_EXHAUSTED,
+        writer_pb2.REASON_CIRCUIT_OPEN,
+        writer_pb2.REASON_RATE_LIMITED,
+        writer_pb2.REASON_TRANSACTION_IDLE,
+        writer_pb2.REASON_BAD_ANSWER,
+        writer_pb2.REASON_OVERLOADED,
+        writer_pb2.REASON_REQUEST_NOT_READ,
+    }
+)
+
+#: Reasons after which only a different request can succeed.
+FINAL_REASONS: FrozenSet[int] = frozenset(
+    {
+        writer_pb2.REASON_INVALID_REQUEST,
+        writer_pb2.REASON_UNKNOWN_KIND,
+        writer_pb2.REASON_PRECONDITION_FAILED,
+        writer_pb2.REASON_INVALID_CEL,
+        writer_pb2.REASON_MUTATION_DOES_NOT_APPLY,
+        writer_pb2.REASON_RESOURCE_VERSION_MISMATCH,
+        writer_pb2.REASON_TRANSACTION_CANCELLED,
+        writer_pb2.REASON_REQUEST_TOO_LARGE,
+        writer_pb2.REASON_MALFORMED_REQUEST,
+        writer_pb2.REASON_UNIMPLEMENTED,
+        writer_pb2.REASON_POLICY_DENIED,
+        writer_pb2.REASON_TOKEN_REQUIRED,
+        writer_pb2.REASON_TOKEN_INVALID,
+        writer_pb2.REASON_FIELD_MANAGER_CONFLICT,
+    }
+)
+
+#: Reasons that leave the decision to the gRPC code: the API server's own answer
+#: (a 503 is retryable, a 422 is not), or no safewrite details at all (e.g. the
+#: sidecar itself was unreachable).
+BY_CODE_REASONS: FrozenSet[int] = frozenset(
+    {writer_pb2.REASON_API_SERVER, writer_pb2.REASON_UNSPECIFIED}
+)
+
+#: gRPC codes after which the same call may succeed later (for the reasons above).
+RETRYABLE_CODES: FrozenSet[grpc.StatusCode] = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,  # conflicts outlasted the retry policy
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.INTERNAL,  # e.g. a failing admission webhook
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+
+
+def is_retryable(code: grpc.StatusCode, reason: int) -> bool:
+    """Whether a failure with this gRPC code and Reason value may succeed when the same
+    call is made again later. A reason newer than this client is decided by the code."""
+    if reason in RETRYABLE_REASONS:
+        return True
+    if reason in FINAL_REASONS:
+        return False
+    return code in RETRYABLE_CODES
 
 
 class SafewriteError(Exception):
@@ -37,8 +138,13 @@ class SafewriteError(Exception):
             ``safewrite.v1.WriteFailure``), so the caller can decide without another
             read; ``None`` otherwise.
         attempt_records: The attempts made before the failure.
+        write_failure_reason: Why the write failed, as a value of the proto enum
+            :data:`~safewrite_client.Reason` (``WriteFailure.reason``), e.g.
+            ``Reason.Value("REASON_CIRCUIT_OPEN")``; ``REASON_API_SERVER`` when the API
+            server's answer decided it (then :attr:`reason` is its Status reason);
+            ``REASON_UNSPECIFIED`` when the status carried no safewrite details.
         trace_id: The W3C trace id of the sidecar's span for the call, as
-            :attr:`Result.trace_id <safewrite.Result.trace_id>`; empty when the
+            :attr:`Result.trace_id <safewrite_client.Result.trace_id>`; empty when the
             sidecar runs without OpenTelemetry or sent no ``WriteFailure`` detail
             (e.g. it was unreachable).
     """
@@ -56,6 +162,7 @@ class SafewriteError(Exception):
         current_object: Optional[Dict[str, Any]] = None,
         attempt_records: Iterable[AttemptRecord] = (),
         trace_id: str = "",
+        write_failure_reason: int = 0,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -68,6 +175,25 @@ class SafewriteError(Exception):
         self.current_object = current_object
         self.attempt_records: Tuple[AttemptRecord, ...] = tuple(attempt_records)
         self.trace_id = trace_id
+        self.write_failure_reason = write_failure_reason
+
+    @property
+    def reason_name(self) -> str:
+        """The name of :attr:`write_failure_reason` without its ``REASON_`` prefix (e.g.
+        ``"CIRCUIT_OPEN"``, ``"API_SERVER"``), or ``"UNSPECIFIED"``; a value newer than
+        this client is named by its number."""
+        return reason_name(self.write_failure_reason)
+
+    @property
+    def retryable(self) -> bool:
+        """True when the same call may succeed later (after :attr:`retry_delay`, if
+        set): the sidecar or the API server was unavailable, throttled or out of time,
+        conflicts outlasted the retry policy, or the outcome of a write is unknown
+        (re-read before retrying a read-dependent change, or use an idempotency key).
+        False when only a different request can succeed: it is invalid, a
+        precondition is false, the object or its kind does not exist, or permission is
+        denied. Decided by :func:`is_retryable`."""
+        return is_retryable(self.code, self.write_failure_reason)
 
     @property
     def attempts(self) -> int:
@@ -174,9 +300,6 @@ _BY_CODE: Dict[grpc.StatusCode, Type[SafewriteError]] = {
 }
 
 
-#: The ErrorInfo reason of a write whose outcome is unknown (with code UNKNOWN).
-WRITE_OUTCOME_UNKNOWN = "WRITE_OUTCOME_UNKNOWN"
-
 _BY_CODE_AND_REASON: Dict[Tuple[grpc.StatusCode, str], Type[SafewriteError]] = {
     (grpc.StatusCode.UNKNOWN, WRITE_OUTCOME_UNKNOWN): OutcomeUnknownError,
 }
@@ -207,6 +330,7 @@ def attempt_record(record: writer_pb2.AttemptRecord) -> AttemptRecord:
         http_status=record.http_status,
         reason=record.reason,
         backoff=_seconds(record.backoff),
+        batch_size=record.batch_size,
     )
 
 
@@ -260,6 +384,7 @@ def from_status(
                     attempt_record(r) for r in failure.attempt_records
                 ]
                 kwargs["trace_id"] = failure.trace_id
+                kwargs["write_failure_reason"] = int(failure.reason)
                 if failure.current_object_json:
                     try:
                         kwargs["current_object"] = json.loads(
@@ -268,6 +393,9 @@ def from_status(
                     except ValueError:
                         pass
         kwargs["field_violations"] = violations
+        if not kwargs.get("write_failure_reason") and kwargs.get("domain") == DOMAIN:
+            # A sidecar older than WriteFailure.reason: the ErrorInfo reason names it.
+            kwargs["write_failure_reason"] = _reason_value(kwargs.get("reason"))
     return error_class(code, kwargs.get("reason"))(code, message, **kwargs)
 
 
@@ -286,4 +414,16 @@ def from_rpc_error(err: Any) -> SafewriteError:
         trailing = err.trailing_metadata()
     except Exception:
         trailing = None
-    return from_status(code, message, _status_details(trailing))
+    details = _status_details(trailing)
+    if details is None and "RST_STREAM" in message:
+        message += _AUTHORITY_HINT
+    return from_status(code, message, details)
+
+
+# gRPC's C core sends a unix socket's path as the HTTP/2 :authority, which the
+# sidecar's HTTP/2 server refuses as malformed with RST_STREAM: say what to do.
+_AUTHORITY_HINT = (
+    " -- if this channel dials a unix socket, create it with the channel option "
+    "(\"grpc.default_authority\", \"localhost\") (safewrite_client.channel_options(target) "
+    "gives the options), or give the client the target instead of a channel"
+)

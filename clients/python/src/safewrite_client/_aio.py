@@ -1,0 +1,163 @@
+"""The asyncio client: moves the messages :mod:`._core` makes over gRPC asyncio
+channels, one per event loop, each made lazily on the loop that first uses it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
+
+import grpc
+import grpc.aio
+
+from . import _core as core
+from ._errors import from_rpc_error
+from ._types import ObjectRef, Result
+from .v1 import writer_pb2, writer_pb2_grpc
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class AsyncClient:
+    """An asyncio client of the safewrite sidecar; the same API as
+    :class:`~safewrite_client.Client`, with coroutine methods, and ``transact`` takes
+    plain or ``async`` functions.
+
+    The client may be created anywhere, e.g. at module level before any event loop
+    runs (as kopf operators do): a gRPC asyncio channel belongs to the loop it was
+    made on, so the client makes its channel on first use, on the running loop, and
+    one per loop when it is used from several (each ``asyncio.run``, each thread's
+    loop). Close it with ``await client.close()`` or ``async with``.
+
+    Args:
+        target, credentials, options, timeout, wait_for_ready, propagate_trace: As for
+            :class:`~safewrite_client.Client`.
+        channel: Use this ``grpc.aio.Channel`` (bound to its own loop) instead of
+            making channels; the client does not close it.
+    """
+
+    def __init__(
+        self,
+        target: Optional[str] = None,
+        *,
+        credentials: Optional[grpc.ChannelCredentials] = None,
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+        timeout: Optional[float] = None,
+        wait_for_ready: bool = False,
+        channel: Optional[grpc.aio.Channel] = None,
+        propagate_trace: bool = True,
+    ) -> None:
+        self._settings = core.Settings(
+            target, credentials, options, timeout, wait_for_ready, propagate_trace
+        )
+        self.target = self._settings.target
+        self._given = (channel, writer_pb2_grpc.WriterServiceStub(channel)) if channel else None
+        self._lock = threading.Lock()
+        self._channels: Dict[asyncio.AbstractEventLoop, Tuple[Any, Any]] = {}
+
+    def _stub(self) -> Any:
+        """The stub on the running loop's channel, made on first use."""
+        if self._given is not None:
+            return self._given[1]
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._channels.get(loop)
+            if entry is None:
+                # Channels of loops that are gone cannot be closed any more: drop them.
+                for old in [lp for lp in self._channels if lp.is_closed()]:
+                    del self._channels[old]
+                s = self._settings
+                if s.credentials is None:
+                    channel = grpc.aio.insecure_channel(s.target, options=s.options)
+                else:
+                    channel = grpc.aio.secure_channel(s.target, s.credentials, options=s.options)
+                entry = (channel, writer_pb2_grpc.WriterServiceStub(channel))
+                self._channels[loop] = entry
+        return entry[1]
+
+    async def close(self) -> None:
+        """Closes the channel of the running loop, and asks the loops of any other
+        channel this client made to close theirs (unless it was given a channel)."""
+        running = asyncio.get_running_loop()
+        with self._lock:
+            channels, self._channels = self._channels, {}
+        for loop, (channel, _) in channels.items():
+            if loop is running:
+                await channel.close()
+            elif not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(channel.close(), loop)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def update(self, ref: ObjectRef, **kwargs: "Unpack[core.UpdateArgs]") -> Result:
+        """Changes an object's main resource, retried on conflict; see
+        :meth:`safewrite_client.Client.update`."""
+        return await self._unary(core.update_call(ref, kwargs))
+
+    async def patch_status(self, ref: ObjectRef, **kwargs: "Unpack[core.WriteArgs]") -> Result:
+        """Changes an object's status subresource, retried on conflict; see
+        :meth:`safewrite_client.Client.patch_status`."""
+        return await self._unary(core.patch_status_call(ref, kwargs))
+
+    async def transact(
+        self, ref: ObjectRef, fn: core.TransactFn, **kwargs: "Unpack[core.TransactArgs]"
+    ) -> Result:
+        """Runs safewrite's retry loop with ``fn`` as the mutation; see
+        :meth:`safewrite_client.Client.transact`. ``fn`` may be a plain function or a
+        coroutine function. Cancelling the task cancels the stream, and safewrite
+        writes nothing after that point."""
+        begin, timeout = core.begin(ref, kwargs)
+        return await self._transact(begin, fn, timeout)
+
+    async def send(
+        self, request: Any, fn: Optional[core.TransactFn] = None, *, timeout: Optional[float] = None
+    ) -> Result:
+        """Sends a request message built by the caller; see
+        :meth:`safewrite_client.Client.send`."""
+        if isinstance(request, writer_pb2.TransactBegin):
+            if fn is None:
+                raise TypeError("send() of a TransactBegin needs fn")
+            return await self._transact(request, fn, timeout)
+        return await self._unary(core.raw_call(request, timeout))
+
+    async def _unary(self, call: core.Unary) -> Result:
+        method = getattr(self._stub(), call.method)
+        try:
+            response = await method(call.request, **self._settings.call_kwargs(call.timeout))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return core.unary_result(response)
+
+    async def _transact(
+        self, begin: writer_pb2.TransactBegin, fn: core.TransactFn, timeout: Optional[float]
+    ) -> Result:
+        tx = core.Transaction(begin)
+        call = self._stub().Transact(**self._settings.call_kwargs(timeout))
+        try:
+            await call.write(tx.first)
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    tx.ended()
+                step = tx.receive(response)
+                if isinstance(step, Result):
+                    return step
+                try:
+                    returned = fn(step.object)
+                    if inspect.isawaitable(returned):
+                        returned = await returned
+                    message = tx.answer(step, returned)
+                except Exception as exc:
+                    message = tx.fail(step, exc)
+                await call.write(message)
+        except grpc.RpcError as err:
+            tx.failed(err)
+        finally:
+            if not call.done():
+                call.cancel()

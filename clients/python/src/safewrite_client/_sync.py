@@ -1,0 +1,191 @@
+"""The blocking client: moves the messages :mod:`._core` makes over a gRPC channel."""
+
+from __future__ import annotations
+
+import queue
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, Tuple
+
+import grpc
+
+from . import _core as core
+from ._errors import from_rpc_error
+from ._types import ObjectRef, Result
+from .v1 import writer_pb2, writer_pb2_grpc
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class Client:
+    """A blocking client of the safewrite sidecar.
+
+    Each call sends *what* to change; the sidecar reads the fresh object, applies the
+    change, writes with the resourceVersion it read and retries on conflict, within the
+    call's timeout. A successful call returns a :class:`~safewrite_client.Result`; a
+    failed one raises a :class:`~safewrite_client.SafewriteError` subclass.
+
+    A client is safe to share between threads; close it (or use it as a context
+    manager) to release its channel.
+
+    Args:
+        target: The sidecar's gRPC target: ``"host:port"`` or
+            ``"unix:///path/to/socket"``; by default the address in the environment
+            variable ``SAFEWRITE_ADDRESS``, else ``"127.0.0.1:50051"``.
+        credentials: Channel credentials for TLS; the default is a plaintext channel,
+            as the sidecar serves on localhost or a unix socket.
+        options: Extra gRPC channel options, as ``(name, value)`` pairs.
+        timeout: The default timeout, in seconds, of calls that give none; ``None``
+            leaves calls without a deadline (the sidecar's retry policy still bounds them).
+        wait_for_ready: Wait for the sidecar to become reachable instead of failing at
+            once with :class:`~safewrite_client.UnavailableError` (within the call's
+            timeout).
+        channel: Use this channel instead of opening one; the client does not close it.
+            A channel to a unix socket needs the options of
+            :func:`~safewrite_client.channel_options`.
+        propagate_trace: Send the caller's current OpenTelemetry context with every call
+            (W3C ``traceparent``/``tracestate`` metadata, through the global
+            propagator), so the sidecar's span joins the caller's trace. Needs
+            ``opentelemetry-api`` (the ``otel`` extra); without it nothing extra is
+            sent. ``False`` turns it off.
+    """
+
+    def __init__(
+        self,
+        target: Optional[str] = None,
+        *,
+        credentials: Optional[grpc.ChannelCredentials] = None,
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+        timeout: Optional[float] = None,
+        wait_for_ready: bool = False,
+        channel: Optional[grpc.Channel] = None,
+        propagate_trace: bool = True,
+    ) -> None:
+        self._settings = core.Settings(
+            target, credentials, options, timeout, wait_for_ready, propagate_trace
+        )
+        self.target = self._settings.target
+        self._owns_channel = channel is None
+        if channel is None:
+            s = self._settings
+            if s.credentials is None:
+                channel = grpc.insecure_channel(s.target, options=s.options)
+            else:
+                channel = grpc.secure_channel(s.target, s.credentials, options=s.options)
+        self._channel = channel
+        self._stub = writer_pb2_grpc.WriterServiceStub(channel)
+
+    def close(self) -> None:
+        """Closes the client's channel (unless it was given one)."""
+        if self._owns_channel:
+            self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def update(self, ref: ObjectRef, **kwargs: "Unpack[core.UpdateArgs]") -> Result:
+        """Changes an object's main resource, retried on conflict (``UpdateWithRetry``).
+
+        Give exactly one mutation (``cel=``, ``merge_patch=``, ``json_patch=`` or
+        ``apply=``) and any options (see :class:`~safewrite_client.UpdateArgs`); the
+        mutation is re-applied to the fresh object on every attempt, so read-dependent
+        changes are never lost. A mutation that changes nothing writes nothing and
+        returns ``Outcome.UNCHANGED``. The status of a kind with a status subresource
+        is never changed: use :meth:`patch_status`.
+
+        Raises:
+            SafewriteError: a subclass per failure, e.g. ConflictError, InvalidError,
+                PreconditionFailedError, NotFoundError, PermissionDeniedError,
+                OutcomeUnknownError.
+            ValueError: not exactly one mutation, or an empty ``idempotency_key``.
+            TypeError: an unknown keyword or a value of the wrong type.
+        """
+        return self._unary(core.update_call(ref, kwargs))
+
+    def patch_status(self, ref: ObjectRef, **kwargs: "Unpack[core.WriteArgs]") -> Result:
+        """Changes an object's status subresource, retried on conflict (``PatchStatus``).
+
+        Takes the keywords of :meth:`update` except ``create_if_missing`` (a status
+        cannot be created) and ``idempotency_key`` (a status write cannot record it).
+        The mutation sees the whole fresh object; only its effect on ``status`` is
+        written. Raises as :meth:`update`.
+        """
+        return self._unary(core.patch_status_call(ref, kwargs))
+
+    def transact(
+        self, ref: ObjectRef, fn: core.TransactFn, **kwargs: "Unpack[core.TransactArgs]"
+    ) -> Result:
+        """Runs safewrite's retry loop with ``fn`` as the mutation (``Transact``).
+
+        ``fn`` receives the fresh object as a dict and returns the whole new object,
+        or changes the dict in place and returns None (or returns a ``Mutation``, e.g.
+        :func:`safewrite_client.mutation`). safewrite writes it with the
+        resourceVersion it read; on a conflict ``fn`` is called again with the next
+        fresh object, so it must compute its change from the object it is given.
+        Returning the object unchanged writes nothing (``Outcome.UNCHANGED``).
+
+        Raise :class:`~safewrite_client.Abort` to end without writing
+        (``Outcome.ABORTED``). Any other exception aborts the transaction and
+        propagates. Keywords: see :class:`~safewrite_client.TransactArgs`; with
+        ``idempotency_key`` already recorded on the object, ``fn`` is not called and
+        the result has ``already_applied`` set.
+
+        Raises:
+            SafewriteError: a subclass per failure, as for :meth:`update`.
+        """
+        begin, timeout = core.begin(ref, kwargs)
+        return self._transact(begin, fn, timeout)
+
+    def send(
+        self, request: Any, fn: Optional[core.TransactFn] = None, *, timeout: Optional[float] = None
+    ) -> Result:
+        """Sends a request message built by the caller: an ``UpdateWithRetryRequest``
+        or ``PatchStatusRequest`` of :mod:`safewrite_client.v1.writer_pb2`, or a
+        ``TransactBegin`` with the transaction function ``fn``. Raises as
+        :meth:`update`."""
+        if isinstance(request, writer_pb2.TransactBegin):
+            if fn is None:
+                raise TypeError("send() of a TransactBegin needs fn")
+            return self._transact(request, fn, timeout)
+        return self._unary(core.raw_call(request, timeout))
+
+    def _unary(self, call: core.Unary) -> Result:
+        method = getattr(self._stub, call.method)
+        try:
+            response = method(call.request, **self._settings.call_kwargs(call.timeout))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return core.unary_result(response)
+
+    def _transact(
+        self, begin: writer_pb2.TransactBegin, fn: core.TransactFn, timeout: Optional[float]
+    ) -> Result:
+        tx = core.Transaction(begin)
+        outbox: "queue.Queue[Optional[writer_pb2.TransactRequest]]" = queue.Queue()
+        outbox.put(tx.first)
+
+        def requests() -> Iterator[writer_pb2.TransactRequest]:
+            while True:
+                message = outbox.get()
+                if message is None:
+                    return
+                yield message
+
+        call = self._stub.Transact(requests(), **self._settings.call_kwargs(timeout))
+        try:
+            for response in call:
+                step = tx.receive(response)
+                if isinstance(step, Result):
+                    return step
+                try:
+                    outbox.put(tx.answer(step, fn(step.object)))
+                except Exception as exc:
+                    outbox.put(tx.fail(step, exc))
+            tx.ended()
+        except grpc.RpcError as err:
+            tx.failed(err)
+        finally:
+            outbox.put(None)
+            call.cancel()

@@ -1,0 +1,278 @@
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+OUTCOME_ABORTED: Outcome
+OUTCOME_CREATED: Outcome
+OUTCOME_UNCHANGED: Outcome
+OUTCOME_UNSPECIFIED: Outcome
+OUTCOME_UPDATED: Outcome
+REASON_API_SERVER: Reason
+REASON_API_SERVER_UNREACHABLE: Reason
+REASON_BAD_ANSWER: Reason
+REASON_CEL_BUSY: Reason
+REASON_CIRCUIT_OPEN: Reason
+REASON_DEADLINE_EXCEEDED: Reason
+REASON_FIELD_MANAGER_CONFLICT: Reason
+REASON_INVALID_CEL: Reason
+REASON_INVALID_REQUEST: Reason
+REASON_MALFORMED_REQUEST: Reason
+REASON_MUTATION_DOES_NOT_APPLY: Reason
+REASON_OVERLOADED: Reason
+REASON_POLICY_DENIED: Reason
+REASON_PRECONDITION_FAILED: Reason
+REASON_RATE_LIMITED: Reason
+REASON_REQUEST_NOT_READ: Reason
+REASON_REQUEST_TOO_LARGE: Reason
+REASON_RESOURCE_VERSION_MISMATCH: Reason
+REASON_RETRY_BUDGET_EXHAUSTED: Reason
+REASON_TOKEN_INVALID: Reason
+REASON_TOKEN_REQUIRED: Reason
+REASON_TRANSACTION_CANCELLED: Reason
+REASON_TRANSACTION_IDLE: Reason
+REASON_UNIMPLEMENTED: Reason
+REASON_UNKNOWN_KIND: Reason
+REASON_UNSPECIFIED: Reason
+REASON_WRITE_OUTCOME_UNKNOWN: Reason
+
+class AttemptRecord(_message.Message):
+    __slots__ = ["backoff", "batch_size", "http_status", "number", "reason", "resource_version_read"]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_READ_FIELD_NUMBER: _ClassVar[int]
+    backoff: _duration_pb2.Duration
+    batch_size: int
+    http_status: int
+    number: int
+    reason: str
+    resource_version_read: str
+    def __init__(self, number: _Optional[int] = ..., resource_version_read: _Optional[str] = ..., http_status: _Optional[int] = ..., reason: _Optional[str] = ..., backoff: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., batch_size: _Optional[int] = ...) -> None: ...
+
+class CelMutation(_message.Message):
+    __slots__ = ["expression"]
+    EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    expression: str
+    def __init__(self, expression: _Optional[str] = ...) -> None: ...
+
+class FreshObject(_message.Message):
+    __slots__ = ["attempt", "creating", "object_json", "resource_version"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CREATING_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    creating: bool
+    object_json: str
+    resource_version: str
+    def __init__(self, attempt: _Optional[int] = ..., object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., creating: bool = ...) -> None: ...
+
+class JsonPatch(_message.Message):
+    __slots__ = ["patch_json"]
+    PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
+    patch_json: str
+    def __init__(self, patch_json: _Optional[str] = ...) -> None: ...
+
+class MergePatch(_message.Message):
+    __slots__ = ["patch_json"]
+    PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
+    patch_json: str
+    def __init__(self, patch_json: _Optional[str] = ...) -> None: ...
+
+class Mutation(_message.Message):
+    __slots__ = ["apply", "cel", "json_patch", "merge_patch"]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    CEL_FIELD_NUMBER: _ClassVar[int]
+    JSON_PATCH_FIELD_NUMBER: _ClassVar[int]
+    MERGE_PATCH_FIELD_NUMBER: _ClassVar[int]
+    apply: ServerSideApply
+    cel: CelMutation
+    json_patch: JsonPatch
+    merge_patch: MergePatch
+    def __init__(self, json_patch: _Optional[_Union[JsonPatch, _Mapping]] = ..., merge_patch: _Optional[_Union[MergePatch, _Mapping]] = ..., apply: _Optional[_Union[ServerSideApply, _Mapping]] = ..., cel: _Optional[_Union[CelMutation, _Mapping]] = ...) -> None: ...
+
+class ObjectRef(_message.Message):
+    __slots__ = ["api_version", "kind", "name", "namespace"]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class PatchStatusRequest(_message.Message):
+    __slots__ = ["mutation", "options", "preconditions", "retry_policy", "target"]
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    mutation: Mutation
+    options: WriteOptions
+    preconditions: Preconditions
+    retry_policy: RetryPolicy
+    target: ObjectRef
+    def __init__(self, target: _Optional[_Union[ObjectRef, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., options: _Optional[_Union[WriteOptions, _Mapping]] = ...) -> None: ...
+
+class PatchStatusResponse(_message.Message):
+    __slots__ = ["result"]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: WriteResult
+    def __init__(self, result: _Optional[_Union[WriteResult, _Mapping]] = ...) -> None: ...
+
+class Preconditions(_message.Message):
+    __slots__ = ["cel", "resource_version", "uid"]
+    CEL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    cel: str
+    resource_version: str
+    uid: str
+    def __init__(self, uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., cel: _Optional[str] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ["initial_backoff", "max_attempts", "max_backoff", "requeue"]
+    INITIAL_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    REQUEUE_FIELD_NUMBER: _ClassVar[int]
+    initial_backoff: _duration_pb2.Duration
+    max_attempts: int
+    max_backoff: _duration_pb2.Duration
+    requeue: bool
+    def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_backoff: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., requeue: bool = ...) -> None: ...
+
+class ServerSideApply(_message.Message):
+    __slots__ = ["configuration_json", "force"]
+    CONFIGURATION_JSON_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    configuration_json: str
+    force: bool
+    def __init__(self, configuration_json: _Optional[str] = ..., force: bool = ...) -> None: ...
+
+class TransactAbort(_message.Message):
+    __slots__ = ["reason"]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class TransactBegin(_message.Message):
+    __slots__ = ["options", "preconditions", "retry_policy", "status", "target"]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    options: WriteOptions
+    preconditions: Preconditions
+    retry_policy: RetryPolicy
+    status: bool
+    target: ObjectRef
+    def __init__(self, target: _Optional[_Union[ObjectRef, _Mapping]] = ..., status: bool = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., options: _Optional[_Union[WriteOptions, _Mapping]] = ...) -> None: ...
+
+class TransactProposal(_message.Message):
+    __slots__ = ["abort", "attempt", "mutation", "object_json"]
+    ABORT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    abort: TransactAbort
+    attempt: int
+    mutation: Mutation
+    object_json: str
+    def __init__(self, attempt: _Optional[int] = ..., object_json: _Optional[str] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., abort: _Optional[_Union[TransactAbort, _Mapping]] = ...) -> None: ...
+
+class TransactRequest(_message.Message):
+    __slots__ = ["begin", "proposal"]
+    BEGIN_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    begin: TransactBegin
+    proposal: TransactProposal
+    def __init__(self, begin: _Optional[_Union[TransactBegin, _Mapping]] = ..., proposal: _Optional[_Union[TransactProposal, _Mapping]] = ...) -> None: ...
+
+class TransactResponse(_message.Message):
+    __slots__ = ["fresh", "result"]
+    FRESH_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    fresh: FreshObject
+    result: WriteResult
+    def __init__(self, fresh: _Optional[_Union[FreshObject, _Mapping]] = ..., result: _Optional[_Union[WriteResult, _Mapping]] = ...) -> None: ...
+
+class UpdateWithRetryRequest(_message.Message):
+    __slots__ = ["mutation", "options", "preconditions", "retry_policy", "target"]
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    mutation: Mutation
+    options: WriteOptions
+    preconditions: Preconditions
+    retry_policy: RetryPolicy
+    target: ObjectRef
+    def __init__(self, target: _Optional[_Union[ObjectRef, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., options: _Optional[_Union[WriteOptions, _Mapping]] = ...) -> None: ...
+
+class UpdateWithRetryResponse(_message.Message):
+    __slots__ = ["result"]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: WriteResult
+    def __init__(self, result: _Optional[_Union[WriteResult, _Mapping]] = ...) -> None: ...
+
+class WriteFailure(_message.Message):
+    __slots__ = ["attempt_records", "current_object_json", "reason", "trace_id"]
+    ATTEMPT_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt_records: _containers.RepeatedCompositeFieldContainer[AttemptRecord]
+    current_object_json: str
+    reason: Reason
+    trace_id: str
+    def __init__(self, attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., current_object_json: _Optional[str] = ..., trace_id: _Optional[str] = ..., reason: _Optional[_Union[Reason, str]] = ...) -> None: ...
+
+class WriteOptions(_message.Message):
+    __slots__ = ["create_if_missing_json", "dry_run", "field_manager", "idempotency_key", "write_alone"]
+    CREATE_IF_MISSING_JSON_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    WRITE_ALONE_FIELD_NUMBER: _ClassVar[int]
+    create_if_missing_json: str
+    dry_run: bool
+    field_manager: str
+    idempotency_key: str
+    write_alone: bool
+    def __init__(self, field_manager: _Optional[str] = ..., dry_run: bool = ..., create_if_missing_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., write_alone: bool = ...) -> None: ...
+
+class WriteResult(_message.Message):
+    __slots__ = ["already_applied", "attempt_records", "attempts", "object_json", "outcome", "resource_version", "trace_id"]
+    ALREADY_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    already_applied: bool
+    attempt_records: _containers.RepeatedCompositeFieldContainer[AttemptRecord]
+    attempts: int
+    object_json: str
+    outcome: Outcome
+    resource_version: str
+    trace_id: str
+    def __init__(self, outcome: _Optional[_Union[Outcome, str]] = ..., object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., attempts: _Optional[int] = ..., attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., trace_id: _Optional[str] = ..., already_applied: bool = ...) -> None: ...
+
+class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

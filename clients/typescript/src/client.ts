@@ -1,0 +1,267 @@
+/**
+ * {@link Client}: the calls of safewrite.v1.WriterService over one lazily created
+ * grpc-js channel, with deadlines, cancellation, metadata and trace propagation.
+ */
+import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import {
+  Client as GrpcClient,
+  credentials as grpcCredentials,
+  Metadata,
+  status as GrpcStatus,
+  type CallOptions as GrpcCallOptions,
+  type ChannelCredentials,
+  type ChannelOptions,
+  type ServiceError,
+} from "@grpc/grpc-js";
+
+import { resolveAddress } from "./address.js";
+import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
+import {
+  PatchStatusRequestSchema,
+  PatchStatusResponseSchema,
+  TransactRequestSchema,
+  TransactResponseSchema,
+  UpdateWithRetryRequestSchema,
+  UpdateWithRetryResponseSchema,
+  WriterService,
+} from "./gen/safewrite/v1/writer_pb.js";
+import { mutationMessage, type KubeObject, type Mutation } from "./mutation.js";
+import {
+  callDeadline,
+  requestParts,
+  type CallOptions,
+  type ObjectRef,
+  type TransactOptions,
+  type WriteOptions,
+} from "./options.js";
+import { toResult, type Result } from "./result.js";
+import { injectTraceContext } from "./tracing.js";
+import { runTransaction, Transaction, type Fresh, type Proposal } from "./transact.js";
+
+/** How a {@link Client} reaches the sidecar. */
+export interface ClientOptions {
+  /** Channel credentials; plaintext (the sidecar listens on loopback or a unix socket) by default. */
+  credentials?: ChannelCredentials;
+  /** The sidecar's shared token (its --token-file), sent as `authorization: Bearer <token>`. */
+  token?: string;
+  /** The time budget of calls that set neither `timeoutMs` nor `deadline`, in milliseconds. */
+  timeoutMs?: number;
+  /** Send the active OpenTelemetry context as `traceparent` (default true; needs `@opentelemetry/api`). */
+  propagateTrace?: boolean;
+  /** Wait for the sidecar to be reachable within the call's deadline instead of failing at once with UNAVAILABLE. */
+  waitForReady?: boolean;
+  /** grpc-js channel options. */
+  channelOptions?: ChannelOptions;
+}
+
+/** A transact function: gets the fresh object (and its attempt) and returns the change. */
+export type TransactFn = (object: KubeObject, fresh: Fresh) => Proposal | void | Promise<Proposal | void>;
+
+const path = (method: { name: string }): string => `/${WriterService.typeName}/${method.name}`;
+
+/**
+ * A client of the safewrite sidecar; safe for concurrent use. The connection is made on
+ * the first call (and again after a failure); {@link close} releases it.
+ */
+export class Client {
+  /** The grpc-js target, e.g. "127.0.0.1:50051" or "unix:///run/safewrite/safewrite.sock". */
+  readonly address: string;
+  readonly #options: ClientOptions;
+  #grpc: GrpcClient | undefined;
+
+  /**
+   * @param address `host:port`, `unix:///path/to/socket` (or a bare absolute path);
+   *   defaults to the SAFEWRITE_ADDRESS environment variable.
+   * @throws Error when no address is given and SAFEWRITE_ADDRESS is not set.
+   */
+  constructor(address?: string, options: ClientOptions = {}) {
+    this.address = resolveAddress(address);
+    this.#options = options;
+  }
+
+  /** The channel, created on first use. */
+  #channel(): GrpcClient {
+    this.#grpc ??= new GrpcClient(
+      this.address,
+      this.#options.credentials ?? grpcCredentials.createInsecure(),
+      this.#options.channelOptions ?? {},
+    );
+    return this.#grpc;
+  }
+
+  /** Closes the channel; a later call opens a new one. */
+  close(): void {
+    this.#grpc?.close();
+    this.#grpc = undefined;
+  }
+
+  /**
+   * Applies `mutation` to the object's main resource (UpdateWithRetry), re-reading and
+   * re-applying it on conflict within the call's deadline. Never changes the status of
+   * a kind with a status subresource.
+   *
+   * @throws SafewriteError a subclass per gRPC code: ConflictError, InvalidError,
+   *   PreconditionFailedError, NotFoundError, UnavailableError, DeadlineExceededError, ...
+   */
+  async update(ref: ObjectRef, mutation: Mutation, options: WriteOptions = {}): Promise<Result> {
+    const request = create(UpdateWithRetryRequestSchema, {
+      ...requestParts(ref, options),
+      mutation: mutation === undefined ? undefined : mutationMessage(mutation),
+    });
+    const response = await this.#unary(
+      path(WriterService.method.updateWithRetry),
+      UpdateWithRetryRequestSchema,
+      UpdateWithRetryResponseSchema,
+      request,
+      options,
+      Boolean(options.idempotencyKey),
+    );
+    return toResult(response.result);
+  }
+
+  /**
+   * Applies `mutation` to the object's status subresource (PatchStatus); only its
+   * effect on `status` is written.
+   *
+   * @throws SafewriteError as {@link update}.
+   */
+  async patchStatus(ref: ObjectRef, mutation: Mutation, options: WriteOptions = {}): Promise<Result> {
+    const request = create(PatchStatusRequestSchema, {
+      ...requestParts(ref, options),
+      mutation: mutation === undefined ? undefined : mutationMessage(mutation),
+    });
+    const response = await this.#unary(
+      path(WriterService.method.patchStatus),
+      PatchStatusRequestSchema,
+      PatchStatusResponseSchema,
+      request,
+      options,
+      false,
+    );
+    return toResult(response.result);
+  }
+
+  /**
+   * Runs `fn` as the mutation (Transact): it gets the fresh object and returns the new
+   * object (or changes the one it got and returns nothing), a mutation, or `abort()`;
+   * after a conflict it is called again with the next fresh object. An error thrown by
+   * `fn` (other than an Abort) ends the transaction without writing and is rethrown as
+   * it is.
+   *
+   * @throws SafewriteError as {@link update}.
+   */
+  async transact(ref: ObjectRef, fn: TransactFn, options: TransactOptions = {}): Promise<Result> {
+    const transaction = this.beginTransaction(ref, options);
+    try {
+      return await runTransaction(transaction, fn);
+    } catch (err) {
+      transaction.cancel();
+      throw err;
+    }
+  }
+
+  /**
+   * Opens a Transact stream to drive by hand: read fresh objects with
+   * `transaction.next()` and answer each with `transaction.propose(attempt, change)`.
+   * Throws at once when `options.signal` has already fired.
+   */
+  beginTransaction(ref: ObjectRef, options: TransactOptions = {}): Transaction {
+    const signal = options.signal;
+    if (signal?.aborted) {
+      throw cancelledBySignal(signal);
+    }
+    const call = this.#channel().makeBidiStreamRequest(
+      path(WriterService.method.transact),
+      (message: MessageShape<typeof TransactRequestSchema>) => Buffer.from(toBinary(TransactRequestSchema, message)),
+      (bytes: Buffer) => fromBinary(TransactResponseSchema, bytes),
+      this.#metadata(options),
+      this.#callOptions(options),
+    );
+    const transaction = new Transaction(call, Boolean(options.idempotencyKey), signal);
+    if (signal !== undefined) {
+      const onAbort = (): void => call.cancel();
+      signal.addEventListener("abort", onAbort, { once: true });
+      call.on("status", () => signal.removeEventListener("abort", onAbort));
+    }
+    call.write(
+      create(TransactRequestSchema, {
+        message: { case: "begin", value: { ...requestParts(ref, options), status: options.status ?? false } },
+      }),
+    );
+    return transaction;
+  }
+
+  #metadata(options: CallOptions): Metadata {
+    const metadata = new Metadata(this.#options.waitForReady ? { waitForReady: true } : {});
+    for (const [key, value] of Object.entries(options.metadata ?? {})) {
+      metadata.set(key, value);
+    }
+    if (this.#options.token !== undefined && metadata.get("authorization").length === 0) {
+      metadata.set("authorization", `Bearer ${this.#options.token}`);
+    }
+    if (this.#options.propagateTrace ?? true) {
+      injectTraceContext(metadata);
+    }
+    return metadata;
+  }
+
+  #callOptions(options: CallOptions): GrpcCallOptions {
+    const callOptions: GrpcCallOptions = {};
+    const deadline = callDeadline(options, this.#options.timeoutMs);
+    if (deadline !== undefined) {
+      callOptions.deadline = deadline;
+    }
+    return callOptions;
+  }
+
+  #unary<I extends DescMessage, O extends DescMessage>(
+    method: string,
+    input: I,
+    output: O,
+    request: MessageShape<I>,
+    options: CallOptions,
+    idempotent: boolean,
+  ): Promise<MessageShape<O>> {
+    const signal = options.signal;
+    if (signal?.aborted) {
+      return Promise.reject(cancelledBySignal(signal));
+    }
+    return new Promise((resolve, reject) => {
+      let onAbort: (() => void) | undefined;
+      const call = this.#channel().makeUnaryRequest(
+        method,
+        (message: MessageShape<I>) => Buffer.from(toBinary(input, message)),
+        (bytes: Buffer) => fromBinary(output, bytes),
+        request,
+        this.#metadata(options),
+        this.#callOptions(options),
+        (err: ServiceError | null, response?: MessageShape<O>) => {
+          if (onAbort !== undefined) {
+            signal?.removeEventListener("abort", onAbort);
+          }
+          if (err) {
+            reject(
+              err.code === GrpcStatus.CANCELLED && signal?.aborted
+                ? cancelledBySignal(signal, err)
+                : fromServiceError(err, idempotent),
+            );
+          } else if (response === undefined) {
+            reject(new SafewriteError(GrpcStatus.INTERNAL, "the sidecar answered without a message"));
+          } else {
+            resolve(response);
+          }
+        },
+      );
+      if (signal !== undefined) {
+        onAbort = () => call.cancel();
+        signal.addEventListener("abort", onAbort, { once: true });
+      }
+    });
+  }
+}
+
+function cancelledBySignal(signal: AbortSignal, err?: ServiceError): CancelledError {
+  return new CancelledError(GrpcStatus.CANCELLED, "the call was cancelled by its AbortSignal", {}, {
+    cause: signal.reason ?? err,
+  });
+}

@@ -1,0 +1,56 @@
+/**
+ * The TypeScript client of safewrite, the sidecar that performs conflict-safe
+ * read-modify-write of Kubernetes objects.
+ */
+export { Client, type ClientOptions, type TransactFn } from "./client.js";
+export { ADDRESS_ENV, resolveAddress } from "./address.js";
+export {
+  Abort,
+  abort,
+  apply,
+  cel,
+  jsonPatch,
+  mergePatch,
+  Mutation,
+  type JsonObject,
+  type KubeObject,
+  type ObjectMeta,
+  type JsonPatchOp,
+} from "./mutation.js";
+export type {
+  CallOptions,
+  ObjectRef,
+  Preconditions,
+  RetryPolicy,
+  TransactOptions,
+  WriteOptions,
+} from "./options.js";
+export { Outcome, type Result } from "./result.js";
+export { Transaction, type Fresh, type Proposal, type TransactionEvent } from "./transact.js";
+export {
+  CancelledError,
+  ConflictError,
+  DeadlineExceededError,
+  decodeDetails,
+  DOMAIN,
+  errorClass,
+  InternalError,
+  InvalidError,
+  NotFoundError,
+  OutcomeUnknownError,
+  PermissionDeniedError,
+  PreconditionFailedError,
+  RequestTooLargeError,
+  ResourceExhaustedError,
+  SafewriteError,
+  UnauthenticatedError,
+  UnavailableError,
+  UnimplementedError,
+  type AttemptRecord,
+  type ErrorDetails,
+  type FieldViolation,
+} from "./errors.js";
+export { Reason, ReasonSchema, OutcomeSchema } from "./gen/safewrite/v1/writer_pb.js";
+export { REASON_ADVICE, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
+export { tracingAvailable } from "./tracing.js";
+export { status as GrpcStatus } from "@grpc/grpc-js";

@@ -1,0 +1,176 @@
+/**
+ * What a call takes besides its target and mutation: preconditions, retry policy, write
+ * options, deadline and cancellation, and their conversion into the request messages.
+ */
+import { create } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+
+import {
+  ObjectRefSchema,
+  PreconditionsSchema,
+  RetryPolicySchema,
+  WriteOptionsSchema,
+  type ObjectRef as ObjectRefMessage,
+  type Preconditions as PreconditionsMessage,
+  type RetryPolicy as RetryPolicyMessage,
+  type WriteOptions as WriteOptionsMessage,
+} from "./gen/safewrite/v1/writer_pb.js";
+import type { JsonObject } from "./mutation.js";
+
+/** Names one Kubernetes object. */
+export interface ObjectRef {
+  /** e.g. "v1", "apps/v1", "example.com/v1alpha1". */
+  apiVersion: string;
+  /** e.g. "ConfigMap"; resolved to a resource through API discovery. */
+  kind: string;
+  /** Required for namespaced kinds, empty or absent for cluster-scoped ones. */
+  namespace?: string;
+  name: string;
+}
+
+/**
+ * Checked by the sidecar on the fresh object before every write. When one is false
+ * nothing is written and the call fails with {@link PreconditionFailedError} (or
+ * {@link ConflictError} with reason `RESOURCE_VERSION_MISMATCH` for `resourceVersion`).
+ */
+export interface Preconditions {
+  /** metadata.uid must equal this. */
+  uid?: string;
+  /** Strict compare-and-swap: metadata.resourceVersion must equal this; not retried. */
+  resourceVersion?: string;
+  /** A CEL expression over `object` that must return true. */
+  cel?: string;
+}
+
+/** Bounds the sidecar's retry loop; unset fields take the sidecar's defaults. */
+export interface RetryPolicy {
+  /** The most attempts, the first included. */
+  maxAttempts?: number;
+  /** The backoff before the second attempt, in milliseconds. */
+  initialBackoffMs?: number;
+  /** The cap on any single backoff, in milliseconds. */
+  maxBackoffMs?: number;
+  /** One attempt only: a conflict fails at once with {@link ConflictError}. */
+  requeue?: boolean;
+}
+
+/** Deadline and cancellation of one call. */
+export interface CallOptions {
+  /**
+   * The call's time budget in milliseconds; it travels to the sidecar as the gRPC
+   * deadline, and the sidecar never sleeps past it. Defaults to the client's
+   * `timeoutMs`.
+   */
+  timeoutMs?: number;
+  /** An absolute deadline (a Date or milliseconds since the epoch); the sooner of this and `timeoutMs` wins. */
+  deadline?: Date | number;
+  /** Cancels the call: it fails with {@link CancelledError}, and a transaction writes nothing more. */
+  signal?: AbortSignal;
+  /** Extra gRPC metadata to send. */
+  metadata?: Record<string, string>;
+}
+
+/** The options of `update`, `patchStatus` and `transact`. */
+export interface WriteOptions extends CallOptions {
+  preconditions?: Preconditions;
+  retryPolicy?: RetryPolicy;
+  /** The field manager recorded in managedFields; required for server-side apply. */
+  fieldManager?: string;
+  /** Ask the API server to admit the write without persisting it. */
+  dryRun?: boolean;
+  /**
+   * The object to create (an object or its JSON text) when the target does not exist;
+   * the mutation is applied to it first. apiVersion, kind, name and namespace come from
+   * the target when absent. Not for the status subresource.
+   */
+  createIfMissing?: JsonObject | string;
+  /**
+   * Makes a read-dependent change exactly-once across lost answers: 1 to 128 characters
+   * of [A-Za-z0-9._:-], one per intended change (e.g. `crypto.randomUUID()`). Not for
+   * server-side apply nor the status subresource.
+   */
+  idempotencyKey?: string;
+  /** Send this write on its own instead of committing it together with concurrent writes to the object. */
+  writeAlone?: boolean;
+}
+
+/** The options of `transact`. */
+export interface TransactOptions extends WriteOptions {
+  /** Write the proposals to the status subresource instead of the main resource. */
+  status?: boolean;
+}
+
+/** The parts of a request message built from the options. */
+export interface RequestParts {
+  target: ObjectRefMessage;
+  preconditions?: PreconditionsMessage;
+  retryPolicy?: RetryPolicyMessage;
+  options?: WriteOptionsMessage;
+}
+
+/** Builds the request fields shared by every RPC. */
+export function requestParts(ref: ObjectRef, options: WriteOptions): RequestParts {
+  const parts: RequestParts = {
+    target: create(ObjectRefSchema, {
+      apiVersion: ref.apiVersion,
+      kind: ref.kind,
+      namespace: ref.namespace ?? "",
+      name: ref.name,
+    }),
+  };
+  const p = options.preconditions;
+  if (p !== undefined) {
+    parts.preconditions = create(PreconditionsSchema, {
+      uid: p.uid ?? "",
+      resourceVersion: p.resourceVersion ?? "",
+      cel: p.cel ?? "",
+    });
+  }
+  const r = options.retryPolicy;
+  if (r !== undefined) {
+    parts.retryPolicy = create(RetryPolicySchema, {
+      maxAttempts: r.maxAttempts ?? 0,
+      requeue: r.requeue ?? false,
+      ...(r.initialBackoffMs !== undefined && { initialBackoff: durationFromMs(r.initialBackoffMs) }),
+      ...(r.maxBackoffMs !== undefined && { maxBackoff: durationFromMs(r.maxBackoffMs) }),
+    });
+  }
+  const { fieldManager, dryRun, createIfMissing, idempotencyKey, writeAlone } = options;
+  if (
+    fieldManager !== undefined ||
+    dryRun !== undefined ||
+    createIfMissing !== undefined ||
+    idempotencyKey !== undefined ||
+    writeAlone !== undefined
+  ) {
+    parts.options = create(WriteOptionsSchema, {
+      fieldManager: fieldManager ?? "",
+      dryRun: dryRun ?? false,
+      createIfMissingJson:
+        createIfMissing === undefined
+          ? ""
+          : typeof createIfMissing === "string"
+            ? createIfMissing
+            : JSON.stringify(createIfMissing),
+      idempotencyKey: idempotencyKey ?? "",
+      writeAlone: writeAlone ?? false,
+    });
+  }
+  return parts;
+}
+
+/**
+ * The call's gRPC deadline: the sooner of `deadline` and now + `timeoutMs` (falling
+ * back to the client's default timeout); undefined when there is none.
+ */
+export function callDeadline(options: CallOptions, defaultTimeoutMs: number | undefined): Date | undefined {
+  const timeoutMs = options.timeoutMs ?? (options.deadline === undefined ? defaultTimeoutMs : undefined);
+  const candidates: number[] = [];
+  if (timeoutMs !== undefined) {
+    candidates.push(Date.now() + timeoutMs);
+  }
+  if (options.deadline !== undefined) {
+    candidates.push(options.deadline instanceof Date ? options.deadline.getTime() : options.deadline);
+  }
+  return candidates.length === 0 ? undefined : new Date(Math.min(...candidates));
+}

@@ -1,0 +1,39 @@
+/** What a successful call returns. */
+import { Outcome, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
+import { attemptRecord, type AttemptRecord } from "./errors.js";
+import type { KubeObject } from "./mutation.js";
+
+/** A finished write. */
+export interface Result {
+  /** UPDATED, UNCHANGED (nothing was written), CREATED, or ABORTED (a transact function aborted). */
+  outcome: Outcome;
+  /** The object as written (or as read, when unchanged, aborted or already applied). */
+  object: KubeObject;
+  /** The object's resourceVersion after the write. */
+  resourceVersion: string;
+  /** The attempts made, the last included. */
+  attempts: number;
+  attemptRecords: AttemptRecord[];
+  /** The W3C trace id of the sidecar's span (your trace's id when one was propagated); empty when its tracing is off. */
+  traceId: string;
+  /** The call's idempotency key was already on the object: nothing was written this time. */
+  alreadyApplied: boolean;
+}
+
+/** Converts a safewrite.v1.WriteResult message. */
+export function toResult(result: WriteResult | undefined): Result {
+  if (result === undefined) {
+    throw new Error("the sidecar answered without a result");
+  }
+  return {
+    outcome: result.outcome,
+    object: result.objectJson === "" ? ({} as KubeObject) : (JSON.parse(result.objectJson) as KubeObject),
+    resourceVersion: result.resourceVersion,
+    attempts: result.attempts,
+    attemptRecords: result.attemptRecords.map(attemptRecord),
+    traceId: result.traceId,
+    alreadyApplied: result.alreadyApplied,
+  };
+}
+
+export { Outcome };

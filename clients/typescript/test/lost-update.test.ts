@@ -1,0 +1,65 @@
+/** No update is lost: many concurrent writers of read-dependent increments end exact. */
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+
+import { cel, mergePatch, Outcome, type JsonObject } from "@safewrite/client";
+
+import { adminClient, configMap, INCREMENT } from "./support.js";
+
+// CEL increments may be committed together by the sidecar; transactions always go
+// alone, one round trip per attempt, so fewer of them keep the run short.
+const CEL_WRITERS = 16;
+const CEL_INCREMENTS = 20;
+const TX_WRITERS = 8;
+const TX_INCREMENTS = 10;
+
+const client = adminClient();
+after(() => client.close());
+
+const count = (obj: JsonObject): number => Number((obj["data"] as Record<string, string>)["n"]);
+
+/** Runs `writers` async writers, each making `increments` calls one after another. */
+async function contend(writers: number, increments: number, write: () => Promise<unknown>): Promise<void> {
+  await Promise.all(
+    Array.from({ length: writers }, async () => {
+      for (let i = 0; i < increments; i++) {
+        await write();
+      }
+    }),
+  );
+}
+
+describe("lost updates", () => {
+  it(`${CEL_WRITERS} writers x ${CEL_INCREMENTS} CEL increments end at exactly ${CEL_WRITERS * CEL_INCREMENTS}`, async () => {
+    const ref = configMap("lost-cel");
+    await client.update(ref, mergePatch({}), { createIfMissing: { data: { n: "0" } } });
+    let largestBatch = 0;
+    await contend(CEL_WRITERS, CEL_INCREMENTS, async () => {
+      const res = await client.update(ref, cel(INCREMENT), { timeoutMs: 60_000 });
+      largestBatch = Math.max(largestBatch, ...res.attemptRecords.map((r) => r.batchSize));
+    });
+    assert.ok(largestBatch >= 1, "every write reports how many requests it carried");
+    const res = await client.update(ref, mergePatch({}));
+    assert.equal(res.outcome, Outcome.UNCHANGED);
+    assert.equal(count(res.object), CEL_WRITERS * CEL_INCREMENTS);
+  });
+
+  it(`${TX_WRITERS} writers x ${TX_INCREMENTS} transact increments end at exactly ${TX_WRITERS * TX_INCREMENTS}`, async () => {
+    const ref = configMap("lost-transact");
+    await client.update(ref, mergePatch({}), { createIfMissing: { data: { n: "0" } } });
+    let conflicts = 0;
+    await contend(TX_WRITERS, TX_INCREMENTS, async () => {
+      const res = await client.transact(
+        ref,
+        (obj) => {
+          (obj["data"] as Record<string, string>)["n"] = String(count(obj) + 1);
+        },
+        { timeoutMs: 60_000, retryPolicy: { maxAttempts: 1000 } },
+      );
+      conflicts += res.attempts - 1;
+    });
+    const res = await client.update(ref, mergePatch({}));
+    assert.equal(count(res.object), TX_WRITERS * TX_INCREMENTS);
+    assert.ok(conflicts > 0, "the writers did contend");
+  });
+});

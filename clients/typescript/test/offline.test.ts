@@ -1,0 +1,178 @@
+/** What needs no sidecar: the Reason table, error decoding, mutations and options, generated code. */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { describe, it } from "node:test";
+
+import { create, toBinary } from "@bufbuild/protobuf";
+import { anyPack, durationFromMs, type Any } from "@bufbuild/protobuf/wkt";
+import {
+  apply,
+  cel,
+  CancelledError,
+  ConflictError,
+  decodeDetails,
+  DeadlineExceededError,
+  errorClass,
+  GrpcStatus,
+  InternalError,
+  InvalidError,
+  jsonPatch,
+  mergePatch,
+  NotFoundError,
+  OutcomeUnknownError,
+  PermissionDeniedError,
+  PreconditionFailedError,
+  Reason,
+  REASON_ADVICE,
+  ReasonSchema,
+  reasonName,
+  RequestTooLargeError,
+  ResourceExhaustedError,
+  retryAdvice,
+  SafewriteError,
+  UnauthenticatedError,
+  UnavailableError,
+  UnimplementedError,
+} from "@safewrite/client";
+import { AttemptRecordSchema, WriteFailureSchema } from "@safewrite/client/v1";
+
+import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "@safewrite/client/gen/google/rpc/error_details_pb";
+import { StatusSchema } from "@safewrite/client/gen/google/rpc/status_pb";
+import { packageRoot } from "./support.js";
+
+describe("reasons", () => {
+  it("every Reason value of the proto has retry advice", () => {
+    const values = ReasonSchema.values;
+    assert.ok(values.length >= 27, "the generated enum lists the proto's values");
+    for (const value of values) {
+      const advice = REASON_ADVICE[value.number as Reason];
+      assert.ok(advice !== undefined, `${value.name} (${value.number}) is unknown to REASON_ADVICE`);
+      assert.equal(retryAdvice(value.number as Reason), advice);
+    }
+    assert.equal(Object.keys(REASON_ADVICE).length, values.length, "no advice for a value the proto lacks");
+  });
+
+  it("spells every Reason as ErrorInfo does: the value's name without REASON_", () => {
+    for (const value of ReasonSchema.values) {
+      assert.equal(`REASON_${reasonName(value.number as Reason)}`, value.name);
+    }
+  });
+
+  it("judges a reason newer than this client by its code", () => {
+    assert.equal(retryAdvice(999 as Reason), "by-code");
+  });
+});
+
+/** The serialized google.rpc.Status the sidecar sends in grpc-status-details-bin. */
+function statusBytes(code: number, reason: Reason, extra: Any[] = []): Uint8Array {
+  const details = [
+    anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: reasonName(reason), domain: "safewrite.dev", metadata: { attempts: "2" } })),
+    anyPack(
+      WriteFailureSchema,
+      create(WriteFailureSchema, {
+        reason,
+        traceId: "0af7651916cd43dd8448eb211c80319c",
+        currentObjectJson: '{"data":{"n":"1"}}',
+        attemptRecords: [
+          create(AttemptRecordSchema, { number: 1, resourceVersionRead: "7", httpStatus: 409, reason: "Conflict", backoff: durationFromMs(25), batchSize: 1 }),
+          create(AttemptRecordSchema, { number: 2, resourceVersionRead: "8" }),
+        ],
+      }),
+    ),
+    ...extra,
+  ];
+  return toBinary(StatusSchema, create(StatusSchema, { code, message: "from the status", details }));
+}
+
+describe("error details", () => {
+  it("decodes ErrorInfo, BadRequest, RetryInfo and WriteFailure", () => {
+    const bytes = statusBytes(GrpcStatus.INVALID_ARGUMENT, Reason.INVALID_REQUEST, [
+      anyPack(BadRequestSchema, create(BadRequestSchema, { fieldViolations: [{ field: "target.name", description: "bad" }] })),
+      anyPack(RetryInfoSchema, create(RetryInfoSchema, { retryDelay: durationFromMs(1500) })),
+    ]);
+    const d = decodeDetails(bytes);
+    assert.equal(d.reason, "INVALID_REQUEST");
+    assert.equal(d.domain, "safewrite.dev");
+    assert.deepEqual(d.errorMetadata, { attempts: "2" });
+    assert.equal(d.failureReason, Reason.INVALID_REQUEST);
+    assert.deepEqual(d.fieldViolations, [{ field: "target.name", description: "bad" }]);
+    assert.equal(d.retryDelayMs, 1500);
+    assert.equal(d.traceId, "0af7651916cd43dd8448eb211c80319c");
+    assert.deepEqual(d.currentObject, { data: { n: "1" } });
+    assert.deepEqual(d.attemptRecords, [
+      { number: 1, resourceVersionRead: "7", httpStatus: 409, reason: "Conflict", backoffMs: 25, batchSize: 1 },
+      { number: 2, resourceVersionRead: "8", httpStatus: 0, reason: "", backoffMs: 0, batchSize: 0 },
+    ]);
+    assert.equal(d.message, "from the status");
+  });
+
+  const cases: [number, Reason, new (...args: never[]) => SafewriteError, boolean][] = [
+    [GrpcStatus.ABORTED, Reason.API_SERVER, ConflictError, true],
+    [GrpcStatus.ABORTED, Reason.RESOURCE_VERSION_MISMATCH, ConflictError, false],
+    [GrpcStatus.INVALID_ARGUMENT, Reason.INVALID_REQUEST, InvalidError, false],
+    [GrpcStatus.FAILED_PRECONDITION, Reason.PRECONDITION_FAILED, PreconditionFailedError, false],
+    [GrpcStatus.UNAVAILABLE, Reason.CIRCUIT_OPEN, UnavailableError, true],
+    [GrpcStatus.UNAVAILABLE, Reason.RETRY_BUDGET_EXHAUSTED, UnavailableError, true],
+    [GrpcStatus.RESOURCE_EXHAUSTED, Reason.OVERLOADED, ResourceExhaustedError, true],
+    [GrpcStatus.RESOURCE_EXHAUSTED, Reason.CEL_BUSY, ResourceExhaustedError, true],
+    [GrpcStatus.PERMISSION_DENIED, Reason.POLICY_DENIED, PermissionDeniedError, false],
+    [GrpcStatus.UNAUTHENTICATED, Reason.TOKEN_REQUIRED, UnauthenticatedError, false],
+    [GrpcStatus.NOT_FOUND, Reason.UNKNOWN_KIND, NotFoundError, false],
+    [GrpcStatus.DEADLINE_EXCEEDED, Reason.DEADLINE_EXCEEDED, DeadlineExceededError, false],
+    [GrpcStatus.DEADLINE_EXCEEDED, Reason.TRANSACTION_IDLE, DeadlineExceededError, true],
+    [GrpcStatus.CANCELLED, Reason.TRANSACTION_CANCELLED, CancelledError, false],
+    [GrpcStatus.UNKNOWN, Reason.WRITE_OUTCOME_UNKNOWN, OutcomeUnknownError, false],
+    [GrpcStatus.INTERNAL, Reason.API_SERVER, InternalError, true],
+    [GrpcStatus.DATA_LOSS, Reason.BAD_ANSWER, InternalError, false],
+    [GrpcStatus.UNIMPLEMENTED, Reason.UNIMPLEMENTED, UnimplementedError, false],
+    [GrpcStatus.OUT_OF_RANGE, Reason.REQUEST_TOO_LARGE, RequestTooLargeError, false],
+  ];
+  for (const [code, reason, cls, retryable] of cases) {
+    it(`${GrpcStatus[code]} with ${reasonName(reason)} is a ${cls.name}, retryable: ${retryable}`, () => {
+      const details = decodeDetails(statusBytes(code, reason));
+      const Cls = errorClass(code, details.failureReason!, details.reason);
+      assert.equal(Cls, cls);
+      const err = new Cls(code, "m", details);
+      assert.ok(err instanceof SafewriteError);
+      assert.equal(err.name, cls.name);
+      assert.equal(err.failureReason, reason);
+      assert.equal(err.attempts, 2);
+      assert.equal(err.retryable, retryable);
+    });
+  }
+
+  it("a write of unknown outcome is retryable only with an idempotency key", () => {
+    const details = decodeDetails(statusBytes(GrpcStatus.UNKNOWN, Reason.WRITE_OUTCOME_UNKNOWN));
+    assert.equal(new OutcomeUnknownError(GrpcStatus.UNKNOWN, "m", details).retryable, false);
+    assert.equal(new OutcomeUnknownError(GrpcStatus.UNKNOWN, "m", details, { idempotent: true }).retryable, true);
+  });
+
+  it("any other UNKNOWN is a plain SafewriteError", () => {
+    assert.equal(errorClass(GrpcStatus.UNKNOWN, Reason.UNSPECIFIED), SafewriteError);
+  });
+});
+
+describe("mutations", () => {
+  it("builds each kind from objects or JSON text", () => {
+    assert.equal(cel("x").kind, "cel");
+    const merge = mergePatch({ data: { a: "1" } });
+    assert.equal(merge.kind, "mergePatch");
+    assert.deepEqual(merge.message.kind.value, mergePatch('{"data":{"a":"1"}}').message.kind.value);
+    assert.equal(jsonPatch([{ op: "remove", path: "/data/a" }]).kind, "jsonPatch");
+    const ssa = apply({ kind: "ConfigMap" }, { force: true });
+    assert.equal(ssa.kind, "apply");
+    assert.deepEqual(ssa.message.kind.case === "apply" && ssa.message.kind.value.force, true);
+  });
+
+  it("refuses a patch that is not JSON", () => {
+    assert.throws(() => mergePatch(undefined as unknown as string), TypeError);
+  });
+});
+
+describe("generated code", () => {
+  it("is what generate.sh makes from the proto", async () => {
+    const run = promisify(execFile);
+    await run("bash", [`${packageRoot}generate.sh`, "--check"], { cwd: packageRoot });
+  });
+});

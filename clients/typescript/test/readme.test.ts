@@ -1,0 +1,69 @@
+/**
+ * The README's examples, every ```ts block, type-checked and run as written against the
+ * real sidecar (the client reads SAFEWRITE_ADDRESS; the examples use the "default"
+ * namespace, which every API server has).
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { promisify } from "node:util";
+import { describe, it } from "node:test";
+
+import ts from "typescript";
+
+import { harness, packageRoot } from "./support.js";
+
+const readme = readFileSync(`${packageRoot}README.md`, "utf8");
+const blocks = [...readme.matchAll(/```ts\n(.*?)```/gs)].map((m) => m[1]!);
+const dir = `${packageRoot}build/readme`;
+
+/** Writes the blocks as modules inside the package, so "@safewrite/client" resolves to it. */
+function write(ext: string): string[] {
+  mkdirSync(dir, { recursive: true });
+  return blocks.map((code, i) => {
+    const file = `${dir}/example-${i + 1}.${ext}`;
+    writeFileSync(file, code);
+    return file;
+  });
+}
+
+describe("README", () => {
+  it("starts with a ten-line example", () => {
+    const start = readme.indexOf("```ts\n");
+    assert.ok(start >= 0 && start < 40, "the first ```ts block opens the README (after its title)");
+    assert.ok(blocks.length >= 4, "the README has its examples");
+    assert.ok(blocks[0]!.trimEnd().split("\n").length <= 10, "the first example has at most ten lines");
+  });
+
+  it("type-checks every example", () => {
+    const config = ts.getParsedCommandLineOfConfigFile(`${packageRoot}tsconfig.json`, {}, {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => assert.fail(ts.flattenDiagnosticMessageText(d.messageText, "\n")),
+    })!;
+    const files = write("mts");
+    const program = ts.createProgram(files, {
+      ...config.options,
+      noEmit: true,
+      incremental: false,
+      tsBuildInfoFile: undefined,
+      rootDir: packageRoot,
+      noUnusedLocals: false,
+    });
+    const diagnostics = ts.getPreEmitDiagnostics(program).map(
+      (d) => `${d.file?.fileName ?? ""}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
+    );
+    assert.deepEqual(diagnostics, []);
+  });
+
+  blocks.forEach((_, i) => {
+    it(`example ${i + 1} runs as written`, async () => {
+      harness("SAFEWRITE_ADDRESS");
+      const file = write("mjs")[i]!;
+      const { stdout } = await promisify(execFile)(process.execPath, [file], { cwd: packageRoot, timeout: 60_000 });
+      assert.ok(stdout.trim() !== "", "the example printed nothing");
+      if (i === 0) {
+        assert.match(stdout.trim(), /^(CREATED|UPDATED) \d+ (UPDATED|ABORTED)$/);
+      }
+    });
+  });
+});

@@ -1,0 +1,44 @@
+/** What the tests share: the harness's environment, fresh names, a client per test file. */
+import { randomBytes } from "node:crypto";
+
+import { Client, type ObjectRef } from "@safewrite/client";
+
+/** A variable exported by tests/harness/with-sidecar.sh; a test that needs it fails without it. */
+export function harness(name: string): string {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} is not set: run the tests through test.sh (tests/harness/with-sidecar.sh)`);
+  }
+  return value;
+}
+
+/** The namespace the harness created for this run. */
+export const namespace = (): string => harness("SAFEWRITE_NAMESPACE");
+
+/** A name no other test uses. */
+export function freshName(prefix: string): string {
+  return `ts-${prefix}-${randomBytes(4).toString("hex")}`;
+}
+
+/** A ConfigMap in the run's namespace, with a fresh name. */
+export function configMap(prefix: string): ObjectRef {
+  return { apiVersion: "v1", kind: "ConfigMap", namespace: namespace(), name: freshName(prefix) };
+}
+
+/** A Widget (the harness's CRD, with a status subresource) in the run's namespace. */
+export function widget(prefix: string): ObjectRef {
+  return { apiVersion: "test.safewrite.dev/v1", kind: "Widget", namespace: namespace(), name: freshName(prefix) };
+}
+
+/** A client of the admin sidecar (SAFEWRITE_ADDRESS), closed by the caller. */
+export function adminClient(): Client {
+  return new Client(harness("SAFEWRITE_ADDRESS"), { timeoutMs: 30_000 });
+}
+
+/** The CEL increment of data.n used across the tests. */
+export const INCREMENT = '{"data": {"n": string(int(object.data.n) + 1)}}';
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The package's directory (the compiled tests run from build/test). */
+export const packageRoot: string = new URL("../../", import.meta.url).pathname;

@@ -18,7 +18,7 @@ import (
 // DefaultTarget is where the sidecar listens unless told otherwise.
 const DefaultTarget = "127.0.0.1:50051"
 
-// AddressEnv is the environment variable that names the sidecar's address when [Dial]
+// AddressEnv is the environment variable that names the sidecar's address when [New]
 // is given none: "host:port", "http://host:port" or "unix:///path/to/socket" (the
 // variable `safewrite health` reads too).
 const AddressEnv = "SAFEWRITE_ADDRESS"
@@ -37,8 +37,13 @@ type Client struct {
 	target   string
 }
 
-// DialOption configures a [Client].
-type DialOption func(*dialConfig)
+// Option configures a [Client].
+type Option func(*dialConfig)
+
+// DialOption is the former name of [Option].
+//
+// Deprecated: use [Option].
+type DialOption = Option
 
 type dialConfig struct {
 	creds        credentials.TransportCredentials
@@ -50,67 +55,58 @@ type dialConfig struct {
 	noTracePropagation bool
 }
 
-// WithTransportCredentials dials with TLS (or other) credentials instead of a
+// WithTransportCredentials connects with TLS (or other) credentials instead of a
 // plaintext connection; the sidecar normally serves on localhost or a unix socket.
-func WithTransportCredentials(creds credentials.TransportCredentials) DialOption {
+func WithTransportCredentials(creds credentials.TransportCredentials) Option {
 	return func(cfg *dialConfig) { cfg.creds = creds }
 }
 
 // WithGRPCDialOptions adds gRPC dial options (interceptors, stats handlers, ...).
-func WithGRPCDialOptions(opts ...grpc.DialOption) DialOption {
+func WithGRPCDialOptions(opts ...grpc.DialOption) Option {
 	return func(cfg *dialConfig) { cfg.grpcOpts = append(cfg.grpcOpts, opts...) }
 }
 
 // WithDefaultTimeout bounds every call whose context has no deadline to d, every
 // attempt and backoff included. Without it such calls are bounded only by the
 // sidecar's retry policy.
-func WithDefaultTimeout(d time.Duration) DialOption {
+func WithDefaultTimeout(d time.Duration) Option {
 	return func(cfg *dialConfig) { cfg.timeout = d }
 }
 
 // WithWaitForReady makes calls wait, within their deadline, for the sidecar to become
 // reachable (e.g. while it starts beside the controller) instead of failing at once
 // with [ErrUnavailable].
-func WithWaitForReady() DialOption {
+func WithWaitForReady() Option {
 	return func(cfg *dialConfig) { cfg.waitForReady = true }
 }
 
 // WithBlock makes [Dial] wait, within its context, until the connection to the sidecar
-// is ready. Without it Dial returns at once and connects on the first call.
-func WithBlock() DialOption {
+// is ready. [New] ignores it.
+//
+// Deprecated: use [New], which connects lazily like grpc.NewClient, with
+// [WithWaitForReady] so that calls wait for the sidecar within their deadline.
+func WithBlock() Option {
 	return func(cfg *dialConfig) { cfg.block = true }
 }
 
-// Dial returns a client of the sidecar at target: "host:port", "unix:///path/to/socket",
-// or any gRPC target; the empty string means the address in the environment variable
-// SAFEWRITE_ADDRESS ([AddressEnv]), else [DefaultTarget] (127.0.0.1:50051). A target that
-// starts with "/" is taken as a unix socket path. The connection is plaintext unless
-// [WithTransportCredentials] is given.
+// New returns a client of the sidecar at target, the way grpc.NewClient does: it does
+// no I/O and connects on the first call (and again whenever the connection is lost).
+// A sidecar that is not up yet fails calls with [ErrUnavailable], unless
+// [WithWaitForReady] makes them wait for it within their deadline.
 //
-// Dial does not wait for the sidecar unless [WithBlock] is given; ctx bounds that wait.
-func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, FromError(err)
-	}
+// target is "host:port", "unix:///path/to/socket" (a path starting with "/" is taken
+// as a unix socket too), or any gRPC target; the empty string means the address in
+// the environment variable SAFEWRITE_ADDRESS ([AddressEnv]), else [DefaultTarget]
+// (127.0.0.1:50051). The connection is plaintext unless [WithTransportCredentials] is
+// given. An error means the target or an option is unusable ([ErrInvalid]).
+func New(target string, opts ...Option) (*Client, error) {
 	cfg := &dialConfig{}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(cfg)
 		}
 	}
-	target = strings.TrimSpace(target)
-	if target == "" {
-		target = strings.TrimSpace(os.Getenv(AddressEnv))
-		if rest, ok := strings.CutPrefix(target, "http://"); ok {
-			target = strings.TrimSuffix(rest, "/")
-		}
-	}
-	switch {
-	case target == "":
-		target = DefaultTarget
-	case strings.HasPrefix(target, "/"):
-		target = "unix://" + target
-	}
+	target = resolveTarget(target)
 	creds := cfg.creds
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -130,15 +126,53 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, erro
 	grpcOpts = append(grpcOpts, cfg.grpcOpts...)
 	conn, err := grpc.NewClient(target, grpcOpts...)
 	if err != nil {
-		return nil, clientError(codes.InvalidArgument, "dial %q: %v", target, err)
+		return nil, clientError(codes.InvalidArgument, "client of %q: %v", target, err)
 	}
-	c := &Client{stub: safewritev1.NewWriterServiceClient(conn)}
+	c := &Client{stub: safewritev1.NewWriterServiceClient(conn), conn: conn, target: target}
 	c.configure(cfg)
-	c.conn = conn
-	c.target = target
+	return c, nil
+}
+
+// resolveTarget applies the defaults of [New] to a target.
+func resolveTarget(target string) string {
+	target = strings.TrimSpace(target)
+	if target == "" {
+		target = strings.TrimSpace(os.Getenv(AddressEnv))
+		if rest, ok := strings.CutPrefix(target, "http://"); ok {
+			target = strings.TrimSuffix(rest, "/")
+		}
+	}
+	switch {
+	case target == "":
+		return DefaultTarget
+	case strings.HasPrefix(target, "/"):
+		return "unix://" + target
+	}
+	return target
+}
+
+// Dial is [New] with a context, which bounds the wait for the sidecar that
+// [WithBlock] asks for; without WithBlock it only checks that ctx has not ended.
+//
+// Deprecated: use [New] (and [WithWaitForReady]); it connects lazily like
+// grpc.NewClient.
+func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, FromError(err)
+	}
+	c, err := New(target, opts...)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &dialConfig{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(cfg)
+		}
+	}
 	if cfg.block {
-		if err := waitReady(ctx, conn); err != nil {
-			_ = conn.Close()
+		if err := waitReady(ctx, c.conn); err != nil {
+			_ = c.conn.Close()
 			return nil, err
 		}
 	}
@@ -148,8 +182,8 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, erro
 // NewClient returns a client that calls the sidecar over an existing gRPC connection,
 // which it does not close. Only the call options of opts apply
 // ([WithDefaultTimeout], [WithWaitForReady], [WithoutTracePropagation]); the caller's
-// OpenTelemetry context is propagated as with [Dial].
-func NewClient(conn grpc.ClientConnInterface, opts ...DialOption) *Client {
+// OpenTelemetry context is propagated as with [New].
+func NewClient(conn grpc.ClientConnInterface, opts ...Option) *Client {
 	cfg := &dialConfig{}
 	for _, opt := range opts {
 		if opt != nil {
@@ -226,7 +260,7 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
 	mutation, cfg, err := prepare(m, opts)
 	if err != nil {
-		return nil, err
+		return nil, withTarget(err, ref)
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
@@ -238,7 +272,7 @@ func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...
 		Options:       cfg.options,
 	}, c.callOpts...)
 	if err != nil {
-		return nil, FromError(err)
+		return nil, withTarget(FromError(err), ref)
 	}
 	return resultFrom(resp.GetResult())
 }
@@ -251,7 +285,7 @@ func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...
 func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
 	mutation, cfg, err := prepare(m, opts)
 	if err != nil {
-		return nil, err
+		return nil, withTarget(err, ref)
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
@@ -263,7 +297,7 @@ func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opt
 		Options:       cfg.options,
 	}, c.callOpts...)
 	if err != nil {
-		return nil, FromError(err)
+		return nil, withTarget(FromError(err), ref)
 	}
 	return resultFrom(resp.GetResult())
 }

@@ -5,7 +5,7 @@
 // applies the change, writes it with the resourceVersion it read, and on a conflict
 // starts over from a fresh read, within the call's context deadline:
 //
-//	c, err := safewrite.Dial(ctx, "") // 127.0.0.1:50051, or "unix:///run/safewrite/safewrite.sock"
+//	c, err := safewrite.New("") // $SAFEWRITE_ADDRESS, else 127.0.0.1:50051; or "unix:///run/safewrite/safewrite.sock"
 //	if err != nil { ... }
 //	defer c.Close()
 //	ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "counter"}
@@ -19,6 +19,11 @@
 //	res, err := c.Transact(ctx, ref, func(obj *unstructured.Unstructured) error {
 //		return unstructured.SetNestedField(obj.Object, "ready", "data", "phase")
 //	})
+//
+// [Client.Typed] makes the same calls on typed objects (controller-runtime's
+// client.Object) through a runtime.Scheme, decoding the result into the caller's
+// object; [SetCondition] and [Client.SetCondition] set status conditions so that an
+// identical set writes nothing.
 //
 // The context's deadline is the sidecar's deadline too: it never sleeps past it, and
 // canceling the context cancels the call (a transaction writes nothing after that).

@@ -74,7 +74,9 @@ func TestInvalidRequestNamesTheField(t *testing.T) {
 	ref := newCounter(t, c)
 	_, err := c.Update(testContext(t), ref, safewrite.CEL("object.data.n +")) // does not compile
 	swErr := asError(t, err)
-	if !errors.Is(err, safewrite.ErrInvalid) || swErr.Reason != "INVALID_REQUEST" || !hasViolation(swErr, "cel") {
+	// INVALID_CEL is what the proto documents for a CEL that does not compile.
+	celReason := swErr.Reason == "INVALID_CEL"
+	if !errors.Is(err, safewrite.ErrInvalid) || !celReason || swErr.ReasonCode.String() != "REASON_"+swErr.Reason || !hasViolation(swErr, "cel") {
 		t.Fatalf("error %v, reason %q, violations %+v", err, swErr.Reason, swErr.FieldViolations)
 	}
 	if swErr.Attempts != 0 {

@@ -72,11 +72,8 @@ var (
 // returned; the error's text is recorded as the abort reason.
 var ErrAbort = errors.New("safewrite: transaction aborted")
 
-// reasonOutcomeUnknown is the ErrorInfo reason of an UNKNOWN write outcome.
-const reasonOutcomeUnknown = "WRITE_OUTCOME_UNKNOWN"
-
-// sentinel returns the sentinel error of a gRPC code and ErrorInfo reason.
-func sentinel(code codes.Code, reason string) error {
+// sentinel returns the sentinel error of a gRPC code and failure reason.
+func sentinel(code codes.Code, reason Reason) error {
 	switch code {
 	case codes.Aborted:
 		return ErrConflict
@@ -101,7 +98,7 @@ func sentinel(code codes.Code, reason string) error {
 	case codes.Unimplemented:
 		return ErrUnimplemented
 	case codes.Unknown:
-		if reason == reasonOutcomeUnknown {
+		if reason == safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN {
 			return ErrOutcomeUnknown
 		}
 		return ErrInternal
@@ -136,6 +133,15 @@ type Error struct {
 	// ErrorInfo (for example when the sidecar was unreachable, or the error was found
 	// on this side before anything was sent).
 	Reason string
+	// ReasonCode is why the call failed, as the proto's enum (WriteFailure.reason): a
+	// safewrite reason such as safewritev1.Reason_REASON_CIRCUIT_OPEN, or
+	// safewritev1.Reason_REASON_API_SERVER when the API server's answer decided the
+	// failure (Reason then holds its Status reason). REASON_UNSPECIFIED when the error
+	// did not come from the sidecar (it was unreachable, the context ended) and for
+	// errors found on this side, except malformed requests (REASON_INVALID_REQUEST).
+	ReasonCode Reason
+	// Target is the object the call named; empty for errors made by [FromError].
+	Target ObjectRef
 	// Domain is the ErrorInfo domain ([Domain]), or empty.
 	Domain string
 	// Metadata is the ErrorInfo metadata (e.g. "attempts", "http_status").
@@ -177,7 +183,7 @@ func (e *Error) Error() string {
 // the others). A DEADLINE_EXCEEDED error also matches [context.DeadlineExceeded], and
 // a CANCELLED one [context.Canceled].
 func (e *Error) Is(target error) bool {
-	if target == sentinel(e.Code, e.Reason) {
+	if target == sentinel(e.Code, e.ReasonCode) {
 		return true
 	}
 	switch e.Code {
@@ -200,7 +206,20 @@ func (e *Error) GRPCStatus() *status.Status {
 
 // clientError is an error found on this side, before anything was sent.
 func clientError(code codes.Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	e := &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	if code == codes.InvalidArgument {
+		e.ReasonCode = safewritev1.Reason_REASON_INVALID_REQUEST
+	}
+	return e
+}
+
+// withTarget returns err, the error of a call about ref, with [Error.Target] set.
+func withTarget(err error, ref ObjectRef) error {
+	var swErr *Error
+	if errors.As(err, &swErr) && swErr.Target == (ObjectRef{}) {
+		swErr.Target = ref
+	}
+	return err
 }
 
 // FromError converts an error returned by a gRPC call to the sidecar into an [*Error],
@@ -251,6 +270,7 @@ func fromStatus(st *status.Status) *Error {
 			e.HasRetryDelay = true
 			e.RetryDelay = d.GetRetryDelay().AsDuration()
 		case *safewritev1.WriteFailure:
+			e.ReasonCode = d.GetReason()
 			e.AttemptRecords = attemptRecords(d.GetAttemptRecords())
 			e.TraceID = d.GetTraceId()
 			if text := d.GetCurrentObjectJson(); text != "" {
@@ -260,9 +280,33 @@ func fromStatus(st *status.Status) *Error {
 			}
 		}
 	}
+	if e.ReasonCode == safewritev1.Reason_REASON_UNSPECIFIED {
+		e.ReasonCode = reasonOf(e.Domain, e.Reason)
+	}
 	e.Attempts = len(e.AttemptRecords)
 	if n, err := strconv.Atoi(e.Metadata["attempts"]); err == nil && n > e.Attempts {
 		e.Attempts = n
 	}
 	return e
+}
+
+// Reason says why a call failed: the proto's enum safewrite.v1.Reason. Its values are
+// the generated constants safewritev1.Reason_REASON_*; [Error.ReasonCode] holds one.
+type Reason = safewritev1.Reason
+
+// reasonOf is the Reason of an ErrorInfo reason, for a status without a WriteFailure
+// reason (a sidecar older than the enum): safewrite's own reasons are the enum value's
+// name without its REASON_ prefix; any other reason of domain safewrite.dev was the API
+// server's.
+func reasonOf(domain, reason string) Reason {
+	if reason == "" || domain != Domain {
+		return safewritev1.Reason_REASON_UNSPECIFIED
+	}
+	if value, ok := safewritev1.Reason_value["REASON_"+reason]; ok {
+		r := Reason(value)
+		if r != safewritev1.Reason_REASON_UNSPECIFIED && r != safewritev1.Reason_REASON_API_SERVER {
+			return r
+		}
+	}
+	return safewritev1.Reason_REASON_API_SERVER
 }

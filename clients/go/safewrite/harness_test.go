@@ -62,11 +62,11 @@ func testContext(t *testing.T) context.Context {
 }
 
 // dial returns a client of the sidecar at target, closed when the test ends.
-func dial(t *testing.T, target string, opts ...safewrite.DialOption) *safewrite.Client {
+func dial(t *testing.T, target string, opts ...safewrite.Option) *safewrite.Client {
 	t.Helper()
-	c, err := safewrite.Dial(testContext(t), target, opts...)
+	c, err := safewrite.New(target, opts...)
 	if err != nil {
-		t.Fatalf("Dial(%q): %v", target, err)
+		t.Fatalf("New(%q): %v", target, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -381,4 +381,14 @@ func mustJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(data)
+}
+
+// widget reads a Widget from the API server.
+func (a *apiServer) widget(t *testing.T, ref safewrite.ObjectRef) *unstructured.Unstructured {
+	t.Helper()
+	obj, code := a.get(t, "/apis/test.safewrite.dev/v1/namespaces/"+ref.Namespace+"/widgets/"+ref.Name)
+	if code != http.StatusOK {
+		t.Fatalf("GET widget %s: HTTP %d", ref, code)
+	}
+	return obj
 }

@@ -1,11 +1,14 @@
 package safewrite
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
 )
@@ -33,9 +36,17 @@ func CEL(expression string) Mutation {
 
 // MergePatch is an RFC 7386 JSON merge patch. patch is JSON text ([]byte, string or
 // json.RawMessage) or any value that marshals to a JSON object, such as a
-// map[string]any or an *unstructured.Unstructured:
+// map[string]any, an *unstructured.Unstructured or a typed object:
 //
 //	safewrite.MergePatch(map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "web"}}})
+//
+// A Go struct (a typed object such as a *corev1.ConfigMap) is marshalled and every
+// null in it dropped, so the zero values that marshal as null (metadata's
+// creationTimestamp, nil slices and maps without omitempty) are not sent: as a merge
+// patch, null deletes. Zero values that marshal as values (a 0 or "" without
+// omitempty) are sent as they are. To send exactly what changed, deletions included,
+// use [MergeFrom]. In a map or an *unstructured.Unstructured, a nil value is kept and
+// deletes the field.
 func MergePatch(patch any) Mutation {
 	text, err := jsonText(patch, '{')
 	if err != nil {
@@ -113,6 +124,139 @@ func Apply(configuration any, force bool) Mutation {
 	}}}
 }
 
+// MergeFrom is the JSON merge patch that turns before into after: the fields after
+// adds or changes, and a null for each field it removed; lists are replaced whole, as
+// merge patches do. before and after are typed objects (the same kind), maps,
+// *unstructured.Unstructured values or JSON text of objects. It is what
+// controller-runtime's client.MergeFrom computes:
+//
+//	before := widget.DeepCopy()
+//	widget.Spec.Size = 3
+//	res, err := typed.Update(ctx, widget, safewrite.MergeFrom(before, widget))
+//
+// Equal objects make the empty patch {}, which changes nothing ([OutcomeUnchanged]).
+func MergeFrom(before, after any) Mutation {
+	patch, err := mergeDiff(before, after)
+	if err != nil {
+		return Mutation{err: clientError(codes.InvalidArgument, "merge patch from a diff: %v", err)}
+	}
+	return Mutation{pb: &safewritev1.Mutation{Kind: &safewritev1.Mutation_MergePatch{
+		MergePatch: &safewritev1.MergePatch{PatchJson: patch},
+	}}}
+}
+
+// mergeDiff returns the JSON merge patch from before to after as JSON text.
+func mergeDiff(before, after any) (string, error) {
+	from, err := jsonObject(before)
+	if err != nil {
+		return "", fmt.Errorf("before: %w", err)
+	}
+	to, err := jsonObject(after)
+	if err != nil {
+		return "", fmt.Errorf("after: %w", err)
+	}
+	data, err := json.Marshal(diffObjects(from, to))
+	if err != nil {
+		return "", err
+	}
+	return string(data), nil
+}
+
+// diffObjects returns the merge patch that turns from into to.
+func diffObjects(from, to map[string]any) map[string]any {
+	patch := map[string]any{}
+	for key := range from {
+		if _, ok := to[key]; !ok {
+			patch[key] = nil
+		}
+	}
+	for key, value := range to {
+		old, ok := from[key]
+		if !ok {
+			if value != nil { // null for an absent field: nothing to delete
+				patch[key] = pruneNulls(value)
+			}
+			continue
+		}
+		oldMap, oldIsMap := old.(map[string]any)
+		newMap, newIsMap := value.(map[string]any)
+		if oldIsMap && newIsMap {
+			if sub := diffObjects(oldMap, newMap); len(sub) > 0 {
+				patch[key] = sub
+			}
+			continue
+		}
+		if !reflect.DeepEqual(old, value) {
+			if newIsMap {
+				value = pruneNulls(newMap)
+			}
+			patch[key] = value
+		}
+	}
+	return patch
+}
+
+// pruneNulls returns v without its null members, at every depth (list items that are
+// null are values and stay).
+func pruneNulls(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for key, value := range t {
+			if value == nil {
+				delete(t, key)
+				continue
+			}
+			t[key] = pruneNulls(value)
+		}
+	case []any:
+		for i, value := range t {
+			t[i] = pruneNulls(value)
+		}
+	}
+	return v
+}
+
+// isGoStruct reports whether v is a Go struct (or a pointer to one) other than an
+// Unstructured, whose JSON is its own content.
+func isGoStruct(v any) bool {
+	switch v.(type) {
+	case *unstructured.Unstructured, unstructured.Unstructured:
+		return false
+	}
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
+	}
+	return rv.Kind() == reflect.Struct
+}
+
+// decodeJSON parses JSON text keeping numbers exactly as written.
+func decodeJSON(data []byte) (any, error) {
+	decoder := json.NewDecoder(bytes.NewReader(data))
+	decoder.UseNumber()
+	var v any
+	if err := decoder.Decode(&v); err != nil {
+		return nil, err
+	}
+	if decoder.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	return v, nil
+}
+
+// jsonObject renders v (as for [MergePatch]) as a JSON object, decoded.
+func jsonObject(v any) (map[string]any, error) {
+	text, err := jsonText(v, '{')
+	if err != nil {
+		return nil, err
+	}
+	decoded, err := decodeJSON([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	return decoded.(map[string]any), nil
+}
+
 // proto returns the mutation's message, or the error that making it found.
 func (m Mutation) proto() (*safewritev1.Mutation, error) {
 	if m.err != nil {
@@ -141,6 +285,16 @@ func jsonText(v any, want byte) (string, error) {
 		var err error
 		if data, err = json.Marshal(v); err != nil {
 			return "", err
+		}
+		if isGoStruct(v) {
+			// A typed object: its zero values that marshal as null are not meant.
+			decoded, err := decodeJSON(data)
+			if err != nil {
+				return "", err
+			}
+			if data, err = json.Marshal(pruneNulls(decoded)); err != nil {
+				return "", err
+			}
 		}
 	}
 	text := strings.TrimSpace(string(data))

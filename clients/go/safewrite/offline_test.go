@@ -26,7 +26,7 @@ import (
 	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
 )
 
-func TestDialTargets(t *testing.T) {
+func TestNewTargets(t *testing.T) {
 	ctx := context.Background()
 	t.Setenv(AddressEnv, "")
 	for target, want := range map[string]string{
@@ -37,12 +37,12 @@ func TestDialTargets(t *testing.T) {
 		"/run/sw.sock":          "unix:///run/sw.sock",
 		"dns:///localhost:5005": "dns:///localhost:5005",
 	} {
-		c, err := Dial(ctx, target)
+		c, err := New(target)
 		if err != nil {
-			t.Fatalf("Dial(%q): %v", target, err)
+			t.Fatalf("New(%q): %v", target, err)
 		}
 		if c.target != want || c.conn.Target() != want {
-			t.Errorf("Dial(%q) dials %q (%q), want %q", target, c.target, c.conn.Target(), want)
+			t.Errorf("New(%q) dials %q (%q), want %q", target, c.target, c.conn.Target(), want)
 		}
 		_ = c.Close()
 	}
@@ -57,28 +57,42 @@ func TestDialTargets(t *testing.T) {
 		"/run/sw.sock":           "unix:///run/sw.sock",
 	} {
 		t.Setenv(AddressEnv, env)
-		c, err := Dial(ctx, "")
+		c, err := New("")
 		if err != nil {
-			t.Fatalf("Dial with %s=%q: %v", AddressEnv, env, err)
+			t.Fatalf("New with %s=%q: %v", AddressEnv, env, err)
 		}
 		if c.target != want {
-			t.Errorf("Dial with %s=%q dials %q, want %q", AddressEnv, env, c.target, want)
+			t.Errorf("New with %s=%q dials %q, want %q", AddressEnv, env, c.target, want)
 		}
 		_ = c.Close()
 	}
-	if c, err := Dial(ctx, "127.0.0.1:7001"); err != nil || c.target != "127.0.0.1:7001" {
+	if c, err := New("127.0.0.1:7001"); err != nil || c.target != "127.0.0.1:7001" {
 		t.Errorf("an explicit target must win over %s: %v", AddressEnv, err)
 	} else {
 		_ = c.Close()
 	}
 	t.Setenv(AddressEnv, "")
 
+	// New does no I/O: nothing listens there, yet it returns a client, whose calls
+	// fail with ErrUnavailable.
+	c, err := New("unix:///nonexistent/safewrite.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Update(ctx, ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Name: "x"}, CEL("{}")); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a call to nothing: %v, want ErrUnavailable", err)
+	}
+	_ = c.Close()
+	if _, err := New("dns:///bad target\x00"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("New of an unusable target: %v, want ErrInvalid", err)
+	}
+
+	// The deprecated Dial: its context, and WithBlock waiting within it.
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := Dial(canceled, ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("Dial with a canceled context: %v", err)
 	}
-	// WithBlock waits for the sidecar, within the context.
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	if _, err := Dial(short, "unix:///nonexistent/safewrite.sock", WithBlock()); !errors.Is(err, ErrDeadlineExceeded) {
@@ -295,7 +309,7 @@ func fakeClient(t *testing.T, fake *fakeWriter) *Client {
 	safewritev1.RegisterWriterServiceServer(server, fake)
 	go func() { _ = server.Serve(listener) }()
 	t.Cleanup(server.Stop)
-	c, err := Dial(context.Background(), "passthrough:///fake",
+	c, err := New("passthrough:///fake",
 		WithGRPCDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return listener.DialContext(ctx)
 		})))

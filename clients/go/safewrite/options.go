@@ -149,6 +149,15 @@ func WithIdempotencyKey(key string) WriteOption {
 	return func(cfg *writeConfig) { cfg.opts().IdempotencyKey = key }
 }
 
+// WithWriteAlone sends the write on its own. By default the sidecar commits writes to
+// the same object (and subresource) that arrive while one is in flight together: one
+// read, each call's preconditions and mutation applied in arrival order, one write,
+// and every call still gets its own answer, as if they had been written one after
+// another ([AttemptRecord.BatchSize] says how many a write carried).
+func WithWriteAlone() WriteOption {
+	return func(cfg *writeConfig) { cfg.opts().WriteAlone = true }
+}
+
 // WithCreateIfMissing gives the object to create when the target does not exist: JSON
 // text ([]byte, string, json.RawMessage) or any value that marshals to a JSON object
 // (a map, a typed object, an *unstructured.Unstructured). The mutation is applied to it

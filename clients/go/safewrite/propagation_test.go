@@ -140,7 +140,7 @@ func TestTracePropagation(t *testing.T) {
 	w := &metadataWriter{}
 	dialer := metadataServer(t, w)
 	dial := func(opts ...DialOption) *Client {
-		c, err := Dial(context.Background(), "passthrough:///fake", append(opts, WithGRPCDialOptions(dialer))...)
+		c, err := New("passthrough:///fake", append(opts, WithGRPCDialOptions(dialer))...)
 		if err != nil {
 			t.Fatal(err)
 		}

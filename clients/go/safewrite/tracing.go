@@ -15,7 +15,7 @@ const traceparentKey = "traceparent"
 // WithoutTracePropagation stops the client from sending the caller's OpenTelemetry
 // context (W3C traceparent and tracestate, and whatever else the global propagator
 // injects) with its calls. Each call then starts a trace of its own in the sidecar.
-func WithoutTracePropagation() DialOption {
+func WithoutTracePropagation() Option {
 	return func(cfg *dialConfig) { cfg.noTracePropagation = true }
 }
 

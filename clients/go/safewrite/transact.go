@@ -38,17 +38,34 @@ type TransactFunc func(obj *unstructured.Unstructured) error
 // error then matches [ErrCanceled] and [context.Canceled], or [ErrDeadlineExceeded] and
 // [context.DeadlineExceeded].
 func (c *Client) Transact(ctx context.Context, ref ObjectRef, fn TransactFunc, opts ...WriteOption) (*Result, error) {
-	return c.transact(ctx, ref, false, fn, opts)
+	return c.transact(ctx, ref, false, unstructuredProposer(fn), opts)
 }
 
 // TransactStatus is [Client.Transact] writing fn's changes to the status subresource:
 // only its effect on status is written.
 func (c *Client) TransactStatus(ctx context.Context, ref ObjectRef, fn TransactFunc, opts ...WriteOption) (*Result, error) {
-	return c.transact(ctx, ref, true, fn, opts)
+	return c.transact(ctx, ref, true, unstructuredProposer(fn), opts)
 }
 
-func (c *Client) transact(ctx context.Context, ref ObjectRef, status bool, fn TransactFunc, opts []WriteOption) (*Result, error) {
-	if fn == nil {
+// proposer answers one fresh object with a proposal. An error ends the transaction
+// without writing: [ErrAbort] (or an error wrapping it) as an abort, any other error is
+// returned as it is.
+type proposer func(fresh *safewritev1.FreshObject) (*safewritev1.TransactRequest, error)
+
+// transact runs a Transact stream about ref, answering each fresh object with propose.
+func (c *Client) transact(ctx context.Context, ref ObjectRef, status bool, propose proposer, opts []WriteOption) (*Result, error) {
+	res, err := c.transactStream(ctx, ref, status, propose, opts)
+	if err != nil {
+		var swErr *Error
+		if errors.As(err, &swErr) { // not fn's own error, which is returned as it is
+			withTarget(swErr, ref)
+		}
+	}
+	return res, err
+}
+
+func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool, propose proposer, opts []WriteOption) (*Result, error) {
+	if propose == nil {
 		return nil, clientError(codes.InvalidArgument, "no transaction function")
 	}
 	cfg, err := newWriteConfig(opts)
@@ -104,7 +121,7 @@ func (c *Client) transact(ctx context.Context, ref ObjectRef, status bool, fn Tr
 				}
 				return nil, clientError(codes.Internal, "the sidecar sent an object after the transaction was aborted")
 			}
-			proposal, ferr := propose(msg.Fresh, fn)
+			proposal, ferr := propose(msg.Fresh)
 			if err := ctx.Err(); err != nil {
 				// The context ended while fn ran: propose nothing. Returning cancels the
 				// stream, and the sidecar writes nothing after that point.
@@ -132,25 +149,45 @@ func (c *Client) transact(ctx context.Context, ref ObjectRef, status bool, fn Tr
 	}
 }
 
-// propose runs fn on a fresh object and returns the proposal of the object it leaves.
-func propose(fresh *safewritev1.FreshObject, fn TransactFunc) (*safewritev1.TransactRequest, error) {
-	obj, err := decodeObject(fresh.GetObjectJson())
-	if err != nil {
-		return nil, clientError(codes.Internal, "the sidecar's fresh object is not a JSON object: %v", err)
+// unstructuredProposer runs fn on each fresh object and proposes the object it leaves.
+func unstructuredProposer(fn TransactFunc) proposer {
+	if fn == nil {
+		return nil
 	}
-	if err := fn(obj); err != nil {
-		return nil, err
+	return func(fresh *safewritev1.FreshObject) (*safewritev1.TransactRequest, error) {
+		obj, err := decodeObject(fresh.GetObjectJson())
+		if err != nil {
+			return nil, clientError(codes.Internal, "the sidecar's fresh object is not a JSON object: %v", err)
+		}
+		if err := fn(obj); err != nil {
+			return nil, err
+		}
+		text, err := encodeObject(obj)
+		if err != nil {
+			return nil, clientError(codes.InvalidArgument, "the transaction's object cannot be encoded as JSON: %v", err)
+		}
+		return objectProposal(fresh, text), nil
 	}
-	text, err := encodeObject(obj)
-	if err != nil {
-		return nil, clientError(codes.InvalidArgument, "the transaction's object cannot be encoded as JSON: %v", err)
-	}
+}
+
+// objectProposal proposes the whole object text as the answer to fresh.
+func objectProposal(fresh *safewritev1.FreshObject, text string) *safewritev1.TransactRequest {
 	return &safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Proposal{
 		Proposal: &safewritev1.TransactProposal{
 			Attempt: fresh.GetAttempt(),
 			Change:  &safewritev1.TransactProposal_ObjectJson{ObjectJson: text},
 		},
-	}}, nil
+	}}
+}
+
+// mutationProposal proposes a mutation of fresh as the answer to it.
+func mutationProposal(fresh *safewritev1.FreshObject, m *safewritev1.Mutation) *safewritev1.TransactRequest {
+	return &safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Proposal{
+		Proposal: &safewritev1.TransactProposal{
+			Attempt: fresh.GetAttempt(),
+			Change:  &safewritev1.TransactProposal_Mutation{Mutation: m},
+		},
+	}}
 }
 
 func abortProposal(attempt uint32, cause error) *safewritev1.TransactRequest {

@@ -32,11 +32,15 @@ func Ref(gvk schema.GroupVersionKind, namespace, name string) ObjectRef {
 	return ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}
 }
 
-// RefOf returns the ObjectRef of an object with apiVersion, kind and metadata set.
-func RefOf(obj *unstructured.Unstructured) ObjectRef {
+// RefOf returns the ObjectRef of obj, typed or unstructured, from its apiVersion and
+// kind (TypeMeta) and its metadata. Typed objects as client-go and controller-runtime
+// return them often have no TypeMeta: for those use [RefFor] or [Typed.RefOf], which
+// take apiVersion and kind from a scheme.
+func RefOf(obj Object) ObjectRef {
+	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
 	return ObjectRef{
-		APIVersion: obj.GetAPIVersion(),
-		Kind:       obj.GetKind(),
+		APIVersion: apiVersion,
+		Kind:       kind,
 		Namespace:  obj.GetNamespace(),
 		Name:       obj.GetName(),
 	}
@@ -112,6 +116,10 @@ type AttemptRecord struct {
 	Reason string
 	// Backoff is how long the sidecar slept after this attempt; zero for the last.
 	Backoff time.Duration
+	// BatchSize is how many requests the attempt's write carried: 1 for a write made
+	// alone, more when concurrent calls to the same object were committed together
+	// (see [WithWriteAlone]); 0 when no write was sent.
+	BatchSize int
 }
 
 func attemptRecords(records []*safewritev1.AttemptRecord) []AttemptRecord {
@@ -126,6 +134,7 @@ func attemptRecords(records []*safewritev1.AttemptRecord) []AttemptRecord {
 			HTTPStatus:          int(r.GetHttpStatus()),
 			Reason:              r.GetReason(),
 			Backoff:             r.GetBackoff().AsDuration(),
+			BatchSize:           int(r.GetBatchSize()),
 		}
 	}
 	return out
@@ -153,6 +162,8 @@ type Result struct {
 	// call made the change, and nothing was written this time. Object is then the
 	// object as read.
 	AlreadyApplied bool
+
+	objectJSON string // Object as the sidecar sent it
 }
 
 func resultFrom(r *safewritev1.WriteResult) (*Result, error) {
@@ -173,6 +184,7 @@ func resultFrom(r *safewritev1.WriteResult) (*Result, error) {
 			return nil, clientError(codes.Internal, "the sidecar's result object is not a JSON object: %v", err)
 		}
 		res.Object = obj
+		res.objectJSON = text
 	}
 	return res, nil
 }

@@ -88,6 +88,161 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
 }
 
+// Reason says why a write failed. It is sent in every error status twice: as
+// WriteFailure.reason, and as the reason of the google.rpc.ErrorInfo detail (domain
+// "safewrite.dev"), spelled as the value's name without the REASON_ prefix, e.g.
+// "CIRCUIT_OPEN". When the API server's own answer decided the failure, the reason is
+// REASON_API_SERVER and ErrorInfo.reason is the Kubernetes Status reason as the API
+// server sent it ("NotFound", "Conflict", "Invalid", "Forbidden", ...), or
+// "HTTP_<status>" when the answer carried none.
+type Reason int32
+
+const (
+	// Never sent.
+	Reason_REASON_UNSPECIFIED Reason = 0
+	// The request is malformed or a field is out of bounds; google.rpc.BadRequest names the field. Nothing was sent.
+	Reason_REASON_INVALID_REQUEST Reason = 1
+	// API discovery does not know target.api_version and target.kind (is the CRD installed?). Nothing was sent.
+	Reason_REASON_UNKNOWN_KIND Reason = 2
+	// A precondition (uid, CEL, a JSON Patch test) is false on the fresh object; WriteFailure carries it. Not retried.
+	Reason_REASON_PRECONDITION_FAILED Reason = 3
+	// A CEL expression does not compile, fails to evaluate or exceeds its cost.
+	Reason_REASON_INVALID_CEL Reason = 4
+	// Every CEL evaluation slot stayed busy until the deadline. Retry later.
+	Reason_REASON_CEL_BUSY Reason = 5
+	// The caller's deadline passed before the write was done.
+	Reason_REASON_DEADLINE_EXCEEDED Reason = 6
+	// The mutation cannot be applied to the fresh object (e.g. a JSON Patch path that does not exist).
+	Reason_REASON_MUTATION_DOES_NOT_APPLY Reason = 7
+	// The object's resourceVersion differs from Preconditions.resource_version.
+	Reason_REASON_RESOURCE_VERSION_MISMATCH Reason = 8
+	// No connection to the API server could be made; nothing was written.
+	Reason_REASON_API_SERVER_UNREACHABLE Reason = 9
+	// A write was sent but its answer was lost; it may have been applied. Send an idempotency key to make such writes retryable.
+	Reason_REASON_WRITE_OUTCOME_UNKNOWN Reason = 10
+	// The sidecar's retry budget is spent; retries resume as first attempts succeed.
+	Reason_REASON_RETRY_BUDGET_EXHAUSTED Reason = 11
+	// The circuit breaker toward the API server is open; nothing was sent. RetryInfo says when to try again.
+	Reason_REASON_CIRCUIT_OPEN Reason = 12
+	// The sidecar's own rate limit toward the API server leaves no slot before the deadline.
+	Reason_REASON_RATE_LIMITED Reason = 13
+	// A Transact caller cancelled or sent a malformed message; nothing was written after that point.
+	Reason_REASON_TRANSACTION_CANCELLED Reason = 14
+	// A Transact stream stayed silent longer than the sidecar's idle timeout.
+	Reason_REASON_TRANSACTION_IDLE Reason = 15
+	// The API server's answer could not be read.
+	Reason_REASON_BAD_ANSWER Reason = 16
+	// The sidecar has as many RPCs in flight as it allows. Retry with backoff.
+	Reason_REASON_OVERLOADED Reason = 17
+	// The request is larger than the sidecar accepts.
+	Reason_REASON_REQUEST_TOO_LARGE Reason = 18
+	// The request message could not be decoded.
+	Reason_REASON_MALFORMED_REQUEST Reason = 19
+	// The method does not exist on this sidecar.
+	Reason_REASON_UNIMPLEMENTED Reason = 20
+	// The request message was not received completely.
+	Reason_REASON_REQUEST_NOT_READ Reason = 21
+	// The sidecar's policy does not allow this write to this target.
+	Reason_REASON_POLICY_DENIED Reason = 22
+	// The sidecar requires a bearer token and the call carried none.
+	Reason_REASON_TOKEN_REQUIRED Reason = 23
+	// The call's bearer token is not the sidecar's.
+	Reason_REASON_TOKEN_INVALID Reason = 24
+	// Server-side apply conflicts with fields owned by other managers; set force to take them.
+	Reason_REASON_FIELD_MANAGER_CONFLICT Reason = 25
+	// The API server's answer decided the failure; ErrorInfo.reason carries its reason.
+	Reason_REASON_API_SERVER Reason = 26
+)
+
+// Enum value maps for Reason.
+var (
+	Reason_name = map[int32]string{
+		0:  "REASON_UNSPECIFIED",
+		1:  "REASON_INVALID_REQUEST",
+		2:  "REASON_UNKNOWN_KIND",
+		3:  "REASON_PRECONDITION_FAILED",
+		4:  "REASON_INVALID_CEL",
+		5:  "REASON_CEL_BUSY",
+		6:  "REASON_DEADLINE_EXCEEDED",
+		7:  "REASON_MUTATION_DOES_NOT_APPLY",
+		8:  "REASON_RESOURCE_VERSION_MISMATCH",
+		9:  "REASON_API_SERVER_UNREACHABLE",
+		10: "REASON_WRITE_OUTCOME_UNKNOWN",
+		11: "REASON_RETRY_BUDGET_EXHAUSTED",
+		12: "REASON_CIRCUIT_OPEN",
+		13: "REASON_RATE_LIMITED",
+		14: "REASON_TRANSACTION_CANCELLED",
+		15: "REASON_TRANSACTION_IDLE",
+		16: "REASON_BAD_ANSWER",
+		17: "REASON_OVERLOADED",
+		18: "REASON_REQUEST_TOO_LARGE",
+		19: "REASON_MALFORMED_REQUEST",
+		20: "REASON_UNIMPLEMENTED",
+		21: "REASON_REQUEST_NOT_READ",
+		22: "REASON_POLICY_DENIED",
+		23: "REASON_TOKEN_REQUIRED",
+		24: "REASON_TOKEN_INVALID",
+		25: "REASON_FIELD_MANAGER_CONFLICT",
+		26: "REASON_API_SERVER",
+	}
+	Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":               0,
+		"REASON_INVALID_REQUEST":           1,
+		"REASON_UNKNOWN_KIND":              2,
+		"REASON_PRECONDITION_FAILED":       3,
+		"REASON_INVALID_CEL":               4,
+		"REASON_CEL_BUSY":                  5,
+		"REASON_DEADLINE_EXCEEDED":         6,
+		"REASON_MUTATION_DOES_NOT_APPLY":   7,
+		"REASON_RESOURCE_VERSION_MISMATCH": 8,
+		"REASON_API_SERVER_UNREACHABLE":    9,
+		"REASON_WRITE_OUTCOME_UNKNOWN":     10,
+		"REASON_RETRY_BUDGET_EXHAUSTED":    11,
+		"REASON_CIRCUIT_OPEN":              12,
+		"REASON_RATE_LIMITED":              13,
+		"REASON_TRANSACTION_CANCELLED":     14,
+		"REASON_TRANSACTION_IDLE":          15,
+		"REASON_BAD_ANSWER":                16,
+		"REASON_OVERLOADED":                17,
+		"REASON_REQUEST_TOO_LARGE":         18,
+		"REASON_MALFORMED_REQUEST":         19,
+		"REASON_UNIMPLEMENTED":             20,
+		"REASON_REQUEST_NOT_READ":          21,
+		"REASON_POLICY_DENIED":             22,
+		"REASON_TOKEN_REQUIRED":            23,
+		"REASON_TOKEN_INVALID":             24,
+		"REASON_FIELD_MANAGER_CONFLICT":    25,
+		"REASON_API_SERVER":                26,
+	}
+)
+
+func (x Reason) Enum() *Reason {
+	p := new(Reason)
+	*p = x
+	return p
+}
+
+func (x Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_safewrite_v1_writer_proto_enumTypes[1].Descriptor()
+}
+
+func (Reason) Type() protoreflect.EnumType {
+	return &file_safewrite_v1_writer_proto_enumTypes[1]
+}
+
+func (x Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reason.Descriptor instead.
+func (Reason) EnumDescriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
 // UpdateWithRetryRequest names an object and the change to make to its main resource.
 type UpdateWithRetryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1398,13 +1553,22 @@ type WriteOptions struct {
 	// server committed it) is retried safely by safewrite, and a caller may send the same
 	// request again after UNAVAILABLE, UNKNOWN or DEADLINE_EXCEEDED. Without a key, a
 	// write whose answer was lost is not retried (a second try could apply a
-	// read-dependent change twice): it fails with UNKNOWN, reason WRITE_OUTCOME_UNKNOWN. The object remembers its 32 most recent keys; a key must be
+	// read-dependent change twice): it fails with UNKNOWN, reason WRITE_OUTCOME_UNKNOWN. The object remembers a key until 1,024 later keys
+	// have been recorded on it (16 full group commits); a key must be
 	// 1 to 128 characters of [A-Za-z0-9._:-], unique per intended change (e.g. a UUID).
 	// Not accepted with server-side apply (idempotent already) nor for the status
 	// subresource (a status write cannot carry the annotation). Optional.
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Send this write on its own. By default, writes to the same object and subresource
+	// that arrive while a write to it is in flight are committed together: one read, each
+	// request's preconditions and mutation applied in arrival order, one write, and every
+	// request still gets its own answer, exactly as if they had been written one after
+	// another (group commit; see the README). Writes with an exact resource_version
+	// precondition, server-side apply, Transact, and create-if-missing when the object
+	// does not exist always go alone. Optional.
+	WriteAlone    bool `protobuf:"varint,5,opt,name=write_alone,json=writeAlone,proto3" json:"write_alone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteOptions) Reset() {
@@ -1463,6 +1627,13 @@ func (x *WriteOptions) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *WriteOptions) GetWriteAlone() bool {
+	if x != nil {
+		return x.WriteAlone
+	}
+	return false
 }
 
 // WriteResult describes a finished write.
@@ -1581,7 +1752,11 @@ type AttemptRecord struct {
 	// The Kubernetes Status reason of the answer (e.g. "Conflict"), empty on success.
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// How long safewrite slept after this attempt before the next one; zero for the last.
-	Backoff       *durationpb.Duration `protobuf:"bytes,5,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	Backoff *durationpb.Duration `protobuf:"bytes,5,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	// How many requests the write of this attempt carried: 1 for a write made alone, more
+	// when concurrent requests to the same object were committed together; 0 when no
+	// write was sent.
+	BatchSize     uint32 `protobuf:"varint,6,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1651,6 +1826,13 @@ func (x *AttemptRecord) GetBackoff() *durationpb.Duration {
 	return nil
 }
 
+func (x *AttemptRecord) GetBatchSize() uint32 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
 // WriteFailure is attached to the details of every error status the Writer service
 // returns, beside the google.rpc details.
 type WriteFailure struct {
@@ -1661,7 +1843,9 @@ type WriteFailure struct {
 	// to do without another read. Empty otherwise.
 	CurrentObjectJson string `protobuf:"bytes,2,opt,name=current_object_json,json=currentObjectJson,proto3" json:"current_object_json,omitempty"`
 	// The W3C trace id of this RPC's span, hex encoded; empty when tracing is off.
-	TraceId       string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// Why the write failed; the same reason as the ErrorInfo detail, as an enum value.
+	Reason        Reason `protobuf:"varint,4,opt,name=reason,proto3,enum=safewrite.v1.Reason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1715,6 +1899,13 @@ func (x *WriteFailure) GetTraceId() string {
 		return x.TraceId
 	}
 	return ""
+}
+
+func (x *WriteFailure) GetReason() Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return Reason_REASON_UNSPECIFIED
 }
 
 var File_safewrite_v1_writer_proto protoreflect.FileDescriptor
@@ -1804,12 +1995,14 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12\x18\n" +
-	"\arequeue\x18\x04 \x01(\bR\arequeue\"\xaa\x01\n" +
+	"\arequeue\x18\x04 \x01(\bR\arequeue\"\xcb\x01\n" +
 	"\fWriteOptions\x12#\n" +
 	"\rfield_manager\x18\x01 \x01(\tR\ffieldManager\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x123\n" +
 	"\x16create_if_missing_json\x18\x03 \x01(\tR\x13createIfMissingJson\x12'\n" +
-	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"\xb0\x02\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x1f\n" +
+	"\vwrite_alone\x18\x05 \x01(\bR\n" +
+	"writeAlone\"\xb0\x02\n" +
 	"\vWriteResult\x12/\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x15.safewrite.v1.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vobject_json\x18\x02 \x01(\tR\n" +
@@ -1818,28 +2011,61 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\battempts\x18\x04 \x01(\rR\battempts\x12D\n" +
 	"\x0fattempt_records\x18\x05 \x03(\v2\x1b.safewrite.v1.AttemptRecordR\x0eattemptRecords\x12\x19\n" +
 	"\btrace_id\x18\x06 \x01(\tR\atraceId\x12'\n" +
-	"\x0falready_applied\x18\a \x01(\bR\x0ealreadyApplied\"\xc9\x01\n" +
+	"\x0falready_applied\x18\a \x01(\bR\x0ealreadyApplied\"\xe8\x01\n" +
 	"\rAttemptRecord\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x122\n" +
 	"\x15resource_version_read\x18\x02 \x01(\tR\x13resourceVersionRead\x12\x1f\n" +
 	"\vhttp_status\x18\x03 \x01(\rR\n" +
 	"httpStatus\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x123\n" +
-	"\abackoff\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\abackoff\"\x9f\x01\n" +
+	"\abackoff\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\abackoff\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x06 \x01(\rR\tbatchSize\"\xcd\x01\n" +
 	"\fWriteFailure\x12D\n" +
 	"\x0fattempt_records\x18\x01 \x03(\v2\x1b.safewrite.v1.AttemptRecordR\x0eattemptRecords\x12.\n" +
 	"\x13current_object_json\x18\x02 \x01(\tR\x11currentObjectJson\x12\x19\n" +
-	"\btrace_id\x18\x03 \x01(\tR\atraceId*x\n" +
+	"\btrace_id\x18\x03 \x01(\tR\atraceId\x12,\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x14.safewrite.v1.ReasonR\x06reason*x\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_UPDATED\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_UNCHANGED\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_CREATED\x10\x03\x12\x13\n" +
-	"\x0fOUTCOME_ABORTED\x10\x042\x92\x02\n" +
+	"\x0fOUTCOME_ABORTED\x10\x04*\x8d\x06\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16REASON_INVALID_REQUEST\x10\x01\x12\x17\n" +
+	"\x13REASON_UNKNOWN_KIND\x10\x02\x12\x1e\n" +
+	"\x1aREASON_PRECONDITION_FAILED\x10\x03\x12\x16\n" +
+	"\x12REASON_INVALID_CEL\x10\x04\x12\x13\n" +
+	"\x0fREASON_CEL_BUSY\x10\x05\x12\x1c\n" +
+	"\x18REASON_DEADLINE_EXCEEDED\x10\x06\x12\"\n" +
+	"\x1eREASON_MUTATION_DOES_NOT_APPLY\x10\a\x12$\n" +
+	" REASON_RESOURCE_VERSION_MISMATCH\x10\b\x12!\n" +
+	"\x1dREASON_API_SERVER_UNREACHABLE\x10\t\x12 \n" +
+	"\x1cREASON_WRITE_OUTCOME_UNKNOWN\x10\n" +
+	"\x12!\n" +
+	"\x1dREASON_RETRY_BUDGET_EXHAUSTED\x10\v\x12\x17\n" +
+	"\x13REASON_CIRCUIT_OPEN\x10\f\x12\x17\n" +
+	"\x13REASON_RATE_LIMITED\x10\r\x12 \n" +
+	"\x1cREASON_TRANSACTION_CANCELLED\x10\x0e\x12\x1b\n" +
+	"\x17REASON_TRANSACTION_IDLE\x10\x0f\x12\x15\n" +
+	"\x11REASON_BAD_ANSWER\x10\x10\x12\x15\n" +
+	"\x11REASON_OVERLOADED\x10\x11\x12\x1c\n" +
+	"\x18REASON_REQUEST_TOO_LARGE\x10\x12\x12\x1c\n" +
+	"\x18REASON_MALFORMED_REQUEST\x10\x13\x12\x18\n" +
+	"\x14REASON_UNIMPLEMENTED\x10\x14\x12\x1b\n" +
+	"\x17REASON_REQUEST_NOT_READ\x10\x15\x12\x18\n" +
+	"\x14REASON_POLICY_DENIED\x10\x16\x12\x19\n" +
+	"\x15REASON_TOKEN_REQUIRED\x10\x17\x12\x18\n" +
+	"\x14REASON_TOKEN_INVALID\x10\x18\x12!\n" +
+	"\x1dREASON_FIELD_MANAGER_CONFLICT\x10\x19\x12\x15\n" +
+	"\x11REASON_API_SERVER\x10\x1a2\x92\x02\n" +
 	"\rWriterService\x12^\n" +
 	"\x0fUpdateWithRetry\x12$.safewrite.v1.UpdateWithRetryRequest\x1a%.safewrite.v1.UpdateWithRetryResponse\x12R\n" +
 	"\vPatchStatus\x12 .safewrite.v1.PatchStatusRequest\x1a!.safewrite.v1.PatchStatusResponse\x12M\n" +
-	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01b\x06proto3"
+	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01BT\n" +
+	"\x10dev.safewrite.v1B\vWriterProtoP\x01Z1safewrite.dev/clients/go/safewrite/v1;safewritev1b\x06proto3"
 
 var (
 	file_safewrite_v1_writer_proto_rawDescOnce sync.Once
@@ -1853,78 +2079,80 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 	return file_safewrite_v1_writer_proto_rawDescData
 }
 
-var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_safewrite_v1_writer_proto_goTypes = []any{
 	(Outcome)(0),                    // 0: safewrite.v1.Outcome
-	(*UpdateWithRetryRequest)(nil),  // 1: safewrite.v1.UpdateWithRetryRequest
-	(*UpdateWithRetryResponse)(nil), // 2: safewrite.v1.UpdateWithRetryResponse
-	(*PatchStatusRequest)(nil),      // 3: safewrite.v1.PatchStatusRequest
-	(*PatchStatusResponse)(nil),     // 4: safewrite.v1.PatchStatusResponse
-	(*TransactRequest)(nil),         // 5: safewrite.v1.TransactRequest
-	(*TransactBegin)(nil),           // 6: safewrite.v1.TransactBegin
-	(*TransactProposal)(nil),        // 7: safewrite.v1.TransactProposal
-	(*TransactAbort)(nil),           // 8: safewrite.v1.TransactAbort
-	(*TransactResponse)(nil),        // 9: safewrite.v1.TransactResponse
-	(*FreshObject)(nil),             // 10: safewrite.v1.FreshObject
-	(*ObjectRef)(nil),               // 11: safewrite.v1.ObjectRef
-	(*Mutation)(nil),                // 12: safewrite.v1.Mutation
-	(*JsonPatch)(nil),               // 13: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),              // 14: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),         // 15: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),             // 16: safewrite.v1.CelMutation
-	(*Preconditions)(nil),           // 17: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),             // 18: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),            // 19: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),             // 20: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),           // 21: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),            // 22: safewrite.v1.WriteFailure
-	(*durationpb.Duration)(nil),     // 23: google.protobuf.Duration
+	(Reason)(0),                     // 1: safewrite.v1.Reason
+	(*UpdateWithRetryRequest)(nil),  // 2: safewrite.v1.UpdateWithRetryRequest
+	(*UpdateWithRetryResponse)(nil), // 3: safewrite.v1.UpdateWithRetryResponse
+	(*PatchStatusRequest)(nil),      // 4: safewrite.v1.PatchStatusRequest
+	(*PatchStatusResponse)(nil),     // 5: safewrite.v1.PatchStatusResponse
+	(*TransactRequest)(nil),         // 6: safewrite.v1.TransactRequest
+	(*TransactBegin)(nil),           // 7: safewrite.v1.TransactBegin
+	(*TransactProposal)(nil),        // 8: safewrite.v1.TransactProposal
+	(*TransactAbort)(nil),           // 9: safewrite.v1.TransactAbort
+	(*TransactResponse)(nil),        // 10: safewrite.v1.TransactResponse
+	(*FreshObject)(nil),             // 11: safewrite.v1.FreshObject
+	(*ObjectRef)(nil),               // 12: safewrite.v1.ObjectRef
+	(*Mutation)(nil),                // 13: safewrite.v1.Mutation
+	(*JsonPatch)(nil),               // 14: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),              // 15: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),         // 16: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),             // 17: safewrite.v1.CelMutation
+	(*Preconditions)(nil),           // 18: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),             // 19: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),            // 20: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),             // 21: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),           // 22: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),            // 23: safewrite.v1.WriteFailure
+	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
-	11, // 0: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
-	12, // 1: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	17, // 2: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	18, // 3: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	19, // 4: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	20, // 5: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
-	11, // 6: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
-	12, // 7: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	17, // 8: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	18, // 9: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	19, // 10: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	20, // 11: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
-	6,  // 12: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
-	7,  // 13: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
-	11, // 14: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	17, // 15: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	18, // 16: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	19, // 17: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
-	12, // 18: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
-	8,  // 19: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
-	10, // 20: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	20, // 21: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	13, // 22: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	14, // 23: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	15, // 24: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	16, // 25: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	23, // 26: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	23, // 27: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	12, // 0: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
+	13, // 1: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
+	18, // 2: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	19, // 3: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	20, // 4: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	21, // 5: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	12, // 6: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
+	13, // 7: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
+	18, // 8: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	19, // 9: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	20, // 10: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	21, // 11: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	7,  // 12: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
+	8,  // 13: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
+	12, // 14: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
+	18, // 15: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	19, // 16: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	20, // 17: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	13, // 18: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
+	9,  // 19: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
+	11, // 20: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
+	21, // 21: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	14, // 22: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	15, // 23: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	16, // 24: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	17, // 25: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	24, // 26: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	24, // 27: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
 	0,  // 28: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	21, // 29: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	23, // 30: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	21, // 31: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	1,  // 32: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	3,  // 33: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	5,  // 34: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	2,  // 35: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	4,  // 36: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	9,  // 37: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	35, // [35:38] is the sub-list for method output_type
-	32, // [32:35] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	22, // 29: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	24, // 30: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	22, // 31: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	1,  // 32: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
+	2,  // 33: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	4,  // 34: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	6,  // 35: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	3,  // 36: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	5,  // 37: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	10, // 38: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	36, // [36:39] is the sub-list for method output_type
+	33, // [33:36] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_safewrite_v1_writer_proto_init() }
@@ -1956,7 +2184,7 @@ func file_safewrite_v1_writer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,

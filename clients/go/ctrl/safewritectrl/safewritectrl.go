@@ -1,0 +1,55 @@
+// Package safewritectrl connects the safewrite Go client to controller-runtime: a typed
+// safewrite client over a controller-runtime client's scheme, and the reconcile
+// result a safewrite error calls for.
+//
+// It is a module of its own (safewrite.dev/clients/go/ctrl), so that programs that use
+// safewrite without controller-runtime do not depend on it.
+package safewritectrl
+
+import (
+	"errors"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"safewrite.dev/clients/go/safewrite"
+)
+
+// Typed returns a typed safewrite client whose kinds come from the scheme of cl (the
+// manager's client: mgr.GetClient()).
+func Typed(c *safewrite.Client, cl client.Client) *safewrite.Typed {
+	return c.Typed(cl.Scheme())
+}
+
+// Result is the reconcile result for err, the error of a safewrite call made by a
+// reconciler (nil for success):
+//
+//   - nil: done, {} and nil;
+//   - an error the sidecar asked to retry after a delay (throttling, an open circuit
+//     breaker, load shedding): requeue after that delay, with no error;
+//   - any other retryable error (conflicts that outlasted the retry policy, an
+//     outage, a deadline): returned, so the controller requeues with its rate limiter;
+//   - an error no retry can fix (invalid, forbidden, a precondition false, an
+//     unknown write outcome): a reconcile.TerminalError, logged and not requeued
+//     until the object changes again.
+//
+// Errors that are not from safewrite are returned as they are.
+//
+//	_, err := typed.TransactStatus(ctx, &widget, setStatus)
+//	return safewritectrl.Result(client.IgnoreNotFound(err))
+func Result(err error) (reconcile.Result, error) {
+	if err == nil {
+		return reconcile.Result{}, nil
+	}
+	var swErr *safewrite.Error
+	if !errors.As(err, &swErr) {
+		return reconcile.Result{}, err
+	}
+	if !swErr.Retryable() {
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	if swErr.HasRetryDelay && swErr.RetryDelay > 0 {
+		return reconcile.Result{RequeueAfter: swErr.RetryDelay}, nil
+	}
+	return reconcile.Result{}, err
+}

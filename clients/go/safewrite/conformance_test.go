@@ -1,0 +1,306 @@
+package safewrite_test
+
+// The shared conformance cases of every client library (../../conformance/cases.json;
+// its README says how a case runs), one subtest per case against the real sidecar.
+// Requests are the proto3 JSON of the RPC's request and are sent as they are through
+// the generated stub; answers are read through this package (FromError and the
+// decoding of objects), the way a caller reads them.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"safewrite.dev/clients/go/safewrite"
+	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
+)
+
+type conformanceCase struct {
+	Name  string            `json:"name"`
+	Steps []conformanceStep `json:"steps"`
+}
+
+type conformanceStep struct {
+	Call      string            `json:"call"`
+	Request   json.RawMessage   `json:"request"`
+	Begin     json.RawMessage   `json:"begin"`
+	Proposals []json.RawMessage `json:"proposals"`
+	Expect    struct {
+		Outcome            string         `json:"outcome"`
+		AlreadyApplied     *bool          `json:"already_applied"`
+		Object             map[string]any `json:"object"`
+		Code               string         `json:"code"`
+		Reason             string         `json:"reason"`
+		WriteFailureReason string         `json:"write_failure_reason"`
+		FieldViolations    []string       `json:"field_violations"`
+		CurrentObject      map[string]any `json:"current_object"`
+	} `json:"expect"`
+}
+
+// loadConformanceCases reads cases.json with $NS and $NAME replaced in every string.
+func loadConformanceCases(t *testing.T, ns string) []conformanceCase {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "conformance", "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []conformanceCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatalf("cases.json: %v", err)
+	}
+	if len(file.Cases) == 0 {
+		t.Fatal("cases.json has no case")
+	}
+	return file.Cases
+}
+
+// substitute replaces $NS and $NAME in every string of a JSON document.
+func substitute(t *testing.T, raw json.RawMessage, ns, name string) []byte {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			return strings.NewReplacer("$NS", ns, "$NAME", name).Replace(x)
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func protoFromJSON(t *testing.T, data []byte, m proto.Message) {
+	t.Helper()
+	if err := protojson.Unmarshal(data, m); err != nil {
+		t.Fatalf("%T from %s: %v", m, data, err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	c := newClient(t)
+	ns := namespace(t)
+	stub := c.Stub()
+	var mu sync.Mutex
+	matrix := map[string]string{}
+	t.Cleanup(func() {
+		names := make([]string, 0, len(matrix))
+		for name := range matrix {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		passed := 0
+		for _, name := range names {
+			fmt.Fprintf(&b, "  %-40s %s\n", name, matrix[name])
+			if matrix[name] == "PASS" {
+				passed++
+			}
+		}
+		t.Logf("conformance matrix (go): %d/%d passed\n%s", passed, len(names), b.String())
+	})
+
+	for i, tc := range loadConformanceCases(t, ns) {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				matrix[tc.Name] = map[bool]string{true: "FAIL", false: "PASS"}[t.Failed()]
+			}()
+			name := fmt.Sprintf("conf-go-%d-%s", i, newName(t)[3:])
+			if len(name) > 63 {
+				name = name[:63]
+			}
+			name = strings.TrimRight(name, "-")
+			for s, step := range tc.Steps {
+				ctx := testContext(t)
+				var res *safewritev1.WriteResult
+				var err error
+				switch step.Call {
+				case "update":
+					req := &safewritev1.UpdateWithRetryRequest{}
+					protoFromJSON(t, substitute(t, step.Request, ns, name), req)
+					var resp *safewritev1.UpdateWithRetryResponse
+					if resp, err = stub.UpdateWithRetry(ctx, req); err == nil {
+						res = resp.GetResult()
+					}
+				case "patch_status":
+					req := &safewritev1.PatchStatusRequest{}
+					protoFromJSON(t, substitute(t, step.Request, ns, name), req)
+					var resp *safewritev1.PatchStatusResponse
+					if resp, err = stub.PatchStatus(ctx, req); err == nil {
+						res = resp.GetResult()
+					}
+				case "transact":
+					res, err = conformanceTransact(t, stub, step, ns, name)
+				default:
+					t.Fatalf("step %d: unknown call %q", s+1, step.Call)
+				}
+				checkConformanceStep(t, s+1, step, res, err)
+			}
+		})
+	}
+}
+
+// conformanceTransact runs a transact step: begin, then one proposal per fresh object.
+func conformanceTransact(t *testing.T, stub safewritev1.WriterServiceClient, step conformanceStep, ns, name string) (*safewritev1.WriteResult, error) {
+	t.Helper()
+	ctx := testContext(t)
+	stream, err := stub.Transact(ctx)
+	if err != nil {
+		return nil, err
+	}
+	begin := &safewritev1.TransactBegin{}
+	protoFromJSON(t, substitute(t, step.Begin, ns, name), begin)
+	if err := stream.Send(&safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Begin{Begin: begin}}); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	next := 0
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				t.Fatal("the stream ended without a result")
+			}
+			return nil, err
+		}
+		switch msg := resp.GetMessage().(type) {
+		case *safewritev1.TransactResponse_Result:
+			return msg.Result, nil
+		case *safewritev1.TransactResponse_Fresh:
+			if next >= len(step.Proposals) {
+				t.Fatalf("fresh object %d, but the case has %d proposal(s)", msg.Fresh.GetAttempt(), len(step.Proposals))
+			}
+			proposal := &safewritev1.TransactProposal{}
+			protoFromJSON(t, substitute(t, step.Proposals[next], ns, name), proposal)
+			if proposal.Attempt == 0 {
+				proposal.Attempt = msg.Fresh.GetAttempt()
+			}
+			next++
+			if err := stream.Send(&safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Proposal{Proposal: proposal}}); err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			if next == len(step.Proposals) {
+				_ = stream.CloseSend()
+			}
+		}
+	}
+}
+
+func checkConformanceStep(t *testing.T, n int, step conformanceStep, res *safewritev1.WriteResult, err error) {
+	t.Helper()
+	want := step.Expect
+	if want.Code == "" {
+		if err != nil {
+			t.Fatalf("step %d: %v; want outcome %s", n, err, want.Outcome)
+		}
+		if got := res.GetOutcome().String(); got != want.Outcome {
+			t.Fatalf("step %d: outcome %s, want %s", n, got, want.Outcome)
+		}
+		if want.AlreadyApplied != nil && res.GetAlreadyApplied() != *want.AlreadyApplied {
+			t.Fatalf("step %d: already_applied %v, want %v", n, res.GetAlreadyApplied(), *want.AlreadyApplied)
+		}
+		if want.Object != nil {
+			obj := &unstructured.Unstructured{}
+			if err := obj.UnmarshalJSON([]byte(res.GetObjectJson())); err != nil {
+				t.Fatalf("step %d: the object: %v", n, err)
+			}
+			if path, ok := subset(want.Object, obj.Object); !ok {
+				t.Fatalf("step %d: object %s does not have %s (at %s)", n, res.GetObjectJson(), mustJSON(want.Object), path)
+			}
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("step %d: outcome %s; want %s (%s)", n, res.GetOutcome(), want.Code, want.Reason)
+	}
+	swErr := asError(t, safewrite.FromError(err))
+	if got := codeName(swErr); got != want.Code {
+		t.Fatalf("step %d: code %s, want %s (%v)", n, got, want.Code, err)
+	}
+	if swErr.Reason != want.Reason || swErr.Domain != safewrite.Domain {
+		t.Fatalf("step %d: reason %q (domain %q), want %q", n, swErr.Reason, swErr.Domain, want.Reason)
+	}
+	if want.WriteFailureReason != "" && swErr.ReasonCode.String() != want.WriteFailureReason {
+		t.Fatalf("step %d: WriteFailure.reason %s, want %s", n, swErr.ReasonCode, want.WriteFailureReason)
+	}
+	if want.FieldViolations != nil {
+		var fields []string
+		for _, v := range swErr.FieldViolations {
+			fields = append(fields, v.Field)
+		}
+		if !reflect.DeepEqual(fields, want.FieldViolations) {
+			t.Fatalf("step %d: field violations %v, want %v", n, fields, want.FieldViolations)
+		}
+	}
+	if want.CurrentObject != nil {
+		if swErr.CurrentObject == nil {
+			t.Fatalf("step %d: no current object; want %s", n, mustJSON(want.CurrentObject))
+		}
+		if path, ok := subset(want.CurrentObject, swErr.CurrentObject.Object); !ok {
+			t.Fatalf("step %d: current object %s does not have %s (at %s)", n, mustJSON(swErr.CurrentObject.Object), mustJSON(want.CurrentObject), path)
+		}
+	}
+}
+
+// codeName is the gRPC code's proto name (NOT_FOUND), as the cases spell it.
+func codeName(e *safewrite.Error) string {
+	name := strings.ToUpper(e.Code.String()) // "NotFound" -> "NOTFOUND"
+	for _, known := range []string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+		"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+		"UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"} {
+		if strings.ReplaceAll(known, "_", "") == name || (known == "CANCELLED" && name == "CANCELED") {
+			return known
+		}
+	}
+	return name
+}
+
+// subset reports whether got has every field of want with its value (maps compared as
+// subsets, everything else by equality of its JSON form); path says where not.
+func subset(want, got any) (string, bool) {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		for key, value := range w {
+			if path, ok := subset(value, g[key]); !ok {
+				return "." + key + path, false
+			}
+		}
+		return "", true
+	default:
+		return "", mustJSON(want) == mustJSON(got)
+	}
+}

@@ -43,5 +43,11 @@ bash clients/python/test.sh
 section "Go client against the real sidecar (clients/go/test.sh)"
 bash clients/go/test.sh
 
+section "TypeScript client against the real sidecar (clients/typescript/test.sh)"
+bash clients/typescript/test.sh
+
+section "Java client against the real sidecar (clients/java/test.sh)"
+bash clients/java/test.sh
+
 echo
 echo "all suites passed in $((SECONDS - started))s"

@@ -1,0 +1,30 @@
+package dev.safewrite;
+
+import dev.safewrite.v1.Reason;
+import io.grpc.Status;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+
+/** What a failed call's status carried, decoded; the state of a {@link SafewriteException}. */
+final class ErrorDetails {
+  Status status;
+  String reason = "";
+  String domain = "";
+  Map<String, String> metadata = Map.of();
+  Reason writeFailureReason = Reason.REASON_UNSPECIFIED;
+  List<FieldViolation> fieldViolations = List.of();
+  Duration retryDelay;
+  List<AttemptRecord> attemptRecords = List.of();
+  String currentObjectJson = "";
+  String traceId = "";
+  int attempts;
+  boolean idempotencyKeySent;
+
+  /** An error found on this side, before or without an answer from the sidecar. */
+  static ErrorDetails local(Status status) {
+    ErrorDetails details = new ErrorDetails();
+    details.status = status;
+    return details;
+  }
+}

@@ -1,0 +1,43 @@
+package dev.safewrite;
+
+import com.google.gson.JsonObject;
+import java.util.List;
+
+/**
+ * A successful call.
+ *
+ * @param outcome what the call did
+ * @param objectJson the object as written (as read when unchanged, aborted or already applied), as
+ *     JSON
+ * @param resourceVersion the object's resourceVersion after the call
+ * @param attempts the number of attempts made, the last included
+ * @param attemptRecords one record per attempt, in order
+ * @param traceId the W3C trace id of the sidecar's span of the call; empty when its tracing is off
+ * @param alreadyApplied true when the call's idempotency key was already on the object: an earlier
+ *     call made this change and nothing was written this time
+ */
+public record Result(
+    Outcome outcome,
+    String objectJson,
+    String resourceVersion,
+    int attempts,
+    List<AttemptRecord> attemptRecords,
+    String traceId,
+    boolean alreadyApplied) {
+
+  /** The object as a Gson tree, parsed anew on every call (change it freely). */
+  public JsonObject object() {
+    return Json.object(objectJson);
+  }
+
+  static Result fromProto(dev.safewrite.v1.WriteResult result) {
+    return new Result(
+        Outcome.fromProto(result.getOutcome()),
+        result.getObjectJson(),
+        result.getResourceVersion(),
+        result.getAttempts(),
+        AttemptRecord.fromProto(result.getAttemptRecordsList()),
+        result.getTraceId(),
+        result.getAlreadyApplied());
+  }
+}

@@ -1,0 +1,362 @@
+package dev.safewrite;
+
+import dev.safewrite.v1.PatchStatusRequest;
+import dev.safewrite.v1.PatchStatusResponse;
+import dev.safewrite.v1.TransactBegin;
+import dev.safewrite.v1.UpdateWithRetryRequest;
+import dev.safewrite.v1.UpdateWithRetryResponse;
+import dev.safewrite.v1.WriteResult;
+import dev.safewrite.v1.WriterServiceGrpc;
+import io.grpc.Channel;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
+import io.grpc.StatusRuntimeException;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.channel.ChannelOption;
+import io.grpc.stub.AbstractStub;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A client of the safewrite sidecar, safe for concurrent use; close it to release its connection.
+ *
+ * <p>Every call runs the sidecar's loop: read the fresh object, check the preconditions, apply the
+ * change, write it with the resourceVersion read, and on a conflict start over from a fresh read,
+ * within the call's deadline. A change that changes nothing writes nothing. A failed call throws a
+ * {@link SafewriteException} subclass.
+ *
+ * <p>Deadlines: a call is bounded by its {@link WriteOption#timeout(Duration)}, else the client's
+ * {@link Builder#defaultTimeout(Duration)}, and always by the deadline of the current {@link
+ * io.grpc.Context}; the sidecar gets the soonest as the gRPC deadline. Cancelling the Context (or
+ * interrupting the thread) cancels the call.
+ */
+public final class SafewriteClient implements AutoCloseable {
+  /** The environment variable naming the sidecar's address when none is given. */
+  public static final String ADDRESS_ENV = "SAFEWRITE_ADDRESS";
+
+  /** Bounds one answer of the sidecar: objects as JSON stay far below, but over 4 MiB. */
+  private static final int MAX_RESPONSE_BYTES = 64 << 20;
+
+  private final ManagedChannel ownedChannel;
+  private final WriterServiceGrpc.WriterServiceBlockingStub blocking;
+  private final WriterServiceGrpc.WriterServiceStub async;
+  private final Duration defaultTimeout;
+
+  private SafewriteClient(
+      ManagedChannel ownedChannel, Channel channel, Duration defaultTimeout, boolean waitForReady) {
+    this.ownedChannel = ownedChannel;
+    this.defaultTimeout = defaultTimeout;
+    WriterServiceGrpc.WriterServiceBlockingStub blockingStub =
+        WriterServiceGrpc.newBlockingStub(channel).withMaxInboundMessageSize(MAX_RESPONSE_BYTES);
+    // The stream's callbacks only queue what arrives, so they may run on gRPC's threads.
+    WriterServiceGrpc.WriterServiceStub asyncStub =
+        WriterServiceGrpc.newStub(channel)
+            .withMaxInboundMessageSize(MAX_RESPONSE_BYTES)
+            .withExecutor(Runnable::run);
+    if (waitForReady) {
+      blockingStub = blockingStub.withWaitForReady();
+      asyncStub = asyncStub.withWaitForReady();
+    }
+    this.blocking = blockingStub;
+    this.async = asyncStub;
+  }
+
+  /**
+   * A client of the sidecar named by the environment variable {@code SAFEWRITE_ADDRESS}.
+   *
+   * @throws IllegalStateException when the variable is unset or empty
+   */
+  public static SafewriteClient connect() {
+    return builder().build();
+  }
+
+  /**
+   * A client of the sidecar at {@code address}: {@code host:port}, {@code http://host:port}, {@code
+   * unix:///path/to/socket} or an absolute socket path; {@code null} or empty means {@code
+   * SAFEWRITE_ADDRESS}. Connects lazily, on the first call.
+   */
+  public static SafewriteClient connect(String address) {
+    return builder().address(address).build();
+  }
+
+  /**
+   * A client over a channel you made and own (TLS, interceptors, a bearer token): {@link #close()}
+   * leaves it open.
+   */
+  public static SafewriteClient forChannel(Channel channel) {
+    return new SafewriteClient(null, Objects.requireNonNull(channel, "channel"), null, false);
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * Applies {@code mutation} to the object's main resource ({@code UpdateWithRetry}), retried on
+   * conflict. It never changes the status of a kind with a status subresource.
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result update(ObjectRef ref, Mutation mutation, WriteOption... options) {
+    Objects.requireNonNull(ref, "ref");
+    Objects.requireNonNull(mutation, "mutation");
+    WriteConfig config = WriteConfig.of(options);
+    UpdateWithRetryRequest.Builder request =
+        UpdateWithRetryRequest.newBuilder()
+            .setTarget(ref.toProto())
+            .setMutation(mutation.toProto());
+    if (config.hasPreconditions()) {
+      request.setPreconditions(config.preconditions);
+    }
+    if (config.retryPolicy != null) {
+      request.setRetryPolicy(config.retryPolicy);
+    }
+    if (config.hasOptions()) {
+      request.setOptions(config.options);
+    }
+    return update(request.build(), config.timeout);
+  }
+
+  /**
+   * Sends an {@code UpdateWithRetry} request as built with the generated types, bounded by the
+   * client's default timeout and the current Context's deadline.
+   */
+  public Result update(UpdateWithRetryRequest request) {
+    return update(request, null);
+  }
+
+  private Result update(UpdateWithRetryRequest request, Duration timeout) {
+    boolean keyed = !request.getOptions().getIdempotencyKey().isEmpty();
+    UpdateWithRetryResponse response;
+    try {
+      response = bounded(blocking, timeout).updateWithRetry(request);
+    } catch (StatusRuntimeException failure) {
+      throw Errors.decode(failure, keyed);
+    }
+    return result(response.hasResult(), response.getResult());
+  }
+
+  /**
+   * Applies {@code mutation} to the object's status subresource ({@code PatchStatus}), retried on
+   * conflict: only its effect on {@code status} is written, never the spec. The kind must have a
+   * status subresource; create-if-missing and idempotency keys are refused.
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result patchStatus(ObjectRef ref, Mutation mutation, WriteOption... options) {
+    Objects.requireNonNull(ref, "ref");
+    Objects.requireNonNull(mutation, "mutation");
+    WriteConfig config = WriteConfig.of(options);
+    PatchStatusRequest.Builder request =
+        PatchStatusRequest.newBuilder().setTarget(ref.toProto()).setMutation(mutation.toProto());
+    if (config.hasPreconditions()) {
+      request.setPreconditions(config.preconditions);
+    }
+    if (config.retryPolicy != null) {
+      request.setRetryPolicy(config.retryPolicy);
+    }
+    if (config.hasOptions()) {
+      request.setOptions(config.options);
+    }
+    return patchStatus(request.build(), config.timeout);
+  }
+
+  /** Sends a {@code PatchStatus} request as built with the generated types. */
+  public Result patchStatus(PatchStatusRequest request) {
+    return patchStatus(request, null);
+  }
+
+  private Result patchStatus(PatchStatusRequest request, Duration timeout) {
+    boolean keyed = !request.getOptions().getIdempotencyKey().isEmpty();
+    PatchStatusResponse response;
+    try {
+      response = bounded(blocking, timeout).patchStatus(request);
+    } catch (StatusRuntimeException failure) {
+      throw Errors.decode(failure, keyed);
+    }
+    return result(response.hasResult(), response.getResult());
+  }
+
+  /**
+   * Runs the sidecar's retry loop with {@code function} as the mutation of the object's main
+   * resource ({@code Transact}): the sidecar sends the fresh object, the function answers with a
+   * {@link Proposal}, the sidecar writes it with the resourceVersion it read, and on a conflict the
+   * function runs again on the next fresh object. It runs on the calling thread.
+   *
+   * <p>An aborted transaction returns {@link Outcome#ABORTED}. An exception the function throws
+   * aborts the transaction (nothing is written) and is rethrown as it is. When the deadline passes
+   * or the Context is cancelled, even while the function runs, the stream is torn down and nothing
+   * more is written.
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result transact(ObjectRef ref, TransactFunction function, WriteOption... options) {
+    return transact(ref, false, function, options);
+  }
+
+  /** {@link #transact} writing the function's changes to the status subresource only. */
+  public Result transactStatus(ObjectRef ref, TransactFunction function, WriteOption... options) {
+    return transact(ref, true, function, options);
+  }
+
+  /** Runs a transaction opened with a {@code TransactBegin} built with the generated types. */
+  public Result transact(TransactBegin begin, TransactFunction function) {
+    return transact(begin, function, null);
+  }
+
+  private Result transact(
+      ObjectRef ref, boolean status, TransactFunction function, WriteOption... options) {
+    Objects.requireNonNull(ref, "ref");
+    WriteConfig config = WriteConfig.of(options);
+    TransactBegin.Builder begin =
+        TransactBegin.newBuilder().setTarget(ref.toProto()).setStatus(status);
+    if (config.hasPreconditions()) {
+      begin.setPreconditions(config.preconditions);
+    }
+    if (config.retryPolicy != null) {
+      begin.setRetryPolicy(config.retryPolicy);
+    }
+    if (config.hasOptions()) {
+      begin.setOptions(config.options);
+    }
+    return transact(begin.build(), function, config.timeout);
+  }
+
+  private Result transact(TransactBegin begin, TransactFunction function, Duration timeout) {
+    Objects.requireNonNull(begin, "begin");
+    Objects.requireNonNull(function, "function");
+    boolean keyed = !begin.getOptions().getIdempotencyKey().isEmpty();
+    return Transaction.run(bounded(async, timeout), begin, function, keyed);
+  }
+
+  /** Closes the connection (one made by this client), waiting briefly for calls in flight. */
+  @Override
+  public void close() {
+    if (ownedChannel == null) {
+      return;
+    }
+    ownedChannel.shutdown();
+    try {
+      if (!ownedChannel.awaitTermination(5, TimeUnit.SECONDS)) {
+        ownedChannel.shutdownNow();
+      }
+    } catch (InterruptedException interrupted) {
+      ownedChannel.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private <S extends AbstractStub<S>> S bounded(S stub, Duration timeout) {
+    Duration bound = timeout != null ? timeout : defaultTimeout;
+    return bound == null ? stub : stub.withDeadlineAfter(bound.toNanos(), TimeUnit.NANOSECONDS);
+  }
+
+  private static Result result(boolean present, WriteResult result) {
+    if (!present) {
+      throw new InternalException("the sidecar answered without a result");
+    }
+    return Result.fromProto(result);
+  }
+
+  /**
+   * The gRPC target for an address, as {@link #connect(String)} takes it; {@code env} is read for
+   * {@code SAFEWRITE_ADDRESS} when the address is empty.
+   */
+  static String target(String address, Map<String, String> env) {
+    String given = address == null ? "" : address.strip();
+    if (given.isEmpty()) {
+      given = Objects.requireNonNullElse(env.get(ADDRESS_ENV), "").strip();
+      if (given.isEmpty()) {
+        throw new IllegalStateException(
+            "no safewrite sidecar address: pass one (\"host:port\" or "
+                + "\"unix:///path/to/socket\") or set "
+                + ADDRESS_ENV);
+      }
+    }
+    if (given.startsWith("http://")) {
+      given = given.substring("http://".length());
+      while (given.endsWith("/")) {
+        given = given.substring(0, given.length() - 1);
+      }
+    }
+    if (given.startsWith("/")) {
+      return "unix://" + given;
+    }
+    if (given.startsWith("https://")) {
+      throw new IllegalArgumentException(
+          "TLS is not dialled by address; make the channel yourself and use "
+              + "SafewriteClient.forChannel: "
+              + given);
+    }
+    if (given.startsWith("unix:") || given.contains(":///")) {
+      return given;
+    }
+    return "dns:///" + given;
+  }
+
+  /** Builds a {@link SafewriteClient}. */
+  public static final class Builder {
+    private String address;
+    private Duration defaultTimeout;
+    private boolean waitForReady;
+    private Map<String, String> env = System.getenv();
+
+    private Builder() {}
+
+    /** See {@link SafewriteClient#connect(String)}; unset means {@code SAFEWRITE_ADDRESS}. */
+    public Builder address(String address) {
+      this.address = address;
+      return this;
+    }
+
+    /** Bounds every call that sets no {@link WriteOption#timeout(Duration)} of its own. */
+    public Builder defaultTimeout(Duration timeout) {
+      Objects.requireNonNull(timeout, "timeout");
+      if (timeout.isNegative() || timeout.isZero()) {
+        throw new IllegalArgumentException("a timeout must be positive: " + timeout);
+      }
+      this.defaultTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Calls wait, within their deadline, for the sidecar to become reachable (e.g. while it starts
+     * beside the controller) instead of failing at once with {@link UnavailableException}.
+     */
+    public Builder waitForReady(boolean waitForReady) {
+      this.waitForReady = waitForReady;
+      return this;
+    }
+
+    /** The environment {@code SAFEWRITE_ADDRESS} is read from; for tests. */
+    Builder env(Map<String, String> env) {
+      this.env = env;
+      return this;
+    }
+
+    /**
+     * @throws IllegalStateException when no address is given and {@code SAFEWRITE_ADDRESS} is unset
+     */
+    public SafewriteClient build() {
+      String target = target(address, env);
+      ManagedChannelBuilder<?> channel =
+          Grpc.newChannelBuilder(target, InsecureChannelCredentials.create())
+              .userAgent("safewrite-java")
+              .maxInboundMessageSize(MAX_RESPONSE_BYTES);
+      if (target.startsWith("unix:")) {
+        // The default authority would be the socket path, which the sidecar refuses.
+        channel.overrideAuthority("localhost");
+        if (channel instanceof NettyChannelBuilder netty) {
+          // TCP keepalive means nothing on a unix socket; Netty would warn per connection.
+          netty.withOption(ChannelOption.SO_KEEPALIVE, null);
+        }
+      }
+      ManagedChannel built = channel.build();
+      return new SafewriteClient(built, built, defaultTimeout, waitForReady);
+    }
+  }
+}

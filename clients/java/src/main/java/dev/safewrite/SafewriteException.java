@@ -1,0 +1,169 @@
+package dev.safewrite;
+
+import com.google.gson.JsonObject;
+import dev.safewrite.v1.Reason;
+import io.grpc.Status;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * A failed safewrite call: the gRPC status and its decoded rich details. Each {@link ErrorKind} has
+ * its own subclass ({@link ConflictException}, {@link InvalidException}, ...), so catch the ones
+ * you handle:
+ *
+ * <pre>{@code
+ * try {
+ *   client.update(ref, mutation);
+ * } catch (ConflictException e) {
+ *   requeue();
+ * } catch (SafewriteException e) {
+ *   if (e.isRetryable()) requeueAfter(e.retryDelay().orElse(Duration.ofSeconds(1)));
+ *   else throw e;
+ * }
+ * }</pre>
+ */
+public abstract class SafewriteException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  /** The google.rpc.ErrorInfo domain of every error the sidecar returns. */
+  public static final String DOMAIN = "safewrite.dev";
+
+  private final transient ErrorDetails details;
+
+  SafewriteException(ErrorDetails details) {
+    super(headline(details), details.status.getCause());
+    this.details = details;
+  }
+
+  /**
+   * Decodes the failure of a gRPC call to the sidecar (a {@code StatusRuntimeException}, or
+   * anything {@link Status#fromThrowable} understands) into its {@link SafewriteException}; a
+   * {@code SafewriteException} is returned as it is.
+   */
+  public static SafewriteException from(Throwable failure) {
+    return Errors.decode(failure, false);
+  }
+
+  /** The class of this failure; each class has its own subclass. */
+  public abstract ErrorKind kind();
+
+  /** The gRPC status code. */
+  public Status.Code code() {
+    return details.status.getCode();
+  }
+
+  /** The gRPC status, with its description and cause. */
+  public Status status() {
+    return details.status;
+  }
+
+  /** The sidecar's message: what happened and what to do. */
+  public String description() {
+    String description = details.status.getDescription();
+    return description == null ? "" : description;
+  }
+
+  /**
+   * The google.rpc.ErrorInfo reason: a safewrite reason such as {@code PRECONDITION_FAILED} or
+   * {@code CIRCUIT_OPEN}, or, when the API server's answer decided the failure, its Status reason
+   * ({@code Conflict}, {@code Invalid}, {@code Forbidden}, ...). Empty when the status carried no
+   * ErrorInfo (the sidecar was not reached, or the error was found on this side).
+   */
+  public String reason() {
+    return details.reason;
+  }
+
+  /** The ErrorInfo domain ({@link #DOMAIN}), or empty. */
+  public String domain() {
+    return details.domain;
+  }
+
+  /** The ErrorInfo metadata, e.g. {@code attempts} and {@code http_status}. */
+  public Map<String, String> errorMetadata() {
+    return details.metadata;
+  }
+
+  /**
+   * Why the write failed, as the proto's enum (the WriteFailure detail's reason): {@code
+   * REASON_API_SERVER} when the API server's answer decided it (see {@link #reason()} for its
+   * Status reason), {@code REASON_UNSPECIFIED} when the status carried no details.
+   */
+  public Reason writeFailureReason() {
+    return details.writeFailureReason;
+  }
+
+  /** The fields at fault (google.rpc.BadRequest), in order; empty when none were named. */
+  public List<FieldViolation> fieldViolations() {
+    return details.fieldViolations;
+  }
+
+  /** How long to wait before trying again (google.rpc.RetryInfo), when the status said. */
+  public Optional<Duration> retryDelay() {
+    return Optional.ofNullable(details.retryDelay);
+  }
+
+  /** The attempts made before the failure; empty when no request reached the API server. */
+  public List<AttemptRecord> attemptRecords() {
+    return details.attemptRecords;
+  }
+
+  /** The number of attempts made before the failure. */
+  public int attempts() {
+    return details.attempts;
+  }
+
+  /**
+   * For {@link PreconditionFailedException}: the object as it is now, as JSON, so the caller can
+   * decide without another read; empty otherwise.
+   */
+  public String currentObjectJson() {
+    return details.currentObjectJson;
+  }
+
+  /** {@link #currentObjectJson()} as a Gson tree, parsed anew on every call. */
+  public Optional<JsonObject> currentObject() {
+    if (details.currentObjectJson.isEmpty()) {
+      return Optional.empty();
+    }
+    return Optional.of(Json.object(details.currentObjectJson));
+  }
+
+  /** The W3C trace id of the sidecar's span of the call; empty when tracing is off. */
+  public String traceId() {
+    return details.traceId;
+  }
+
+  /**
+   * Whether sending the same call again, later, may succeed: by {@link
+   * Reasons#retryability(Reason)}, and, where that leaves it to the code (the API server's own
+   * answers), for ABORTED (conflicts), UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED. A
+   * lost write answer ({@link OutcomeUnknownException}) is retryable only when the call carried an
+   * idempotency key.
+   */
+  public boolean isRetryable() {
+    return switch (Reasons.retryability(details.writeFailureReason)) {
+      case RETRY -> true;
+      case DO_NOT_RETRY -> false;
+      case RETRY_WITH_IDEMPOTENCY_KEY -> details.idempotencyKeySent;
+      case BY_CODE ->
+          switch (code()) {
+            case ABORTED, UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED -> true;
+            default -> false;
+          };
+    };
+  }
+
+  private static String headline(ErrorDetails details) {
+    StringBuilder text = new StringBuilder("safewrite: ").append(details.status.getCode());
+    if (!details.reason.isEmpty()) {
+      text.append(" (").append(details.reason).append(')');
+    }
+    String description = details.status.getDescription();
+    if (description != null && !description.isEmpty()) {
+      text.append(": ").append(description);
+    }
+    return text.toString();
+  }
+}

@@ -1,0 +1,13 @@
+import dev.safewrite.*;
+
+public class Example {
+  public static void main(String[] args) {
+    try (var client = SafewriteClient.connect()) { // the sidecar at $SAFEWRITE_ADDRESS
+      var ref = ObjectRef.of("v1", "ConfigMap", "default", "counter");
+      var increment = Mutation.cel("{\"data\": {\"n\": string(int(object.data.n) + 1)}}");
+      var ifMissing = WriteOption.createIfMissing("{\"data\": {\"n\": \"0\"}}");
+      var result = client.update(ref, increment, ifMissing);
+      System.out.println(result.outcome() + " " + result.object().get("data"));
+    }
+  }
+}

@@ -1,0 +1,276 @@
+package dev.safewrite;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import com.google.gson.JsonPrimitive;
+import com.google.protobuf.Message;
+import com.google.protobuf.util.JsonFormat;
+import dev.safewrite.v1.PatchStatusRequest;
+import dev.safewrite.v1.TransactBegin;
+import dev.safewrite.v1.TransactProposal;
+import dev.safewrite.v1.UpdateWithRetryRequest;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.TestFactory;
+
+/**
+ * The shared conformance cases of ../conformance/cases.json, one test per case, run through the
+ * client's own calls and error decoding (see ../conformance/README.md).
+ */
+@Tag("sidecar")
+class ConformanceTest {
+  private static final Path CASES = Path.of("../conformance/cases.json");
+
+  /** One line per case, "PASS name" or "FAIL name: why", for test.sh to print. */
+  private static final Path MATRIX = Path.of("target/conformance-matrix.txt");
+
+  private static final Map<String, String> RESULTS = new ConcurrentSkipListMap<>();
+
+  /**
+   * Cases the sidecar fails today where its behaviour contradicts the contract
+   * (proto/safewrite/v1/writer.proto), not the case: expected failures, strictly, so an entry must
+   * go once the sidecar is fixed (see ../conformance/README.md).
+   */
+  private static final Map<String, String> KNOWN_SIDECAR_BUGS = Map.of();
+
+  /** Each step's bound: a few seconds, as the cases' README asks. */
+  private static SafewriteClient client;
+
+  @TestFactory
+  Stream<DynamicTest> conformance() throws Exception {
+    JsonArray cases =
+        JsonParser.parseString(Files.readString(CASES)).getAsJsonObject().getAsJsonArray("cases");
+    assertTrue(cases.size() > 0, "no conformance cases");
+    List<DynamicTest> tests = new ArrayList<>();
+    for (int i = 0; i < cases.size(); i++) {
+      JsonObject testCase = cases.get(i).getAsJsonObject();
+      String name = testCase.get("name").getAsString();
+      String objectName = "conf-java-" + i + "-" + Sidecar.RUN;
+      String row = String.format("%02d %s", i + 1, name);
+      String knownBug = KNOWN_SIDECAR_BUGS.get(name);
+      tests.add(
+          DynamicTest.dynamicTest(
+              name,
+              () -> {
+                try {
+                  run(testCase, objectName);
+                } catch (AssertionError failure) {
+                  String why = String.valueOf(failure.getMessage()).lines().findFirst().orElse("");
+                  if (knownBug != null) {
+                    RESULTS.put(row, "XFAIL: known sidecar bug: " + knownBug);
+                    return;
+                  }
+                  RESULTS.put(row, "FAIL: " + why);
+                  throw failure;
+                }
+                if (knownBug != null) {
+                  RESULTS.put(row, "FAIL: passes now; remove it from KNOWN_SIDECAR_BUGS");
+                  fail(name + " passes now: remove it from KNOWN_SIDECAR_BUGS (" + knownBug + ")");
+                }
+                RESULTS.put(row, "PASS");
+              }));
+    }
+    return tests.stream();
+  }
+
+  @AfterAll
+  static void writeMatrix() throws Exception {
+    StringBuilder matrix = new StringBuilder();
+    RESULTS.forEach(
+        (row, verdict) -> {
+          int colon = verdict.indexOf(':');
+          matrix.append(
+              String.format("%-5s %s", colon < 0 ? verdict : verdict.substring(0, colon), row));
+          matrix.append(colon < 0 ? "" : verdict.substring(colon)).append('\n');
+        });
+    Files.createDirectories(MATRIX.getParent());
+    Files.writeString(MATRIX, matrix.toString());
+    if (client != null) {
+      client.close();
+    }
+  }
+
+  private static synchronized SafewriteClient client() {
+    if (client == null) {
+      client =
+          SafewriteClient.builder()
+              .address(Sidecar.address())
+              .defaultTimeout(Duration.ofSeconds(10))
+              .build();
+    }
+    return client;
+  }
+
+  private static void run(JsonObject testCase, String objectName) throws Exception {
+    JsonObject substituted =
+        substitute(testCase, Map.of("$NS", Sidecar.namespace(), "$NAME", objectName))
+            .getAsJsonObject();
+    JsonArray steps = substituted.getAsJsonArray("steps");
+    for (int i = 0; i < steps.size(); i++) {
+      JsonObject step = steps.get(i).getAsJsonObject();
+      String where = "step " + (i + 1) + " (" + step.get("call").getAsString() + ")";
+      JsonObject expect = step.getAsJsonObject("expect");
+      Result result = null;
+      SafewriteException failure = null;
+      try {
+        result = call(step);
+      } catch (SafewriteException e) {
+        failure = e;
+      }
+      if (expect.has("code")) {
+        assertNotNull(
+            failure,
+            where
+                + ": expected "
+                + expect.get("code")
+                + ", got "
+                + (result == null ? null : result.outcome()));
+        checkFailure(where, expect, failure);
+      } else {
+        if (failure != null) {
+          fail(where + ": expected success, got " + failure.getMessage());
+        }
+        checkSuccess(where, expect, result);
+      }
+    }
+  }
+
+  private static Result call(JsonObject step) throws Exception {
+    SafewriteClient client = client();
+    switch (step.get("call").getAsString()) {
+      case "update":
+        return client.update(parse(step.get("request"), UpdateWithRetryRequest.newBuilder()));
+      case "patch_status":
+        return client.patchStatus(parse(step.get("request"), PatchStatusRequest.newBuilder()));
+      case "transact":
+        TransactBegin begin = parse(step.get("begin"), TransactBegin.newBuilder());
+        List<TransactProposal> proposals = new ArrayList<>();
+        for (JsonElement proposal : step.getAsJsonArray("proposals")) {
+          proposals.add(parse(proposal, TransactProposal.newBuilder()));
+        }
+        Iterator<TransactProposal> next = proposals.iterator();
+        return client.transact(
+            begin,
+            fresh -> {
+              if (!next.hasNext()) {
+                throw new IllegalStateException(
+                    "the sidecar sent more fresh objects than the case has proposals");
+              }
+              return Proposal.of(next.next());
+            });
+      default:
+        throw new IllegalArgumentException("unknown call " + step.get("call"));
+    }
+  }
+
+  private static void checkSuccess(String where, JsonObject expect, Result result) {
+    assertEquals(
+        expect.get("outcome").getAsString(),
+        "OUTCOME_" + result.outcome().name(),
+        where + ": outcome");
+    if (expect.has("already_applied")) {
+      assertEquals(
+          expect.get("already_applied").getAsBoolean(),
+          result.alreadyApplied(),
+          where + ": already_applied");
+    }
+    if (expect.has("object")) {
+      assertSubset(where + ": object", expect.get("object"), result.object());
+    }
+  }
+
+  private static void checkFailure(String where, JsonObject expect, SafewriteException e) {
+    assertEquals(
+        expect.get("code").getAsString(), e.code().name(), where + ": code of " + e.getMessage());
+    assertEquals(SafewriteException.DOMAIN, e.domain(), where + ": domain of " + e.getMessage());
+    if (expect.has("reason")) {
+      assertEquals(
+          expect.get("reason").getAsString(), e.reason(), where + ": reason of " + e.getMessage());
+    }
+    if (expect.has("write_failure_reason")) {
+      assertEquals(
+          expect.get("write_failure_reason").getAsString(),
+          e.writeFailureReason().name(),
+          where + ": write_failure_reason of " + e.getMessage());
+    }
+    if (expect.has("field_violations")) {
+      List<String> expected = new ArrayList<>();
+      expect.getAsJsonArray("field_violations").forEach(field -> expected.add(field.getAsString()));
+      assertEquals(
+          expected,
+          e.fieldViolations().stream().map(FieldViolation::field).toList(),
+          where + ": field_violations of " + e.getMessage());
+    }
+    if (expect.has("current_object")) {
+      assertSubset(
+          where + ": current_object",
+          expect.get("current_object"),
+          e.currentObject().orElseThrow(() -> new AssertionError(where + ": no current object")));
+    }
+  }
+
+  /** Maps are compared as subsets, everything else by equality. */
+  private static void assertSubset(String where, JsonElement expected, JsonElement actual) {
+    if (expected.isJsonObject()) {
+      assertTrue(
+          actual != null && actual.isJsonObject(), where + ": expected an object, got " + actual);
+      for (Map.Entry<String, JsonElement> field : expected.getAsJsonObject().entrySet()) {
+        assertSubset(
+            where + "." + field.getKey(),
+            field.getValue(),
+            actual.getAsJsonObject().get(field.getKey()));
+      }
+    } else {
+      assertEquals(expected, actual, where);
+    }
+  }
+
+  private static <T extends Message> T parse(JsonElement json, Message.Builder builder)
+      throws Exception {
+    JsonFormat.parser().merge(json.toString(), builder);
+    @SuppressWarnings("unchecked")
+    T message = (T) builder.build();
+    return message;
+  }
+
+  private static JsonElement substitute(JsonElement element, Map<String, String> values) {
+    if (element.isJsonObject()) {
+      JsonObject out = new JsonObject();
+      element
+          .getAsJsonObject()
+          .entrySet()
+          .forEach(e -> out.add(e.getKey(), substitute(e.getValue(), values)));
+      return out;
+    }
+    if (element.isJsonArray()) {
+      JsonArray out = new JsonArray();
+      element.getAsJsonArray().forEach(e -> out.add(substitute(e, values)));
+      return out;
+    }
+    if (element.isJsonPrimitive() && element.getAsJsonPrimitive().isString()) {
+      String text = element.getAsString();
+      for (Map.Entry<String, String> value : values.entrySet()) {
+        text = text.replace(value.getKey(), value.getValue());
+      }
+      return new JsonPrimitive(text);
+    }
+    return element;
+  }
+}

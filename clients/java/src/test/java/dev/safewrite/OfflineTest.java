@@ -1,0 +1,340 @@
+package dev.safewrite;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.protobuf.Any;
+import com.google.rpc.BadRequest;
+import com.google.rpc.ErrorInfo;
+import com.google.rpc.RetryInfo;
+import dev.safewrite.v1.AttemptRecord;
+import dev.safewrite.v1.Reason;
+import dev.safewrite.v1.UpdateWithRetryRequest;
+import dev.safewrite.v1.WriteFailure;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.protobuf.StatusProto;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** What needs no sidecar: decoding statuses, the Reason mapping, addresses, builders. */
+class OfflineTest {
+
+  private static StatusRuntimeException status(
+      Status.Code code, String reason, Reason failureReason, Any... more) {
+    com.google.rpc.Status.Builder status =
+        com.google.rpc.Status.newBuilder()
+            .setCode(code.value())
+            .setMessage("what happened")
+            .addDetails(
+                Any.pack(
+                    ErrorInfo.newBuilder()
+                        .setDomain("safewrite.dev")
+                        .setReason(reason)
+                        .putMetadata("attempts", "3")
+                        .putMetadata("http_status", "409")
+                        .build()))
+            .addDetails(
+                Any.pack(
+                    WriteFailure.newBuilder().setReason(failureReason).setTraceId("abc").build()));
+    for (Any detail : more) {
+      status.addDetails(detail);
+    }
+    return StatusProto.toStatusRuntimeException(status.build());
+  }
+
+  @Test
+  void everyReasonOfTheProtoIsClassified() {
+    for (Reason reason : Reason.values()) {
+      if (reason == Reason.UNRECOGNIZED) {
+        continue;
+      }
+      assertNotNull(Reasons.retryability(reason), reason.name());
+      String spelled = Reasons.errorInfoReason(reason);
+      assertEquals("REASON_" + spelled, reason.name());
+      if (reason != Reason.REASON_UNSPECIFIED) {
+        assertEquals(reason, Reasons.fromErrorInfoReason(spelled).orElseThrow(), reason.name());
+        // Decoding keeps it, for any code the sidecar might pair it with.
+        SafewriteException e =
+            SafewriteException.from(status(Status.Code.UNAVAILABLE, spelled, reason));
+        assertEquals(reason, e.writeFailureReason());
+      }
+    }
+    assertEquals(Reasons.Retryability.BY_CODE, Reasons.retryability(Reason.UNRECOGNIZED));
+    assertTrue(Reasons.fromErrorInfoReason("Conflict").isEmpty());
+  }
+
+  @Test
+  void everyCodeMapsToOneExceptionClass() {
+    Map<Status.Code, Class<? extends SafewriteException>> expected =
+        new EnumMap<>(Status.Code.class);
+    expected.put(Status.Code.ABORTED, ConflictException.class);
+    expected.put(Status.Code.INVALID_ARGUMENT, InvalidException.class);
+    expected.put(Status.Code.OUT_OF_RANGE, InvalidException.class);
+    expected.put(Status.Code.FAILED_PRECONDITION, PreconditionFailedException.class);
+    expected.put(Status.Code.UNAVAILABLE, UnavailableException.class);
+    expected.put(Status.Code.RESOURCE_EXHAUSTED, ResourceExhaustedException.class);
+    expected.put(Status.Code.PERMISSION_DENIED, PermissionDeniedException.class);
+    expected.put(Status.Code.UNAUTHENTICATED, UnauthenticatedException.class);
+    expected.put(Status.Code.NOT_FOUND, NotFoundException.class);
+    expected.put(Status.Code.DEADLINE_EXCEEDED, DeadlineExceededException.class);
+    expected.put(Status.Code.CANCELLED, CancelledException.class);
+    expected.put(Status.Code.UNIMPLEMENTED, UnimplementedException.class);
+    expected.put(Status.Code.UNKNOWN, InternalException.class);
+    expected.put(Status.Code.INTERNAL, InternalException.class);
+    expected.put(Status.Code.DATA_LOSS, InternalException.class);
+    expected.put(Status.Code.ALREADY_EXISTS, InternalException.class);
+    expected.put(Status.Code.OK, InternalException.class);
+    for (Status.Code code : Status.Code.values()) {
+      SafewriteException e =
+          SafewriteException.from(Status.fromCode(code).withDescription("x").asRuntimeException());
+      assertInstanceOf(expected.get(code), e, code.name());
+      assertEquals(code, e.code());
+      assertEquals(ErrorKind.valueOf(kindName(e)), e.kind());
+    }
+    SafewriteException unknown =
+        SafewriteException.from(
+            status(
+                Status.Code.UNKNOWN, "WRITE_OUTCOME_UNKNOWN", Reason.REASON_WRITE_OUTCOME_UNKNOWN));
+    assertInstanceOf(OutcomeUnknownException.class, unknown);
+    assertEquals(ErrorKind.OUTCOME_UNKNOWN, unknown.kind());
+    assertFalse(unknown.isRetryable(), "a lost answer without a key may not be sent again");
+    StatusRuntimeException lost =
+        status(Status.Code.UNKNOWN, "WRITE_OUTCOME_UNKNOWN", Reason.REASON_WRITE_OUTCOME_UNKNOWN);
+    assertTrue(Errors.decode(lost, true).isRetryable(), "with a key it may");
+  }
+
+  /** ConflictException -> CONFLICT, PreconditionFailedException -> PRECONDITION_FAILED. */
+  private static String kindName(SafewriteException e) {
+    String simple = e.getClass().getSimpleName().replace("Exception", "");
+    return simple.replaceAll("([a-z])([A-Z])", "$1_$2").toUpperCase(java.util.Locale.ROOT);
+  }
+
+  @Test
+  void everyDetailIsDecoded() {
+    Any badRequest =
+        Any.pack(
+            BadRequest.newBuilder()
+                .addFieldViolations(
+                    BadRequest.FieldViolation.newBuilder()
+                        .setField("target.name")
+                        .setDescription("bad"))
+                .build());
+    Any retry =
+        Any.pack(
+            RetryInfo.newBuilder()
+                .setRetryDelay(
+                    com.google.protobuf.Duration.newBuilder().setSeconds(1).setNanos(500_000_000))
+                .build());
+    Any failure =
+        Any.pack(
+            WriteFailure.newBuilder()
+                .setReason(Reason.REASON_PRECONDITION_FAILED)
+                .setCurrentObjectJson("{\"data\": {\"n\": \"1\"}}")
+                .setTraceId("0af7651916cd43dd8448eb211c80319c")
+                .addAttemptRecords(
+                    AttemptRecord.newBuilder()
+                        .setNumber(1)
+                        .setResourceVersionRead("7")
+                        .setHttpStatus(409)
+                        .setReason("Conflict")
+                        .setBackoff(com.google.protobuf.Duration.newBuilder().setNanos(10_000_000))
+                        .setBatchSize(2))
+                .build());
+    com.google.rpc.Status status =
+        com.google.rpc.Status.newBuilder()
+            .setCode(Status.Code.FAILED_PRECONDITION.value())
+            .setMessage("the precondition is false")
+            .addDetails(
+                Any.pack(
+                    ErrorInfo.newBuilder()
+                        .setDomain("safewrite.dev")
+                        .setReason("PRECONDITION_FAILED")
+                        .putMetadata("attempts", "4")
+                        .build()))
+            .addDetails(badRequest)
+            .addDetails(retry)
+            .addDetails(failure)
+            .build();
+    SafewriteException e = SafewriteException.from(StatusProto.toStatusRuntimeException(status));
+    assertInstanceOf(PreconditionFailedException.class, e);
+    assertEquals("PRECONDITION_FAILED", e.reason());
+    assertEquals("safewrite.dev", e.domain());
+    assertEquals("the precondition is false", e.description());
+    assertEquals(
+        "safewrite: FAILED_PRECONDITION (PRECONDITION_FAILED): the precondition is false",
+        e.getMessage());
+    assertEquals(Reason.REASON_PRECONDITION_FAILED, e.writeFailureReason());
+    assertEquals(List.of(new FieldViolation("target.name", "bad")), e.fieldViolations());
+    assertEquals(Duration.ofMillis(1500), e.retryDelay().orElseThrow());
+    assertEquals(
+        List.of(new dev.safewrite.AttemptRecord(1, "7", 409, "Conflict", Duration.ofMillis(10), 2)),
+        e.attemptRecords());
+    assertEquals(4, e.attempts(), "the metadata's count wins when larger than the records");
+    assertEquals(
+        "1", e.currentObject().orElseThrow().getAsJsonObject("data").get("n").getAsString());
+    assertEquals("0af7651916cd43dd8448eb211c80319c", e.traceId());
+    assertFalse(e.isRetryable());
+  }
+
+  @Test
+  void reasonIsDerivedFromErrorInfoWhenWriteFailureHasNone() {
+    StatusRuntimeException api = status(Status.Code.ABORTED, "Conflict", Reason.REASON_UNSPECIFIED);
+    SafewriteException conflict = SafewriteException.from(api);
+    assertEquals(Reason.REASON_API_SERVER, conflict.writeFailureReason());
+    assertTrue(conflict.isRetryable(), "conflicts outlasting the policy may be requeued");
+    SafewriteException breaker =
+        SafewriteException.from(
+            status(Status.Code.UNAVAILABLE, "CIRCUIT_OPEN", Reason.REASON_UNSPECIFIED));
+    assertEquals(Reason.REASON_CIRCUIT_OPEN, breaker.writeFailureReason());
+    assertTrue(breaker.isRetryable());
+    SafewriteException invalid =
+        SafewriteException.from(
+            status(Status.Code.INVALID_ARGUMENT, "Invalid", Reason.REASON_API_SERVER));
+    assertFalse(invalid.isRetryable());
+    SafewriteException bare = SafewriteException.from(Status.UNAVAILABLE.asRuntimeException());
+    assertEquals(Reason.REASON_UNSPECIFIED, bare.writeFailureReason());
+    assertTrue(bare.isRetryable());
+    assertTrue(bare.retryDelay().isEmpty());
+  }
+
+  @Test
+  void addressComesFromTheArgumentThenTheEnvironment() {
+    Map<String, String> none = Map.of();
+    IllegalStateException missing =
+        assertThrows(IllegalStateException.class, () -> SafewriteClient.target(null, none));
+    assertTrue(missing.getMessage().contains("SAFEWRITE_ADDRESS"), missing.getMessage());
+    assertThrows(
+        IllegalStateException.class,
+        () -> SafewriteClient.builder().env(Map.of("SAFEWRITE_ADDRESS", "  ")).build());
+    Map<String, String> env = Map.of("SAFEWRITE_ADDRESS", "127.0.0.1:50051");
+    assertEquals("dns:///127.0.0.1:50051", SafewriteClient.target("", env));
+    assertEquals("dns:///localhost:7000", SafewriteClient.target("localhost:7000", env));
+    assertEquals("dns:///127.0.0.1:9", SafewriteClient.target("http://127.0.0.1:9/", none));
+    assertEquals(
+        "unix:///run/safewrite.sock", SafewriteClient.target("unix:///run/safewrite.sock", none));
+    assertEquals("unix:///run/safewrite.sock", SafewriteClient.target("/run/safewrite.sock", none));
+    assertEquals(
+        "unix:///x.sock",
+        SafewriteClient.target(null, Map.of("SAFEWRITE_ADDRESS", "unix:///x.sock")));
+    assertThrows(IllegalArgumentException.class, () -> SafewriteClient.target("https://x:1", none));
+  }
+
+  @Test
+  void unreachableSidecarFailsAtOnceOrWaitsForTheDeadline() {
+    ObjectRef ref = ObjectRef.of("v1", "ConfigMap", "default", "x");
+    try (SafewriteClient client = SafewriteClient.connect("127.0.0.1:1")) {
+      UnavailableException e =
+          assertThrows(UnavailableException.class, () -> client.update(ref, Mutation.cel("{}")));
+      assertTrue(e.isRetryable());
+      assertEquals("", e.reason(), "no ErrorInfo: the sidecar was not reached");
+      assertEquals(Reason.REASON_UNSPECIFIED, e.writeFailureReason());
+      assertTrue(e.attemptRecords().isEmpty());
+    }
+    try (SafewriteClient waiting =
+        SafewriteClient.builder()
+            .address("127.0.0.1:1")
+            .waitForReady(true)
+            .defaultTimeout(Duration.ofMillis(300))
+            .build()) {
+      long started = System.nanoTime();
+      assertThrows(DeadlineExceededException.class, () -> waiting.update(ref, Mutation.cel("{}")));
+      assertTrue(System.nanoTime() - started >= 250_000_000L, "it waited for the deadline");
+    }
+  }
+
+  @Test
+  void buildersMakeTheMessagesTheSidecarExpects() {
+    assertEquals(
+        "[{\"op\":\"test\",\"path\":\"/data/n\",\"value\":\"1\"},{\"op\":\"remove\",\"path\":\"/a\"},"
+            + "{\"op\":\"move\",\"path\":\"/b\",\"from\":\"/c\"}]",
+        Mutation.jsonPatch(
+                JsonPatchOp.test("/data/n", "1"),
+                JsonPatchOp.remove("/a"),
+                JsonPatchOp.move("/c", "/b"))
+            .toProto()
+            .getJsonPatch()
+            .getPatchJson());
+    assertEquals("x", Mutation.cel("x").toProto().getCel().getExpression());
+    assertTrue(Mutation.apply("{}", true).toProto().getApply().getForce());
+    assertEquals(
+        "{\"a\":null}",
+        Mutation.mergePatch(
+                com.google.gson.JsonParser.parseString("{\"a\": null}").getAsJsonObject())
+            .toProto()
+            .getMergePatch()
+            .getPatchJson());
+
+    WriteConfig config =
+        WriteConfig.of(
+            WriteOption.uid("u"),
+            WriteOption.resourceVersion("5"),
+            WriteOption.preconditionCel("true"),
+            WriteOption.retryPolicy(
+                RetryPolicy.builder().maxAttempts(3).initialBackoff(Duration.ofMillis(20)).build()),
+            WriteOption.fieldManager("m"),
+            WriteOption.dryRun(),
+            WriteOption.createIfMissing("{}"),
+            WriteOption.idempotencyKey("k1"),
+            WriteOption.idempotencyKey("k2"),
+            WriteOption.writeAlone(),
+            WriteOption.timeout(Duration.ofSeconds(3)),
+            null);
+    assertEquals("u", config.preconditions.getUid());
+    assertEquals("5", config.preconditions.getResourceVersion());
+    assertEquals("true", config.preconditions.getCel());
+    assertEquals(3, config.retryPolicy.getMaxAttempts());
+    assertEquals(20_000_000, config.retryPolicy.getInitialBackoff().getNanos());
+    assertEquals("m", config.options.getFieldManager());
+    assertTrue(config.options.getDryRun());
+    assertEquals("{}", config.options.getCreateIfMissingJson());
+    assertEquals(
+        "k2", config.options.getIdempotencyKey(), "a later option replaces an earlier one");
+    assertTrue(config.options.getWriteAlone());
+    assertEquals(Duration.ofSeconds(3), config.timeout);
+    assertTrue(RetryPolicy.requeue().toProto().getRequeue());
+    assertFalse(WriteConfig.of().hasOptions());
+    assertThrows(IllegalArgumentException.class, () -> WriteOption.timeout(Duration.ZERO));
+    assertThrows(IllegalArgumentException.class, () -> RetryPolicy.builder().maxAttempts(-1));
+  }
+
+  @Test
+  void resultAndProposalConvert() {
+    dev.safewrite.v1.WriteResult proto =
+        dev.safewrite.v1.WriteResult.newBuilder()
+            .setOutcome(dev.safewrite.v1.Outcome.OUTCOME_CREATED)
+            .setObjectJson("{\"n\": 9007199254740993}")
+            .setResourceVersion("12")
+            .setAttempts(1)
+            .setAlreadyApplied(true)
+            .build();
+    Result result = Result.fromProto(proto);
+    assertEquals(Outcome.CREATED, result.outcome());
+    assertEquals(
+        "9007199254740993",
+        result.object().get("n").getAsBigInteger().toString(),
+        "int64 survives");
+    assertTrue(result.alreadyApplied());
+    assertThrows(
+        InternalException.class,
+        () ->
+            Result.fromProto(
+                proto.toBuilder()
+                    .setOutcome(dev.safewrite.v1.Outcome.OUTCOME_UNSPECIFIED)
+                    .build()));
+    assertEquals(4, Proposal.abort(null).toProto(4).getAttempt());
+    assertEquals(
+        7,
+        Proposal.of(dev.safewrite.v1.TransactProposal.newBuilder().setAttempt(7).build())
+            .toProto(4)
+            .getAttempt());
+    assertNotNull(UpdateWithRetryRequest.getDefaultInstance());
+  }
+}

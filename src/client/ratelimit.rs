@@ -72,9 +72,13 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Waits until the slot's time and uses it.
+    /// Waits until the slot's time and uses it. A slot that is due already is used at
+    /// once: a timer, even for a time past, fires only on the timer's next
+    /// millisecond tick, which would add up to a millisecond to every request.
     pub async fn wait(mut self) {
-        tokio::time::sleep_until(self.at).await;
+        if Instant::now() < self.at {
+            tokio::time::sleep_until(self.at).await;
+        }
         self.used = true;
     }
 }

@@ -285,7 +285,7 @@ async fn main() {
         "--burst",
         "2000",
         "--log-filter",
-        "warn",
+        "warn,safewrite::server=info",
     ]);
     let client = WriterServiceClient::new(sidecar.channel().await);
     let bench = Arc::new(Bench {

@@ -28,6 +28,7 @@ static CONFIG: LazyLock<EngineConfig> = LazyLock::new(|| EngineConfig {
     field_manager: FieldManager::parse("options.field_manager", "safewrite").expect("valid"),
     retry_budget_percent: 0.2,
     retry_budget_min_per_second: 10,
+    group_commit: true,
 });
 
 fuzz_target!(|data: &[u8]| {

@@ -216,9 +216,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "  mutations applied     {ok} of {total} ({failed} failed), {created} by creating the object"
     );
-    println!(
-        "  conflicts met         {conflicts}, every one resolved by re-reading and re-applying"
-    );
+    if conflicts == 0 {
+        println!(
+            "  conflicts met         none: concurrent writes to the object were committed together"
+        );
+    } else {
+        println!(
+            "  conflicts met         {conflicts}, every one resolved by re-reading and re-applying"
+        );
+    }
     println!(
         "  attempts per write    {}",
         attempts_histogram

@@ -2,7 +2,8 @@
 # The main job: a local demo on an embedded default. Starts a real control plane
 # (etcd + kube-apiserver on loopback, from tests/harness), runs the safewrite sidecar
 # against it, shows its health and API, then runs contending writers through it
-# (deploy/local/contend.rs) and prints a summary. Everything it starts is stopped when it
+# (deploy/local/contend.rs): naive writers that lose updates, then safewrite on the same
+# load, and prints a summary. Everything it starts is stopped when it
 # ends, however it ends.
 #
 #   bash deploy/local/demo.sh [WRITERS] [INCREMENTS]     (default 16 x 25)

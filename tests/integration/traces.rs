@@ -330,3 +330,77 @@ async fn no_secret_value_reaches_the_exported_traces() {
     let log = sidecar.log();
     assert!(!log.contains(&value) && !log.contains(&encoded));
 }
+
+/// Concurrent writes to one object, each from its own trace: the attempt that carried
+/// several of them (group commit) is in the first one's trace, says how many it carried,
+/// and links the RPC span of every other member, in their own traces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_commit_links_the_rpc_spans_of_every_member() {
+    let cp = ControlPlane::shared();
+    let jaeger = Jaeger::shared();
+    let ns = cp.namespace("trace-group").await;
+    let service = format!("safewrite-group-{}", random_hex(4));
+    let sidecar = traced_sidecar(cp, jaeger, "grpc", &service);
+    let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "g"}, "data": {"n": "0"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let client = WriterServiceClient::new(sidecar.channel().await);
+
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let mut client = client.clone();
+        let ns = ns.clone();
+        tasks.push(tokio::spawn(async move {
+            let trace_id = random_hex(16);
+            let mut request = tonic::Request::new(support::keyed_increment(&ns, "g", None));
+            let traceparent = format!("00-{trace_id}-{}-01", random_hex(8));
+            request
+                .metadata_mut()
+                .insert("traceparent", traceparent.parse().unwrap());
+            let result = client.update_with_retry(request).await.expect("increment");
+            let result = result.into_inner().result.unwrap();
+            let carried = result.attempt_records.last().unwrap().batch_size;
+            (trace_id, carried)
+        }));
+    }
+    let mut members = Vec::new();
+    for task in tasks {
+        members.push(task.await.unwrap());
+    }
+    assert!(
+        members.iter().any(|(_, carried)| *carried > 1),
+        "16 concurrent writes to one object were never committed together"
+    );
+    let ours: std::collections::HashSet<&str> = members.iter().map(|(t, _)| t.as_str()).collect();
+    let mut linked = 0;
+    for (trace_id, _) in &members {
+        let trace = jaeger
+            .wait_for_trace(trace_id, 1, Duration::from_secs(20))
+            .await;
+        for span in spans(&trace) {
+            let Some(size) = tag_i64(span, "safewrite.batch_size") else {
+                continue;
+            };
+            let links: Vec<&Value> = span["references"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter(|r| r["refType"] == "FOLLOWS_FROM")
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert_eq!(
+                links.len() as i64,
+                size - 1,
+                "an attempt carrying {size} links the other members: {span}"
+            );
+            for link in links {
+                let linked_trace = link["traceID"].as_str().unwrap();
+                assert!(ours.contains(linked_trace), "a link to {linked_trace}");
+                linked += 1;
+            }
+        }
+    }
+    assert!(linked > 0, "no attempt span linked another member");
+}

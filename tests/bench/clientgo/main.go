@@ -44,7 +44,7 @@ func main() {
 		fail(err)
 	}
 	// The sidecar's own limits in the benchmark, so that neither side is throttled locally.
-	config.QPS, config.Burst = 1000, 2000
+	config.QPS, config.Burst = 5000, 10000
 	clientset, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		fail(err)

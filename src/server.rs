@@ -198,15 +198,16 @@ pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
 }
 
 /// A short lowercase name of a result's outcome, for spans and metrics.
+/// The names are the engine's ([`engine::Outcome::name`]).
 pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str {
-    match outcome {
-        _ if already_applied => "already_applied",
-        pb::Outcome::Updated => "updated",
-        pb::Outcome::Unchanged => "unchanged",
-        pb::Outcome::Created => "created",
-        pb::Outcome::Aborted => "aborted",
-        pb::Outcome::Unspecified => "unspecified",
-    }
+    let outcome = match outcome {
+        pb::Outcome::Updated => engine::Outcome::Updated,
+        pb::Outcome::Unchanged => engine::Outcome::Unchanged,
+        pb::Outcome::Created => engine::Outcome::Created,
+        pb::Outcome::Aborted => engine::Outcome::Aborted,
+        pb::Outcome::Unspecified => return "unspecified",
+    };
+    outcome.name(already_applied)
 }
 
 /// Records the target's identity (never its contents) on the RPC span. Only a validated

@@ -611,10 +611,15 @@ fn refused(
     answer: &crate::client::apiserver::Answer,
 ) -> Attempted {
     if is_ambiguous(answer) {
-        let failure = Failure::OutcomeUnknown {
-            last: format!("HTTP {}: {}", answer.code, answer.message()),
-        };
-        return unanswered(members, verdicts, failure, answer.decision(), true);
+        // A timeout answer may come after the write was stored: each member whose change
+        // it carried is what the same answer would make of it alone.
+        return settle(members, verdicts, |member, changed| {
+            if changed {
+                Step::write_refused(&member.spec, answer)
+            } else {
+                Step::from_answer(answer, None)
+            }
+        });
     }
     match Step::from_answer(answer, None) {
         Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
@@ -642,10 +647,10 @@ fn refused(
     }
 }
 
-/// The batch's write got no answer. If it may have reached the API server, the members
-/// whose change it carried and that cannot be retried safely (no idempotency key) end
-/// with an unknown outcome; the rest retry when the failure is retryable (the next read
-/// tells what was applied).
+/// The batch's write got no answer. If it may have reached the API server, each member
+/// whose change it carried is what [`Step::unanswered_write`] makes of it alone (an
+/// unknown outcome without an idempotency key); the rest retry when the failure is
+/// retryable (the next read tells what was applied).
 fn unanswered(
     members: Vec<Member>,
     verdicts: &[Verdict],
@@ -653,38 +658,38 @@ fn unanswered(
     decision: Decision,
     maybe_sent: bool,
 ) -> Attempted {
-    let mut going_on = Vec::new();
+    settle(members, verdicts, |member, changed| {
+        Step::unanswered_write(
+            &member.spec,
+            failure.clone(),
+            decision.clone(),
+            maybe_sent && changed,
+        )
+    })
+}
+
+/// Each member's own step after a write that may or may not have been applied
+/// (`changed`: the write carried its change): those whose step ends are answered, the
+/// rest retry together.
+fn settle(
+    members: Vec<Member>,
+    verdicts: &[Verdict],
+    step_of: impl Fn(&Member, bool) -> Step,
+) -> Attempted {
+    let (mut retry, mut going_on) = (None, Vec::new());
     for (member, verdict) in members.into_iter().zip(verdicts) {
-        let unsafe_to_retry =
-            maybe_sent && matches!(verdict, Verdict::Changed) && !member.spec.retry_is_safe();
-        if unsafe_to_retry {
-            let failure = match &failure {
-                Failure::Deadline { attempts, last } => Failure::Deadline {
-                    attempts: *attempts,
-                    last: format!("{last} (the last write's outcome is unknown: read the object)"),
-                },
-                Failure::Transport { error } => Failure::OutcomeUnknown {
-                    last: error.to_string(),
-                },
-                other => other.clone(),
-            };
-            member.finish(Err(failure));
-        } else {
-            going_on.push(member);
-        }
-    }
-    if going_on.is_empty() {
-        return Attempted::Answered;
-    }
-    match Step::from_failure(failure, decision) {
-        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, going_on),
-        Step::Fail(failure) => {
-            for member in going_on {
-                member.finish(Err(failure.clone()));
+        match step_of(&member, matches!(verdict, Verdict::Changed)) {
+            Step::Retry(decision, failure) => {
+                retry.get_or_insert((decision, failure));
+                going_on.push(member);
             }
-            Attempted::Answered
+            Step::Fail(failure) => member.finish(Err(failure)),
+            Step::Done(_) => unreachable!("a failure does not finish a write"),
         }
-        Step::Done(_) => unreachable!("a failure does not finish a write"),
+    }
+    match retry {
+        Some((decision, failure)) => Attempted::Retry(decision, failure, going_on),
+        None => Attempted::Answered,
     }
 }
 

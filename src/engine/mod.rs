@@ -94,12 +94,7 @@ impl Engine {
         spec: &WriteSpec,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
-        if spec.mutation.is_none() {
-            return Err(WriteError {
-                failure: Failure::Invalid(FieldViolation::new("mutation", "required")),
-                attempts: Vec::new(),
-            });
-        }
+        // Without a declarative mutation (refused there) or when it may not be shared.
         if !(self.config.group_commit && spec.may_group()) {
             return self.write_alone(spec, deadline).await;
         }

@@ -38,7 +38,8 @@ pub enum Fault {
     Unavailable,
     /// Wait this long, then forward.
     Latency(Duration),
-    /// Cut the request without forwarding it.
+    /// Read the whole request, then cut it without forwarding it. The request was sent in
+    /// full, so the sidecar cannot tell this from an answer lost after a commit.
     ResetBeforeForward,
     /// Forward the request, let the API server answer, then cut the request without
     /// passing the answer on.
@@ -290,6 +291,11 @@ async fn handle(
         Fault::TooManyRequests => return Ok(status_answer(429, "TooManyRequests", Some(1))),
         Fault::Unavailable => return Ok(status_answer(503, "ServiceUnavailable", None)),
         Fault::ResetBeforeForward => {
+            // Cut only once the body is in: a cut while the sidecar is still handing the
+            // body over is one it may rightly retry (the server cannot have applied a
+            // request it never received whole), which would make the count of injected
+            // faults say nothing about the answers.
+            let _ = request.into_body().collect().await;
             if write {
                 counters.writes_reset.fetch_add(1, Ordering::Relaxed);
             }

@@ -292,6 +292,132 @@ async fn without_a_key_a_lost_answer_is_reported_unknown_and_never_retried_blind
     }
 }
 
+/// Callers that leave a group commit in the middle (the caller drops its RPC, or its
+/// deadline passes) cost no one else their write, and their own change is applied at
+/// most once: every key on the object was applied once, every OK key is on it, and the
+/// count equals the keys found. 10 ms of latency on every request keeps writes in
+/// flight long enough for callers to leave while queued, while their batch reads and
+/// while it writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_that_leave_a_group_cost_no_one_else_their_write() {
+    let rig = Rig::new("leave").await;
+    make(&rig.api, "g").await;
+    rig.proxy
+        .inject(Fault::Latency(Duration::from_millis(10)), 1, false);
+    let each = 40;
+    let (ok, dropped, ended) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut tasks = Vec::new();
+    for caller in 0..12_u64 {
+        let mut client = rig.client().await;
+        let ns = rig.ns.clone();
+        let (ok, dropped, ended) = (ok.clone(), dropped.clone(), ended.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(caller);
+            let mut keys = Vec::new();
+            for i in 0..each {
+                let key = format!("g-{caller}-{i}");
+                let mut request = tonic::Request::new(increment(&ns, "g", Some(key.clone())));
+                // Callers 0-3 stay; 4-7 drop their RPC after 0-150 ms; 8-11 send a
+                // 1-150 ms deadline, which the sidecar meets with its own answer.
+                let leave_after = Duration::from_millis(rng.u64(0..150));
+                if caller >= 8 {
+                    request.set_timeout(leave_after + Duration::from_millis(1));
+                }
+                let call = client.update_with_retry(request);
+                let answer = if (4..8).contains(&caller) {
+                    match tokio::time::timeout(leave_after, call).await {
+                        Ok(answer) => answer,
+                        Err(_) => {
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                            keys.push((key, false));
+                            continue;
+                        }
+                    }
+                } else {
+                    call.await
+                };
+                match answer {
+                    Ok(response) => {
+                        let result = response.into_inner().result.expect("result");
+                        assert_eq!(result.outcome(), pb::Outcome::Updated);
+                        ok.fetch_add(1, Ordering::Relaxed);
+                        keys.push((key, true));
+                    }
+                    Err(err) => {
+                        assert!(caller >= 8, "a caller that stays gets its write: {err:?}");
+                        // The sidecar's answer, UNKNOWN when the deadline passed with
+                        // the write in flight, or the caller's own timeout when the
+                        // answer came too close to it.
+                        assert!(
+                            matches!(
+                                err.code(),
+                                Code::DeadlineExceeded | Code::Unknown | Code::Cancelled
+                            ),
+                            "{err:?}"
+                        );
+                        ended.fetch_add(1, Ordering::Relaxed);
+                        keys.push((key, false));
+                    }
+                }
+            }
+            keys
+        }));
+    }
+    let mut keys = Vec::new();
+    for task in tasks {
+        keys.extend(task.await.expect("caller"));
+    }
+    rig.proxy.pass();
+    let object = serde_json::to_value(rig.api.get("g").await.expect("get")).expect("json");
+    let n: u64 = object["data"]["n"]
+        .as_str()
+        .and_then(|n| n.parse().ok())
+        .expect("a number");
+    let applied = keys
+        .iter()
+        .filter(|(key, _)| safewrite::idempotency::applied(&object, key))
+        .count() as u64;
+    let (ok, dropped, ended) = (
+        ok.load(Ordering::Relaxed),
+        dropped.load(Ordering::Relaxed),
+        ended.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "{ok} OK, {dropped} dropped by their callers, {ended} ended by their deadlines; {applied} keys on the object, final {n}"
+    );
+    for (key, answered_ok) in &keys {
+        if *answered_ok {
+            assert!(
+                safewrite::idempotency::applied(&object, key),
+                "{key} was answered OK but is not on the object"
+            );
+        }
+    }
+    assert_eq!(
+        n, applied,
+        "every change on the object applied exactly once"
+    );
+    assert!(ok >= 4 * each, "the callers that stayed were all answered");
+    assert!(
+        dropped > 0 && ended > 0,
+        "no caller left: the test tests nothing"
+    );
+
+    // Nothing is left holding the object: a write goes through at once.
+    let mut client = rig.client().await;
+    let mut request = tonic::Request::new(increment(&rig.ns, "g", Some("after".into())));
+    request.set_timeout(Duration::from_secs(5));
+    client
+        .update_with_retry(request)
+        .await
+        .expect("a write after");
+    assert_eq!(value(&rig.api, "g").await, n + 1);
+}
+
 #[tokio::test]
 async fn a_repeated_key_writes_nothing_and_bad_keys_are_refused() {
     let rig = Rig::new("keys").await;

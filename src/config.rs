@@ -147,6 +147,18 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1024..))]
     pub max_request_bytes: u32,
 
+    /// Most bytes of request messages being received at once, over every connection and
+    /// stream: each byte of a message that has begun but not ended holds a share until
+    /// it ends. A request whose next frame does not fit is refused at once with
+    /// RESOURCE_EXHAUSTED (reason OVERLOADED). At least --max-request-bytes + 5.
+    #[arg(long, env = "SAFEWRITE_MAX_RECEIVING_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1029..))]
+    pub max_receiving_bytes: u32,
+
+    /// How long a request message may take to arrive whole once its first byte came;
+    /// past it the request is ended (reason REQUEST_NOT_READ) and its bytes freed.
+    #[arg(long, env = "SAFEWRITE_RECEIVE_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub receive_timeout: Duration,
+
     /// Most gRPC connections open at once (TCP and unix socket together). When the cap is
     /// reached, the connection idle the longest (no RPC in flight) is closed to make
     /// room; when every connection is busy, new ones wait. Keep it under the open-file
@@ -236,6 +248,23 @@ pub struct ServeArgs {
     /// How often to check that the API server is ready (health is NOT_SERVING until it is).
     #[arg(long, env = "SAFEWRITE_READINESS_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     pub readiness_interval: Duration,
+}
+
+impl ServeArgs {
+    /// Checks what no single flag can: the receive budget must hold one whole message.
+    ///
+    /// # Errors
+    /// A one-line message naming the flags and what to change.
+    pub fn check(&self) -> Result<(), String> {
+        let needed = u64::from(self.max_request_bytes) + 5;
+        if u64::from(self.max_receiving_bytes) < needed {
+            return Err(format!(
+                "--max-receiving-bytes {} cannot hold one message of --max-request-bytes {} (that needs {needed}); raise it or lower --max-request-bytes",
+                self.max_receiving_bytes, self.max_request_bytes
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Where the metrics endpoint listens.

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod mutation;
 pub mod policy;
 pub mod process;
+pub mod receive;
 pub mod respond;
 pub mod server;
 pub mod shutdown;

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 use safewrite::config::{Cli, Command};
 
 fn main() -> ExitCode {
@@ -10,6 +10,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage(&err),
     };
+    if let Command::Serve(args) = &cli.command
+        && let Err(message) = args.check()
+    {
+        let err = Cli::command().error(clap::error::ErrorKind::ArgumentConflict, message);
+        return usage(&err);
+    }
     // A probe logs nothing and needs no more than one thread.
     let cli = match cli.command {
         Command::Health(args) => return safewrite::health::run(args),

@@ -21,6 +21,7 @@ use crate::client::discovery::DiscoveryError;
 use crate::engine::{AttemptRecord, Failure, Outcome, WriteError};
 use crate::mutation::{ApplyError, FieldViolation};
 use crate::pb;
+use crate::receive::Refused;
 
 /// The ErrorInfo domain of every error safewrite returns.
 pub const DOMAIN: &str = "safewrite.dev";
@@ -530,7 +531,10 @@ fn a_cel_expression_that_does_not_compile_is_invalid_cel() {
 /// The status for a request message that tonic's decoder refused (`status`) before
 /// safewrite could read it: OUT_OF_RANGE (reason `REQUEST_TOO_LARGE`) for a message over
 /// `--max-request-bytes`, INVALID_ARGUMENT (reason `MALFORMED_REQUEST`) for one that does
-/// not decode (bad protobuf, bad compression flag, truncated, missing). None when
+/// not decode (bad protobuf, bad compression flag, truncated, missing);
+/// RESOURCE_EXHAUSTED (reason `OVERLOADED`) for one that did not fit in
+/// `--max-receiving-bytes`, and DEADLINE_EXCEEDED (reason `REQUEST_NOT_READ`) for one
+/// that did not arrive within `--receive-timeout` (see [`crate::receive`]). None when
 /// `status` is not about the message but about its transport (the caller's stream
 /// failed): see [`refused_request`]. `attempts` are those of a transaction in progress.
 pub fn unread_message(
@@ -547,6 +551,33 @@ pub fn unread_message(
         metadata: vec![("attempts".into(), attempts.len().to_string())],
         ..Details::default()
     };
+    if let Some(refused) = Refused::of(status) {
+        let code = match refused {
+            Refused::Budget { limit } => {
+                details.reason = "OVERLOADED".into();
+                details.retry_after = Some(Duration::from_millis(100));
+                details
+                    .metadata
+                    .push(("limit_bytes".into(), limit.to_string()));
+                Code::ResourceExhausted
+            }
+            Refused::Timeout { .. } => {
+                details.reason = "REQUEST_NOT_READ".into();
+                Code::DeadlineExceeded
+            }
+        };
+        let retry = if details.retry_after.is_some() {
+            "; retry after the RetryInfo delay"
+        } else {
+            ""
+        };
+        return Some(build(
+            code,
+            format!("{refused}; {outcome}{retry}"),
+            details,
+            attempts,
+        ));
+    }
     match status.code() {
         // tonic: "... found {len} bytes, the limit is: {limit} bytes"; decompression:
         // "... size limit, of {limit} bytes, exceeded ...".

@@ -38,6 +38,7 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::writer_service_server::WriterServiceServer;
 use crate::policy::{Operation, Policy, PolicyError};
+use crate::receive::{self, ReceiveLayer};
 use crate::respond;
 use crate::shutdown::Signals;
 use crate::startup;
@@ -520,6 +521,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         tokio::spawn(token.reload(stop_rx.clone()));
     }
 
+    // One budget for the request bytes in flight on both gRPC listeners.
+    let receiving = receive::Budget::new(args.max_receiving_bytes as usize, args.receive_timeout);
     // One pool for the gRPC listeners (TCP and unix socket), one for /metrics.
     let (grpc_limits, metrics_limits) = connection_limits(&args);
     let grpc = Pool::new("grpc", grpc_limits);
@@ -536,7 +539,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     servers.spawn(
-        grpc_server::<TcpConnectInfo>(&args).serve_with_incoming_shutdown(
+        grpc_server::<TcpConnectInfo>(&args, &receiving).serve_with_incoming_shutdown(
             routes.clone(),
             grpc.incoming(
                 // No Nagle: a unary RPC is one small write each way, and waiting for the
@@ -551,7 +554,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     info!(address = %local, transport = "tcp", "listening");
     if let Some((listener, path)) = unix {
         servers.spawn(
-            grpc_server::<UdsConnectInfo>(&args).serve_with_incoming_shutdown(
+            grpc_server::<UdsConnectInfo>(&args, &receiving).serve_with_incoming_shutdown(
                 routes,
                 grpc.incoming(UnixListenerStream::new(listener)),
                 stopped(stop_rx.clone()),
@@ -609,14 +612,19 @@ fn keepalive(args: &ServeArgs) -> Option<Duration> {
 /// not answer a PING within the timeout is dropped), a bound on the streams of one
 /// connection (tonic would otherwise allow any number; it is above `--max-in-flight`, so
 /// that callers past that are refused with RESOURCE_EXHAUSTED rather than queued unseen
-/// in their HTTP/2 client), and every request counted on its connection for the idle
-/// timeout.
-fn grpc_server<I>(args: &ServeArgs) -> Server<Stack<TrackLayer<I>, Identity>> {
+/// in their HTTP/2 client), every request counted on its connection for the idle
+/// timeout, and every request message metered against the receive budget while it
+/// arrives (`crate::receive`).
+fn grpc_server<I>(
+    args: &ServeArgs,
+    receiving: &receive::Budget,
+) -> Server<Stack<ReceiveLayer, Stack<TrackLayer<I>, Identity>>> {
     Server::builder()
         .http2_keepalive_interval(keepalive(args))
         .http2_keepalive_timeout(Some(args.keepalive_timeout))
         .max_concurrent_streams(args.max_in_flight.saturating_mul(2).max(200))
         .layer(TrackLayer::new())
+        .layer(ReceiveLayer(receiving.clone()))
 }
 
 /// The bounds of the gRPC and metrics connections.

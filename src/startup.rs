@@ -40,6 +40,8 @@ pub async fn log(args: &ServeArgs, policy: &Policy, token: Option<&Token>) {
         max_connections = args.max_connections,
         max_in_flight = args.max_in_flight,
         max_request_bytes = args.max_request_bytes,
+        max_receiving_bytes = args.max_receiving_bytes,
+        receive_timeout = %humantime::format_duration(args.receive_timeout),
         "config: serving"
     );
     info!(

@@ -764,6 +764,128 @@ async fn malformed_and_oversized_messages_are_refused_with_details_and_counted()
     assert_eq!(count("unknown", "UNIMPLEMENTED"), 1.0, "{metrics}");
 }
 
+/// The answer to a raw HTTP/2 gRPC call: the status of its trailers-only response.
+async fn raw_answer(
+    answer: impl std::future::Future<Output = hyper::Result<http::Response<hyper::body::Incoming>>>,
+) -> Option<tonic::Status> {
+    let response = answer.await.ok()?;
+    tonic::Status::from_header_map(response.headers())
+}
+
+/// Half-sent messages hold at most `--max-receiving-bytes`: 64 UpdateWithRetry calls on
+/// one connection each send a 1 MiB message but its last byte. Three fit in the 4 MiB
+/// budget and are held; every other is refused at once with RESOURCE_EXHAUSTED (reason
+/// OVERLOADED) while a real caller still writes; the held ones end at the receive
+/// timeout (5 s). Without the budget the sidecar would hold all 64 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_messages_hold_no_more_than_the_receive_budget() {
+    use http_body_util::StreamBody;
+    use hyper::body::{Bytes, Frame};
+
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("receiving").await;
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        &kubeconfig(cp),
+        "--max-request-bytes",
+        "1048576",
+        "--max-receiving-bytes",
+        "4194304",
+        "--receive-timeout",
+        "5s",
+    ]);
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    client
+        .update_with_retry(write(&ns, "h", r#"{"a": "1"}"#))
+        .await
+        .expect("a first write");
+    let rss_before = status_kib(sidecar.pid(), "VmRSS:");
+
+    let tcp = TcpStream::connect(sidecar.addr).await.expect("connect");
+    let (mut h2, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("an HTTP/2 connection");
+    tokio::spawn(connection);
+    let length = 1024 * 1024;
+    let mut message = vec![0u8];
+    message.extend_from_slice(&(length as u32).to_be_bytes());
+    message.resize(5 + length - 1, b'x');
+    let message = Bytes::from(message);
+
+    let (mut held, mut refused) = (Vec::new(), Vec::new());
+    for _ in 0..64 {
+        let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(1);
+        let request = http::Request::post(format!(
+            "http://{}/safewrite.v1.WriterService/UpdateWithRetry",
+            sidecar.addr
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(StreamBody::new(ReceiverStream::new(rx)))
+        .expect("request");
+        h2.ready().await.expect("a stream");
+        let mut answer = Box::pin(raw_answer(h2.send_request(request)));
+        tx.send(Ok(Frame::data(message.clone())))
+            .await
+            .expect("send");
+        // Refused at once, or read whole (but its last byte) and held.
+        match tokio::time::timeout(Duration::from_millis(500), &mut answer).await {
+            Ok(status) => refused.push(status.expect("a trailers-only refusal")),
+            Err(_) => held.push((tx, answer)),
+        }
+    }
+    // What was sent has been read by now (without the budget, RSS grows by ~68 MiB).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss_during = status_kib(sidecar.pid(), "VmRSS:");
+    eprintln!(
+        "64 half-sent 1 MiB messages: {} held, {} refused; RSS {rss_before} -> {rss_during} KiB",
+        held.len(),
+        refused.len()
+    );
+    assert_eq!(held.len(), 3, "three messages of 1 MiB fit in 4 MiB");
+    for status in &refused {
+        let info = assert_rich(status, Code::ResourceExhausted, "OVERLOADED");
+        assert_eq!(info.metadata["limit_bytes"], "4194304");
+        assert!(
+            status.message().contains("--max-receiving-bytes"),
+            "{status:?}"
+        );
+        assert!(status.get_details_retry_info().is_some(), "{status:?}");
+    }
+    assert!(
+        rss_during < rss_before + 32 * 1024,
+        "RSS grew from {rss_before} to {rss_during} KiB"
+    );
+
+    // A real caller is not locked out.
+    client
+        .update_with_retry(write(&ns, "h", r#"{"b": "2"}"#))
+        .await
+        .expect("a write beside the held messages");
+
+    // The held messages end at the receive timeout, and their bytes come back.
+    for (_tx, answer) in held {
+        let status = tokio::time::timeout(Duration::from_secs(10), answer)
+            .await
+            .expect("ended at the receive timeout")
+            .expect("a trailers-only refusal");
+        assert_rich(&status, Code::DeadlineExceeded, "REQUEST_NOT_READ");
+        assert!(status.message().contains("--receive-timeout"), "{status:?}");
+    }
+    let metrics = sidecar.metrics();
+    let count = |code: &str| {
+        total(
+            &metrics,
+            &format!("safewrite_rpcs_total{{method=\"UpdateWithRetry\",code=\"{code}\","),
+        )
+    };
+    assert_eq!(count("RESOURCE_EXHAUSTED"), 61.0, "{metrics}");
+    assert_eq!(count("DEADLINE_EXCEEDED"), 3.0, "{metrics}");
+}
+
 #[test]
 fn bad_flags_print_one_line_and_exit_2_and_help_still_works() {
     for (args, cause) in [
@@ -775,6 +897,16 @@ fn bad_flags_print_one_line_and_exit_2_and_help_still_works() {
         (
             &["serve", "--transact-idle-timeout", "0s"][..],
             "must be longer than zero",
+        ),
+        (
+            &[
+                "serve",
+                "--max-request-bytes",
+                "1048576",
+                "--max-receiving-bytes",
+                "1048576",
+            ][..],
+            "--max-receiving-bytes 1048576 cannot hold one message",
         ),
         (&["nope"][..], "unrecognized subcommand 'nope'"),
         (&[][..], "no subcommand given"),
@@ -801,6 +933,8 @@ fn bad_flags_print_one_line_and_exit_2_and_help_still_works() {
         "--keepalive-interval",
         "--keepalive-timeout",
         "--transact-idle-timeout",
+        "--max-receiving-bytes",
+        "--receive-timeout",
     ] {
         assert!(help.contains(flag), "{flag} not in:\n{help}");
     }

@@ -5,13 +5,16 @@
 #   tests/harness/with-sidecar.sh COMMAND [ARGS...]
 #
 # Starts the control plane (tests/harness/controlplane.sh), installs the test CRD
-# widgets.test.safewrite.dev (namespaced, status subresource), starts two sidecars and
+# widgets.test.safewrite.dev (namespaced, status subresource), starts three sidecars and
 # runs COMMAND with:
 #   SAFEWRITE_ADDRESS          host:port of a sidecar with the admin identity (the one
 #                              variable every client reads for the sidecar's address)
 #   SAFEWRITE_UNIX_SOCKET      a unix socket path served by that same sidecar
 #   SAFEWRITE_RESTRICTED_ADDR  host:port of a sidecar whose identity may only read
 #                              configmaps (writes answer PERMISSION_DENIED)
+#   SAFEWRITE_TOKEN_ADDR       host:port of an admin sidecar started with --token-file:
+#                              calls must carry `authorization: Bearer $SAFEWRITE_TOKEN`
+#   SAFEWRITE_TOKEN            that sidecar's token
 #   SAFEWRITE_NAMESPACE        a namespace created for this run
 #   SAFEWRITE_CP_ENV           the control plane's env file (SERVER, ADMIN_TOKEN, CA_FILE)
 # Everything is stopped when COMMAND ends; its exit code is returned.
@@ -88,13 +91,18 @@ start_sidecar() { # KUBECONFIG ADDR [EXTRA...]
 }
 admin_addr="127.0.0.1:$(free_port)"
 restricted_addr="127.0.0.1:$(free_port)"
+token_addr="127.0.0.1:$(free_port)"
 socket="$work/safewrite.sock"
+token="test-token-$RANDOM$RANDOM"
+printf '%s\n' "$token" >"$work/token"
 start_sidecar "$cpdir/admin.kubeconfig" "$admin_addr" --unix-socket "$socket"
 start_sidecar "$cpdir/restricted.kubeconfig" "$restricted_addr"
+start_sidecar "$cpdir/admin.kubeconfig" "$token_addr" --token-file "$work/token"
 
 export SAFEWRITE_ADDRESS=$admin_addr
 export SAFEWRITE_UNIX_SOCKET=$socket
 export SAFEWRITE_RESTRICTED_ADDR=$restricted_addr
+export SAFEWRITE_TOKEN_ADDR=$token_addr SAFEWRITE_TOKEN=$token
 export SAFEWRITE_NAMESPACE=$namespace
 export SAFEWRITE_CP_ENV=$cpdir/env
 status=0

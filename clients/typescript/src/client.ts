@@ -54,6 +54,21 @@ export interface ClientOptions {
   channelOptions?: ChannelOptions;
 }
 
+/**
+ * The token as the sidecar compares it (its file's content without surrounding
+ * whitespace); throws a TypeError for one that is empty or cannot be a header value.
+ */
+function checkToken(token: string): string {
+  const trimmed = token.trim();
+  if (trimmed === "") {
+    throw new TypeError("token is empty: give the content of the sidecar's --token-file");
+  }
+  if (!/^[\x21-\x7e]+(?: +[\x21-\x7e]+)*$/.test(trimmed)) {
+    throw new TypeError("token holds a character that cannot be sent in a gRPC header (a line break or a non-ASCII one)");
+  }
+  return trimmed;
+}
+
 /** A transact function: gets the fresh object (and its attempt) and returns the change. */
 export type TransactFn = (object: KubeObject, fresh: Fresh) => Proposal | void | Promise<Proposal | void>;
 
@@ -76,7 +91,7 @@ export class Client {
    */
   constructor(address?: string, options: ClientOptions = {}) {
     this.address = resolveAddress(address);
-    this.#options = options;
+    this.#options = options.token === undefined ? options : { ...options, token: checkToken(options.token) };
   }
 
   /** The channel, created on first use. */

@@ -306,6 +306,34 @@ mod tests {
         assert!(!framing.between());
     }
 
+    #[test]
+    fn framing_of_random_streams_cut_at_random_points() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for case in 0..500 {
+            let messages: Vec<Vec<u8>> = (0..rng.usize(1..8))
+                .map(|_| message(rng.usize(0..70_000)))
+                .collect();
+            let stream = messages.concat();
+            let mut framing = Framing::default();
+            let (mut at, mut ended) = (0, 0);
+            while at < stream.len() {
+                let cut = (at + rng.usize(1..=20_000)).min(stream.len());
+                ended += framing.advance(&stream[at..cut]);
+                at = cut;
+                // Between messages exactly when a whole number of them has been seen.
+                let whole = messages
+                    .iter()
+                    .scan(0, |end, m| {
+                        *end += m.len();
+                        Some(*end)
+                    })
+                    .any(|end| end == at);
+                assert_eq!(framing.between(), whole, "case {case} at {at}");
+            }
+            assert_eq!(ended, messages.len(), "case {case}");
+        }
+    }
+
     /// A body fed frame by frame from the test.
     fn fed() -> (tokio::sync::mpsc::Sender<Bytes>, Body) {
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);

@@ -35,6 +35,9 @@ type Client struct {
 	timeout  time.Duration
 	callOpts []grpc.CallOption
 	target   string
+	// optionErr is the error of an unusable option given to NewClient, which every call
+	// returns (New returns it instead of a client).
+	optionErr *Error
 }
 
 // Option configures a [Client].
@@ -53,6 +56,10 @@ type dialConfig struct {
 	block        bool
 	// noTracePropagation: see WithoutTracePropagation.
 	noTracePropagation bool
+	// token: see WithToken; empty for none.
+	token bearerToken
+	// err is the error of the first unusable option.
+	err *Error
 }
 
 // WithTransportCredentials connects with TLS (or other) credentials instead of a
@@ -89,6 +96,61 @@ func WithBlock() Option {
 	return func(cfg *dialConfig) { cfg.block = true }
 }
 
+// WithToken sends token with every call of the client, as the gRPC metadata
+// `authorization: Bearer <token>` that a sidecar started with --token-file requires;
+// token is that file's content. Surrounding whitespace (spaces, tabs, line breaks) is
+// dropped, as the sidecar drops it from the file. Without the token such a sidecar
+// refuses every call with [ErrUnauthenticated] (reason TOKEN_REQUIRED), and with
+// another token likewise (reason TOKEN_INVALID). The token is sent over a plaintext
+// connection too, as the sidecar serves on loopback or a unix socket; reach a sidecar
+// across a network with [WithTransportCredentials].
+//
+// A token that is empty, or that holds a character gRPC metadata cannot carry (a line
+// break, a control or non-ASCII character), is an unusable option: [New] returns
+// [ErrInvalid], and every call of a client made by [NewClient] does.
+func WithToken(token string) Option {
+	return func(cfg *dialConfig) {
+		trimmed, err := checkToken(token)
+		if err != nil {
+			if cfg.err == nil {
+				cfg.err = err
+			}
+			return
+		}
+		cfg.token = trimmed
+	}
+}
+
+// checkToken returns token without surrounding ASCII whitespace, or an [ErrInvalid]
+// error when that is empty or holds a byte outside printable ASCII (%x20-%x7E), all a
+// gRPC metadata value may hold. The error never shows the token.
+func checkToken(token string) (bearerToken, *Error) {
+	token = strings.Trim(token, " \t\n\f\r")
+	if token == "" {
+		return "", clientError(codes.InvalidArgument, "WithToken: the token is empty; give the content of the sidecar's --token-file")
+	}
+	for i := range len(token) {
+		if token[i] < 0x20 || token[i] > 0x7e {
+			return "", clientError(codes.InvalidArgument,
+				"WithToken: the token holds a line break, a control or a non-ASCII character, which gRPC metadata cannot carry")
+		}
+	}
+	return bearerToken(token), nil
+}
+
+// bearerToken is the credentials of [WithToken]: the metadata
+// `authorization: Bearer <token>` on every call.
+type bearerToken string
+
+// GetRequestMetadata returns the authorization metadata.
+func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+// RequireTransportSecurity returns false: the sidecar serves plaintext on loopback or a
+// unix socket, and the token goes there too.
+func (bearerToken) RequireTransportSecurity() bool { return false }
+
 // New returns a client of the sidecar at target, the way grpc.NewClient does: it does
 // no I/O and connects on the first call (and again whenever the connection is lost).
 // A sidecar that is not up yet fails calls with [ErrUnavailable], unless
@@ -105,6 +167,9 @@ func New(target string, opts ...Option) (*Client, error) {
 		if opt != nil {
 			opt(cfg)
 		}
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
 	}
 	target = resolveTarget(target)
 	creds := cfg.creds
@@ -181,8 +246,10 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 
 // NewClient returns a client that calls the sidecar over an existing gRPC connection,
 // which it does not close. Only the call options of opts apply
-// ([WithDefaultTimeout], [WithWaitForReady], [WithoutTracePropagation]); the caller's
-// OpenTelemetry context is propagated as with [New].
+// ([WithDefaultTimeout], [WithWaitForReady], [WithToken], [WithoutTracePropagation]);
+// the caller's OpenTelemetry context is propagated as with [New]. An unusable option
+// (a [WithToken] token that cannot be sent) makes every call of the client fail, before
+// anything is sent, with the [ErrInvalid] error that [New] would return.
 func NewClient(conn grpc.ClientConnInterface, opts ...Option) *Client {
 	cfg := &dialConfig{}
 	for _, opt := range opts {
@@ -201,9 +268,23 @@ func NewClient(conn grpc.ClientConnInterface, opts ...Option) *Client {
 // configure sets the call options of cfg.
 func (c *Client) configure(cfg *dialConfig) {
 	c.timeout = cfg.timeout
+	c.optionErr = cfg.err
 	if cfg.waitForReady {
 		c.callOpts = append(c.callOpts, grpc.WaitForReady(true))
 	}
+	if cfg.token != "" {
+		c.callOpts = append(c.callOpts, grpc.PerRPCCredentials(cfg.token))
+	}
+}
+
+// checkOptions returns the error of an unusable option given to [NewClient], a copy
+// for each call (the call sets its Target), or nil.
+func (c *Client) checkOptions() error {
+	if c.optionErr == nil {
+		return nil
+	}
+	err := *c.optionErr
+	return &err
 }
 
 func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
@@ -235,7 +316,10 @@ func (c *Client) Close() error {
 }
 
 // Stub returns the generated gRPC client of the WriterService, for what this package
-// does not wrap.
+// does not wrap. Its calls continue the caller's trace as the client's do, but carry
+// none of the client's call options ([WithDefaultTimeout], [WithWaitForReady],
+// [WithToken]): give them the deadline, grpc.WaitForReady or `authorization: Bearer
+// <token>` metadata they need.
 func (c *Client) Stub() safewritev1.WriterServiceClient { return c.stub }
 
 // callContext applies the default timeout to a context without a deadline.
@@ -258,7 +342,7 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 // [*Error] matching one of the sentinel errors ([ErrConflict], [ErrInvalid],
 // [ErrPreconditionFailed], [ErrNotFound], [ErrPermissionDenied], ...).
 func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
-	mutation, cfg, err := prepare(m, opts)
+	mutation, cfg, err := c.prepare(m, opts)
 	if err != nil {
 		return nil, withTarget(err, ref)
 	}
@@ -283,7 +367,7 @@ func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...
 // a status cannot be created ([WithCreateIfMissing] is refused). Otherwise as
 // [Client.Update].
 func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
-	mutation, cfg, err := prepare(m, opts)
+	mutation, cfg, err := c.prepare(m, opts)
 	if err != nil {
 		return nil, withTarget(err, ref)
 	}
@@ -302,8 +386,12 @@ func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opt
 	return resultFrom(resp.GetResult())
 }
 
-// prepare checks a unary write's mutation and options before anything is sent.
-func prepare(m Mutation, opts []WriteOption) (*safewritev1.Mutation, *writeConfig, error) {
+// prepare checks the client's options and a unary write's mutation and options before
+// anything is sent.
+func (c *Client) prepare(m Mutation, opts []WriteOption) (*safewritev1.Mutation, *writeConfig, error) {
+	if err := c.checkOptions(); err != nil {
+		return nil, nil, err
+	}
 	mutation, err := m.proto()
 	if err != nil {
 		return nil, nil, err

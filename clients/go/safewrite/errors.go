@@ -43,7 +43,9 @@ var (
 	// ErrPermissionDenied (PERMISSION_DENIED): the sidecar's identity may not do this
 	// (403).
 	ErrPermissionDenied = errors.New("safewrite: permission denied")
-	// ErrUnauthenticated (UNAUTHENTICATED): the API server refused the sidecar's
+	// ErrUnauthenticated (UNAUTHENTICATED): the sidecar wants the token of its
+	// --token-file and the call carried none (reason TOKEN_REQUIRED) or another one
+	// (TOKEN_INVALID), see [WithToken]; or the API server refused the sidecar's
 	// credentials (401).
 	ErrUnauthenticated = errors.New("safewrite: unauthenticated")
 	// ErrNotFound (NOT_FOUND): the object does not exist (see [WithCreateIfMissing]),

@@ -439,15 +439,15 @@ def remote_span() -> Any:
     return trace.use_span(trace.NonRecordingSpan(context))
 
 
-def calls_made(target: str, propagate_trace: bool = True) -> None:
+def calls_made(target: str, propagate_trace: bool = True, token: Optional[str] = None) -> None:
     """update and transact, sync then async, on fresh clients."""
-    with sw.Client(target, timeout=10, propagate_trace=propagate_trace) as client:
+    with sw.Client(target, timeout=10, propagate_trace=propagate_trace, token=token) as client:
         client.update(REF, cel="{}")
         client.transact(REF, lambda obj: None)
 
     async def main() -> None:
         async with sw.AsyncClient(
-            target, timeout=10, propagate_trace=propagate_trace
+            target, timeout=10, propagate_trace=propagate_trace, token=token
         ) as aclient:
             await aclient.update(REF, cel="{}")
             await aclient.transact(REF, lambda obj: None)
@@ -533,6 +533,53 @@ def test_a_failing_propagator_never_fails_the_call(fake: Any) -> None:
         propagate.set_global_textmap(saved)
     assert len(fake.metadata) == 4
     assert not any("traceparent" in md for md in fake.metadata)
+
+
+# --- the sidecar's shared token -----------------------------------------------------
+
+
+def test_fake_receives_the_token_on_every_call(fake: Any) -> None:
+    calls_made(fake.target, token=" s3cret-token\n")  # as a token file holds it
+    assert len(fake.metadata) == 4
+    for md in fake.metadata:
+        assert md["authorization"] == "Bearer s3cret-token"
+
+    del fake.metadata[:]
+    calls_made(fake.target)
+    assert len(fake.metadata) == 4
+    assert not any("authorization" in md for md in fake.metadata)
+
+
+def test_fake_receives_the_token_beside_the_trace_context(fake: Any) -> None:
+    with remote_span():
+        calls_made(fake.target, token="s3cret-token")
+    assert len(fake.metadata) == 4
+    for md in fake.metadata:
+        assert md["authorization"] == "Bearer s3cret-token"
+        assert md["traceparent"] == TRACEPARENT
+
+
+@pytest.mark.parametrize(
+    "token, says",
+    [
+        ("", "empty"),
+        (" \t\r\n", "empty"),
+        ("s3cret\ntoken", "'\\n' at index 6"),
+        ("s3cret\ttoken", "'\\t' at index 6"),
+        ("s3crét", "'é' at index 4"),
+        ("\ns3cret\x00", "'\\x00' at index 7"),  # an index into the token as given
+        ("s3cret\x00", "'\\x00' at index 6"),
+    ],
+)
+@pytest.mark.parametrize("cls", [sw.Client, sw.AsyncClient])
+def test_an_unusable_token_is_refused_at_construction(cls: Any, token: str, says: str) -> None:
+    with pytest.raises(ValueError) as info:
+        cls("127.0.0.1:1", token=token)
+    assert says in str(info.value)
+    if token.strip():
+        assert token not in str(info.value)  # the token is a secret
+    with pytest.raises(TypeError):
+        cls("127.0.0.1:1", token=b"s3cret")
 
 
 def test_trace_metadata_keeps_only_headers_grpc_can_carry() -> None:

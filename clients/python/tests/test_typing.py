@@ -35,7 +35,7 @@ def main(client: sw.Client) -> int:
     except sw.OutcomeUnknownError as lost:
         reason: Optional[str] = lost.reason
         print(reason == sw.WRITE_OUTCOME_UNKNOWN)
-    quiet = sw.Client("127.0.0.1:50051", propagate_trace=False)
+    quiet = sw.Client("127.0.0.1:50051", propagate_trace=False, token="s3cret")
     trace_id: str = quiet.update(ref, merge_patch={}).trace_id
     print(trace_id)
     return result.attempts
@@ -59,7 +59,7 @@ def conditions_and_kopf(client: sw.Client, body: Dict[str, Any]) -> None:
 async def amain(client: sw.AsyncClient) -> bool:
     ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
     result = await client.transact(ref, bump, idempotency_key="k-1")
-    quiet = sw.AsyncClient("127.0.0.1:50051", propagate_trace=False)
+    quiet = sw.AsyncClient("127.0.0.1:50051", propagate_trace=False, token=None)
     print((await quiet.update(ref, merge_patch={})).trace_id)
     return result.already_applied
 '''

@@ -32,10 +32,15 @@ class AsyncClient:
     loop). Close it with ``await client.close()`` or ``async with``.
 
     Args:
-        target, credentials, options, timeout, wait_for_ready, propagate_trace: As for
-            :class:`~safewrite_client.Client`.
+        target, credentials, options, timeout, wait_for_ready, propagate_trace, token:
+            As for :class:`~safewrite_client.Client`; ``token`` is the sidecar's shared
+            token, sent with every call as ``authorization: Bearer <token>``.
         channel: Use this ``grpc.aio.Channel`` (bound to its own loop) instead of
             making channels; the client does not close it.
+
+    Raises:
+        ValueError, TypeError: an unusable ``token``, as for
+            :class:`~safewrite_client.Client`.
     """
 
     def __init__(
@@ -48,9 +53,10 @@ class AsyncClient:
         wait_for_ready: bool = False,
         channel: Optional[grpc.aio.Channel] = None,
         propagate_trace: bool = True,
+        token: Optional[str] = None,
     ) -> None:
         self._settings = core.Settings(
-            target, credentials, options, timeout, wait_for_ready, propagate_trace
+            target, credentials, options, timeout, wait_for_ready, propagate_trace, token
         )
         self.target = self._settings.target
         self._given = (channel, writer_pb2_grpc.WriterServiceStub(channel)) if channel else None

@@ -28,7 +28,7 @@ import grpc
 from google.protobuf import duration_pb2
 
 from ._errors import SafewriteError, attempt_record, from_rpc_error
-from ._tracing import Injector, load_injector, trace_metadata
+from ._tracing import Injector, Metadata, load_injector, trace_metadata
 from ._types import Abort, ObjectRef, Outcome, Preconditions, Result, RetryPolicy
 from .v1 import writer_pb2
 
@@ -78,8 +78,43 @@ def channel_options(
     return merged
 
 
+# The whitespace the sidecar strips from its token file (ASCII whitespace, as Rust's
+# trim_ascii knows it).
+_TOKEN_WHITESPACE = " \t\n\f\r"
+
+
+def authorization(token: str) -> Metadata:
+    """The gRPC metadata that carries the sidecar's shared token:
+    ``authorization: Bearer <token>``, the token without surrounding whitespace (the
+    sidecar compares its token file's content without it).
+
+    Raises:
+        TypeError: ``token`` is not a str.
+        ValueError: ``token`` is empty or only whitespace, or holds a character gRPC
+            metadata cannot carry (anything but printable ASCII and spaces).
+    """
+    if not isinstance(token, str):
+        raise TypeError("token must be a str, not %s" % type(token).__name__)
+    value = token.strip(_TOKEN_WHITESPACE)
+    if not value:
+        raise ValueError("token must not be empty or only whitespace (pass None for no token)")
+    start = len(token) - len(token.lstrip(_TOKEN_WHITESPACE))
+    for index, char in enumerate(value, start):
+        if not " " <= char <= "~":
+            # The token is a secret: name the character, never the token.
+            raise ValueError(
+                "token holds %r at index %d: gRPC metadata carries only printable ASCII "
+                "and spaces" % (char, index)
+            )
+    return (("authorization", "Bearer " + value),)
+
+
 class Settings:
-    """What both clients are configured with (see :class:`~safewrite_client.Client`)."""
+    """What both clients are configured with (see :class:`~safewrite_client.Client`).
+
+    Raises:
+        TypeError, ValueError: an unusable ``token`` (see :func:`authorization`).
+    """
 
     def __init__(
         self,
@@ -89,6 +124,7 @@ class Settings:
         timeout: Optional[float],
         wait_for_ready: bool,
         propagate_trace: bool,
+        token: Optional[str],
     ) -> None:
         self.target = default_target() if target is None else target
         self.credentials = credentials
@@ -96,15 +132,18 @@ class Settings:
         self.timeout = timeout
         self.wait_for_ready = wait_for_ready
         self.injector: Optional[Injector] = load_injector() if propagate_trace else None
+        self.authorization: Metadata = () if token is None else authorization(token)
 
     def call_kwargs(self, timeout: Optional[float]) -> Dict[str, Any]:
         """The keyword arguments of a stub call with this timeout (None: the client's
-        default). Read when the call starts, in the caller's thread or task, so the
-        propagated OpenTelemetry context is the caller's current one."""
+        default), its metadata the token's and the trace context's. Read when the call
+        starts, in the caller's thread or task, so the propagated OpenTelemetry context
+        is the caller's current one."""
+        metadata = self.authorization + (trace_metadata(self.injector) or ())
         return {
             "timeout": self.timeout if timeout is None else timeout,
             "wait_for_ready": self.wait_for_ready,
-            "metadata": trace_metadata(self.injector),
+            "metadata": metadata or None,
         }
 
 

@@ -247,7 +247,9 @@ class PermissionDeniedError(SafewriteError):
 
 
 class UnauthenticatedError(SafewriteError):
-    """UNAUTHENTICATED: the API server did not accept the sidecar's credentials (401)."""
+    """UNAUTHENTICATED: the sidecar requires a token and the call carried none (reason
+    ``TOKEN_REQUIRED``) or another one (reason ``TOKEN_INVALID``); pass the client its
+    ``token``. Or the API server did not accept the sidecar's credentials (401)."""
 
 
 class NotFoundError(SafewriteError):

@@ -47,6 +47,17 @@ class Client:
             propagator), so the sidecar's span joins the caller's trace. Needs
             ``opentelemetry-api`` (the ``otel`` extra); without it nothing extra is
             sent. ``False`` turns it off.
+        token: The sidecar's shared token (the content of its ``--token-file``), sent
+            with every call as gRPC metadata ``authorization: Bearer <token>``, without
+            surrounding whitespace (as the sidecar reads its file). ``None`` sends no
+            token. The token is fixed for the client's life: after the sidecar's token
+            is rotated, make a new client.
+
+    Raises:
+        ValueError: ``token`` is empty or only whitespace, or holds a character gRPC
+            metadata cannot carry (anything but printable ASCII and spaces, e.g. a
+            newline inside it).
+        TypeError: ``token`` is not a str.
     """
 
     def __init__(
@@ -59,9 +70,10 @@ class Client:
         wait_for_ready: bool = False,
         channel: Optional[grpc.Channel] = None,
         propagate_trace: bool = True,
+        token: Optional[str] = None,
     ) -> None:
         self._settings = core.Settings(
-            target, credentials, options, timeout, wait_for_ready, propagate_trace
+            target, credentials, options, timeout, wait_for_ready, propagate_trace, token
         )
         self.target = self._settings.target
         self._owns_channel = channel is None

@@ -33,6 +33,11 @@ import java.util.concurrent.TimeUnit;
  * {@link Builder#defaultTimeout(Duration)}, and always by the deadline of the current {@link
  * io.grpc.Context}; the sidecar gets the soonest as the gRPC deadline. Cancelling the Context (or
  * interrupting the thread) cancels the call.
+ *
+ * <p>Metadata: every call carries {@code authorization: Bearer <token>} when the client has a
+ * {@link Builder#token(String)}, and, unless {@link Builder#propagateTrace(boolean)} turns it off,
+ * the current OpenTelemetry span's context as W3C {@code traceparent} (when opentelemetry-api is on
+ * the class path and a valid span is current), so the sidecar's span joins the caller's trace.
  */
 public final class SafewriteClient implements AutoCloseable {
   /** The environment variable naming the sidecar's address when none is given. */
@@ -84,11 +89,12 @@ public final class SafewriteClient implements AutoCloseable {
   }
 
   /**
-   * A client over a channel you made and own (TLS, interceptors, a bearer token): {@link #close()}
-   * leaves it open.
+   * A client over a channel you made and own (TLS, interceptors): {@link #close()} leaves it open.
+   * The same as {@code builder().channel(channel).build()}; the builder also sets a token and the
+   * rest.
    */
   public static SafewriteClient forChannel(Channel channel) {
-    return new SafewriteClient(null, Objects.requireNonNull(channel, "channel"), null, false);
+    return builder().channel(channel).build();
   }
 
   public static Builder builder() {
@@ -301,6 +307,9 @@ public final class SafewriteClient implements AutoCloseable {
   /** Builds a {@link SafewriteClient}. */
   public static final class Builder {
     private String address;
+    private Channel channel;
+    private String token;
+    private boolean propagateTrace = true;
     private Duration defaultTimeout;
     private boolean waitForReady;
     private Map<String, String> env = System.getenv();
@@ -310,6 +319,42 @@ public final class SafewriteClient implements AutoCloseable {
     /** See {@link SafewriteClient#connect(String)}; unset means {@code SAFEWRITE_ADDRESS}. */
     public Builder address(String address) {
       this.address = address;
+      return this;
+    }
+
+    /**
+     * Calls go over {@code channel}, which you made and own (TLS, interceptors), instead of one
+     * made for an address; {@link SafewriteClient#close()} leaves it open. Not with {@link
+     * #address(String)}.
+     */
+    public Builder channel(Channel channel) {
+      this.channel = Objects.requireNonNull(channel, "channel");
+      return this;
+    }
+
+    /**
+     * Sends {@code token} as {@code authorization: Bearer <token>} on every call, as a sidecar
+     * started with {@code --token-file} requires (without it calls fail with {@link
+     * UnauthenticatedException}, reason {@code TOKEN_REQUIRED}; with another token, {@code
+     * TOKEN_INVALID}). Surrounding whitespace is stripped, as the sidecar strips its file's.
+     *
+     * @throws IllegalArgumentException when the token is empty or only whitespace, or holds a
+     *     character a gRPC metadata value cannot carry (anything but printable ASCII and space,
+     *     e.g. a newline)
+     */
+    public Builder token(String token) {
+      this.token = CallHeaders.checkToken(Objects.requireNonNull(token, "token"));
+      return this;
+    }
+
+    /**
+     * Whether calls carry the current OpenTelemetry span's context as W3C {@code traceparent} and
+     * {@code tracestate}, so that the sidecar's span of the call joins the caller's trace; true by
+     * default. It needs {@code io.opentelemetry:opentelemetry-api} on the class path (an optional
+     * dependency); without it, or when no valid span is current, nothing is sent.
+     */
+    public Builder propagateTrace(boolean propagateTrace) {
+      this.propagateTrace = propagateTrace;
       return this;
     }
 
@@ -339,24 +384,36 @@ public final class SafewriteClient implements AutoCloseable {
     }
 
     /**
-     * @throws IllegalStateException when no address is given and {@code SAFEWRITE_ADDRESS} is unset
+     * @throws IllegalStateException when no channel and no address is given and {@code
+     *     SAFEWRITE_ADDRESS} is unset, or when both a channel and an address are given
      */
     public SafewriteClient build() {
+      if (channel != null) {
+        if (address != null) {
+          throw new IllegalStateException("give the client a channel or an address, not both");
+        }
+        return new SafewriteClient(
+            null,
+            CallHeaders.intercept(channel, token, propagateTrace),
+            defaultTimeout,
+            waitForReady);
+      }
       String target = target(address, env);
-      ManagedChannelBuilder<?> channel =
+      ManagedChannelBuilder<?> dial =
           Grpc.newChannelBuilder(target, InsecureChannelCredentials.create())
               .userAgent("safewrite-java")
               .maxInboundMessageSize(MAX_RESPONSE_BYTES);
       if (target.startsWith("unix:")) {
         // The default authority would be the socket path, which the sidecar refuses.
-        channel.overrideAuthority("localhost");
-        if (channel instanceof NettyChannelBuilder netty) {
+        dial.overrideAuthority("localhost");
+        if (dial instanceof NettyChannelBuilder netty) {
           // TCP keepalive means nothing on a unix socket; Netty would warn per connection.
           netty.withOption(ChannelOption.SO_KEEPALIVE, null);
         }
       }
-      ManagedChannel built = channel.build();
-      return new SafewriteClient(built, built, defaultTimeout, waitForReady);
+      ManagedChannel built = dial.build();
+      return new SafewriteClient(
+          built, CallHeaders.intercept(built, token, propagateTrace), defaultTimeout, waitForReady);
     }
   }
 }

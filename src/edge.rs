@@ -23,7 +23,7 @@ use tonic::server::NamedService;
 use tonic_types::StatusExt as _;
 
 use crate::auth::Token;
-use crate::{metrics, respond, telemetry};
+use crate::{metrics, receive, respond, telemetry};
 
 /// Wraps the tonic service of `safewrite.v1.WriterService`; see the module docs.
 #[derive(Clone)]
@@ -120,6 +120,11 @@ fn record_refusal(
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// How much of a refused call's first message is read before its answer, and for how
+/// long at most (see [`receive::read_first_message`]).
+const REFUSED_READ_BYTES: usize = 64 * 1024;
+const REFUSED_READ_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl<S> tower::Service<http::Request<Body>> for Edge<S>
 where
     S: tower::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
@@ -143,7 +148,14 @@ where
             let span = telemetry::rpc_span(method, &trace_context(request.headers()));
             let status = span.in_scope(|| respond::unauthenticated(refusal));
             record_refusal(&span, method, &status, started);
-            return Box::pin(std::future::ready(Ok(status.into_http())));
+            // Answered once the first message is in (a begin, at most 64 KiB of it, within
+            // a second): grpc.aio reports a Transact whose begin is cut off by the answer
+            // as INTERNAL instead of the answer.
+            let body = request.into_body();
+            return Box::pin(async move {
+                receive::read_first_message(body, REFUSED_READ_BYTES, REFUSED_READ_TIME).await;
+                Ok(status.into_http())
+            });
         }
         let reached = Reached::default();
         request.extensions_mut().insert(reached.clone());

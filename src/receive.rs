@@ -133,6 +133,29 @@ where
     }
 }
 
+/// Reads `body` until its first message has ended, `max` bytes have come, the body has
+/// ended or failed, or `within` has passed, whichever is first; what is read is dropped.
+///
+/// For a call refused before its handler runs: a client still sending its first message
+/// when the refusal arrives may report its failed send instead of the answer (grpc.aio
+/// does, for a stream), so the answer waits until the message is in, within bounds.
+pub async fn read_first_message(mut body: Body, max: usize, within: Duration) {
+    use http_body_util::BodyExt as _;
+    let mut framing = Framing::default();
+    let mut read = 0;
+    let _ = tokio::time::timeout(within, async {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Some(data) = frame.data_ref() {
+                read += data.len();
+                if framing.advance(data) > 0 || read >= max {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+}
+
 /// Where a stream of length-prefixed gRPC messages is.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Framing {
@@ -342,6 +365,38 @@ mod tests {
             Some((Ok::<_, tonic::Status>(Frame::data(data)), rx))
         });
         (tx, Body::new(http_body_util::StreamBody::new(stream)))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_calls_first_message_is_read_within_bounds() {
+        // Up to the end of the first message, not the rest of the stream.
+        let (tx, body) = fed();
+        let whole = message(100);
+        tx.send(Bytes::copy_from_slice(&whole[..60])).await.unwrap();
+        tx.send(Bytes::copy_from_slice(&whole[60..])).await.unwrap();
+        let started = Instant::now();
+        read_first_message(body, 1000, Duration::from_secs(1)).await;
+        assert_eq!(started.elapsed(), Duration::ZERO, "ended with the message");
+
+        // No further than `max` bytes of a large one.
+        let (tx, body) = fed();
+        tx.send(Bytes::copy_from_slice(&message(5000)[..2000]))
+            .await
+            .unwrap();
+        read_first_message(body, 1000, Duration::from_secs(1)).await;
+        assert_eq!(started.elapsed(), Duration::ZERO, "ended at the byte bound");
+        drop(tx);
+
+        // No longer than `within` for one that stalls.
+        let (tx, body) = fed();
+        tx.send(Bytes::copy_from_slice(&whole[..10])).await.unwrap();
+        read_first_message(body, 1000, Duration::from_secs(1)).await;
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(1),
+            "ended at the time bound"
+        );
+        drop(tx);
     }
 
     #[tokio::test(start_paused = true)]

@@ -574,6 +574,42 @@ async fn a_shared_token_guards_writes_but_not_health_or_reflection() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    // A refused transaction is answered once its begin is in, so that a client still
+    // sending it gets the answer rather than a broken stream; one that sends nothing is
+    // answered within a second all the same.
+    for begin_after in [Some(Duration::from_millis(300)), None] {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let begin = pb::TransactRequest {
+            message: Some(pb::transact_request::Message::Begin(pb::TransactBegin {
+                target: Some(target("v1", "ConfigMap", &ns, "guarded")),
+                ..Default::default()
+            })),
+        };
+        let sender = tokio::spawn(async move {
+            if let Some(after) = begin_after {
+                tokio::time::sleep(after).await;
+                tx.send(begin).await.unwrap();
+            }
+            // Held open: the answer must not wait for the end of the stream.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            drop(tx);
+        });
+        let started = Instant::now();
+        let err = client
+            .transact(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap_err();
+        let took = started.elapsed();
+        sender.abort();
+        assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+        match begin_after {
+            Some(after) => assert!(took >= after, "answered before the begin: {took:?}"),
+            None => assert!(
+                (Duration::from_secs(1)..Duration::from_secs(3)).contains(&took),
+                "answered after {took:?}"
+            ),
+        }
+    }
     let written = client
         .update_with_retry(with(&format!("Bearer {token}")))
         .await
@@ -597,7 +633,7 @@ async fn a_shared_token_guards_writes_but_not_health_or_reflection() {
             &metrics,
             "safewrite_rpcs_total{method=\"Transact\",code=\"UNAUTHENTICATED\",reason=\"TOKEN_REQUIRED\",subresource=\"unknown\"}"
         ),
-        1.0,
+        3.0,
         "{metrics}"
     );
     assert!(!sidecar.log().contains(&token), "the token reached the log");

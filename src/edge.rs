@@ -1,8 +1,10 @@
 //! The edge of the Writer service: requests refused before a safewrite handler runs are
 //! answered like every other error — rich details from `respond`, an RPC span, and a
 //! count in `safewrite_rpcs_total`. They are calls without the shared token (when
-//! `--token-file` is set: checked here first, so nothing else runs for them), and what
-//! tonic refuses: a message over `--max-request-bytes` or one that does not decode (unary
+//! `--token-file` is set: checked here first, so nothing else runs for them), calls
+//! whose deadline is shorter than the sidecar needs to answer (under
+//! [`crate::client::MIN_ANSWER_MARGIN`]: DEADLINE_EXCEEDED at once, ahead of the gRPC
+//! server's own timeout and its bare CANCELLED), and what tonic refuses: a message over `--max-request-bytes` or one that does not decode (unary
 //! RPCs decode their message before the handler is called; INVALID_ARGUMENT, not
 //! tonic's INTERNAL, for a malformed message), an unknown method, an unsupported
 //! encoding.
@@ -156,6 +158,14 @@ where
                 receive::read_first_message(body, REFUSED_READ_BYTES, REFUSED_READ_TIME).await;
                 Ok(status.into_http())
             });
+        }
+        if let Some(timeout) = crate::server::grpc_timeout_of(request.headers())
+            && timeout < crate::client::MIN_ANSWER_MARGIN
+        {
+            let span = telemetry::rpc_span(method, &trace_context(request.headers()));
+            let status = span.in_scope(|| respond::no_time(timeout));
+            record_refusal(&span, method, &status, started);
+            return Box::pin(std::future::ready(Ok(status.into_http())));
         }
         let reached = Reached::default();
         request.extensions_mut().insert(reached.clone());

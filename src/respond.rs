@@ -410,6 +410,23 @@ fn api_status(
     }
 }
 
+/// DEADLINE_EXCEEDED (no attempts) for a call whose deadline, `timeout`, is shorter than
+/// the sidecar needs to answer it ([`crate::client::MIN_ANSWER_MARGIN`]): answered before
+/// anything else, so that the gRPC server's own timeout (a bare CANCELLED "Timeout
+/// expired") does not come first.
+pub fn no_time(timeout: Duration) -> tonic::Status {
+    to_status(&WriteError {
+        failure: Failure::Deadline {
+            attempts: 0,
+            last: format!(
+                "the call's deadline ({timeout:?}) is shorter than the {:?} safewrite needs to answer; nothing was sent",
+                crate::client::MIN_ANSWER_MARGIN
+            ),
+        },
+        attempts: Vec::new(),
+    })
+}
+
 /// RESOURCE_EXHAUSTED when `max` RPCs are already in flight (load shedding).
 pub fn overloaded(max: usize) -> tonic::Status {
     let details = Details {

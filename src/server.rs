@@ -281,7 +281,12 @@ pub use crate::validate::{RequestParts, validate, validate_parts};
 
 /// The caller's deadline from the `grpc-timeout` header (e.g. "1500m" = 1.5 s).
 pub fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
-    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    grpc_timeout_of(metadata.as_ref())
+}
+
+/// [`grpc_timeout`] of a request's HTTP headers.
+pub fn grpc_timeout_of(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
     let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
     let n: u64 = digits.parse().ok()?;
     Some(match unit {

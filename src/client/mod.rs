@@ -97,18 +97,23 @@ pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client
     Ok(ClientBuilder::new(service, config.default_namespace).build())
 }
 
-/// The deadline the engine works to, given the caller's: a little earlier (50 ms, or a
-/// tenth of the time left when that is less), so that the sidecar's own
+/// The deadline the engine works to, given the caller's: a little earlier (a tenth of
+/// the time left, at least 1 ms and at most 50 ms), so that the sidecar's own
 /// DEADLINE_EXCEEDED, with its attempt records, reaches the caller before the caller's
-/// deadline passes and its gRPC library answers with a bare one.
+/// deadline passes and its gRPC library answers with a bare one, and before the gRPC
+/// server's own timeout does. Less than 1 ms left is no time at all (the timers tick in
+/// milliseconds): the engine's deadline is then now.
 pub fn answer_by(deadline: Option<Instant>) -> Option<Instant> {
     let deadline = deadline?;
     let left = deadline.saturating_duration_since(Instant::now());
-    Some(deadline - (left / 10).min(ANSWER_MARGIN))
+    Some(deadline - (left / 10).clamp(MIN_ANSWER_MARGIN.min(left), ANSWER_MARGIN))
 }
 
 /// The most time kept back from the caller's deadline by [`answer_by`].
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(50);
+
+/// The least time kept back by [`answer_by`]: one tick of the timers.
+pub const MIN_ANSWER_MARGIN: Duration = Duration::from_millis(1);
 
 #[cfg(test)]
 mod tests {
@@ -123,6 +128,10 @@ mod tests {
         assert_eq!(answer_by(at(500)), at(450));
         assert_eq!(answer_by(at(10_000)), at(9_950));
         assert_eq!(answer_by(None), None);
+        // At least a tick of a very short one; all of one shorter than a tick.
+        assert_eq!(answer_by(at(5)), at(4));
+        let soon = Some(now + Duration::from_micros(500));
+        assert_eq!(answer_by(soon), Some(now));
         // A deadline already past stays where it is.
         tokio::time::advance(Duration::from_millis(200)).await;
         assert_eq!(answer_by(at(100)), at(100));

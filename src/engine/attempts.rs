@@ -55,6 +55,18 @@ impl Attempts {
         number
     }
 
+    /// DEADLINE_EXCEEDED when the deadline has passed before the first attempt (the
+    /// caller left less time than the answer margin): answered at once, without waiting
+    /// for anything, so that it comes before the gRPC server's own timeout (a bare
+    /// CANCELLED "Timeout expired").
+    pub fn late_from_the_start(&self) -> Option<Failure> {
+        let deadline = self.deadline?;
+        (self.records.is_empty() && Instant::now() >= deadline).then(|| Failure::Deadline {
+            attempts: 0,
+            last: "the call's deadline left no time for an attempt; nothing was sent".into(),
+        })
+    }
+
     /// The failed write.
     pub fn fail(self, failure: Failure) -> WriteError {
         WriteError {

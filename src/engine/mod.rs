@@ -101,6 +101,9 @@ impl Engine {
         let deadline = crate::client::answer_by(deadline);
         self.budget.deposit();
         let mut attempts = Attempts::new(self.budget.clone(), spec.policy, deadline);
+        if let Some(late) = attempts.late_from_the_start() {
+            return Err(attempts.fail(late));
+        }
         let (resolved, request) = match self.resolve_target(spec, &mut attempts).await {
             Ok(found) => found,
             Err(failure) => return Err(attempts.fail(failure)),
@@ -139,6 +142,9 @@ impl Engine {
         let deadline = crate::client::answer_by(deadline);
         self.budget.deposit();
         let attempts = Attempts::new(self.budget.clone(), spec.policy, deadline);
+        if let Some(late) = attempts.late_from_the_start() {
+            return Err(attempts.fail(late));
+        }
         self.write_with_attempts(spec, mutator, attempts).await
     }
 

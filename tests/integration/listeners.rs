@@ -909,6 +909,52 @@ async fn half_sent_messages_hold_no_more_than_the_receive_budget() {
     assert_eq!(count("DEADLINE_EXCEEDED"), 3.0, "{metrics}");
 }
 
+/// A call whose deadline is shorter than anything the sidecar could do (a grpc-timeout
+/// under 1 ms) is answered at once with the sidecar's own DEADLINE_EXCEEDED and its
+/// details, never with the bare CANCELLED "Timeout expired" of the gRPC server's timeout,
+/// which fires on the next millisecond tick (it did, one call in a few, before). A raw
+/// HTTP/2 client sends them: a gRPC library would enforce so short a deadline itself and
+/// never show the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_too_short_for_anything_gets_the_sidecars_own_answer() {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("short-deadline").await;
+    let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig(cp)]);
+    let tcp = TcpStream::connect(sidecar.addr).await.expect("connect");
+    let (mut h2, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("an HTTP/2 connection");
+    tokio::spawn(connection);
+    let message = write(&ns, "short", r#"{"a": "1"}"#).encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&message);
+    let framed = Bytes::from(framed);
+    for timeout in ["1u", "100u", "900u"].iter().cycle().take(60) {
+        let request = http::Request::post(format!(
+            "http://{}/safewrite.v1.WriterService/UpdateWithRetry",
+            sidecar.addr
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", *timeout)
+        .body(Full::new(framed.clone()))
+        .expect("request");
+        h2.ready().await.expect("a stream");
+        let status = raw_answer(h2.send_request(request))
+            .await
+            .expect("a trailers-only answer");
+        let info = assert_rich(&status, Code::DeadlineExceeded, "DEADLINE_EXCEEDED");
+        assert_eq!(info.metadata["attempts"], "0", "{status:?}");
+    }
+}
+
 #[test]
 fn bad_flags_print_one_line_and_exit_2_and_help_still_works() {
     for (args, cause) in [

@@ -764,6 +764,24 @@ async fn malformed_and_oversized_messages_are_refused_with_details_and_counted()
     assert_eq!(count("unknown", "UNIMPLEMENTED"), 1.0, "{metrics}");
 }
 
+/// A raw HTTP/2 connection to the sidecar, for calls no gRPC library would make.
+async fn raw_http2<B>(addr: std::net::SocketAddr) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (h2, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("an HTTP/2 connection");
+    tokio::spawn(connection);
+    h2
+}
+
 /// The answer to a raw HTTP/2 gRPC call: the status of its trailers-only response.
 async fn raw_answer(
     answer: impl std::future::Future<Output = hyper::Result<http::Response<hyper::body::Incoming>>>,
@@ -802,14 +820,7 @@ async fn half_sent_messages_hold_no_more_than_the_receive_budget() {
         .expect("a first write");
     let rss_before = status_kib(sidecar.pid(), "VmRSS:");
 
-    let tcp = TcpStream::connect(sidecar.addr).await.expect("connect");
-    let (mut h2, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tcp),
-    )
-    .await
-    .expect("an HTTP/2 connection");
-    tokio::spawn(connection);
+    let mut h2 = raw_http2(sidecar.addr).await;
     let length = 1024 * 1024;
     let mut message = vec![0u8];
     message.extend_from_slice(&(length as u32).to_be_bytes());
@@ -923,14 +934,7 @@ async fn a_deadline_too_short_for_anything_gets_the_sidecars_own_answer() {
     let cp = ControlPlane::shared();
     let ns = cp.namespace("short-deadline").await;
     let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig(cp)]);
-    let tcp = TcpStream::connect(sidecar.addr).await.expect("connect");
-    let (mut h2, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tcp),
-    )
-    .await
-    .expect("an HTTP/2 connection");
-    tokio::spawn(connection);
+    let mut h2 = raw_http2(sidecar.addr).await;
     let message = write(&ns, "short", r#"{"a": "1"}"#).encode_to_vec();
     let mut framed = vec![0u8];
     framed.extend_from_slice(&(message.len() as u32).to_be_bytes());

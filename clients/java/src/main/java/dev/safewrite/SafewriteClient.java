@@ -5,6 +5,7 @@ import dev.safewrite.v1.PatchStatusResponse;
 import dev.safewrite.v1.TransactBegin;
 import dev.safewrite.v1.UpdateWithRetryRequest;
 import dev.safewrite.v1.UpdateWithRetryResponse;
+import dev.safewrite.v1.WriteOptions;
 import dev.safewrite.v1.WriteResult;
 import dev.safewrite.v1.WriterServiceGrpc;
 import io.grpc.Channel;
@@ -20,6 +21,7 @@ import java.time.Duration;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 
 /**
  * A client of the safewrite sidecar, safe for concurrent use; close it to release its connection.
@@ -115,15 +117,7 @@ public final class SafewriteClient implements AutoCloseable {
         UpdateWithRetryRequest.newBuilder()
             .setTarget(ref.toProto())
             .setMutation(mutation.toProto());
-    if (config.hasPreconditions()) {
-      request.setPreconditions(config.preconditions);
-    }
-    if (config.retryPolicy != null) {
-      request.setRetryPolicy(config.retryPolicy);
-    }
-    if (config.hasOptions()) {
-      request.setOptions(config.options);
-    }
+    config.fill(request::setPreconditions, request::setRetryPolicy, request::setOptions);
     return update(request.build(), config.timeout);
   }
 
@@ -136,13 +130,8 @@ public final class SafewriteClient implements AutoCloseable {
   }
 
   private Result update(UpdateWithRetryRequest request, Duration timeout) {
-    boolean keyed = !request.getOptions().getIdempotencyKey().isEmpty();
-    UpdateWithRetryResponse response;
-    try {
-      response = bounded(blocking, timeout).updateWithRetry(request);
-    } catch (StatusRuntimeException failure) {
-      throw Errors.decode(failure, keyed);
-    }
+    UpdateWithRetryResponse response =
+        unary(request.getOptions(), timeout, stub -> stub.updateWithRetry(request));
     return result(response.hasResult(), response.getResult());
   }
 
@@ -159,15 +148,7 @@ public final class SafewriteClient implements AutoCloseable {
     WriteConfig config = WriteConfig.of(options);
     PatchStatusRequest.Builder request =
         PatchStatusRequest.newBuilder().setTarget(ref.toProto()).setMutation(mutation.toProto());
-    if (config.hasPreconditions()) {
-      request.setPreconditions(config.preconditions);
-    }
-    if (config.retryPolicy != null) {
-      request.setRetryPolicy(config.retryPolicy);
-    }
-    if (config.hasOptions()) {
-      request.setOptions(config.options);
-    }
+    config.fill(request::setPreconditions, request::setRetryPolicy, request::setOptions);
     return patchStatus(request.build(), config.timeout);
   }
 
@@ -177,14 +158,24 @@ public final class SafewriteClient implements AutoCloseable {
   }
 
   private Result patchStatus(PatchStatusRequest request, Duration timeout) {
-    boolean keyed = !request.getOptions().getIdempotencyKey().isEmpty();
-    PatchStatusResponse response;
-    try {
-      response = bounded(blocking, timeout).patchStatus(request);
-    } catch (StatusRuntimeException failure) {
-      throw Errors.decode(failure, keyed);
-    }
+    PatchStatusResponse response =
+        unary(request.getOptions(), timeout, stub -> stub.patchStatus(request));
     return result(response.hasResult(), response.getResult());
+  }
+
+  /**
+   * Makes a unary call on the blocking stub, bounded by {@code timeout} (or the defaults); a
+   * failure is decoded, knowing whether the request carried an idempotency key.
+   */
+  private <R> R unary(
+      WriteOptions options,
+      Duration timeout,
+      Function<WriterServiceGrpc.WriterServiceBlockingStub, R> call) {
+    try {
+      return call.apply(bounded(blocking, timeout));
+    } catch (StatusRuntimeException failure) {
+      throw Errors.decode(failure, !options.getIdempotencyKey().isEmpty());
+    }
   }
 
   /**
@@ -220,15 +211,7 @@ public final class SafewriteClient implements AutoCloseable {
     WriteConfig config = WriteConfig.of(options);
     TransactBegin.Builder begin =
         TransactBegin.newBuilder().setTarget(ref.toProto()).setStatus(status);
-    if (config.hasPreconditions()) {
-      begin.setPreconditions(config.preconditions);
-    }
-    if (config.retryPolicy != null) {
-      begin.setRetryPolicy(config.retryPolicy);
-    }
-    if (config.hasOptions()) {
-      begin.setOptions(config.options);
-    }
+    config.fill(begin::setPreconditions, begin::setRetryPolicy, begin::setOptions);
     return transact(begin.build(), function, config.timeout);
   }
 

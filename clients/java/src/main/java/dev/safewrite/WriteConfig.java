@@ -4,6 +4,7 @@ import dev.safewrite.v1.Preconditions;
 import dev.safewrite.v1.RetryPolicy;
 import dev.safewrite.v1.WriteOptions;
 import java.time.Duration;
+import java.util.function.Consumer;
 
 /** The options of one call, as its {@link WriteOption}s leave them. */
 final class WriteConfig {
@@ -24,6 +25,25 @@ final class WriteConfig {
       }
     }
     return config;
+  }
+
+  /**
+   * Hands each part of the request that the options set to its setter of a request builder
+   * (UpdateWithRetry, PatchStatus or TransactBegin); parts left unset are not touched.
+   */
+  void fill(
+      Consumer<Preconditions> setPreconditions,
+      Consumer<RetryPolicy> setRetryPolicy,
+      Consumer<WriteOptions> setOptions) {
+    if (hasPreconditions()) {
+      setPreconditions.accept(preconditions.build());
+    }
+    if (retryPolicy != null) {
+      setRetryPolicy.accept(retryPolicy);
+    }
+    if (hasOptions()) {
+      setOptions.accept(options.build());
+    }
   }
 
   boolean hasPreconditions() {

@@ -67,6 +67,33 @@ impl Engine {
         }
     }
 
+    /// Sends `body` as `verb` (a create, replace or apply; to the status subresource when
+    /// the spec writes status), a write that carries this request alone, and notes the
+    /// answer in the attempt's record.
+    async fn send_alone(
+        &self,
+        spec: &WriteSpec,
+        request: &ObjectPath,
+        verb: Verb,
+        force: bool,
+        body: &Value,
+        attempts: &mut Attempts,
+    ) -> Sent {
+        let data = serde_json::to_vec(body).expect("a JSON value serializes");
+        let http = request.request(
+            verb,
+            spec.subresource == Subresource::Status,
+            &spec.write_params(force),
+            data,
+        );
+        attempts.current().batch_size = 1;
+        let sent = self.send(http, attempts.deadline, attempts.made()).await;
+        if let Sent::Answer(answer) = &sent {
+            note_answer(attempts.current(), answer);
+        }
+        sent
+    }
+
     /// Reads the fresh object: found, missing (with the 404 answer), or the step that
     /// ends this attempt (a retryable or final failure).
     pub(super) async fn read(
@@ -160,21 +187,15 @@ impl Engine {
         if let Some(key) = &spec.idempotency_key {
             idempotency::record(&mut body, [key.as_str()]);
         }
-        let data = serde_json::to_vec(&body).expect("a JSON value serializes");
-        let put = request.request(
-            Verb::Replace,
-            spec.subresource == Subresource::Status,
-            &spec.write_params(false),
-            data,
-        );
-        attempts.current().batch_size = 1;
-        let answer = match self.send(put, attempts.deadline, attempts.made()).await {
+        let answer = match self
+            .send_alone(spec, request, Verb::Replace, false, &body, attempts)
+            .await
+        {
             Sent::Failed(failure, decision, maybe_sent) => {
                 return Step::unanswered_write(spec, failure, decision, maybe_sent);
             }
             Sent::Answer(answer) => answer,
         };
-        note_answer(attempts.current(), &answer);
         if answer.code == 200 {
             return written(Outcome::Updated, &answer);
         }
@@ -216,16 +237,15 @@ impl Engine {
         if let Some(key) = &spec.idempotency_key {
             idempotency::record(&mut object, [key.as_str()]);
         }
-        let data = serde_json::to_vec(&object).expect("a JSON value serializes");
-        let post = request.request(Verb::Create, false, &spec.write_params(false), data);
-        attempts.current().batch_size = 1;
-        let answer = match self.send(post, attempts.deadline, attempts.made()).await {
+        let answer = match self
+            .send_alone(spec, request, Verb::Create, false, &object, attempts)
+            .await
+        {
             Sent::Failed(failure, decision, maybe_sent) => {
                 return Step::unanswered_write(spec, failure, decision, maybe_sent);
             }
             Sent::Answer(answer) => answer,
         };
-        note_answer(attempts.current(), &answer);
         match answer.code {
             200 | 201 => written(Outcome::Created, &answer),
             _ => Step::write_refused(spec, &answer),
@@ -272,19 +292,13 @@ impl Engine {
             }
             configuration["metadata"]["resourceVersion"] = Value::String(read_version.clone());
         }
-        let data = serde_json::to_vec(&configuration).expect("a JSON value serializes");
-        let sent = request.request(
-            Verb::Apply,
-            spec.subresource == Subresource::Status,
-            &spec.write_params(force),
-            data,
-        );
-        attempts.current().batch_size = 1;
-        let answer = match self.send(sent, attempts.deadline, attempts.made()).await {
+        let answer = match self
+            .send_alone(spec, request, Verb::Apply, force, &configuration, attempts)
+            .await
+        {
             Sent::Failed(failure, decision, _) => return Step::from_failure(failure, decision),
             Sent::Answer(answer) => answer,
         };
-        note_answer(attempts.current(), &answer);
         match answer.code {
             201 => written(Outcome::Created, &answer),
             200 => {

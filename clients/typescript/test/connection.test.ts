@@ -12,10 +12,9 @@ import {
   Outcome,
   Reason,
   resolveAddress,
-  type JsonObject,
 } from "@safewrite/client";
 
-import { adminClient, configMap, harness, INCREMENT, sleep } from "./support.js";
+import { adminClient, configMap, data, existing, harness, INCREMENT, sleep } from "./support.js";
 
 const client = adminClient();
 const other = adminClient();
@@ -24,17 +23,9 @@ after(() => {
   other.close();
 });
 
-const data = (obj: JsonObject): Record<string, string> => obj["data"] as Record<string, string>;
-
-async function existing(prefix: string) {
-  const ref = configMap(prefix);
-  await client.update(ref, mergePatch({}), { createIfMissing: { data: { n: "1" } } });
-  return ref;
-}
-
 describe("deadlines", () => {
   it("a deadline already past fails with DeadlineExceededError before anything is written", async () => {
-    const ref = await existing("past");
+    const ref = await existing(client, "past");
     await assert.rejects(client.update(ref, mergePatch({ data: { n: "2" } }), { deadline: Date.now() - 1 }), (err) => {
       assert.ok(err instanceof DeadlineExceededError, String(err));
       assert.equal(err.code, GrpcStatus.DEADLINE_EXCEEDED);
@@ -46,7 +37,7 @@ describe("deadlines", () => {
   });
 
   it("timeoutMs bounds a transaction whose function outlasts it; the sidecar writes nothing", async () => {
-    const ref = await existing("slow");
+    const ref = await existing(client, "slow");
     const started = Date.now();
     await assert.rejects(
       client.transact(
@@ -70,7 +61,7 @@ describe("deadlines", () => {
   });
 
   it("the sidecar answers DEADLINE_EXCEEDED with the attempts so far, never sleeping past it", async () => {
-    const ref = await existing("sidecar-deadline");
+    const ref = await existing(client, "sidecar-deadline");
     await assert.rejects(
       client.transact(
         ref,
@@ -93,7 +84,7 @@ describe("deadlines", () => {
   it("the client's timeoutMs applies to calls that set none", async () => {
     const short = new Client(harness("SAFEWRITE_ADDRESS"), { timeoutMs: 300 });
     try {
-      const ref = await existing("default-timeout");
+      const ref = await existing(client, "default-timeout");
       await assert.rejects(short.transact(ref, () => sleep(1000)), DeadlineExceededError);
     } finally {
       short.close();
@@ -116,7 +107,7 @@ describe("AbortSignal", () => {
   });
 
   it("aborting during a transaction cancels it and nothing is written", async () => {
-    const ref = await existing("abort-signal");
+    const ref = await existing(client, "abort-signal");
     const controller = new AbortController();
     await assert.rejects(
       client.transact(

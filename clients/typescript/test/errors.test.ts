@@ -20,7 +20,7 @@ import {
   UnavailableError,
 } from "@safewrite/client";
 
-import { adminClient, configMap, harness, INCREMENT, namespace } from "./support.js";
+import { adminClient, configMap, existing, harness, INCREMENT, namespace } from "./support.js";
 
 const client = adminClient();
 after(() => client.close());
@@ -36,12 +36,6 @@ async function failure<T extends SafewriteError>(
   );
   assert.ok(err instanceof cls, `want ${cls.name}, got ${String(err)}`);
   return err;
-}
-
-async function existing(prefix: string, data: Record<string, string> = { n: "1" }) {
-  const ref = configMap(prefix);
-  await client.update(ref, mergePatch({}), { createIfMissing: { data } });
-  return ref;
 }
 
 describe("errors", () => {
@@ -92,7 +86,7 @@ describe("errors", () => {
   });
 
   it("InvalidError with INVALID_CEL for CEL that does not return a map", async () => {
-    const ref = await existing("celmap");
+    const ref = await existing(client, "celmap");
     const err = await failure(client.update(ref, cel('"not a map"')), InvalidError);
     assert.equal(err.reason, "INVALID_CEL");
     assert.equal(err.failureReason, Reason.INVALID_CEL);
@@ -103,7 +97,7 @@ describe("errors", () => {
   });
 
   it("InvalidError with the API server's field violations for an invalid object (422)", async () => {
-    const ref = await existing("invalid");
+    const ref = await existing(client, "invalid");
     const err = await failure(client.update(ref, mergePatch({ metadata: { labels: { bad: "not a label value!" } } })), InvalidError);
     assert.equal(err.reason, "Invalid");
     assert.equal(err.failureReason, Reason.API_SERVER);
@@ -115,7 +109,7 @@ describe("errors", () => {
   });
 
   it("PreconditionFailedError carrying the current object when a CEL precondition is false", async () => {
-    const ref = await existing("precondition");
+    const ref = await existing(client, "precondition");
     const err = await failure(
       client.update(ref, cel(INCREMENT), { preconditions: { cel: 'object.data.n == "99"' } }),
       PreconditionFailedError,
@@ -128,7 +122,7 @@ describe("errors", () => {
   });
 
   it("PreconditionFailedError when a JSON Patch test fails or its path is missing", async () => {
-    const ref = await existing("jsontest");
+    const ref = await existing(client, "jsontest");
     const test = await failure(
       client.update(ref, jsonPatch([{ op: "test", path: "/data/n", value: "7" }, { op: "replace", path: "/data/n", value: "8" }])),
       PreconditionFailedError,
@@ -144,7 +138,7 @@ describe("errors", () => {
   });
 
   it("PreconditionFailedError for a uid that does not match", async () => {
-    const ref = await existing("uid");
+    const ref = await existing(client, "uid");
     const err = await failure(
       client.update(ref, cel(INCREMENT), { preconditions: { uid: "00000000-0000-0000-0000-000000000000" } }),
       PreconditionFailedError,
@@ -153,7 +147,7 @@ describe("errors", () => {
   });
 
   it("ConflictError with RESOURCE_VERSION_MISMATCH for a stale compare-and-swap", async () => {
-    const ref = await existing("cas");
+    const ref = await existing(client, "cas");
     const err = await failure(client.update(ref, cel(INCREMENT), { preconditions: { resourceVersion: "1" } }), ConflictError);
     assert.equal(err.code, GrpcStatus.ABORTED);
     assert.equal(err.reason, "RESOURCE_VERSION_MISMATCH");
@@ -162,7 +156,7 @@ describe("errors", () => {
   });
 
   it("ConflictError with FIELD_MANAGER_CONFLICT when apply meets another manager's field", async () => {
-    const ref = await existing("ssa");
+    const ref = await existing(client, "ssa");
     const config = (value: string) => ({
       apiVersion: "v1",
       kind: "ConfigMap",
@@ -186,7 +180,7 @@ describe("errors", () => {
   });
 
   it("PermissionDeniedError from the API server when the sidecar's identity may not write", async () => {
-    const ref = await existing("forbidden");
+    const ref = await existing(client, "forbidden");
     const restricted = new Client(harness("SAFEWRITE_RESTRICTED_ADDR"));
     try {
       const err = await failure(restricted.update(ref, mergePatch({ data: { a: "1" } })), PermissionDeniedError);

@@ -1,7 +1,7 @@
 /** What the tests share: the harness's environment, fresh names, a client per test file. */
 import { randomBytes } from "node:crypto";
 
-import { Client, type ObjectRef } from "@safewrite/client";
+import { Client, mergePatch, type JsonObject, type ObjectRef } from "@safewrite/client";
 
 /** A variable exported by tests/harness/with-sidecar.sh; a test that needs it fails without it. */
 export function harness(name: string): string {
@@ -42,3 +42,17 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
 
 /** The package's directory (the compiled tests run from build/test). */
 export const packageRoot: string = new URL("../../", import.meta.url).pathname;
+
+/** A ConfigMap created through `client` with `data` (by default n=1); its ref. */
+export async function existing(
+  client: Client,
+  prefix: string,
+  data: Record<string, string> = { n: "1" },
+): Promise<ObjectRef> {
+  const ref = configMap(prefix);
+  await client.update(ref, mergePatch({}), { createIfMissing: { data } });
+  return ref;
+}
+
+/** An object's `data`, typed. */
+export const data = (obj: JsonObject): Record<string, string> => obj["data"] as Record<string, string>;

@@ -14,7 +14,7 @@ import {
   type JsonObject,
 } from "@safewrite/client";
 
-import { adminClient, configMap, INCREMENT, widget } from "./support.js";
+import { adminClient, configMap, data, existing, INCREMENT, widget } from "./support.js";
 
 const client = adminClient();
 const other = adminClient(); // the second writer, on a connection of its own
@@ -23,17 +23,9 @@ after(() => {
   other.close();
 });
 
-const data = (obj: JsonObject): Record<string, string> => obj["data"] as Record<string, string>;
-
-async function existing(prefix: string) {
-  const ref = configMap(prefix);
-  await client.update(ref, mergePatch({}), { createIfMissing: { data: { n: "1" } } });
-  return ref;
-}
-
 describe("transact", () => {
   it("writes the object the function changed in place", async () => {
-    const ref = await existing("inplace");
+    const ref = await existing(client, "inplace");
     const res = await client.transact(ref, (obj) => {
       data(obj)["n"] = String(Number(data(obj)["n"]) + 1);
     });
@@ -43,7 +35,7 @@ describe("transact", () => {
   });
 
   it("writes a new object returned by an async function", async () => {
-    const ref = await existing("returned");
+    const ref = await existing(client, "returned");
     const res = await client.transact(ref, async (obj, fresh) => {
       assert.equal(fresh.attempt, 1);
       assert.equal(fresh.creating, false);
@@ -56,20 +48,20 @@ describe("transact", () => {
   });
 
   it("writes a returned mutation", async () => {
-    const ref = await existing("mutation");
+    const ref = await existing(client, "mutation");
     const res = await client.transact(ref, () => cel(INCREMENT));
     assert.equal(res.outcome, Outcome.UPDATED);
     assert.equal(data(res.object)["n"], "2");
   });
 
   it("answers UNCHANGED for a proposal equal to the fresh object", async () => {
-    const ref = await existing("same");
+    const ref = await existing(client, "same");
     const res = await client.transact(ref, (obj) => obj);
     assert.equal(res.outcome, Outcome.UNCHANGED);
   });
 
   it("aborts without writing, returned or thrown", async () => {
-    const ref = await existing("abort");
+    const ref = await existing(client, "abort");
     const returned = await client.transact(ref, () => abort("not needed"));
     assert.equal(returned.outcome, Outcome.ABORTED);
     assert.equal(data(returned.object)["n"], "1");
@@ -80,7 +72,7 @@ describe("transact", () => {
   });
 
   it("rethrows the function's own error as it is and writes nothing", async () => {
-    const ref = await existing("throws");
+    const ref = await existing(client, "throws");
     const boom = new Error("boom");
     await assert.rejects(
       client.transact(ref, (obj) => {
@@ -94,7 +86,7 @@ describe("transact", () => {
   });
 
   it("retries with the next fresh object when a second writer changes it in between", async () => {
-    const ref = await existing("conflict");
+    const ref = await existing(client, "conflict");
     const seen: string[] = [];
     const res = await client.transact(ref, async (obj, fresh) => {
       seen.push(`${fresh.attempt}:${data(obj)["n"]}`);
@@ -113,7 +105,7 @@ describe("transact", () => {
   });
 
   it("fails with ConflictError at once under requeue when a second writer intervenes", async () => {
-    const ref = await existing("requeue");
+    const ref = await existing(client, "requeue");
     const err = await client
       .transact(
         ref,
@@ -164,7 +156,7 @@ describe("transact", () => {
   });
 
   it("applies a keyed transaction once", async () => {
-    const ref = await existing("tkey");
+    const ref = await existing(client, "tkey");
     const key = `k-${ref.name}`;
     let calls = 0;
     const increment = (obj: JsonObject) => {
@@ -180,7 +172,7 @@ describe("transact", () => {
   });
 
   it("drives the protocol by hand: a proposal for another attempt is refused", async () => {
-    const ref = await existing("manual");
+    const ref = await existing(client, "manual");
     const tx = client.beginTransaction(ref);
     const event = await tx.next();
     assert.ok(event.fresh);

@@ -209,6 +209,17 @@ def test_unknown_outcome_is_unspecified() -> None:
     assert sw.Outcome(2) is sw.Outcome.UNCHANGED
 
 
+def lose_answer(context: Any) -> None:
+    """Ends a fake call as the sidecar ends one whose write's answer was lost."""
+    packed = any_pb2.Any()
+    packed.Pack(writer_pb2.WriteFailure(reason=writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN))
+    info = any_pb2.Any()
+    info.Pack(error_details_pb2.ErrorInfo(reason="WRITE_OUTCOME_UNKNOWN", domain="safewrite.dev"))
+    raw = status_pb2.Status(code=2, message="answer lost", details=[info, packed])
+    context.set_trailing_metadata((("grpc-status-details-bin", raw.SerializeToString()),))
+    context.abort(grpc.StatusCode.UNKNOWN, "answer lost")
+
+
 class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
     """Transact with a scripted number of conflicts; records every request it gets."""
 
@@ -232,6 +243,8 @@ class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
                     already_applied=True,
                 )
             )
+        if request.preconditions.uid == "lost":
+            lose_answer(context)
         if request.preconditions.uid == "wrong":
             context.set_trailing_metadata(
                 (
@@ -254,6 +267,8 @@ class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
         with self.lock:
             self.requests.append(first)
         assert first.WhichOneof("message") == "begin"
+        if first.begin.preconditions.uid == "lost":
+            lose_answer(context)
         n = 0
         for attempt in range(1, self.conflicts + 2):
             obj = {"metadata": {"name": "cm", "resourceVersion": str(attempt)}, "n": n}
@@ -690,7 +705,12 @@ def test_the_transaction_state_machine_alone() -> None:
 
 def test_every_reason_is_classified_exactly_once() -> None:
     every = set(writer_pb2.Reason.values())
-    groups = [sw.RETRYABLE_REASONS, sw.FINAL_REASONS, sw.BY_CODE_REASONS]
+    groups = [
+        sw.RETRYABLE_REASONS,
+        sw.RETRYABLE_WITH_KEY_REASONS,
+        sw.FINAL_REASONS,
+        sw.BY_CODE_REASONS,
+    ]
     unknown = every - set().union(*groups)
     assert not unknown, "Reason values the client does not classify: %s" % sorted(
         writer_pb2.Reason.Name(v) for v in unknown
@@ -709,7 +729,8 @@ def test_every_grpc_code_has_an_exception_class_or_is_the_base() -> None:
     [
         (grpc.StatusCode.UNAVAILABLE, "CIRCUIT_OPEN", True),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED", True),
-        (grpc.StatusCode.UNKNOWN, "WRITE_OUTCOME_UNKNOWN", True),
+        # Without an idempotency key a lost answer may have been applied: not retryable.
+        (grpc.StatusCode.UNKNOWN, "WRITE_OUTCOME_UNKNOWN", False),
         (grpc.StatusCode.ABORTED, "Conflict", True),  # API server: by code
         (grpc.StatusCode.UNAVAILABLE, "TooManyRequests", True),
         (grpc.StatusCode.INVALID_ARGUMENT, "Invalid", False),
@@ -728,6 +749,70 @@ def test_retryable_follows_the_reason_then_the_code(
     assert err.reason == reason
     named = reason if reason.isupper() else "API_SERVER"
     assert err.reason_name == named
+
+
+def test_an_unknown_write_outcome_is_retryable_only_with_an_idempotency_key() -> None:
+    lost = writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN
+    assert not sw.is_retryable(grpc.StatusCode.UNKNOWN, lost)
+    assert not sw.is_retryable(grpc.StatusCode.UNKNOWN, lost, idempotent=False)
+    assert sw.is_retryable(grpc.StatusCode.UNKNOWN, lost, idempotent=True)
+    # A bare UNKNOWN (no details) may be a lost answer too.
+    unspecified = writer_pb2.REASON_UNSPECIFIED
+    assert not sw.is_retryable(grpc.StatusCode.UNKNOWN, unspecified)
+    assert sw.is_retryable(grpc.StatusCode.UNKNOWN, unspecified, idempotent=True)
+    # The key changes nothing for the other reasons.
+    assert sw.is_retryable(grpc.StatusCode.UNAVAILABLE, writer_pb2.REASON_CIRCUIT_OPEN)
+    assert not sw.is_retryable(
+        grpc.StatusCode.INVALID_ARGUMENT, writer_pb2.REASON_INVALID_CEL, idempotent=True
+    )
+
+    raw = error_info_status(grpc.StatusCode.UNKNOWN, "answer lost", "WRITE_OUTCOME_UNKNOWN")
+    unkeyed = sw.from_rpc_error(FakeRpcError(grpc.StatusCode.UNKNOWN, "answer lost", raw))
+    assert type(unkeyed) is sw.OutcomeUnknownError
+    assert unkeyed.idempotent is False and unkeyed.retryable is False
+    keyed = sw.from_rpc_error(
+        FakeRpcError(grpc.StatusCode.UNKNOWN, "answer lost", raw), idempotent=True
+    )
+    assert keyed.idempotent is True and keyed.retryable is True
+
+
+def test_the_clients_tell_their_errors_whether_the_call_had_a_key(fake: Any) -> None:
+    lost = sw.Preconditions(uid="lost")
+
+    def fn(obj: Dict[str, Any]) -> None:
+        raise AssertionError("the fake loses the answer before any fresh object")
+
+    with sw.Client(fake.target, timeout=10) as client:
+        for key, retryable in ((None, False), ("k-1", True)):
+            with pytest.raises(sw.OutcomeUnknownError) as unary:
+                client.update(REF, cel="{}", preconditions=lost, idempotency_key=key)
+            assert unary.value.retryable is retryable, key
+            with pytest.raises(sw.OutcomeUnknownError) as transact:
+                client.transact(REF, fn, preconditions=lost, idempotency_key=key)
+            assert transact.value.retryable is retryable, key
+            request = writer_pb2.UpdateWithRetryRequest(
+                target=writer_pb2.ObjectRef(api_version="v1", kind="ConfigMap", name="cm"),
+                preconditions=writer_pb2.Preconditions(uid="lost"),
+                options=writer_pb2.WriteOptions(idempotency_key=key or ""),
+            )
+            with pytest.raises(sw.OutcomeUnknownError) as sent:
+                client.send(request)
+            assert sent.value.retryable is retryable, key
+
+    async def run_async() -> None:
+        client = sw.AsyncClient(fake.target, timeout=10)
+        try:
+            for key, retryable in ((None, False), ("k-1", True)):
+                with pytest.raises(sw.OutcomeUnknownError) as unary:
+                    await client.update(REF, cel="{}", preconditions=lost, idempotency_key=key)
+                assert unary.value.retryable is retryable, key
+                with pytest.raises(sw.OutcomeUnknownError) as transact:
+                    await client.transact(REF, fn, preconditions=lost, idempotency_key=key)
+                assert transact.value.retryable is retryable, key
+        finally:
+            await client.close()
+
+    asyncio.run(run_async())
 
 
 def test_write_failure_reason_is_decoded() -> None:

@@ -13,10 +13,12 @@ fresh read, within the call's timeout::
 
 :class:`Client` blocks; :class:`AsyncClient` is its asyncio twin (one core,
 :mod:`safewrite_client._core`, behind both). Failures raise a :class:`SafewriteError`
-subclass per gRPC status code, carrying safewrite's rich error details and whether a
-retry may help (:attr:`SafewriteError.retryable`). :mod:`safewrite_client.conditions`
-sets status conditions; :mod:`safewrite_client.kopf` adapts errors and status writes to
-kopf. The generated protobuf and gRPC modules are in :mod:`safewrite_client.v1`.
+subclass per gRPC status code, carrying safewrite's rich error details and whether
+sending the same call again may help and is safe (:attr:`SafewriteError.retryable`; a
+write whose outcome is unknown counts only when the call carried an idempotency key).
+:mod:`safewrite_client.conditions` sets status conditions; :mod:`safewrite_client.kopf`
+adapts errors and status writes to kopf. The generated protobuf and gRPC modules are in
+:mod:`safewrite_client.v1`.
 """
 
 from ._aio import AsyncClient
@@ -37,6 +39,8 @@ from ._errors import (
     FINAL_REASONS,
     RETRYABLE_CODES,
     RETRYABLE_REASONS,
+    RETRYABLE_WITH_KEY_CODES,
+    RETRYABLE_WITH_KEY_REASONS,
     WRITE_OUTCOME_UNKNOWN,
     CancelledError,
     ConflictError,
@@ -80,6 +84,8 @@ __all__ = [
     "FINAL_REASONS",
     "RETRYABLE_CODES",
     "RETRYABLE_REASONS",
+    "RETRYABLE_WITH_KEY_CODES",
+    "RETRYABLE_WITH_KEY_REASONS",
     "WRITE_OUTCOME_UNKNOWN",
     "Abort",
     "AsyncClient",

@@ -12,7 +12,6 @@ import grpc
 import grpc.aio
 
 from . import _core as core
-from ._errors import from_rpc_error
 from ._types import ObjectRef, Result
 from .v1 import writer_pb2, writer_pb2_grpc
 
@@ -137,7 +136,7 @@ class AsyncClient:
         try:
             response = await method(call.request, **self._settings.call_kwargs(call.timeout))
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call.error(err) from None
         return core.unary_result(response)
 
     async def _transact(

@@ -377,6 +377,16 @@ class Unary:
     request: Any
     timeout: Optional[float]
 
+    @property
+    def idempotent(self) -> bool:
+        """Whether the request carries an idempotency key (decides whether a write of
+        unknown outcome is retryable)."""
+        return bool(self.request.options.idempotency_key)
+
+    def error(self, err: grpc.RpcError) -> SafewriteError:
+        """The exception for this call's failure ``err``."""
+        return from_rpc_error(err, idempotent=self.idempotent)
+
 
 def update_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
     """The ``UpdateWithRetry`` call for ``update(ref, **args)``.
@@ -494,6 +504,9 @@ class Transaction:
 
     def __init__(self, begin_message: writer_pb2.TransactBegin) -> None:
         self.first = writer_pb2.TransactRequest(begin=begin_message)
+        #: Whether ``begin`` carries an idempotency key (decides whether a write of
+        #: unknown outcome is retryable).
+        self.idempotent = bool(begin_message.options.idempotency_key)
         self._raised: Optional[Exception] = None
 
     def _raise_pending(self) -> None:
@@ -571,7 +584,7 @@ class Transaction:
         raised one, else the decoded :class:`SafewriteError`."""
         if self._raised is not None:
             raise self._raised from None
-        raise from_rpc_error(err) from None
+        raise from_rpc_error(err, idempotent=self.idempotent) from None
 
 
 #: A transaction function: receives the fresh object, returns the new one (or changes

@@ -1,6 +1,6 @@
 """Exceptions raised by the safewrite client, decoded from gRPC statuses and their
 details, and the classification of the failure reasons (the proto enum ``Reason``) into
-retryable and final ones."""
+retryable, retryable-with-an-idempotency-key and final ones."""
 
 from __future__ import annotations
 
@@ -54,9 +54,6 @@ RETRYABLE_REASONS: FrozenSet[int] = frozenset(
         writer_pb2.REASON_CEL_BUSY,
         writer_pb2.REASON_DEADLINE_EXCEEDED,
         writer_pb2.REASON_API_SERVER_UNREACHABLE,
-        # The write may have been applied: a level-triggered controller re-reads and
-        # reconciles again; a read-dependent change should carry an idempotency key.
-        writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN,
         writer_pb2.REASON_RETRY_BUDGET_EXHAUSTED,
         writer_pb2.REASON_CIRCUIT_OPEN,
         writer_pb2.REASON_RATE_LIMITED,
@@ -65,6 +62,15 @@ RETRYABLE_REASONS: FrozenSet[int] = frozenset(
         writer_pb2.REASON_OVERLOADED,
         writer_pb2.REASON_REQUEST_NOT_READ,
     }
+)
+
+#: Reasons after which the same call may be sent again only when it carried an
+#: idempotency key: a write was sent and its answer lost, so it may have been applied.
+#: With the key, the sidecar's read finds it on the object and applies the change at
+#: most once; without one, a second call could apply a read-dependent change (an
+#: increment) twice, so read the object before deciding.
+RETRYABLE_WITH_KEY_REASONS: FrozenSet[int] = frozenset(
+    {writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN}
 )
 
 #: Reasons after which only a different request can succeed.
@@ -102,19 +108,29 @@ RETRYABLE_CODES: FrozenSet[grpc.StatusCode] = frozenset(
         grpc.StatusCode.ABORTED,  # conflicts outlasted the retry policy
         grpc.StatusCode.DEADLINE_EXCEEDED,
         grpc.StatusCode.INTERNAL,  # e.g. a failing admission webhook
-        grpc.StatusCode.UNKNOWN,
         grpc.StatusCode.CANCELLED,
     }
 )
 
+#: gRPC codes after which the same call may be sent again only with an idempotency key
+#: (for the reasons above): UNKNOWN, whose outcome may be a write applied.
+RETRYABLE_WITH_KEY_CODES: FrozenSet[grpc.StatusCode] = frozenset({grpc.StatusCode.UNKNOWN})
 
-def is_retryable(code: grpc.StatusCode, reason: int) -> bool:
-    """Whether a failure with this gRPC code and Reason value may succeed when the same
-    call is made again later. A reason newer than this client is decided by the code."""
+
+def is_retryable(code: grpc.StatusCode, reason: int, *, idempotent: bool = False) -> bool:
+    """Whether a failure with this gRPC code and Reason value may succeed, and is safe,
+    when the same call is made again later. ``idempotent`` says whether the call carried
+    an idempotency key: a write whose outcome is unknown (:data:`RETRYABLE_WITH_KEY_REASONS`,
+    e.g. ``WRITE_OUTCOME_UNKNOWN``) is retryable only then. A reason newer than this
+    client is decided by the code."""
     if reason in RETRYABLE_REASONS:
         return True
+    if reason in RETRYABLE_WITH_KEY_REASONS:
+        return idempotent
     if reason in FINAL_REASONS:
         return False
+    if code in RETRYABLE_WITH_KEY_CODES:
+        return idempotent
     return code in RETRYABLE_CODES
 
 
@@ -147,6 +163,9 @@ class SafewriteError(Exception):
             :attr:`Result.trace_id <safewrite_client.Result.trace_id>`; empty when the
             sidecar runs without OpenTelemetry or sent no ``WriteFailure`` detail
             (e.g. it was unreachable).
+        idempotent: Whether the failed call carried an idempotency key (then a write
+            whose outcome is unknown may be sent again with the same key); set by the
+            client, False for an error decoded without knowing the call.
     """
 
     def __init__(
@@ -163,6 +182,7 @@ class SafewriteError(Exception):
         attempt_records: Iterable[AttemptRecord] = (),
         trace_id: str = "",
         write_failure_reason: int = 0,
+        idempotent: bool = False,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -176,6 +196,7 @@ class SafewriteError(Exception):
         self.attempt_records: Tuple[AttemptRecord, ...] = tuple(attempt_records)
         self.trace_id = trace_id
         self.write_failure_reason = write_failure_reason
+        self.idempotent = idempotent
 
     @property
     def reason_name(self) -> str:
@@ -187,13 +208,17 @@ class SafewriteError(Exception):
     @property
     def retryable(self) -> bool:
         """True when the same call may succeed later (after :attr:`retry_delay`, if
-        set): the sidecar or the API server was unavailable, throttled or out of time,
-        conflicts outlasted the retry policy, or the outcome of a write is unknown
-        (re-read before retrying a read-dependent change, or use an idempotency key).
-        False when only a different request can succeed: it is invalid, a
+        set), and sending it again is safe: the sidecar or the API server was
+        unavailable, throttled or out of time, or conflicts outlasted the retry policy;
+        or the outcome of a write is unknown (:class:`OutcomeUnknownError`) and the call
+        carried an idempotency key, so a retry with the same key applies it at most
+        once. A write of unknown outcome without a key is not retryable: it may have
+        been applied, and a second call could apply a read-dependent change twice; read
+        the object before deciding, or make such calls with an idempotency key.
+        False too when only a different request can succeed: it is invalid, a
         precondition is false, the object or its kind does not exist, or permission is
-        denied. Decided by :func:`is_retryable`."""
-        return is_retryable(self.code, self.write_failure_reason)
+        denied. Decided by :func:`is_retryable` with :attr:`idempotent`."""
+        return is_retryable(self.code, self.write_failure_reason, idempotent=self.idempotent)
 
     @property
     def attempts(self) -> int:
@@ -268,9 +293,10 @@ class OutcomeUnknownError(SafewriteError):
     """UNKNOWN with reason ``WRITE_OUTCOME_UNKNOWN``: a write was sent but its answer
     was lost, so the change may or may not have been applied, and safewrite did not
     retry it because the call had no ``idempotency_key`` (a second try could apply a
-    read-dependent change twice). Read the object to find out, or make such calls with
-    an ``idempotency_key``: then safewrite retries these writes itself, and the caller
-    may retry the call with the same key."""
+    read-dependent change twice). :attr:`retryable` is then False: read the object to
+    find out before deciding, or make such calls with an ``idempotency_key``: then
+    safewrite retries these writes itself, and should a call with a key still end
+    here, :attr:`retryable` is True and the same call with the same key is safe."""
 
 
 class CancelledError(SafewriteError):
@@ -347,11 +373,16 @@ def _status_details(metadata: Any) -> Optional[bytes]:
 
 
 def from_status(
-    code: grpc.StatusCode, message: str, details: Optional[bytes]
+    code: grpc.StatusCode,
+    message: str,
+    details: Optional[bytes],
+    *,
+    idempotent: bool = False,
 ) -> SafewriteError:
     """Builds the exception for a status code, message and the serialized
-    ``google.rpc.Status`` of its ``grpc-status-details-bin`` trailer (if any)."""
-    kwargs: Dict[str, Any] = {}
+    ``google.rpc.Status`` of its ``grpc-status-details-bin`` trailer (if any);
+    ``idempotent`` says whether the call carried an idempotency key."""
+    kwargs: Dict[str, Any] = {"idempotent": idempotent}
     if details:
         status = status_pb2.Status()
         try:
@@ -401,9 +432,12 @@ def from_status(
     return error_class(code, kwargs.get("reason"))(code, message, **kwargs)
 
 
-def from_rpc_error(err: Any) -> SafewriteError:
+def from_rpc_error(err: Any, *, idempotent: bool = False) -> SafewriteError:
     """Converts a ``grpc.RpcError`` (sync) or ``grpc.aio.AioRpcError`` into the matching
-    :class:`SafewriteError` subclass, decoding the rich error details."""
+    :class:`SafewriteError` subclass, decoding the rich error details. ``idempotent``
+    says whether the call carried an idempotency key (see
+    :attr:`SafewriteError.retryable`); the clients pass it, and an error converted
+    without it counts as a call without a key."""
     try:
         code = err.code() or grpc.StatusCode.UNKNOWN
     except Exception:
@@ -419,7 +453,7 @@ def from_rpc_error(err: Any) -> SafewriteError:
     details = _status_details(trailing)
     if details is None and "RST_STREAM" in message:
         message += _AUTHORITY_HINT
-    return from_status(code, message, details)
+    return from_status(code, message, details, idempotent=idempotent)
 
 
 # gRPC's C core sends a unix socket's path as the HTTP/2 :authority, which the

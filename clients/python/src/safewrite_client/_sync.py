@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, Tuple
 import grpc
 
 from . import _core as core
-from ._errors import from_rpc_error
 from ._types import ObjectRef, Result
 from .v1 import writer_pb2, writer_pb2_grpc
 
@@ -168,7 +167,7 @@ class Client:
         try:
             response = method(call.request, **self._settings.call_kwargs(call.timeout))
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call.error(err) from None
         return core.unary_result(response)
 
     def _transact(

@@ -5,7 +5,7 @@
 #   tests/harness/with-sidecar.sh COMMAND [ARGS...]
 #
 # Starts the control plane (tests/harness/controlplane.sh), installs the test CRD
-# widgets.test.safewrite.dev (namespaced, status subresource), starts three sidecars and
+# widgets.test.safewrite.dev (namespaced, status subresource), starts four sidecars and
 # runs COMMAND with:
 #   SAFEWRITE_ADDRESS          host:port of a sidecar with the admin identity (the one
 #                              variable every client reads for the sidecar's address)
@@ -15,6 +15,17 @@
 #   SAFEWRITE_TOKEN_ADDR       host:port of an admin sidecar started with --token-file:
 #                              calls must carry `authorization: Bearer $SAFEWRITE_TOKEN`
 #   SAFEWRITE_TOKEN            that sidecar's token
+#   SAFEWRITE_LOSSY_ADDR       host:port of an admin sidecar whose writes' answers are
+#                              lost: it reaches the API server through
+#                              tests/harness/faultproxy, which forwards every request and,
+#                              for POST, PUT and PATCH, lets the API server answer (the
+#                              write is committed) and then resets the stream instead of
+#                              answering. Reads pass. A write through it without an
+#                              idempotency key fails with UNKNOWN, reason
+#                              WRITE_OUTCOME_UNKNOWN, its change applied; with a key the
+#                              sidecar re-reads, finds the key and answers already_applied.
+#                              Create objects through SAFEWRITE_ADDRESS: a create through
+#                              this one is lost as well.
 #   SAFEWRITE_NAMESPACE        a namespace created for this run
 #   SAFEWRITE_CP_ENV           the control plane's env file (SERVER, ADMIN_TOKEN, CA_FILE)
 # Everything is stopped when COMMAND ends; its exit code is returned.
@@ -30,6 +41,29 @@ if [ ! -x "$bin" ]; then
 fi
 # Build (or find) the control plane's binaries before starting it (progress on stderr).
 bash "$root/tests/harness/binaries.sh" >/dev/null
+
+# The fault proxy (tests/harness/faultproxy, standard library only): built once per
+# version of its source and of Go, and cached beside the other tools.
+faultproxy_binary() {
+  local src="$root/tests/harness/faultproxy" cache key out lock
+  cache=${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}
+  key=$({ cat "$src/go.mod" "$src"/*.go; go version; } | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-16)
+  out="$cache/bin/faultproxy-$key/faultproxy"
+  if [ ! -x "$out" ]; then
+    mkdir -p "$(dirname "$out")"
+    exec {lock}>"$out.lock"
+    if command -v flock >/dev/null 2>&1; then flock "$lock"; fi
+    if [ ! -x "$out" ]; then
+      echo "with-sidecar: building tests/harness/faultproxy" >&2
+      (cd "$src" && CGO_ENABLED=0 GOWORK=off go build -trimpath -o "$out.tmp" .) &&
+        mv "$out.tmp" "$out" ||
+        { echo "with-sidecar: could not build tests/harness/faultproxy" >&2; exit 1; }
+    fi
+    exec {lock}>&-
+  fi
+  echo "$out"
+}
+faultproxy=$(faultproxy_binary)
 
 coproc CONTROLPLANE { exec bash "$root/tests/harness/controlplane.sh" run; }
 read -r ready cpdir <&"${CONTROLPLANE[0]}" || { echo "with-sidecar: control plane failed to start" >&2; exit 1; }
@@ -99,10 +133,37 @@ start_sidecar "$cpdir/admin.kubeconfig" "$admin_addr" --unix-socket "$socket"
 start_sidecar "$cpdir/restricted.kubeconfig" "$restricted_addr"
 start_sidecar "$cpdir/admin.kubeconfig" "$token_addr" --token-file "$work/token"
 
+# The lossy sidecar: the admin identity through the fault proxy, which terminates TLS
+# with the API server's own serving certificate (valid for 127.0.0.1, signed by the same
+# CA), so the kubeconfig differs from admin's in its server alone.
+"$faultproxy" -upstream "$SERVER" -ca "$CA_FILE" -cert "$cpdir/pki/serving.crt" \
+  -key "$cpdir/pki/serving.key" -addr-file "$work/faultproxy.addr" 2>>"$work/faultproxy.log" &
+pids+=($!)
+for _ in $(seq 1 100); do
+  [ -s "$work/faultproxy.addr" ] && break
+  kill -0 "${pids[-1]}" 2>/dev/null || break
+  sleep 0.1
+done
+if [ ! -s "$work/faultproxy.addr" ]; then
+  echo "with-sidecar: the fault proxy did not start; log:" >&2
+  cat "$work/faultproxy.log" >&2
+  exit 1
+fi
+proxy_addr=$(cat "$work/faultproxy.addr")
+sed "s#^\( *server:\) .*#\1 https://$proxy_addr#" "$cpdir/admin.kubeconfig" >"$work/lossy.kubeconfig"
+grep -q "server: https://$proxy_addr\$" "$work/lossy.kubeconfig" ||
+  { echo "with-sidecar: could not point a kubeconfig at the fault proxy" >&2; exit 1; }
+# Lost answers are faults to the circuit breaker: a run of them must not open it, so
+# that every write reaches the proxy. A request cut by the proxy fails at once; the
+# request timeout only bounds a hang, should one happen.
+lossy_addr="127.0.0.1:$(free_port)"
+start_sidecar "$work/lossy.kubeconfig" "$lossy_addr" --breaker-failures 1000 --request-timeout 5s
+
 export SAFEWRITE_ADDRESS=$admin_addr
 export SAFEWRITE_UNIX_SOCKET=$socket
 export SAFEWRITE_RESTRICTED_ADDR=$restricted_addr
 export SAFEWRITE_TOKEN_ADDR=$token_addr SAFEWRITE_TOKEN=$token
+export SAFEWRITE_LOSSY_ADDR=$lossy_addr
 export SAFEWRITE_NAMESPACE=$namespace
 export SAFEWRITE_CP_ENV=$cpdir/env
 status=0

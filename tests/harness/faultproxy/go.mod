@@ -1,0 +1,3 @@
+module safewrite.dev/tests/harness/faultproxy
+
+go 1.24

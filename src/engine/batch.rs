@@ -267,20 +267,25 @@ async fn alone(engine: &Engine, member: Member) {
 /// What the running result of a batch made of one member.
 #[derive(Debug)]
 pub(super) enum Verdict {
-    /// Its change is in the body to write.
-    Changed,
+    /// Its change is in the body to write. The patch undoes it: applied to the running
+    /// result right after this member's turn, it gives the result right before, so each
+    /// member's own state can be produced from the written object when it is answered
+    /// ([`answer_each`]) instead of being kept.
+    Changed(json_patch::Patch),
     /// Its change was already made (by the members before it, or before the read).
     Unchanged,
     /// Its idempotency key is on the object: made by an earlier write.
     AlreadyApplied,
-    /// It fails alone and is left out of the write.
+    /// It fails alone and is left out of the write. Its current object is filled in
+    /// when it is answered ([`answer_each`]).
     Failed(Failure),
 }
 
 /// Applies each member's idempotency check, preconditions and mutation, in order, to
 /// the running result that starts as `fresh`: each member sees the effect of those
 /// before it, exactly as if each had been written in turn. The body to write (with the
-/// keys of the members that changed it) and each member's verdict.
+/// keys of the members that changed it) and each member's verdict. A failure's current
+/// object is left empty here: [`answer_each`] gives it the state at the member's turn.
 pub(super) async fn fold(
     fresh: &Value,
     has_status: bool,
@@ -290,7 +295,12 @@ pub(super) async fn fold(
     let mut running = fresh.clone();
     let mut verdicts = Vec::new();
     for &(spec, deadline) in members {
-        let verdict = apply_member(spec, deadline, &mut running, has_status, &version).await;
+        let mut verdict = apply_member(spec, deadline, &mut running, has_status, &version).await;
+        if let Verdict::Failed(failure) = &mut verdict
+            && let Some(current) = failure.current_mut()
+        {
+            *current = Value::Null;
+        }
         verdicts.push(verdict);
     }
     (running, verdicts)
@@ -328,8 +338,9 @@ async fn apply_member(
     if let Some(key) = &spec.idempotency_key {
         idempotency::record(&mut body, [key.as_str()]);
     }
+    let undo = json_patch::diff(&body, running);
     *running = body;
-    Verdict::Changed
+    Verdict::Changed(undo)
 }
 
 /// The latest of the members' deadlines (none if one has none): the batch's requests
@@ -464,13 +475,11 @@ async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
     let (body, verdicts) = fold(&fresh, has_status, &specs).await;
     let changed = verdicts
         .iter()
-        .filter(|v| matches!(v, Verdict::Changed))
+        .filter(|v| matches!(v, Verdict::Changed(_)))
         .count();
     if changed == 0 {
         // Nothing to write: every answer is decided by the read.
-        for (member, verdict) in members.into_iter().zip(verdicts) {
-            member.finish(answer_of(verdict, &fresh, Outcome::Unchanged));
-        }
+        answer_each(members, verdicts, &fresh, None);
         return Attempted::Answered;
     }
     let size = members.len() as u32;
@@ -505,9 +514,7 @@ async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
                 "safewrite.resource_version.written",
                 resource_version(&written).as_str(),
             );
-            for (member, verdict) in members.into_iter().zip(verdicts) {
-                member.finish(answer_of(verdict, &written, Outcome::Updated));
-            }
+            answer_each(members, verdicts, &fresh, Some((body, written)));
             Attempted::Answered
         }
         Sent::Answer(answer) => {
@@ -522,14 +529,106 @@ async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
     }
 }
 
-/// A member's answer from its verdict, once the batch's write (or read, when nothing
-/// was written) is done: `object` is the object as written (or read).
-fn answer_of(verdict: Verdict, object: &Value, changed: Outcome) -> Result<Done, Failure> {
-    match verdict {
-        Verdict::Changed => Ok(Done::new(changed, object.clone())),
-        Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, object.clone())),
-        Verdict::AlreadyApplied => Ok(Done::already_applied(object.clone())),
-        Verdict::Failed(failure) => Err(failure),
+/// Answers each member of a batch whose attempt ended with a read (`write` is `None`:
+/// nothing changed) or a successful write (`write` holds the body sent and the object
+/// the API server answered with). Each member's answer is what it would have got
+/// written alone in batch order ([`serial_states`]).
+fn answer_each(
+    members: Vec<Member>,
+    verdicts: Vec<Verdict>,
+    fresh: &Value,
+    write: Option<(Value, Value)>,
+) {
+    let mut states = serial_states(fresh, &verdicts, write);
+    for (member, verdict) in members.into_iter().zip(verdicts).rev() {
+        let state = states.next_back(&verdict);
+        let result = match verdict {
+            Verdict::Changed(_) => Ok(Done::new(Outcome::Updated, state)),
+            Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, state)),
+            Verdict::AlreadyApplied => Ok(Done::already_applied(state)),
+            Verdict::Failed(mut failure) => {
+                if let Some(current) = failure.current_mut() {
+                    *current = state;
+                }
+                Err(failure)
+            }
+        };
+        member.finish(result);
+    }
+}
+
+/// Each member's own state, produced from the last member back: the object as it stood
+/// right after that member's turn in the fold. Members before the first change see the
+/// object as read. From the first change on, a state is the object the API server wrote
+/// with the changes of the members after it undone, so it carries the write's
+/// resourceVersion and the server's own fields; should an undo not apply to the
+/// server's object (the server normalised a field a member set), the body sent stands
+/// in for it, with the written resourceVersion. One state is held at a time.
+struct SerialStates<'a> {
+    fresh: &'a Value,
+    first_change: usize,
+    /// The members from this index on have had their states.
+    next: usize,
+    /// The running result of the fold as sent, undone back to the member before `next`.
+    sent: Value,
+    /// The same from the object the API server answered with, while undoing applies.
+    written: Option<Value>,
+    /// The resourceVersion of the write.
+    version: String,
+}
+
+fn serial_states<'a>(
+    fresh: &'a Value,
+    verdicts: &[Verdict],
+    write: Option<(Value, Value)>,
+) -> SerialStates<'a> {
+    let (first_change, sent, written) = match write {
+        Some((sent, written)) => {
+            let first = verdicts
+                .iter()
+                .position(|v| matches!(v, Verdict::Changed(_)))
+                .unwrap_or(verdicts.len());
+            (first, sent, Some(written))
+        }
+        None => (verdicts.len(), Value::Null, None),
+    };
+    SerialStates {
+        fresh,
+        first_change,
+        next: verdicts.len(),
+        version: written.as_ref().map(resource_version).unwrap_or_default(),
+        sent,
+        written,
+    }
+}
+
+impl SerialStates<'_> {
+    /// The state of the member before the one last given, whose verdict is `verdict`.
+    fn next_back(&mut self, verdict: &Verdict) -> Value {
+        self.next = self.next.checked_sub(1).expect("one state per member");
+        let at = self.next;
+        if at < self.first_change {
+            return self.fresh.clone();
+        }
+        let state = match &self.written {
+            Some(written) => written.clone(),
+            None => {
+                let mut state = self.sent.clone();
+                state["metadata"]["resourceVersion"] = Value::String(self.version.clone());
+                state
+            }
+        };
+        // Step back over this member's own change, for the member before it.
+        if let Verdict::Changed(undo) = verdict {
+            json_patch::patch(&mut self.sent, undo)
+                .expect("an undo applies to the body it was taken from");
+            if let Some(written) = &mut self.written
+                && json_patch::patch(written, undo).is_err()
+            {
+                self.written = None;
+            }
+        }
+        state
     }
 }
 
@@ -627,7 +726,7 @@ fn refused(
         Step::Fail(failure) if changed == 1 => {
             let mut back = Vec::new();
             for (member, verdict) in members.into_iter().zip(verdicts) {
-                if matches!(verdict, Verdict::Changed) {
+                if matches!(verdict, Verdict::Changed(_)) {
                     member.finish(Err(failure.clone()));
                 } else {
                     back.push(member);
@@ -678,7 +777,7 @@ fn settle(
 ) -> Attempted {
     let (mut retry, mut going_on) = (None, Vec::new());
     for (member, verdict) in members.into_iter().zip(verdicts) {
-        match step_of(&member, matches!(verdict, Verdict::Changed)) {
+        match step_of(&member, matches!(verdict, Verdict::Changed(_))) {
             Step::Retry(decision, failure) => {
                 retry.get_or_insert((decision, failure));
                 going_on.push(member);
@@ -764,7 +863,7 @@ mod tests {
     /// A verdict's name, for comparing (failures by kind).
     fn name(verdict: &Verdict) -> String {
         match verdict {
-            Verdict::Changed => "changed".into(),
+            Verdict::Changed(_) => "changed".into(),
             Verdict::Unchanged => "unchanged".into(),
             Verdict::AlreadyApplied => "already_applied".into(),
             Verdict::Failed(failure) => format!("failed:{}", failure.kind()),
@@ -796,16 +895,20 @@ mod tests {
                 .collect();
 
             // One at a time: each member reads what the one before it wrote.
+            // One at a time: each member reads what the one before it wrote, and its
+            // answer is the object right after its turn.
             let mut state = fresh.clone();
             let mut one_by_one = Vec::new();
+            let mut own_states = Vec::new();
             for (version, member) in (2..).zip(&members) {
                 let (body, mut verdicts) = fold(&state, false, &[(member, None)]).await;
                 let verdict = verdicts.pop().unwrap();
-                if matches!(verdict, Verdict::Changed) {
+                if matches!(verdict, Verdict::Changed(_)) {
                     state = body;
                     state["metadata"]["resourceVersion"] = json!(version.to_string());
                 }
                 one_by_one.push(name(&verdict));
+                own_states.push(state.clone());
             }
 
             let specs: Vec<_> = members.iter().map(|m| (m, None)).collect();
@@ -813,10 +916,46 @@ mod tests {
             let batched: Vec<String> = verdicts.iter().map(name).collect();
             assert_eq!(batched, one_by_one, "case {case}: outcomes");
             assert_eq!(
-                without_version(body),
+                without_version(body.clone()),
                 without_version(state),
                 "case {case}: final object"
             );
+
+            // Each member's answer is its own state: the server's object (its version
+            // and its own fields) with the later members' changes undone.
+            let mut written = body.clone();
+            written["metadata"]["resourceVersion"] = json!("99");
+            written["metadata"]["managedFields"] = json!([{"manager": "server"}]);
+            let first_change = verdicts
+                .iter()
+                .position(|v| matches!(v, Verdict::Changed(_)))
+                .unwrap_or(verdicts.len());
+            let mut states = serial_states(&fresh, &verdicts, Some((body, written)));
+            let mut answers: Vec<Value> =
+                verdicts.iter().rev().map(|v| states.next_back(v)).collect();
+            answers.reverse();
+            for (i, (answer, own)) in answers.into_iter().zip(&own_states).enumerate() {
+                let (version, server_fields) = if i < first_change {
+                    ("1", false)
+                } else {
+                    ("99", true)
+                };
+                assert_eq!(
+                    answer["metadata"]["resourceVersion"], version,
+                    "case {case}: member {i}"
+                );
+                let mut answer = without_version(answer);
+                let fields = answer["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
+                assert_eq!(fields.is_some(), server_fields, "case {case}: member {i}");
+                assert_eq!(
+                    answer,
+                    without_version(own.clone()),
+                    "case {case}: member {i}'s state"
+                );
+            }
             seen.extend(batched);
         }
         // The generator reaches every kind of verdict.
@@ -829,6 +968,24 @@ mod tests {
         ] {
             assert!(seen.contains(kind), "{kind} never happened: {seen:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_state_the_servers_object_cannot_give_comes_from_the_body_sent() {
+        let fresh = json!({"metadata": {"name": "o", "resourceVersion": "7"}, "data": {"a": "0"}});
+        let set =
+            |k: &str, v: &str| spec(Mutation::MergePatch(json!({"data": {k: v}})), None, None);
+        let (first, second) = (set("a", "1"), set("b", "2"));
+        let (body, verdicts) = fold(&fresh, false, &[(&first, None), (&second, None)]).await;
+        // The server dropped data.b (and added data.c), so undoing the second member's
+        // change cannot apply to its object: the body sent stands in, at version 8.
+        let written = json!({"metadata": {"name": "o", "resourceVersion": "8"}, "data": {"a": "1", "c": "s"}});
+        let mut states = serial_states(&fresh, &verdicts, Some((body, written.clone())));
+        assert_eq!(states.next_back(&verdicts[1]), written);
+        assert_eq!(
+            states.next_back(&verdicts[0]),
+            json!({"metadata": {"name": "o", "resourceVersion": "8"}, "data": {"a": "1"}})
+        );
     }
 
     #[tokio::test]

@@ -115,6 +115,18 @@ impl Failure {
             Failure::Cancelled(_) => "cancelled",
         }
     }
+
+    /// The object a failure reports as current (`WriteFailure.current_object_json`),
+    /// for those that carry one.
+    pub fn current_mut(&mut self) -> Option<&mut Value> {
+        match self {
+            Failure::PreconditionFailed { current, .. } | Failure::Mutation { current, .. } => {
+                Some(current)
+            }
+            Failure::ResourceVersionMismatch { current, .. } => current.as_mut(),
+            _ => None,
+        }
+    }
 }
 
 /// A mutation's error as the failure it is: a failed JSON Patch `test` is a false

@@ -185,6 +185,8 @@ async fn install_widget_crd(client: &kube::Client) {
 
 /// 16 writers x 50 read-dependent increments of one object: `alone` sends each write on
 /// its own (`options.write_alone`), else concurrent writes are committed together.
+/// Every answer must be the caller's own: the 800 answers read back 800 distinct
+/// values, 1 to 800, each carrying the resourceVersion of the write that carried it.
 /// Returns the conflicts met and the largest group a write carried.
 async fn sixteen_by_fifty(env: &Env, name: &str, alone: bool) -> (usize, u32) {
     env.create_configmap(name, json!({"n": "0"})).await;
@@ -194,7 +196,7 @@ async fn sixteen_by_fifty(env: &Env, name: &str, alone: bool) -> (usize, u32) {
         let mut client = client.clone();
         let target = env.configmap(name);
         tasks.push(tokio::spawn(async move {
-            let (mut conflicts, mut largest) = (0, 0);
+            let (mut conflicts, mut largest, mut told) = (0, 0, Vec::new());
             for _ in 0..50 {
                 let mut request = update(target.clone(), cel(INCREMENT));
                 request.options = Some(pb::WriteOptions {
@@ -221,18 +223,42 @@ async fn sixteen_by_fifty(env: &Env, name: &str, alone: bool) -> (usize, u32) {
                     "the write that carried it is recorded"
                 );
                 largest = largest.max(last.batch_size);
+                let object: Value = serde_json::from_str(&result.object_json).unwrap();
+                assert_eq!(
+                    object["metadata"]["resourceVersion"], result.resource_version,
+                    "the answer carries the version of its own object"
+                );
+                told.push(
+                    object["data"]["n"]
+                        .as_str()
+                        .unwrap()
+                        .parse::<u32>()
+                        .unwrap(),
+                );
             }
-            (conflicts, largest)
+            (conflicts, largest, told)
         }));
     }
-    let (mut conflicts, mut largest) = (0, 0);
+    let (mut conflicts, mut largest, mut told) = (0, 0, Vec::new());
     for task in tasks {
-        let (c, l) = task.await.unwrap();
+        let (c, l, t) = task.await.unwrap();
         conflicts += c;
         largest = largest.max(l);
+        told.extend(t);
     }
     let cm = env.configmaps().get(name).await.unwrap();
     assert_eq!(cm.data.unwrap()["n"], "800", "no increment lost or doubled");
+    told.sort_unstable();
+    let distinct = {
+        let mut d = told.clone();
+        d.dedup();
+        d.len()
+    };
+    assert_eq!(
+        told,
+        (1..=800).collect::<Vec<_>>(),
+        "each caller is told its own increment ({distinct} distinct values in 800 answers)"
+    );
     (conflicts, largest)
 }
 
@@ -419,21 +445,35 @@ async fn conflicting_status_writers_lose_no_update() {
         let mut client = client.clone();
         let target = env.widget("w");
         tasks.push(tokio::spawn(async move {
+            let mut told = Vec::new();
             for _ in 0..50 {
-                client
+                let result = client
                     .patch_status(pb::PatchStatusRequest {
                         target: Some(target.clone()),
                         mutation: cel(r#"{"status": {"count": object.status.count + 1}}"#),
                         ..Default::default()
                     })
                     .await
-                    .expect("every status increment succeeds");
+                    .expect("every status increment succeeds")
+                    .into_inner()
+                    .result
+                    .unwrap();
+                let object: Value = serde_json::from_str(&result.object_json).unwrap();
+                told.push(object["status"]["count"].as_u64().unwrap());
             }
+            told
         }));
     }
+    let mut told = Vec::new();
     for task in tasks {
-        task.await.unwrap();
+        told.extend(task.await.unwrap());
     }
+    told.sort_unstable();
+    assert_eq!(
+        told,
+        (1..=800).collect::<Vec<_>>(),
+        "each status writer is told its own count"
+    );
     let w = env.widgets().get("w").await.unwrap();
     assert_eq!(w.data["status"]["count"], 800);
     assert_eq!(w.data["spec"]["size"], 1);

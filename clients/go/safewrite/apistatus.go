@@ -39,6 +39,9 @@ type class struct {
 	byAnswer bool
 	// retryable: the same call, sent again later, may succeed.
 	retryable bool
+	// keyed: a write's outcome is unknown; the same call may be sent again (and is
+	// retryable) only when it carried an idempotency key.
+	keyed bool
 }
 
 // reasonClass returns the class of r. ok is false for a value this client does not
@@ -76,7 +79,7 @@ func reasonClass(r Reason) (c class, ok bool) {
 		return class{reason: metav1.StatusReasonServiceUnavailable, code: 503, retryable: true}, true
 	case safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN:
 		// "may still be in progress"; sending it again is safe only with an idempotency key.
-		return class{reason: metav1.StatusReasonTimeout, code: 504}, true
+		return class{reason: metav1.StatusReasonTimeout, code: 504, keyed: true}, true
 	case safewritev1.Reason_REASON_BAD_ANSWER:
 		return class{reason: metav1.StatusReasonInternalError, code: 500}, true
 	case safewritev1.Reason_REASON_REQUEST_TOO_LARGE:
@@ -130,6 +133,9 @@ func codeClass(code codes.Code) class {
 func (e *Error) class() class {
 	c, ok := reasonClass(e.ReasonCode)
 	if ok && !c.byAnswer {
+		if c.keyed {
+			c.retryable = e.Idempotent
+		}
 		return c
 	}
 	fallback := codeClass(e.Code)
@@ -223,9 +229,12 @@ func (e *Error) Status() metav1.Status {
 // Retryable reports whether the same call, sent again later, may succeed with nothing
 // else changed: the failure was contention (conflicts outlasting the retry policy), an
 // outage, throttling or load shedding, or a deadline, not something about the request
-// or the object. A write whose outcome is unknown ([ErrOutcomeUnknown]) is not
-// retryable: send it again only with [WithIdempotencyKey]. Wait [Error.RetryDelay]
-// first when [Error.HasRetryDelay].
+// or the object. A write whose outcome is unknown ([ErrOutcomeUnknown]) is retryable
+// only when the call carried an idempotency key ([Error.Idempotent], from
+// [WithIdempotencyKey]): then the same call with the same key applies the change at
+// most once. Without a key the change may have been applied and a second call could
+// apply a read-dependent change twice: read the object before deciding. Wait
+// [Error.RetryDelay] first when [Error.HasRetryDelay].
 func (e *Error) Retryable() bool { return e.class().retryable }
 
 // Retryable reports whether err is an [*Error] for which [Error.Retryable] holds.

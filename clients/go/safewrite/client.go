@@ -356,7 +356,7 @@ func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...
 		Options:       cfg.options,
 	}, c.callOpts...)
 	if err != nil {
-		return nil, withTarget(FromError(err), ref)
+		return nil, withTarget(withKey(FromError(err), cfg), ref)
 	}
 	return resultFrom(resp.GetResult())
 }
@@ -381,7 +381,7 @@ func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opt
 		Options:       cfg.options,
 	}, c.callOpts...)
 	if err != nil {
-		return nil, withTarget(FromError(err), ref)
+		return nil, withTarget(withKey(FromError(err), cfg), ref)
 	}
 	return resultFrom(resp.GetResult())
 }

@@ -59,8 +59,10 @@ var (
 	ErrCanceled = errors.New("safewrite: canceled")
 	// ErrOutcomeUnknown (UNKNOWN with reason WRITE_OUTCOME_UNKNOWN): the sidecar sent a
 	// write but its answer was lost, so it may or may not have been applied, and the
-	// sidecar did not retry it (the call had no idempotency key). Read the object to
-	// find out; a call with [WithIdempotencyKey] may simply be sent again.
+	// sidecar did not retry it (the call had no idempotency key). [Error.Retryable] is
+	// then false: read the object to find out before deciding. A call with
+	// [WithIdempotencyKey] may simply be sent again with the same key (should one end
+	// here, [Error.Retryable] is true).
 	ErrOutcomeUnknown = errors.New("safewrite: write outcome unknown")
 	// ErrInternal (INTERNAL, DATA_LOSS, any other UNKNOWN): the API server failed
 	// internally (e.g. an admission webhook), or an answer was not understood.
@@ -163,6 +165,11 @@ type Error struct {
 	Attempts int
 	// AttemptRecords describes each of those attempts, in order.
 	AttemptRecords []AttemptRecord
+	// Idempotent is true when the call carried an idempotency key
+	// ([WithIdempotencyKey]): then a write whose outcome is unknown ([ErrOutcomeUnknown])
+	// may be sent again with the same key, and [Error.Retryable] says so. False for
+	// errors made by [FromError], which does not know the call.
+	Idempotent bool
 	// TraceID is the W3C trace id (32 hex digits) of the sidecar's span of the call:
 	// the trace of the caller's span when ctx carried one (the client propagates it,
 	// unless [WithoutTracePropagation]), else a trace of its own. Empty when the
@@ -213,6 +220,16 @@ func clientError(code codes.Code, format string, args ...any) *Error {
 		e.ReasonCode = safewritev1.Reason_REASON_INVALID_REQUEST
 	}
 	return e
+}
+
+// withKey returns err, the error of a call sent with cfg, with [Error.Idempotent] set
+// when the call carried an idempotency key.
+func withKey(err error, cfg *writeConfig) error {
+	var swErr *Error
+	if errors.As(err, &swErr) && cfg.options.GetIdempotencyKey() != "" {
+		swErr.Idempotent = true
+	}
+	return err
 }
 
 // withTarget returns err, the error of a call about ref, with [Error.Target] set.

@@ -292,14 +292,65 @@ func TestSentinels(t *testing.T) {
 	}
 }
 
-// fakeWriter is an in-process WriterService whose Transact runs script.
+// fakeWriter is an in-process WriterService whose Transact runs script, and whose
+// UpdateWithRetry, when update is set, answers with update's error.
 type fakeWriter struct {
 	safewritev1.UnimplementedWriterServiceServer
 	script func(stream grpc.BidiStreamingServer[safewritev1.TransactRequest, safewritev1.TransactResponse]) error
+	update func(*safewritev1.UpdateWithRetryRequest) error
 }
 
 func (f *fakeWriter) Transact(stream grpc.BidiStreamingServer[safewritev1.TransactRequest, safewritev1.TransactResponse]) error {
 	return f.script(stream)
+}
+
+func (f *fakeWriter) UpdateWithRetry(ctx context.Context, req *safewritev1.UpdateWithRetryRequest) (*safewritev1.UpdateWithRetryResponse, error) {
+	if f.update == nil {
+		return f.UnimplementedWriterServiceServer.UpdateWithRetry(ctx, req)
+	}
+	return nil, f.update(req)
+}
+
+// TestLostAnswerIsRetryableOnlyWithAKey checks that every call path tells its error
+// whether the call carried an idempotency key: a write whose answer was lost may be
+// sent again only then.
+func TestLostAnswerIsRetryableOnlyWithAKey(t *testing.T) {
+	lost := func() error {
+		st, err := status.New(codes.Unknown, "answer lost").WithDetails(
+			protoadapt.MessageV1Of(&errdetails.ErrorInfo{Reason: "WRITE_OUTCOME_UNKNOWN", Domain: Domain}),
+			protoadapt.MessageV1Of(&safewritev1.WriteFailure{Reason: safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Err()
+	}
+	c := fakeClient(t, &fakeWriter{
+		script: func(stream grpc.BidiStreamingServer[safewritev1.TransactRequest, safewritev1.TransactResponse]) error {
+			if _, err := stream.Recv(); err != nil {
+				return err
+			}
+			return lost()
+		},
+		update: func(*safewritev1.UpdateWithRetryRequest) error { return lost() },
+	})
+	ref := ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm"}
+	fn := func(*unstructured.Unstructured) error { return nil }
+	for _, tc := range []struct {
+		opts      []WriteOption
+		retryable bool
+	}{{nil, false}, {[]WriteOption{WithIdempotencyKey("k-1")}, true}} {
+		_, updateErr := c.Update(context.Background(), ref, CEL("{}"), tc.opts...)
+		_, transactErr := c.Transact(context.Background(), ref, fn, tc.opts...)
+		for name, err := range map[string]error{"Update": updateErr, "Transact": transactErr} {
+			var swErr *Error
+			if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &swErr) {
+				t.Fatalf("%s: %v, want ErrOutcomeUnknown", name, err)
+			}
+			if swErr.Idempotent != tc.retryable || swErr.Retryable() != tc.retryable || Retryable(err) != tc.retryable {
+				t.Errorf("%s with %d option(s): Idempotent %v, Retryable %v; want %v", name, len(tc.opts), swErr.Idempotent, swErr.Retryable(), tc.retryable)
+			}
+		}
+	}
 }
 
 func fakeClient(t *testing.T, fake *fakeWriter) *Client {

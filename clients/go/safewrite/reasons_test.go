@@ -45,6 +45,12 @@ func sidecarError(t *testing.T, code codes.Code, infoReason string, reason Reaso
 	return swErr
 }
 
+// keyed marks e as the error of a call that carried an idempotency key.
+func keyed(e *Error) *Error {
+	e.Idempotent = true
+	return e
+}
+
 func TestEveryReasonIsKnown(t *testing.T) {
 	if len(safewritev1.Reason_name) < 27 {
 		t.Fatalf("the generated enum has %d values", len(safewritev1.Reason_name))
@@ -124,6 +130,10 @@ func TestStatusMapping(t *testing.T) {
 		{"overloaded", sidecarError(t, codes.ResourceExhausted, "OVERLOADED", safewritev1.Reason_REASON_OVERLOADED, true, nil, retry), "TooManyRequests", 429, true},
 		{"deadline", sidecarError(t, codes.DeadlineExceeded, "DEADLINE_EXCEEDED", safewritev1.Reason_REASON_DEADLINE_EXCEEDED, true, nil), "Timeout", 504, true},
 		{"outcome unknown", sidecarError(t, codes.Unknown, "WRITE_OUTCOME_UNKNOWN", safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN, true, nil), "Timeout", 504, false},
+		// With an idempotency key the same call applies the change at most once.
+		{"outcome unknown, keyed", keyed(sidecarError(t, codes.Unknown, "WRITE_OUTCOME_UNKNOWN", safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN, true, nil)), "Timeout", 504, true},
+		// The key changes nothing else.
+		{"invalid request, keyed", keyed(sidecarError(t, codes.InvalidArgument, "INVALID_REQUEST", safewritev1.Reason_REASON_INVALID_REQUEST, true, nil)), "BadRequest", 400, false},
 		{"too large", sidecarError(t, codes.OutOfRange, "REQUEST_TOO_LARGE", safewritev1.Reason_REASON_REQUEST_TOO_LARGE, true, nil), "RequestEntityTooLarge", 413, false},
 		{"unimplemented", sidecarError(t, codes.Unimplemented, "UNIMPLEMENTED", safewritev1.Reason_REASON_UNIMPLEMENTED, true, nil), "MethodNotAllowed", 405, false},
 		{"no sidecar", FromError(status.Error(codes.Unavailable, "connection refused")).(*Error), "ServiceUnavailable", 503, true},

@@ -79,7 +79,7 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 	defer cancel() // tears the stream down on every way out
 	stream, err := c.stub.Transact(ctx, c.callOpts...)
 	if err != nil {
-		return nil, FromError(err)
+		return nil, withKey(FromError(err), cfg)
 	}
 	begin := &safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Begin{
 		Begin: &safewritev1.TransactBegin{
@@ -93,7 +93,7 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 	// A Send that fails with io.EOF means the stream has ended: its status comes from
 	// Recv below.
 	if err := stream.Send(begin); err != nil && !errors.Is(err, io.EOF) {
-		return nil, FromError(err)
+		return nil, withKey(FromError(err), cfg)
 	}
 
 	var fnErr error  // fn's own error, returned once the sidecar confirms the abort
@@ -107,7 +107,7 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 			if errors.Is(err, io.EOF) {
 				return nil, clientError(codes.Internal, "the Transact stream ended without a result")
 			}
-			return nil, FromError(err)
+			return nil, withKey(FromError(err), cfg)
 		}
 		switch msg := resp.GetMessage().(type) {
 		case *safewritev1.TransactResponse_Result:
@@ -131,7 +131,7 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 				if ferr != nil && !errors.Is(ferr, ErrAbort) {
 					return nil, ferr
 				}
-				return nil, FromError(err)
+				return nil, withKey(FromError(err), cfg)
 			}
 			if ferr != nil {
 				aborted = true
@@ -144,7 +144,7 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 				if fnErr != nil {
 					return nil, fnErr
 				}
-				return nil, FromError(err)
+				return nil, withKey(FromError(err), cfg)
 			}
 		default:
 			return nil, clientError(codes.Internal, "the sidecar sent an empty Transact message")

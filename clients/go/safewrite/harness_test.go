@@ -3,7 +3,8 @@ package safewrite_test
 // Helpers for the tests against a real sidecar and a real API server. Run them through
 // ../test.sh, which starts both with ../../../tests/harness/with-sidecar.sh and exports
 // SAFEWRITE_ADDRESS, SAFEWRITE_UNIX_SOCKET, SAFEWRITE_RESTRICTED_ADDR,
-// SAFEWRITE_TOKEN_ADDR, SAFEWRITE_TOKEN, SAFEWRITE_NAMESPACE and SAFEWRITE_CP_ENV.
+// SAFEWRITE_TOKEN_ADDR, SAFEWRITE_TOKEN, SAFEWRITE_LOSSY_ADDR, SAFEWRITE_NAMESPACE and
+// SAFEWRITE_CP_ENV.
 // Without them these tests fail (`go test -short` skips them).
 
 import (

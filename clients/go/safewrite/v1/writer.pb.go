@@ -1641,9 +1641,15 @@ type WriteResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What happened.
 	Outcome Outcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=safewrite.v1.Outcome" json:"outcome,omitempty"`
-	// The object as written (or as read, when unchanged or aborted), as JSON.
+	// The object as this request left it, as JSON: as written (or as read, when
+	// unchanged or aborted). When the request was committed together with others (see
+	// AttemptRecord.batch_size), it is the object exactly as it stood right after this
+	// request's own change, in batch order: the changes of the requests after it are not
+	// in it, and it carries the resourceVersion of the write that carried it. So every
+	// answer is the one the request would have got written alone in that order.
 	ObjectJson string `protobuf:"bytes,2,opt,name=object_json,json=objectJson,proto3" json:"object_json,omitempty"`
-	// The object's resourceVersion after the write.
+	// The resourceVersion of `object_json`: of the write that carried the change (or of
+	// the object as read, when nothing was written).
 	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	// The number of attempts made, the last included.
 	Attempts uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
@@ -1653,7 +1659,8 @@ type WriteResult struct {
 	TraceId string `protobuf:"bytes,6,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// True when the request's idempotency key was already recorded on the object: an
 	// earlier attempt or request with this key made the change, and nothing was written
-	// this time. `object_json` is then the object as read.
+	// this time. `object_json` is then the object as read (in a group commit: as it
+	// stood at this request's turn).
 	AlreadyApplied bool `protobuf:"varint,7,opt,name=already_applied,json=alreadyApplied,proto3" json:"already_applied,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1840,7 +1847,8 @@ type WriteFailure struct {
 	// The attempts made before the failure; empty when no request reached the API server.
 	AttemptRecords []*AttemptRecord `protobuf:"bytes,1,rep,name=attempt_records,json=attemptRecords,proto3" json:"attempt_records,omitempty"`
 	// For FAILED_PRECONDITION: the current object as JSON, so the caller can decide what
-	// to do without another read. Empty otherwise.
+	// to do without another read (in a group commit: the object as it stood at this
+	// request's turn, after the changes of the requests before it). Empty otherwise.
 	CurrentObjectJson string `protobuf:"bytes,2,opt,name=current_object_json,json=currentObjectJson,proto3" json:"current_object_json,omitempty"`
 	// The W3C trace id of this RPC's span, hex encoded; empty when tracing is off.
 	TraceId string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`

@@ -766,14 +766,20 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
   outcome: Outcome;
 
   /**
-   * The object as written (or as read, when unchanged or aborted), as JSON.
+   * The object as this request left it, as JSON: as written (or as read, when
+   * unchanged or aborted). When the request was committed together with others (see
+   * AttemptRecord.batch_size), it is the object exactly as it stood right after this
+   * request's own change, in batch order: the changes of the requests after it are not
+   * in it, and it carries the resourceVersion of the write that carried it. So every
+   * answer is the one the request would have got written alone in that order.
    *
    * @generated from field: string object_json = 2;
    */
   objectJson: string;
 
   /**
-   * The object's resourceVersion after the write.
+   * The resourceVersion of `object_json`: of the write that carried the change (or of
+   * the object as read, when nothing was written).
    *
    * @generated from field: string resource_version = 3;
    */
@@ -803,7 +809,8 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
   /**
    * True when the request's idempotency key was already recorded on the object: an
    * earlier attempt or request with this key made the change, and nothing was written
-   * this time. `object_json` is then the object as read.
+   * this time. `object_json` is then the object as read (in a group commit: as it
+   * stood at this request's turn).
    *
    * @generated from field: bool already_applied = 7;
    */
@@ -893,7 +900,8 @@ export type WriteFailure = Message<"safewrite.v1.WriteFailure"> & {
 
   /**
    * For FAILED_PRECONDITION: the current object as JSON, so the caller can decide what
-   * to do without another read. Empty otherwise.
+   * to do without another read (in a group commit: the object as it stood at this
+   * request's turn, after the changes of the requests before it). Empty otherwise.
    *
    * @generated from field: string current_object_json = 2;
    */

@@ -2,7 +2,9 @@
  * Writes whose answer is lost after the API server committed them, against the real
  * sidecar at SAFEWRITE_LOSSY_ADDR: tests/harness/with-sidecar.sh puts a fault proxy
  * between it and the API server that resets every write's stream once the API server
- * has answered. Objects are created and read through the normal sidecar.
+ * has answered. Objects are created and read through the normal sidecar, and each call
+ * through the lossy one writes an object that sidecar has not touched before: its first
+ * write to an object reads it live, so the change it sends is valid and is committed.
  */
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
@@ -58,13 +60,14 @@ function lostUnkeyed(err: unknown): true {
 
 describe("a write whose answer is lost", () => {
   it("without an idempotency key: OutcomeUnknownError, not retryable, and the change was applied", async () => {
-    const ref = await existing(client, "lost", { n: "0" });
-    await assert.rejects(lossy.update(ref, cel(INCREMENT)), lostUnkeyed);
+    const updated = await existing(client, "lost", { n: "0" });
+    await assert.rejects(lossy.update(updated, cel(INCREMENT)), lostUnkeyed);
     // The API server committed the increment; only its answer was lost.
-    assert.equal(await current(ref), "1");
+    assert.equal(await current(updated), "1");
 
-    await assert.rejects(lossy.transact(ref, bump), lostUnkeyed);
-    assert.equal(await current(ref), "2");
+    const transacted = await existing(client, "lost-tx", { n: "0" });
+    await assert.rejects(lossy.transact(transacted, bump), lostUnkeyed);
+    assert.equal(await current(transacted), "1");
   });
 
   it("with an idempotency key: the sidecar's retry finds the key, and the change is made once", async () => {
@@ -83,8 +86,9 @@ describe("a write whose answer is lost", () => {
     assert.equal(data(again.object)["n"], "1");
 
     let calls = 0;
+    const other = await existing(client, "lost-key-tx", { n: "0" });
     const transacted = await lossy.transact(
-      ref,
+      other,
       (obj) => {
         calls++;
         bump(obj);
@@ -94,6 +98,6 @@ describe("a write whose answer is lost", () => {
     assert.equal(transacted.outcome, Outcome.UPDATED);
     assert.equal(transacted.alreadyApplied, true);
     assert.equal(calls, 1, "the retry found the key and did not call the function again");
-    assert.equal(await current(ref), "2");
+    assert.equal(await current(other), "1");
   });
 });

@@ -194,7 +194,12 @@ export class NotFoundError extends SafewriteError {}
 export class DeadlineExceededError extends SafewriteError {}
 /** CANCELLED: the call was cancelled (its AbortSignal fired, or the transaction ended early). */
 export class CancelledError extends SafewriteError {}
-/** UNKNOWN with reason `WRITE_OUTCOME_UNKNOWN`: a write was sent but its answer was lost; it may have been applied. */
+/**
+ * UNKNOWN with reason `WRITE_OUTCOME_UNKNOWN`: a write was sent but its answer was lost; it may
+ * have been applied. `retryable` is true only when the call carried an idempotency key (then the
+ * same call with the same key applies the change at most once); without one, read the object
+ * before deciding, or make such calls with an `idempotencyKey`.
+ */
 export class OutcomeUnknownError extends SafewriteError {}
 /** INTERNAL or DATA_LOSS: e.g. a failing admission webhook, or an answer the sidecar could not read. */
 export class InternalError extends SafewriteError {}

@@ -105,9 +105,9 @@ func (c *Client) SetCondition(ctx context.Context, ref ObjectRef, cond metav1.Co
 }
 
 // SetCondition is [Client.SetCondition] for a typed object, named as for
-// [Typed.Update]; on success obj is the object as written (or as read, when
-// unchanged). Its kind's status must hold conditions as a list of metav1.Condition at
-// status.conditions.
+// [Typed.Update]; on success obj is the object as this call left it ([Result.Object]:
+// as written, or as read when unchanged). Its kind's status must hold conditions as a
+// list of metav1.Condition at status.conditions.
 func (t *Typed) SetCondition(ctx context.Context, obj Object, cond metav1.Condition, opts ...WriteOption) (*Result, error) {
 	ref, err := t.RefOf(obj)
 	if err != nil {

@@ -157,8 +157,10 @@ type Error struct {
 	RetryDelay time.Duration
 	// HasRetryDelay is true when the status carried a google.rpc.RetryInfo.
 	HasRetryDelay bool
-	// CurrentObject is, for ErrPreconditionFailed, the object as it is now, so the
-	// caller can decide what to do without another read; nil otherwise.
+	// CurrentObject is, for ErrPreconditionFailed, the object the check failed on, so
+	// the caller can decide what to do without another read: as read, or, when the call
+	// was committed together with others, as it stood at this call's turn (after the
+	// changes of the calls before it); nil otherwise.
 	CurrentObject *unstructured.Unstructured
 	// Attempts is the number of attempts made before the failure (0 when no request
 	// reached the API server).

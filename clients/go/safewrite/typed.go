@@ -103,10 +103,10 @@ func RefFor(scheme *runtime.Scheme, obj Object) (ObjectRef, error) {
 func (t *Typed) RefOf(obj Object) (ObjectRef, error) { return RefFor(t.scheme, obj) }
 
 // Update is [Client.Update] of obj's main resource, named by obj's kind (from the
-// scheme), namespace and name; on success obj becomes the object as written (or as
-// read, when unchanged). m is any mutation; for one computed from typed values use
-// [MergeFrom] (exactly what changed) or [MergePatch] of a typed object (its fields,
-// nulls dropped). On failure obj is left as it was.
+// scheme), namespace and name; on success obj becomes the object as this call left it
+// ([Result.Object]: as written, or as read when unchanged). m is any mutation; for one
+// computed from typed values use [MergeFrom] (exactly what changed) or [MergePatch] of
+// a typed object (its fields, nulls dropped). On failure obj is left as it was.
 func (t *Typed) Update(ctx context.Context, obj Object, m Mutation, opts ...WriteOption) (*Result, error) {
 	ref, err := t.RefOf(obj)
 	if err != nil {
@@ -132,9 +132,9 @@ func (t *Typed) PatchStatus(ctx context.Context, obj Object, m Mutation, opts ..
 // merge patch from obj before fn to obj after it (see [MergeFrom]), applied by the
 // sidecar to the fresh object it read. So fields obj's Go type does not know are kept,
 // and an fn that changes nothing writes nothing ([OutcomeUnchanged]). On success obj
-// is the object as written (or as read, when unchanged or aborted); on failure it is
-// the last fresh object, or as it was when none arrived. obj names the object as for
-// [Typed.Update].
+// is the object as written (or as read, when unchanged or aborted: [Result.Object]);
+// on failure it is the last fresh object, or as it was when none arrived. obj names
+// the object as for [Typed.Update].
 //
 //	res, err := typed.Transact(ctx, deployment, func() error {
 //		deployment.Spec.Replicas = ptr.To(*deployment.Spec.Replicas + 1)

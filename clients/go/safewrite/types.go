@@ -144,9 +144,15 @@ func attemptRecords(records []*safewritev1.AttemptRecord) []AttemptRecord {
 type Result struct {
 	// Outcome says what the call did.
 	Outcome Outcome
-	// Object is the object as written (or as read, when unchanged or aborted).
+	// Object is the object as this call left it: as written by the write that carried
+	// its change, with that write's resourceVersion (or as read, when unchanged or
+	// aborted). When the call was committed together with others
+	// ([AttemptRecord.BatchSize] above 1), it is the object right after this call's own
+	// change, in the batch's order: the changes of the calls after it are not in it. An
+	// unchanged call gets the object as it stood at its turn.
 	Object *unstructured.Unstructured
-	// ResourceVersion is the object's resourceVersion after the write.
+	// ResourceVersion is Object's resourceVersion: of the write that carried it, or of
+	// the read when Object is the object as read.
 	ResourceVersion string
 	// Attempts is the number of attempts made, the last included.
 	Attempts int
@@ -160,7 +166,7 @@ type Result struct {
 	// AlreadyApplied is true when the call's idempotency key (see
 	// [WithIdempotencyKey]) was already recorded on the object: an earlier attempt or
 	// call made the change, and nothing was written this time. Object is then the
-	// object as read.
+	// object as read (committed together with others: as it stood at this call's turn).
 	AlreadyApplied bool
 
 	objectJSON string // Object as the sidecar sent it

@@ -68,7 +68,7 @@ export interface ErrorDetails {
   /** google.rpc.RetryInfo: how long to wait before trying again, in milliseconds. */
   retryDelayMs?: number;
   attemptRecords?: AttemptRecord[];
-  /** For precondition failures, the object as it is now. */
+  /** For precondition failures, the object the check failed on (committed together with others: as it stood at this call's turn). */
   currentObject?: KubeObject;
   /** The W3C trace id of the sidecar's span for the call. */
   traceId?: string;
@@ -88,7 +88,11 @@ export class SafewriteError extends Error {
   /** Milliseconds to wait before retrying (google.rpc.RetryInfo); undefined when a retry is not advised. */
   readonly retryDelayMs: number | undefined;
   readonly attemptRecords: readonly AttemptRecord[];
-  /** For FAILED_PRECONDITION: the current object, so the caller can decide without another read. */
+  /**
+   * For FAILED_PRECONDITION: the object the check failed on, so the caller can decide without
+   * another read: as read, or, when the call was committed together with others, as it stood at
+   * this call's turn (after the changes of the calls before it).
+   */
   readonly currentObject: KubeObject | undefined;
   /** The W3C trace id of the sidecar's span (32 hex digits); empty when unknown. */
   readonly traceId: string;

@@ -7,9 +7,15 @@ import type { KubeObject } from "./mutation.js";
 export interface Result {
   /** UPDATED, UNCHANGED (nothing was written), CREATED, or ABORTED (a transact function aborted). */
   outcome: Outcome;
-  /** The object as written (or as read, when unchanged, aborted or already applied). */
+  /**
+   * The object as this call left it: as written by the write that carried its change
+   * (or as read, when unchanged, aborted or already applied). When the call was
+   * committed together with others (`batchSize` above 1), the object right after this
+   * call's own change, in the batch's order, without the changes of the calls after
+   * it; an unchanged or already applied call gets the object as it stood at its turn.
+   */
   object: KubeObject;
-  /** The object's resourceVersion after the write. */
+  /** The resourceVersion of `object`: of the write that carried it, or of the read when it is the object as read. */
   resourceVersion: string;
   /** The attempts made, the last included. */
   attempts: number;

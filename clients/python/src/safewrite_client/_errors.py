@@ -150,9 +150,11 @@ class SafewriteError(Exception):
         field_violations: The fields at fault (``google.rpc.BadRequest``).
         retry_delay: Seconds to wait before retrying (``google.rpc.RetryInfo``), or
             ``None`` when a retry is not advised.
-        current_object: For precondition failures, the object as it is now (from
-            ``safewrite.v1.WriteFailure``), so the caller can decide without another
-            read; ``None`` otherwise.
+        current_object: For precondition failures, the object the check failed on
+            (from ``safewrite.v1.WriteFailure``), so the caller can decide without
+            another read: as read, or, when the call was committed together with
+            others, as it stood at this call's turn (after the changes of the calls
+            before it); ``None`` otherwise.
         attempt_records: The attempts made before the failure.
         write_failure_reason: Why the write failed, as a value of the proto enum
             :data:`~safewrite_client.Reason` (``WriteFailure.reason``), e.g.

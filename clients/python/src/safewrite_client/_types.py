@@ -77,8 +77,14 @@ class Result:
 
     Attributes:
         outcome: What happened (:class:`Outcome`).
-        object: The object as written (or as read, when unchanged or aborted).
-        resource_version: The object's resourceVersion after the write.
+        object: The object as this call left it: as written by the write that carried
+            its change (or as read, when unchanged or aborted). When the call was
+            committed together with others (:attr:`AttemptRecord.batch_size` above 1),
+            the object right after this call's own change, in the batch's order,
+            without the changes of the calls after it; an unchanged call gets the
+            object as it stood at its turn.
+        resource_version: The resourceVersion of :attr:`object`: of the write that
+            carried it, or of the read when it is the object as read.
         attempts: The number of attempts made, the last included.
         attempt_records: One :class:`AttemptRecord` per attempt, in order.
         trace_id: The W3C trace id (32 hex digits) of the sidecar's span for the call:
@@ -88,7 +94,8 @@ class Result:
         already_applied: True when the call's ``idempotency_key`` was already recorded
             on the object: an earlier call (or attempt) with this key made the change,
             and nothing was written this time. The outcome is then
-            :attr:`Outcome.UPDATED` and :attr:`object` is the object as read.
+            :attr:`Outcome.UPDATED` and :attr:`object` is the object as read (committed
+            together with others: as it stood at this call's turn).
     """
 
     outcome: Outcome

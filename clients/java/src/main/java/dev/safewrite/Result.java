@@ -7,9 +7,13 @@ import java.util.List;
  * A successful call.
  *
  * @param outcome what the call did
- * @param objectJson the object as written (as read when unchanged, aborted or already applied), as
- *     JSON
- * @param resourceVersion the object's resourceVersion after the call
+ * @param objectJson the object as this call left it, as JSON: as written by the write that carried
+ *     its change (as read when unchanged, aborted or already applied). When the call was committed
+ *     together with others ({@link AttemptRecord#batchSize()} above 1), the object right after this
+ *     call's own change, in the batch's order, without the changes of the calls after it; an
+ *     unchanged or already applied call gets the object as it stood at its turn
+ * @param resourceVersion the resourceVersion of {@code objectJson}: of the write that carried it,
+ *     or of the read when it is the object as read
  * @param attempts the number of attempts made, the last included
  * @param attemptRecords one record per attempt, in order
  * @param traceId the W3C trace id of the sidecar's span of the call; empty when its tracing is off

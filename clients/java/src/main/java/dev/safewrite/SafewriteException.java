@@ -115,8 +115,9 @@ public abstract class SafewriteException extends RuntimeException {
   }
 
   /**
-   * For {@link PreconditionFailedException}: the object as it is now, as JSON, so the caller can
-   * decide without another read; empty otherwise.
+   * For {@link PreconditionFailedException}: the object the check failed on, as JSON, so the caller
+   * can decide without another read: as read, or, when the call was committed together with others,
+   * as it stood at this call's turn (after the changes of the calls before it); empty otherwise.
    */
   public String currentObjectJson() {
     return details.currentObjectJson;

@@ -760,6 +760,10 @@ def test_an_unknown_write_outcome_is_retryable_only_with_an_idempotency_key() ->
     unspecified = writer_pb2.REASON_UNSPECIFIED
     assert not sw.is_retryable(grpc.StatusCode.UNKNOWN, unspecified)
     assert sw.is_retryable(grpc.StatusCode.UNKNOWN, unspecified, idempotent=True)
+    # An answer that could not be read may be a write applied too.
+    bad = writer_pb2.REASON_BAD_ANSWER
+    assert not sw.is_retryable(grpc.StatusCode.INTERNAL, bad)
+    assert sw.is_retryable(grpc.StatusCode.INTERNAL, bad, idempotent=True)
     # The key changes nothing for the other reasons.
     assert sw.is_retryable(grpc.StatusCode.UNAVAILABLE, writer_pb2.REASON_CIRCUIT_OPEN)
     assert not sw.is_retryable(

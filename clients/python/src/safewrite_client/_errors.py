@@ -58,19 +58,19 @@ RETRYABLE_REASONS: FrozenSet[int] = frozenset(
         writer_pb2.REASON_CIRCUIT_OPEN,
         writer_pb2.REASON_RATE_LIMITED,
         writer_pb2.REASON_TRANSACTION_IDLE,
-        writer_pb2.REASON_BAD_ANSWER,
         writer_pb2.REASON_OVERLOADED,
         writer_pb2.REASON_REQUEST_NOT_READ,
     }
 )
 
 #: Reasons after which the same call may be sent again only when it carried an
-#: idempotency key: a write was sent and its answer lost, so it may have been applied.
-#: With the key, the sidecar's read finds it on the object and applies the change at
-#: most once; without one, a second call could apply a read-dependent change (an
-#: increment) twice, so read the object before deciding.
+#: idempotency key: a write was sent and its answer lost (``WRITE_OUTCOME_UNKNOWN``) or
+#: unreadable (``BAD_ANSWER``, e.g. a successful write's body that did not decode), so it
+#: may have been applied. With the key, the sidecar's read finds it on the object and
+#: applies the change at most once; without one, a second call could apply a
+#: read-dependent change (an increment) twice, so read the object before deciding.
 RETRYABLE_WITH_KEY_REASONS: FrozenSet[int] = frozenset(
-    {writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN}
+    {writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN, writer_pb2.REASON_BAD_ANSWER}
 )
 
 #: Reasons after which only a different request can succeed.

@@ -15,6 +15,7 @@ mod engine;
 mod exactly_once;
 mod harness;
 mod jaeger_harness;
+mod linearizability;
 mod listeners;
 mod no_write;
 mod observability;

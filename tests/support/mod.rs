@@ -300,7 +300,17 @@ impl Sidecar {
 
     /// Like `start`, with extra environment variables (e.g. OTEL_*) for the sidecar.
     pub fn start_with_env(args: &[&str], vars: &[(&str, &str)]) -> Sidecar {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_safewrite"))
+        Self::start_binary_with_env(Path::new(env!("CARGO_BIN_EXE_safewrite")), args, vars)
+    }
+
+    /// Like `start`, running the safewrite binary at `binary` (e.g. an older build).
+    pub fn start_binary(binary: &Path, args: &[&str]) -> Sidecar {
+        Self::start_binary_with_env(binary, args, &[])
+    }
+
+    /// Like `start_with_env`, running the safewrite binary at `binary`.
+    pub fn start_binary_with_env(binary: &Path, args: &[&str], vars: &[(&str, &str)]) -> Sidecar {
+        let mut child = Command::new(binary)
             .envs(vars.iter().copied())
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
@@ -450,6 +460,7 @@ pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
 
 pub mod faults;
 pub mod jaeger;
+pub mod linearizability;
 
 /// A TCP proxy in front of the real API server that can pass traffic or reset every
 /// connection (existing ones included): the transport faults of the classification

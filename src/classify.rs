@@ -21,6 +21,10 @@ pub enum Decision {
     Conflict,
     /// 409 AlreadyExists on create: re-read and update instead.
     AlreadyExists,
+    /// The object remembered from an earlier read or write was stale (a write from it
+    /// met a 409 or 404, or a live read confirming an answer found the object changed):
+    /// read it live at once and try again. Never an API server's answer.
+    Stale,
     /// 409 Conflict from server-side apply with FieldManagerConflict causes: final
     /// unless the caller forces; lists the contested fields.
     FieldManagerConflict { fields: Vec<String> },
@@ -52,6 +56,7 @@ impl Decision {
             self,
             Decision::Conflict
                 | Decision::AlreadyExists
+                | Decision::Stale
                 | Decision::Throttled { .. }
                 | Decision::Unavailable { .. }
                 | Decision::Internal
@@ -64,6 +69,7 @@ impl Decision {
             Decision::Success => "success",
             Decision::Conflict => "retry_conflict",
             Decision::AlreadyExists => "reread_already_exists",
+            Decision::Stale => "reread_stale_copy",
             Decision::FieldManagerConflict { .. } => "field_manager_conflict",
             Decision::Throttled { .. } => "retry_throttled",
             Decision::Unavailable { .. } => "retry_unavailable",

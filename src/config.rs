@@ -225,6 +225,20 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_NO_GROUP_COMMIT")]
     pub no_group_commit: bool,
 
+    /// The most bytes of objects remembered from earlier reads and writes, so that the
+    /// next write to an object skips its GET (written conditionally on the copy's
+    /// resourceVersion; least recently used first out).
+    #[arg(long, env = "SAFEWRITE_MEMORY_BYTES", default_value_t = 32 * 1024 * 1024)]
+    pub memory_bytes: u64,
+
+    /// Read every object before writing it instead of writing from a remembered copy.
+    #[arg(long, env = "SAFEWRITE_NO_MEMORY")]
+    pub no_memory: bool,
+
+    /// Remember Secrets too (by default they are read before every write and never kept).
+    #[arg(long, env = "SAFEWRITE_REMEMBER_SECRETS")]
+    pub remember_secrets: bool,
+
     /// Attempts per write (the first included) when the request's retry policy does not say.
     #[arg(long, env = "SAFEWRITE_MAX_ATTEMPTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_attempts: u32,

@@ -12,6 +12,8 @@
 //! | `safewrite_write_outcomes_total` | outcome, subresource | successful RPCs by outcome (updated, unchanged, created, aborted, already_applied) |
 //! | `safewrite_batch_size` | | requests carried by each write of a group commit (1 for a write of one) |
 //! | `safewrite_conflicts_total` | | 409 Conflict answers met (each one retried or final) |
+//! | `safewrite_memory_lookups_total` | result | writes that looked for a remembered copy of their object: `hit` (written from it, no GET), `miss` (none, or the object is read first for now) |
+//! | `safewrite_memory_stale_total` | | remembered copies that turned out stale (a 409 or 404 on a write from one, or a live read that confirmed an answer found it changed) |
 //! | `safewrite_api_requests_total` | verb, code | requests to the API server by verb (`get`, `list`, `update`, `create`, `patch`, `discovery`...) and HTTP code (or `connect`, `transport`, `timeout`, `rate_limited`, `circuit_open` when there was no answer) |
 //! | `safewrite_api_request_duration_seconds` | verb | API request latency (rate-limit waits excluded) |
 //! | `safewrite_breaker_state` | | 0 closed, 1 half-open, 2 open |
@@ -78,6 +80,8 @@ pub struct Metrics {
     rpc_attempts: Histograms,
     outcomes: Family<Labels, Counter>,
     conflicts: Counter,
+    memory_lookups: Family<Labels, Counter>,
+    memory_stale: Counter,
     api_requests: Family<Labels, Counter>,
     api_duration: Histograms,
     breaker_state: Gauge,
@@ -125,6 +129,18 @@ impl Metrics {
             "safewrite_conflicts",
             "409 Conflict answers met",
             conflicts.clone(),
+        );
+        let memory_lookups = Family::<Labels, Counter>::default();
+        registry.register(
+            "safewrite_memory_lookups",
+            "Writes that looked for a remembered copy of their object, by result",
+            memory_lookups.clone(),
+        );
+        let memory_stale = Counter::default();
+        registry.register(
+            "safewrite_memory_stale",
+            "Remembered copies that turned out stale",
+            memory_stale.clone(),
         );
         let api_requests = Family::<Labels, Counter>::default();
         registry.register(
@@ -178,6 +194,8 @@ impl Metrics {
             rpc_attempts,
             outcomes,
             conflicts,
+            memory_lookups,
+            memory_stale,
             api_requests,
             api_duration,
             breaker_state,
@@ -236,6 +254,19 @@ impl Metrics {
     /// A 409 Conflict was met.
     pub fn conflict(&self) {
         self.conflicts.inc();
+    }
+
+    /// A write looked for a remembered copy of its object.
+    pub fn memory(&self, hit: bool) {
+        let result = if hit { "hit" } else { "miss" };
+        self.memory_lookups
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+    }
+
+    /// A remembered copy turned out stale.
+    pub fn memory_stale(&self) {
+        self.memory_stale.inc();
     }
 
     /// A request to the API server ended; `code` is the HTTP code, `error` or

@@ -307,7 +307,7 @@ fn api_status(
 ) -> (Code, String) {
     let said = format!("{code} {reason}: {message}");
     match decision {
-        Decision::Conflict => (
+        Decision::Conflict | Decision::Stale => (
             Code::Aborted,
             format!(
                 "the object kept changing: {attempts} attempt(s) each met a conflict ({said}); raise retry_policy.max_attempts, or requeue and try later"

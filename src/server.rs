@@ -491,6 +491,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
                 retry_budget_percent: args.retry_budget_percent,
                 retry_budget_min_per_second: args.retry_budget_min_per_second,
                 group_commit: !args.no_group_commit,
+                memory_bytes: if args.no_memory {
+                    0
+                } else {
+                    args.memory_bytes as usize
+                },
+                remember_secrets: args.remember_secrets,
             },
         ),
         args.max_in_flight as usize,

@@ -260,6 +260,8 @@ mod tests {
             retry_budget_percent: 0.2,
             retry_budget_min_per_second: 10,
             group_commit: true,
+            memory_bytes: 0,
+            remember_secrets: false,
         }
     }
 

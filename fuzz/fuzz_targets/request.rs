@@ -29,6 +29,8 @@ static CONFIG: LazyLock<EngineConfig> = LazyLock::new(|| EngineConfig {
     retry_budget_percent: 0.2,
     retry_budget_min_per_second: 10,
     group_commit: true,
+    memory_bytes: 0,
+    remember_secrets: false,
 });
 
 fuzz_target!(|data: &[u8]| {

@@ -12,6 +12,7 @@ use super::attempts::Attempts;
 use super::body::{main_body, resource_version, status_body};
 use super::decide::Step;
 use super::error::{Failure, mutation_failure, request_failure};
+use super::memory::Source;
 use super::result::{AttemptRecord, Done, Outcome};
 use super::spec::{Change, Mutator, Preconditions, Subresource, WriteSpec};
 use crate::classify::Decision;
@@ -26,6 +27,19 @@ pub(super) enum Sent {
     /// No answer: why, the decision, and whether the request may have reached the API
     /// server (for a write, whether its outcome is unknown).
     Failed(Failure, Decision, bool),
+}
+
+/// What a write's answer made of the object's remembered copy.
+pub(super) enum AfterWrite {
+    /// 2xx: the object as written (or why its body could not be used).
+    Written(Result<Value, apiserver::RequestError>),
+    /// The write was made from a remembered copy that was stale: the next attempt
+    /// reads live, at once.
+    Stale,
+    /// Any other answer.
+    Refused,
+    /// No answer.
+    Unanswered,
 }
 
 /// The result of reading the target.
@@ -94,8 +108,9 @@ impl Engine {
         sent
     }
 
-    /// Reads the fresh object: found, missing (with the 404 answer), or the step that
-    /// ends this attempt (a retryable or final failure).
+    /// Reads the fresh object live: found (and remembered), missing (with the 404
+    /// answer; forgotten), or the step that ends this attempt (a retryable or final
+    /// failure).
     pub(super) async fn read(
         &self,
         request: &ObjectPath,
@@ -107,20 +122,125 @@ impl Engine {
             Sent::Failed(failure, decision, _) => {
                 Read::Ended(None, Step::from_failure(failure, decision))
             }
-            Sent::Answer(answer) if answer.code == 404 => Read::Missing(answer),
+            Sent::Answer(answer) if answer.code == 404 => {
+                self.memory.forget(request.as_str());
+                Read::Missing(answer)
+            }
             Sent::Answer(answer) if answer.code != 200 => {
                 // The read itself was refused (429, 5xx, 403...): the record says so.
                 let step = Step::from_answer(&answer, None);
                 Read::Ended(Some(answer), step)
             }
             Sent::Answer(answer) => match answer.object() {
-                Ok(object) => Read::Found(object),
+                Ok(object) => {
+                    self.remember(request, &object, &answer);
+                    Read::Found(object)
+                }
                 Err(err) => Read::Ended(None, Step::Fail(Failure::BadAnswer(err))),
             },
         }
     }
 
-    /// One read-mutate-write attempt for JSON Patch, merge patch, CEL and Transact.
+    /// Remembers `object`, read live or written (the body of `answer`), as the object's
+    /// latest state.
+    pub(super) fn remember(&self, request: &ObjectPath, object: &Value, answer: &Answer) {
+        self.memory.remember(
+            request.as_str(),
+            std::sync::Arc::new(object.clone()),
+            answer.body.len(),
+        );
+    }
+
+    /// The object to start an attempt from: the remembered copy, when there is one and
+    /// the attempt may use it, else a live read.
+    pub(super) async fn start_from(
+        &self,
+        request: &ObjectPath,
+        deadline: Option<Instant>,
+        made: u32,
+        read_live: bool,
+    ) -> (Read, Source) {
+        if !read_live && let Some(copy) = self.memory.recall(request.as_str()) {
+            return (Read::Found(Value::clone(&copy)), Source::Remembered);
+        }
+        (self.read(request, deadline, made).await, Source::Live)
+    }
+
+    /// Confirms on a live read an answer that is not a successful write (`step`), decided
+    /// on the remembered copy at `version`: it stands when the object is still at that
+    /// version; otherwise the copy was stale and the next attempt decides again on the
+    /// object just read.
+    pub(super) async fn confirm(
+        &self,
+        request: &ObjectPath,
+        version: &str,
+        step: Step,
+        attempts: &mut Attempts,
+    ) -> Step {
+        match self.read(request, attempts.deadline, attempts.made()).await {
+            Read::Found(live) if resource_version(&live) == version => step,
+            Read::Found(_) | Read::Missing(_) => {
+                self.memory.stale(request.as_str());
+                attempts.read_live = true;
+                Step::Retry(Decision::Stale, stale_copy())
+            }
+            Read::Ended(answer, step) => {
+                if let Some(answer) = answer {
+                    note_answer(attempts.current(), &answer);
+                }
+                step
+            }
+        }
+    }
+
+    /// After a write from `source` was answered: a success makes its answer the object's
+    /// latest state (a dry run's is not the object's) and is returned parsed; a 409 or
+    /// 404 on a write from the remembered copy proves the copy stale, and the next attempt
+    /// reads live at once; any other answer, or none, leaves the object's state unknown.
+    pub(super) fn after_write(
+        &self,
+        spec: &WriteSpec,
+        request: &ObjectPath,
+        source: Source,
+        sent: &Sent,
+    ) -> AfterWrite {
+        let key = request.as_str();
+        match sent {
+            Sent::Answer(answer) if matches!(answer.code, 200 | 201) => {
+                if source == Source::Remembered {
+                    self.memory.current(key);
+                }
+                let object = answer.object();
+                match &object {
+                    // A dry run changed nothing: the copy, if any, stays what it was.
+                    Ok(_) if spec.dry_run => {}
+                    Ok(object) => self.remember(request, object, answer),
+                    Err(_) => self.memory.forget(key),
+                }
+                AfterWrite::Written(object)
+            }
+            Sent::Answer(answer) if matches!(answer.code, 404 | 409) => {
+                self.memory.forget(key);
+                let strict = spec.preconditions.resource_version.is_some();
+                if source == Source::Remembered && !strict && answer.reason() != "AlreadyExists" {
+                    self.memory.stale(key);
+                    return AfterWrite::Stale;
+                }
+                AfterWrite::Refused
+            }
+            Sent::Answer(_) => {
+                self.memory.forget(key);
+                AfterWrite::Refused
+            }
+            Sent::Failed(..) => {
+                self.memory.forget(key);
+                AfterWrite::Unanswered
+            }
+        }
+    }
+
+    /// One read-mutate-write attempt for JSON Patch, merge patch, CEL and Transact,
+    /// from the remembered copy when there is one (see [`super::memory`]).
     pub(super) async fn attempt<M: Mutator>(
         &self,
         spec: &WriteSpec,
@@ -129,7 +249,11 @@ impl Engine {
         mutator: &mut M,
         attempts: &mut Attempts,
     ) -> Step {
-        let fresh = match self.read(request, attempts.deadline, attempts.made()).await {
+        let read_live = std::mem::take(&mut attempts.read_live);
+        let (read, source) = self
+            .start_from(request, attempts.deadline, attempts.made(), read_live)
+            .await;
+        let fresh = match read {
             Read::Ended(answer, step) => {
                 if let Some(answer) = answer {
                     note_answer(attempts.current(), &answer);
@@ -153,6 +277,56 @@ impl Engine {
         let read_version = resource_version(&fresh);
         attempts.current().resource_version_read = read_version.clone();
         Span::current().record("safewrite.resource_version.read", read_version.as_str());
+        let body = match self
+            .plan(spec, resolved, fresh, &read_version, mutator, attempts)
+            .await
+        {
+            Ok(body) => body,
+            // Not a successful write: decided on a remembered copy, it stands only once
+            // a live read shows the copy current. (A caller that went away is not asked.)
+            Err(step) if source == Source::Remembered && !is_cancelled(&step) => {
+                return self.confirm(request, &read_version, step, attempts).await;
+            }
+            Err(step) => return step,
+        };
+        let sent = self
+            .send_alone(spec, request, Verb::Replace, false, &body, attempts)
+            .await;
+        match self.after_write(spec, request, source, &sent) {
+            AfterWrite::Written(object) => return done(Outcome::Updated, object),
+            AfterWrite::Stale => {
+                attempts.read_live = true;
+                return Step::Retry(Decision::Stale, stale_copy());
+            }
+            AfterWrite::Refused | AfterWrite::Unanswered => {}
+        }
+        let answer = match sent {
+            Sent::Failed(failure, decision, maybe_sent) => {
+                return Step::unanswered_write(spec, failure, decision, maybe_sent);
+            }
+            Sent::Answer(answer) => answer,
+        };
+        let step = Step::write_refused(spec, &answer);
+        // A refusal of what a stale copy made (a 422 on a field since changed) is
+        // confirmed like any other answer that writes nothing.
+        if source == Source::Remembered && matches!(step, Step::Fail(Failure::Api { .. })) {
+            return self.confirm(request, &read_version, step, attempts).await;
+        }
+        step
+    }
+
+    /// What one attempt makes of the object it starts from: the body to write, or the
+    /// step that ends the attempt without a write (already applied, a false
+    /// precondition, a mutation that does not apply or changes nothing, an abort).
+    async fn plan<M: Mutator>(
+        &self,
+        spec: &WriteSpec,
+        resolved: &Resolved,
+        fresh: Value,
+        read_version: &str,
+        mutator: &mut M,
+        attempts: &mut Attempts,
+    ) -> Result<Value, Step> {
         if let Some(key) = &spec.idempotency_key
             && idempotency::applied(&fresh, key)
         {
@@ -160,21 +334,20 @@ impl Engine {
                 attempt = attempts.made(),
                 "idempotency key already recorded; no write"
             );
-            return Step::Done(Done::already_applied(fresh));
+            return Err(Step::Done(Done::already_applied(fresh)));
         }
-
         if let Err(failure) =
             check_preconditions(&spec.preconditions, &fresh, attempts.deadline).await
         {
-            return Step::Fail(failure);
+            return Err(Step::Fail(failure));
         }
         let mutated = match mutator.mutate(attempts.made(), &fresh, false).await {
             Ok(Change::Object(object)) => object,
-            Ok(Change::Abort) => return Step::Done(Done::new(Outcome::Aborted, fresh)),
-            Err(failure) => return Step::Fail(failure),
+            Ok(Change::Abort) => return Err(Step::Done(Done::new(Outcome::Aborted, fresh))),
+            Err(failure) => return Err(Step::Fail(failure)),
         };
         let mut body = match spec.subresource {
-            Subresource::Main => main_body(&fresh, mutated, resolved.has_status, &read_version),
+            Subresource::Main => main_body(&fresh, mutated, resolved.has_status, read_version),
             Subresource::Status => status_body(&fresh, &mutated),
         };
         if body == fresh {
@@ -182,24 +355,12 @@ impl Engine {
                 attempt = attempts.made(),
                 "mutation changes nothing; no write"
             );
-            return Step::Done(Done::new(Outcome::Unchanged, fresh));
+            return Err(Step::Done(Done::new(Outcome::Unchanged, fresh)));
         }
         if let Some(key) = &spec.idempotency_key {
             idempotency::record(&mut body, [key.as_str()]);
         }
-        let answer = match self
-            .send_alone(spec, request, Verb::Replace, false, &body, attempts)
-            .await
-        {
-            Sent::Failed(failure, decision, maybe_sent) => {
-                return Step::unanswered_write(spec, failure, decision, maybe_sent);
-            }
-            Sent::Answer(answer) => answer,
-        };
-        if answer.code == 200 {
-            return written(Outcome::Updated, &answer);
-        }
-        Step::write_refused(spec, &answer)
+        Ok(body)
     }
 
     /// The create-if-missing path: apply the mutation to the supplied object, create it.
@@ -237,18 +398,17 @@ impl Engine {
         if let Some(key) = &spec.idempotency_key {
             idempotency::record(&mut object, [key.as_str()]);
         }
-        let answer = match self
+        let sent = self
             .send_alone(spec, request, Verb::Create, false, &object, attempts)
-            .await
-        {
+            .await;
+        if let AfterWrite::Written(object) = self.after_write(spec, request, Source::Live, &sent) {
+            return done(Outcome::Created, object);
+        }
+        match sent {
             Sent::Failed(failure, decision, maybe_sent) => {
-                return Step::unanswered_write(spec, failure, decision, maybe_sent);
+                Step::unanswered_write(spec, failure, decision, maybe_sent)
             }
-            Sent::Answer(answer) => answer,
-        };
-        match answer.code {
-            200 | 201 => written(Outcome::Created, &answer),
-            _ => Step::write_refused(spec, &answer),
+            Sent::Answer(answer) => Step::write_refused(spec, &answer),
         }
     }
 
@@ -292,30 +452,50 @@ impl Engine {
             }
             configuration["metadata"]["resourceVersion"] = Value::String(read_version.clone());
         }
-        let answer = match self
+        let sent = self
             .send_alone(spec, request, Verb::Apply, force, &configuration, attempts)
-            .await
-        {
+            .await;
+        let after = self.after_write(spec, request, Source::Live, &sent);
+        let answer = match sent {
             Sent::Failed(failure, decision, _) => return Step::from_failure(failure, decision),
             Sent::Answer(answer) => answer,
         };
-        match answer.code {
-            201 => written(Outcome::Created, &answer),
-            200 => {
-                let object = match answer.object() {
-                    Ok(object) => object,
-                    Err(err) => return Step::Fail(Failure::BadAnswer(err)),
-                };
-                let outcome = if fresh.is_some() && resource_version(&object) == read_version {
-                    Outcome::Unchanged
-                } else {
-                    Outcome::Updated
-                };
-                Step::Done(Done::new(outcome, object))
-            }
-            _ => Step::from_answer(&answer, spec.preconditions.resource_version.as_deref()),
-        }
+        let AfterWrite::Written(object) = after else {
+            return Step::from_answer(&answer, spec.preconditions.resource_version.as_deref());
+        };
+        let object = match object {
+            Ok(object) => object,
+            Err(err) => return Step::Fail(Failure::BadAnswer(err)),
+        };
+        let outcome = if answer.code == 201 {
+            Outcome::Created
+        } else if fresh.is_some() && resource_version(&object) == read_version {
+            Outcome::Unchanged
+        } else {
+            Outcome::Updated
+        };
+        Step::Done(Done::new(outcome, object))
     }
+}
+
+/// Why an attempt decided on a remembered copy goes again: the copy was stale.
+pub(super) fn stale_copy() -> Failure {
+    Failure::Api {
+        decision: Decision::Stale,
+        code: 409,
+        reason: "Conflict".into(),
+        message: "the object changed since safewrite last read or wrote it".into(),
+        status: None,
+    }
+}
+
+/// A step that ends the attempt because the caller went away or ran out of time: no
+/// live read can change it.
+fn is_cancelled(step: &Step) -> bool {
+    matches!(
+        step,
+        Step::Fail(Failure::Cancelled(_) | Failure::Deadline { .. })
+    )
 }
 
 /// Records an answer's HTTP status and reason in an attempt's record and the current
@@ -333,9 +513,10 @@ pub(super) fn note_answer(record: &mut AttemptRecord, answer: &Answer) {
     }
 }
 
-/// A successful write's answer as the attempt's end.
-pub(super) fn written(outcome: Outcome, answer: &Answer) -> Step {
-    match answer.object() {
+/// A successful write's object (or why its answer could not be used) as the attempt's
+/// end.
+pub(super) fn done(outcome: Outcome, object: Result<Value, apiserver::RequestError>) -> Step {
+    match object {
         Ok(object) => Step::Done(Done::new(outcome, object)),
         Err(err) => Step::Fail(Failure::BadAnswer(err)),
     }

@@ -22,6 +22,9 @@ pub(super) struct Attempts {
     rng: fastrand::Rng,
     pub deadline: Option<Instant>,
     policy: Policy,
+    /// The next attempt reads the object live rather than from memory: the remembered
+    /// copy has just turned out stale, and the live copy is what to decide on.
+    pub read_live: bool,
 }
 
 impl Attempts {
@@ -33,6 +36,7 @@ impl Attempts {
             rng: fastrand::Rng::new(),
             deadline,
             policy,
+            read_live: false,
         }
     }
 

@@ -33,11 +33,15 @@ use tracing::{Instrument as _, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::Engine;
-use super::attempt::{Read, Sent, attempt_span, check_preconditions, note_answer, record_failure};
+use super::attempt::{
+    AfterWrite, Read, Sent, attempt_span, check_preconditions, note_answer, record_failure,
+    stale_copy,
+};
 use super::attempts::Attempts;
 use super::body::{main_body, resource_version, status_body};
 use super::decide::{Step, is_ambiguous};
 use super::error::{Failure, WriteError, mutation_failure};
+use super::memory::Source;
 use super::result::{Done, Outcome, Written};
 use super::spec::{Declarative, Subresource, WriteSpec};
 use crate::classify::Decision;
@@ -443,12 +447,17 @@ enum Attempted {
     Retry(Decision, Failure, Vec<Member>),
 }
 
-/// One attempt of a batch: one read, the fold, one write.
-async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
+/// One attempt of a batch: one read (or the remembered copy), the fold, one write.
+async fn attempt(engine: &Engine, mut members_now: Vec<Member>) -> Attempted {
     let deadline = latest_deadline(&members_now);
     let made = members_now[0].attempts.made();
     let request = members_now[0].request.clone();
-    let fresh = match engine.read(&request, deadline, made).await {
+    let mut read_live = false;
+    for member in &mut members_now {
+        read_live |= std::mem::take(&mut member.attempts.read_live);
+    }
+    let (read, source) = engine.start_from(&request, deadline, made, read_live).await;
+    let fresh = match read {
         Read::Found(object) => object,
         Read::Ended(answer, step) => {
             let mut members = members_now;
@@ -478,7 +487,25 @@ async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
         .filter(|v| matches!(v, Verdict::Changed(_)))
         .count();
     if changed == 0 {
-        // Nothing to write: every answer is decided by the read.
+        // Nothing to write: every answer is decided by the read, once a live read
+        // confirms a remembered copy.
+        if source == Source::Remembered {
+            match engine.read(&request, deadline, made).await {
+                Read::Found(live) if resource_version(&live) == version => {}
+                Read::Found(_) | Read::Missing(_) => {
+                    engine.memory.stale(request.as_str());
+                    return stale(members);
+                }
+                Read::Ended(answer, step) => {
+                    if let Some(answer) = &answer {
+                        for member in &mut members {
+                            note_answer(member.attempts.current(), answer);
+                        }
+                    }
+                    return end_all(members, step);
+                }
+            }
+        }
         answer_each(members, verdicts, &fresh, None);
         return Attempted::Answered;
     }
@@ -495,12 +522,22 @@ async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
         &first.write_params(false),
         data,
     );
-    match engine.send(put, deadline, made).await {
+    let sent = engine.send(put, deadline, made).await;
+    if let Sent::Answer(answer) = &sent {
+        for member in &mut members {
+            note_answer(member.attempts.current(), answer);
+        }
+    }
+    let after = engine.after_write(&members[0].spec, &request, source, &sent);
+    if let AfterWrite::Stale = after {
+        return stale(members);
+    }
+    match sent {
         Sent::Answer(answer) if answer.code == 200 => {
-            for member in &mut members {
-                note_answer(member.attempts.current(), &answer);
-            }
-            let written = match answer.object() {
+            let AfterWrite::Written(written) = after else {
+                unreachable!("a 200 answer is a written object")
+            };
+            let written = match written {
                 Ok(object) => object,
                 Err(error) => {
                     let failure = Failure::BadAnswer(error);
@@ -517,12 +554,7 @@ async fn attempt(engine: &Engine, members_now: Vec<Member>) -> Attempted {
             answer_each(members, verdicts, &fresh, Some((body, written)));
             Attempted::Answered
         }
-        Sent::Answer(answer) => {
-            for member in &mut members {
-                note_answer(member.attempts.current(), &answer);
-            }
-            refused(members, &verdicts, changed, &answer)
-        }
+        Sent::Answer(answer) => refused(members, &verdicts, changed, &answer),
         Sent::Failed(failure, decision, maybe_sent) => {
             unanswered(members, &verdicts, failure, decision, maybe_sent)
         }
@@ -630,6 +662,15 @@ impl SerialStates<'_> {
         }
         state
     }
+}
+
+/// The batch was decided on a remembered copy that turned out stale: every member goes
+/// again at once, from a live read.
+fn stale(mut members: Vec<Member>) -> Attempted {
+    for member in &mut members {
+        member.attempts.read_live = true;
+    }
+    Attempted::Retry(Decision::Stale, stale_copy(), members)
 }
 
 /// A read that ended the attempt: every member retries or fails with it.

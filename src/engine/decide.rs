@@ -142,8 +142,9 @@ pub(super) fn after(
         });
     }
     let wait = match decision {
-        // The object appeared between our read and our create: read it at once.
-        Decision::AlreadyExists => Duration::ZERO,
+        // The object appeared between our read and our create, or the remembered copy
+        // was stale: read it at once.
+        Decision::AlreadyExists | Decision::Stale => Duration::ZERO,
         _ => standing
             .policy
             .backoff

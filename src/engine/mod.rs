@@ -8,6 +8,8 @@
 //! - `spec`: what a write asks for ([`WriteSpec`]), validated and free of protobuf.
 //! - `attempt`: one attempt of a write made alone, and the requests it makes.
 //! - `batch`: group commit: concurrent writes to one object share a read and a write.
+//! - `memory`: the objects remembered from earlier reads and writes, written from
+//!   without a GET.
 //! - `decide`: how an attempt ended and whether to retry, as pure functions.
 //! - `attempts`: the per-request state the loop threads through.
 //! - `body`: the bodies sent for the main resource and the status subresource.
@@ -20,6 +22,7 @@ mod batch;
 mod body;
 mod decide;
 mod error;
+mod memory;
 mod result;
 mod spec;
 
@@ -35,6 +38,7 @@ use self::attempts::Attempts;
 use self::batch::Batcher;
 use self::decide::Step;
 use self::error::{Unresolved, unresolved};
+use self::memory::Memory;
 use self::spec::Declarative;
 use crate::client::discovery::{Discovery, Resolved};
 use crate::mutation::{FieldViolation, Mutation};
@@ -65,6 +69,7 @@ pub struct Engine {
     /// window, so that many callers cannot multiply an outage.
     budget: Arc<TpsBudget>,
     batcher: Arc<Batcher>,
+    memory: Arc<Memory>,
 }
 
 impl Engine {
@@ -77,6 +82,7 @@ impl Engine {
                 config.retry_budget_min_per_second,
                 config.retry_budget_percent,
             )),
+            memory: Arc::new(Memory::new(config.memory_bytes, config.remember_secrets)),
             config: Arc::new(config),
             batcher: Arc::new(Batcher::default()),
         }

@@ -29,6 +29,11 @@ pub struct EngineConfig {
     /// Concurrent writes to one object are committed together (group commit); off
     /// with `--no-group-commit`.
     pub group_commit: bool,
+    /// The most bytes of remembered objects, written from without a GET first
+    /// ([`super::memory`]); 0 turns the memory off (`--no-memory`).
+    pub memory_bytes: usize,
+    /// Secrets are remembered too (`--remember-secrets`).
+    pub remember_secrets: bool,
 }
 
 /// Which part of the object a write targets.

@@ -311,7 +311,11 @@ async fn a_hung_api_server_opens_the_breaker_and_writes_resume_within_a_cooldown
     loop {
         let started = Instant::now();
         let err = client.update_with_retry(one_attempt()).await.unwrap_err();
-        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        // The first write after the healthy one is sent from the remembered copy, so
+        // the hang swallows a PUT (its outcome unknown); the copy is then forgotten and
+        // the next ones hang on their GET (unavailable).
+        let unknown_write = err.code() == Code::Unknown && reason(&err) == "WRITE_OUTCOME_UNKNOWN";
+        assert!(err.code() == Code::Unavailable || unknown_write, "{err:?}");
         if reason(&err) == "CIRCUIT_OPEN" {
             // Not a timeout (500 ms): nothing was sent.
             let took = started.elapsed();

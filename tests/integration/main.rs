@@ -17,6 +17,7 @@ mod harness;
 mod jaeger_harness;
 mod linearizability;
 mod listeners;
+mod memory;
 mod no_write;
 mod observability;
 mod policy;

@@ -129,13 +129,15 @@ pub struct ServeArgs {
     pub shutdown_grace: Duration,
 
     /// Requests per second to the API server, on average, shared by all callers (reads,
-    /// writes, retries and discovery alike).
-    #[arg(long, env = "SAFEWRITE_QPS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
-    pub qps: u32,
+    /// writes, retries and discovery alike) [default: 100]. Unless --qps or --burst is
+    /// given, the limit steps aside while the API server answers with API Priority and
+    /// Fairness headers: its own 429s and Retry-After pace the sidecar then.
+    #[arg(long, env = "SAFEWRITE_QPS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub qps: Option<u32>,
 
-    /// Requests to the API server allowed at once above the average rate.
-    #[arg(long, env = "SAFEWRITE_BURST", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
-    pub burst: u32,
+    /// Requests to the API server allowed at once above the average rate [default: 200].
+    #[arg(long, env = "SAFEWRITE_BURST", value_parser = clap::value_parser!(u32).range(1..))]
+    pub burst: Option<u32>,
 
     /// Most RPCs in flight at once; past it, new RPCs are refused at once with
     /// RESOURCE_EXHAUSTED instead of queueing without bound.

@@ -45,8 +45,9 @@ pub async fn log(args: &ServeArgs, policy: &Policy, token: Option<&Token>) {
         "config: serving"
     );
     info!(
-        qps = args.qps,
-        burst = args.burst,
+        qps = args.qps.unwrap_or(crate::client::connect::DEFAULT_QPS),
+        burst = args.burst.unwrap_or(crate::client::connect::DEFAULT_BURST),
+        qps_steps_aside_for_apf = args.qps.is_none() && args.burst.is_none(),
         max_attempts = args.max_attempts,
         backoff = %format!("{}..{}", humantime::format_duration(args.initial_backoff), humantime::format_duration(args.max_backoff)),
         request_timeout = %humantime::format_duration(args.request_timeout),

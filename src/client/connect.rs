@@ -13,6 +13,11 @@ use super::StackConfig;
 use super::breaker::BreakerConfig;
 use crate::config::ServeArgs;
 
+/// The rate limit when `--qps` is not given (client-go's is 5; a sidecar serves many).
+pub const DEFAULT_QPS: u32 = 100;
+/// The burst when `--burst` is not given.
+pub const DEFAULT_BURST: u32 = 200;
+
 /// Why no client could be built. Each variant is a configuration problem: the sidecar
 /// exits with it instead of retrying.
 #[derive(Debug, thiserror::Error)]
@@ -95,8 +100,9 @@ pub async fn connect(args: &ServeArgs) -> Result<kube::Client, ConnectError> {
     super::build(
         config,
         StackConfig {
-            qps: NonZeroU32::new(args.qps).unwrap_or(NonZeroU32::MIN),
-            burst: NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN),
+            qps: NonZeroU32::new(args.qps.unwrap_or(DEFAULT_QPS)).unwrap_or(NonZeroU32::MIN),
+            burst: NonZeroU32::new(args.burst.unwrap_or(DEFAULT_BURST)).unwrap_or(NonZeroU32::MIN),
+            server_paces: args.qps.is_none() && args.burst.is_none(),
             breaker: BreakerConfig {
                 failures: args.breaker_failures,
                 cooldown: args.breaker_cooldown,

@@ -69,6 +69,9 @@ pub struct StackConfig {
     pub qps: NonZeroU32,
     /// Requests allowed at once above the average.
     pub burst: NonZeroU32,
+    /// The limit steps aside while the API server answers with API Priority and Fairness
+    /// headers (the rate was not set explicitly).
+    pub server_paces: bool,
     /// The circuit breaker's settings.
     pub breaker: BreakerConfig,
     /// The default bound of one request below the breaker.
@@ -86,7 +89,10 @@ pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client
     let headers = config.extra_headers_layer().map_err(ConnectError::Client)?;
     let service = ServiceBuilder::new()
         .layer(ObserveLayer)
-        .layer(RateLimitLayer::new(settings.qps, settings.burst))
+        .layer(
+            RateLimitLayer::new(settings.qps, settings.burst)
+                .stepping_aside_for_the_server(settings.server_paces),
+        )
         .layer(CircuitBreakerLayer::new(Breaker::new(settings.breaker)))
         .layer(TimeoutLayer::new(settings.request_timeout))
         // Below the timeout: what kube's own stack does to every request.

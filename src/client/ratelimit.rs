@@ -12,8 +12,15 @@
 //! The readiness probe ([`Readiness`]) takes no slot: the sidecar's own load must not
 //! make it look unhealthy. The API server sees at most `qps` x t + `burst` requests from
 //! the RPCs, plus one probe per readiness interval.
+//!
+//! Built [stepping aside for the server](RateLimitLayer::stepping_aside_for_the_server)
+//! (the rate was not set explicitly), the limit lets requests through untouched while
+//! the API server's last answer carried API Priority and Fairness headers: the server
+//! then paces its clients itself, with 429 and Retry-After (which the engine honours),
+//! as controller-runtime and Flux let it. An answer without them brings the limit back.
 
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -140,10 +147,47 @@ impl Limiter {
     }
 }
 
+/// What the limit reads of an answer: whether the API server paces its clients with
+/// API Priority and Fairness (the answer carries the flow schema or priority level it
+/// was classified into).
+pub trait PacedByServer {
+    fn paced_by_server(&self) -> bool;
+}
+
+impl<T> PacedByServer for http::Response<T> {
+    fn paced_by_server(&self) -> bool {
+        let headers = self.headers();
+        headers.contains_key("x-kubernetes-pf-flowschema-uid")
+            || headers.contains_key("x-kubernetes-pf-prioritylevel-uid")
+    }
+}
+
+/// Whether the API server paces requests now, as its last answer said.
+#[derive(Debug, Default)]
+struct ServerPacing {
+    /// The limit may step aside at all (no explicit rate).
+    allowed: bool,
+    paced: AtomicBool,
+}
+
+impl ServerPacing {
+    fn steps_aside(&self) -> bool {
+        self.allowed && self.paced.load(Ordering::Relaxed)
+    }
+
+    fn saw(&self, answer: &impl PacedByServer) {
+        if self.allowed {
+            self.paced
+                .store(answer.paced_by_server(), Ordering::Relaxed);
+        }
+    }
+}
+
 /// Builds [`RateLimit`] services sharing one limiter.
 #[derive(Clone)]
 pub struct RateLimitLayer {
     limiter: Arc<Limiter>,
+    pacing: Arc<ServerPacing>,
 }
 
 impl RateLimitLayer {
@@ -151,7 +195,18 @@ impl RateLimitLayer {
     pub fn new(qps: NonZeroU32, burst: NonZeroU32) -> Self {
         Self {
             limiter: Arc::new(Limiter::new(qps, burst)),
+            pacing: Arc::new(ServerPacing::default()),
         }
+    }
+
+    /// With `yes`, the limit steps aside while the API server paces requests itself
+    /// (see the module header); without, it always holds.
+    pub fn stepping_aside_for_the_server(mut self, yes: bool) -> Self {
+        self.pacing = Arc::new(ServerPacing {
+            allowed: yes,
+            paced: AtomicBool::new(false),
+        });
+        self
     }
 }
 
@@ -162,6 +217,7 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimit {
             inner,
             limiter: self.limiter.clone(),
+            pacing: self.pacing.clone(),
         }
     }
 }
@@ -171,11 +227,13 @@ impl<S> Layer<S> for RateLimitLayer {
 pub struct RateLimit<S> {
     inner: S,
     limiter: Arc<Limiter>,
+    pacing: Arc<ServerPacing>,
 }
 
 impl<S, B> Service<http::Request<B>> for RateLimit<S>
 where
     S: Service<http::Request<B>> + Clone + Send + 'static,
+    S::Response: PacedByServer,
     S::Future: Send,
     S::Error: Into<BoxError>,
     B: Send + 'static,
@@ -195,6 +253,15 @@ where
         if request.extensions().get::<Readiness>().is_some() {
             let answer = inner.call(request);
             return Box::pin(async move { answer.await.map_err(Into::into) });
+        }
+        let pacing = self.pacing.clone();
+        if pacing.steps_aside() {
+            let answer = inner.call(request);
+            return Box::pin(async move {
+                let answer = answer.await.map_err(Into::into)?;
+                pacing.saw(&answer);
+                Ok(answer)
+            });
         }
         let limiter = self.limiter.clone();
         Box::pin(async move {
@@ -219,8 +286,17 @@ where
                 }
             }
             slot.wait().await;
-            inner.call(request).await.map_err(Into::into)
+            let answer = inner.call(request).await.map_err(Into::into)?;
+            pacing.saw(&answer);
+            Ok(answer)
         })
+    }
+}
+
+#[cfg(test)]
+impl PacedByServer for () {
+    fn paced_by_server(&self) -> bool {
+        false
     }
 }
 
@@ -410,5 +486,66 @@ mod tests {
             Duration::from_secs(1),
             "and took nothing"
         );
+    }
+
+    /// A service answering with or without API Priority and Fairness headers, as `apf`
+    /// says at the time of the answer.
+    fn answering(
+        layer: RateLimitLayer,
+        apf: Arc<AtomicBool>,
+    ) -> impl Service<
+        http::Request<()>,
+        Response = http::Response<()>,
+        Error = BoxError,
+        Future = impl Future<Output = Result<http::Response<()>, BoxError>> + Send,
+    > + Clone
+    + Send
+    + 'static {
+        layer.layer(tower::service_fn(move |_: http::Request<()>| {
+            let mut answer = http::Response::new(());
+            if apf.load(Ordering::Relaxed) {
+                answer
+                    .headers_mut()
+                    .insert("x-kubernetes-pf-flowschema-uid", "f".parse().unwrap());
+            }
+            std::future::ready(Ok::<_, BoxError>(answer))
+        }))
+    }
+
+    /// How long `n` requests in a row take.
+    async fn run(
+        service: &(impl Service<http::Request<()>, Error = BoxError> + Clone),
+        n: u32,
+    ) -> Duration {
+        let started = Instant::now();
+        for _ in 0..n {
+            service
+                .clone()
+                .oneshot(http::Request::new(()))
+                .await
+                .unwrap();
+        }
+        started.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_limit_steps_aside_while_the_server_paces_unless_the_rate_was_set() {
+        let layer =
+            || RateLimitLayer::new(NonZeroU32::new(10).unwrap(), NonZeroU32::new(1).unwrap());
+        let apf = Arc::new(AtomicBool::new(true));
+
+        // Stepping aside: the first request is limited (nothing said yet), the rest go
+        // at once while the answers carry APF headers.
+        let service = answering(layer().stepping_aside_for_the_server(true), apf.clone());
+        assert_eq!(run(&service, 20).await, Duration::ZERO);
+        // An answer without them brings the limit back: 10/s with a burst of 1.
+        apf.store(false, Ordering::Relaxed);
+        run(&service, 1).await;
+        assert_eq!(run(&service, 5).await, Duration::from_millis(500));
+
+        // An explicit rate always holds.
+        apf.store(true, Ordering::Relaxed);
+        let service = answering(layer(), apf.clone());
+        assert_eq!(run(&service, 6).await, Duration::from_millis(500));
     }
 }

@@ -262,7 +262,7 @@ async fn alone(engine: &Engine, member: Member) {
     };
     let mut mutator = Declarative(mutation, attempts.deadline);
     let result = engine
-        .write_with_attempts(&spec, &mut mutator, attempts)
+        .write_with_attempts(&spec, &mut mutator, attempts, false)
         .instrument(span)
         .await;
     let _ = answer.send(result);

@@ -10,6 +10,7 @@
 //! - `batch`: group commit: concurrent writes to one object share a read and a write.
 //! - `memory`: the objects remembered from earlier reads and writes, written from
 //!   without a GET.
+//! - `turns`: writes made alone to one object take turns instead of racing.
 //! - `decide`: how an attempt ended and whether to retry, as pure functions.
 //! - `attempts`: the per-request state the loop threads through.
 //! - `body`: the bodies sent for the main resource and the status subresource.
@@ -25,6 +26,7 @@ mod error;
 mod memory;
 mod result;
 mod spec;
+mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +42,7 @@ use self::decide::Step;
 use self::error::{Unresolved, unresolved};
 use self::memory::Memory;
 use self::spec::Declarative;
+use self::turns::Turns;
 use crate::client::discovery::{Discovery, Resolved};
 use crate::mutation::{FieldViolation, Mutation};
 use crate::target::{ObjectPath, ResourcePath};
@@ -70,6 +73,7 @@ pub struct Engine {
     budget: Arc<TpsBudget>,
     batcher: Arc<Batcher>,
     memory: Arc<Memory>,
+    turns: Arc<Turns>,
 }
 
 impl Engine {
@@ -85,6 +89,7 @@ impl Engine {
             memory: Arc::new(Memory::new(config.memory_bytes, config.remember_secrets)),
             config: Arc::new(config),
             batcher: Arc::new(Batcher::default()),
+            turns: Arc::new(Turns::default()),
         }
     }
 
@@ -151,20 +156,38 @@ impl Engine {
         if let Some(late) = attempts.late_from_the_start() {
             return Err(attempts.fail(late));
         }
-        self.write_with_attempts(spec, mutator, attempts).await
+        self.write_with_attempts(spec, mutator, attempts, true)
+            .await
     }
 
     /// The loop of a write made alone, going on from `attempts` (those already made for
-    /// this request, e.g. in a group commit it left).
+    /// this request, e.g. in a group commit it left). With `take_turn`, it first waits
+    /// for its turn among the writes made alone to the same object ([`turns`]); a
+    /// group commit's driver, which orders its object's writes already, does not.
     async fn write_with_attempts<M: Mutator>(
         &self,
         spec: &WriteSpec,
         mutator: &mut M,
         mut attempts: Attempts,
+        take_turn: bool,
     ) -> Result<Written, WriteError> {
         let (resolved, request) = match self.resolve_target(spec, &mut attempts).await {
             Ok(found) => found,
             Err(failure) => return Err(attempts.fail(failure)),
+        };
+        let _turn = if take_turn {
+            match self.turns.take(request.as_str(), attempts.deadline).await {
+                Some(turn) => Some(turn),
+                None => {
+                    let made = attempts.made();
+                    return Err(attempts.fail(Failure::Deadline {
+                        attempts: made,
+                        last: "the deadline passed while the write waited for the writes to the same object before it".into(),
+                    }));
+                }
+            }
+        } else {
+            None
         };
         loop {
             let span = attempt_span(attempts.begin());

@@ -95,35 +95,80 @@ async fn value(api: &Api<ConfigMap>, name: &str) -> u64 {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn callers_code_in_transactions_loses_no_update() {
-    let (sidecar, ns, api) = setup("tx-lost-update").await;
-    make(&api, "counter").await;
-    let client = WriterServiceClient::new(sidecar.channel().await);
+/// `callers` concurrent callers x `each` transactions incrementing one counter, spread
+/// over `sidecars`; every answer's read-back value and attempt count.
+async fn increments(
+    sidecars: &[&Sidecar],
+    ns: &str,
+    callers: usize,
+    each: usize,
+) -> Vec<(u64, u32)> {
     let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let mut client = client.clone();
-        let ns = ns.clone();
+    for i in 0..callers {
+        let mut client = WriterServiceClient::new(sidecars[i % sidecars.len()].channel().await);
+        let ns = ns.to_string();
         tasks.push(tokio::spawn(async move {
-            let mut retries = 0;
-            for _ in 0..25 {
+            let mut answers = Vec::new();
+            for _ in 0..each {
                 let result = transact(&mut client, begin(&ns, "counter", false), increment)
                     .await
                     .expect("every transaction succeeds");
                 assert_eq!(result.outcome(), pb::Outcome::Updated);
-                retries += result.attempts - 1;
+                let object: Value = serde_json::from_str(&result.object_json).unwrap();
+                let n = object["data"]["n"].as_str().unwrap().parse().unwrap();
+                answers.push((n, result.attempts));
             }
-            retries
+            answers
         }));
     }
-    let mut retries = 0;
+    let mut answers = Vec::new();
     for t in tasks {
-        retries += t.await.unwrap();
+        answers.extend(t.await.unwrap());
     }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_from_one_sidecar_take_turns_and_lose_no_update() {
+    let (sidecar, ns, api) = setup("tx-lost-update").await;
+    make(&api, "counter").await;
+    let answers = increments(&[&sidecar], &ns, 8, 25).await;
     assert_eq!(value(&api, "counter").await, 200);
+    let mut told: Vec<u64> = answers.iter().map(|(n, _)| *n).collect();
+    told.sort_unstable();
+    assert_eq!(
+        told,
+        (1..=200).collect::<Vec<_>>(),
+        "each caller is told its own"
+    );
+    // They take turns, each offered the object as the one before it wrote it: no
+    // transaction met a conflict.
+    let retried: Vec<_> = answers
+        .iter()
+        .filter(|(_, attempts)| *attempts > 1)
+        .collect();
     assert!(
-        retries > 0,
-        "8 concurrent transactions met no conflict at all"
+        retried.is_empty(),
+        "transactions that went again: {retried:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_from_two_sidecars_conflict_and_lose_no_update() {
+    let (sidecar, ns, api) = setup("tx-two-sidecars").await;
+    let cp = ControlPlane::shared();
+    let other = Sidecar::start(&["--kubeconfig", cp.admin_kubeconfig().to_str().unwrap()]);
+    make(&api, "counter").await;
+    // Each sidecar orders its own callers; the two meet in conflicts, re-read and
+    // offer the object again.
+    let answers = increments(&[&sidecar, &other], &ns, 8, 25).await;
+    assert_eq!(value(&api, "counter").await, 200);
+    let mut told: Vec<u64> = answers.iter().map(|(n, _)| *n).collect();
+    told.sort_unstable();
+    assert_eq!(
+        told,
+        (1..=200).collect::<Vec<_>>(),
+        "each caller is told its own"
     );
 }
 
@@ -324,4 +369,39 @@ async fn abandoned_transactions_write_nothing_and_leave_nothing_behind() {
         .await
         .unwrap();
     assert_eq!(r.outcome(), pb::Outcome::Updated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_caller_holds_the_others_no_longer_than_the_idle_timeout() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("tx-stall").await;
+    let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        cp.admin_kubeconfig().to_str().unwrap(),
+        "--transact-idle-timeout",
+        "1s",
+    ]);
+    make(&api, "counter").await;
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    // The stalled caller: begins, is offered the object, never answers.
+    let (tx, rx) = mpsc::channel(2);
+    tx.send(begin(&ns, "counter", false)).await.unwrap();
+    let mut stalled = client
+        .transact(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let offered = stalled.message().await.unwrap().unwrap();
+    assert!(matches!(offered.message, Some(Resp::Fresh(_))));
+    // The next caller waits for its turn, then goes once the stalled one's ends.
+    let result = transact(&mut client, begin(&ns, "counter", false), increment)
+        .await
+        .expect("the next caller is written once the stalled one's turn ends");
+    assert_eq!(result.outcome(), pb::Outcome::Updated);
+    let err = stalled.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    assert_eq!(support::error_reason(&err), "TRANSACTION_IDLE");
+    assert_eq!(value(&api, "counter").await, 1);
+    drop(tx);
 }

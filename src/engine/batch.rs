@@ -141,7 +141,13 @@ impl Batcher {
             }
         };
         if start {
-            tokio::spawn(drive(engine.clone(), key));
+            // Nobody else is writing the object: this write goes at once, on the RPC's
+            // own task (no hand-off to a driver). Writes that arrive meanwhile queue, and
+            // a driver task takes them over when it ends, or when this RPC is dropped.
+            let handoff = Handoff { engine, key: &key };
+            let own = self.next_own(&key);
+            group(engine, self, &key, own, false).await;
+            drop(handoff);
         }
         let answered = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, answered).await,
@@ -180,6 +186,27 @@ impl Batcher {
             self.top_up_locked(queue, &mut batch);
         }
         Some(batch)
+    }
+
+    /// The write that created `key`'s queue, alone: the first member.
+    fn next_own(&self, key: &Key) -> Vec<Member> {
+        let mut queues = self.queues.lock().expect("batch queues");
+        let queue = queues.get_mut(key).expect("the queue this write created");
+        vec![queue.pop_front().expect("the write that created the queue")]
+    }
+
+    /// After the write that created `key`'s queue: a driver takes over the writes queued
+    /// meanwhile, or the queue goes when there are none.
+    fn hand_off(&self, engine: &Engine, key: &Key) {
+        let mut queues = self.queues.lock().expect("batch queues");
+        match queues.get(key) {
+            Some(queue) if !queue.is_empty() => {
+                tokio::spawn(drive(engine.clone(), key.clone()));
+            }
+            _ => {
+                queues.remove(key);
+            }
+        }
     }
 
     /// Adds the members that arrived since `batch` was taken (up to the cap).
@@ -227,6 +254,19 @@ impl Drop for DriverGuard<'_> {
     }
 }
 
+/// Hands `key`'s queue to a driver when the write on the RPC's task ends, however it
+/// ends (answered, or its RPC dropped mid-write).
+struct Handoff<'a> {
+    engine: &'a Engine,
+    key: &'a Key,
+}
+
+impl Drop for Handoff<'_> {
+    fn drop(&mut self) {
+        self.engine.batcher.hand_off(self.engine, self.key);
+    }
+}
+
 /// The driver of one object's queue: takes batches until the queue is empty.
 async fn drive(engine: Engine, key: Key) {
     let batcher = engine.batcher.clone();
@@ -239,7 +279,7 @@ async fn drive(engine: Engine, key: Key) {
         if batch[0].alone {
             alone(&engine, batch.pop().expect("one member")).await;
         } else {
-            group(&engine, &batcher, &key, batch).await;
+            group(&engine, &batcher, &key, batch, true).await;
         }
     }
     guard.done = true;
@@ -298,8 +338,11 @@ pub(super) async fn fold(
     let version = resource_version(fresh);
     let mut running = fresh.clone();
     let mut verdicts = Vec::new();
-    for &(spec, deadline) in members {
-        let mut verdict = apply_member(spec, deadline, &mut running, has_status, &version).await;
+    for (index, &(spec, deadline)) in members.iter().enumerate() {
+        // The first member's change is never undone: no member before it needs a state.
+        let undo = index > 0;
+        let mut verdict =
+            apply_member(spec, deadline, &mut running, has_status, &version, undo).await;
         if let Verdict::Failed(failure) = &mut verdict
             && let Some(current) = failure.current_mut()
         {
@@ -316,6 +359,7 @@ async fn apply_member(
     running: &mut Value,
     has_status: bool,
     version: &str,
+    undo: bool,
 ) -> Verdict {
     if let Some(key) = &spec.idempotency_key
         && idempotency::applied(running, key)
@@ -342,7 +386,11 @@ async fn apply_member(
     if let Some(key) = &spec.idempotency_key {
         idempotency::record(&mut body, [key.as_str()]);
     }
-    let undo = json_patch::diff(&body, running);
+    let undo = if undo {
+        json_patch::diff(&body, running)
+    } else {
+        json_patch::Patch::default()
+    };
     *running = body;
     Verdict::Changed(undo)
 }
@@ -362,8 +410,14 @@ fn latest_deadline(members: &[Member]) -> Option<Instant> {
 }
 
 /// Runs one batch until every member has its answer, has gone back to the queue, or
-/// has left.
-async fn group(engine: &Engine, batcher: &Batcher, key: &Key, mut members: Vec<Member>) {
+/// has left; with `top_up`, members queued since join it before each attempt.
+async fn group(
+    engine: &Engine,
+    batcher: &Batcher,
+    key: &Key,
+    mut members: Vec<Member>,
+    top_up: bool,
+) {
     loop {
         // Those whose caller went away or whose deadline passed leave now: nothing is
         // written on their behalf after this point.
@@ -387,7 +441,9 @@ async fn group(engine: &Engine, batcher: &Batcher, key: &Key, mut members: Vec<M
         if members.is_empty() {
             return;
         }
-        batcher.top_up(key, &mut members);
+        if top_up {
+            batcher.top_up(key, &mut members);
+        }
         let size = members.len();
         for member in &mut members {
             member.attempts.begin();

@@ -188,12 +188,16 @@ async fn install_widget_crd(client: &kube::Client) {
 /// Every answer must be the caller's own: the 800 answers read back 800 distinct
 /// values, 1 to 800, each carrying the resourceVersion of the write that carried it.
 /// Returns the conflicts met and the largest group a write carried.
-async fn sixteen_by_fifty(env: &Env, name: &str, alone: bool) -> (usize, u32) {
+async fn sixteen_by_fifty(
+    env: &Env,
+    name: &str,
+    alone: bool,
+    clients: &[WriterServiceClient<Channel>],
+) -> (usize, u32) {
     env.create_configmap(name, json!({"n": "0"})).await;
-    let client = env.writer().await;
     let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let mut client = client.clone();
+    for i in 0..16 {
+        let mut client = clients[i % clients.len()].clone();
         let target = env.configmap(name);
         tasks.push(tokio::spawn(async move {
             let (mut conflicts, mut largest, mut told) = (0, 0, Vec::new());
@@ -265,10 +269,19 @@ async fn sixteen_by_fifty(env: &Env, name: &str, alone: bool) -> (usize, u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicting_writers_lose_no_update() {
     let env = Env::new("lost-update").await;
-    let (conflicts, largest) = sixteen_by_fifty(&env, "alone", true).await;
+    // Writes made alone through one sidecar take turns; through two, they conflict.
+    let other = Sidecar::start(&[
+        "--kubeconfig",
+        ControlPlane::shared().admin_kubeconfig().to_str().unwrap(),
+    ]);
+    let clients = [
+        env.writer().await,
+        WriterServiceClient::new(other.channel().await),
+    ];
+    let (conflicts, largest) = sixteen_by_fifty(&env, "alone", true, &clients).await;
     assert!(
         conflicts > 0,
-        "16 writers on one object met no conflict at all"
+        "16 writers through two sidecars met no conflict at all"
     );
     assert_eq!(largest, 1, "write_alone writes went alone");
     eprintln!("800 increments written alone, {conflicts} conflicts resolved");
@@ -277,7 +290,8 @@ async fn conflicting_writers_lose_no_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_commit_carries_concurrent_writers_in_one_write() {
     let env = Env::new("group-commit").await;
-    let (conflicts, largest) = sixteen_by_fifty(&env, "grouped", false).await;
+    let (conflicts, largest) =
+        sixteen_by_fifty(&env, "grouped", false, &[env.writer().await]).await;
     assert!(largest > 1, "no write carried more than one request");
     let metrics = env.sidecar.metrics();
     let count: f64 = metrics

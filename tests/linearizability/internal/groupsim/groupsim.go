@@ -1,0 +1,571 @@
+// Package groupsim simulates the sidecar's group commit against an API server, in
+// virtual time, and records the history its clients see, in the checker's format.
+//
+// Writers to one object queue while a write to it is in flight; when it ends, the
+// queue becomes the next batch: one read, each member's mutation applied in arrival
+// order (the fold), one write carrying the read's resourceVersion (a conflict re-reads
+// and re-applies the whole batch), one new resourceVersion. A compare-and-swap on the
+// resourceVersion goes alone. Faults: a write applied whose answer is lost, a write
+// never applied whose answer times out, and clients whose deadline passes before the
+// answer comes (the write goes on without them).
+//
+// The Variant says how the members are answered: Correct is the sidecar's contract;
+// BatchFinal and NotThreaded are bugs the checker must catch.
+package groupsim
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+
+	"safewrite.dev/tests/linearizability/check"
+)
+
+// Variant of the group commit.
+type Variant int
+
+const (
+	// Correct answers each member with the object as it stood right after its own
+	// mutation, with the resourceVersion of the write that carried it.
+	Correct Variant = iota
+	// BatchFinal answers every member with the batch's final object.
+	BatchFinal
+	// NotThreaded applies each member's mutation to the batch's read instead of the
+	// running result, and writes the last change.
+	NotThreaded
+)
+
+func (v Variant) String() string {
+	return [...]string{"correct", "batch-final", "not-threaded"}[v]
+}
+
+// Config of a run.
+type Config struct {
+	Seed                       int64
+	Variant                    Variant
+	Counters, Registers, Sets  int // objects of each model
+	ClientsPerObject           int
+	OpsPerClient               int
+	LostAnswer                 float64 // a batch's write applied, its answer lost
+	NotApplied                 float64 // a batch's write not applied, its answer lost
+	ClientCut                  float64 // an operation whose caller stops waiting
+	CounterPreconditionPercent int     // of increments, how many carry a CEL precondition
+}
+
+// Default is a workload with every kind of operation and fault.
+func Default(seed int64) Config {
+	return Config{
+		Seed: seed, Counters: 2, Registers: 2, Sets: 2,
+		ClientsPerObject: 6, OpsPerClient: 12,
+		LostAnswer: 0.04, NotApplied: 0.03, ClientCut: 0.03,
+		CounterPreconditionPercent: 20,
+	}
+}
+
+// Stats of a run.
+type Stats struct {
+	Batches int
+	// Shared counts the written batches in which two members or more changed the
+	// object and were answered.
+	Shared int
+	// Certain counts the batches whose answers, under the variant, cannot be
+	// linearized whatever else happened (0 for Correct).
+	Certain int
+}
+
+const maxMembers = 64
+
+type object struct {
+	key, model string
+	value, rv  string // as committed at the API server
+	queue      []*call
+	busy       bool
+}
+
+// call is one operation in flight.
+type call struct {
+	c         *client
+	op        check.Operation
+	alone     bool
+	started   bool // its batch has begun: its effect no longer depends on its caller
+	answering bool // its answer is on its way: its caller waits for it
+	done      bool // its caller has its answer (or gave up)
+}
+
+type client struct {
+	id     int
+	obj    *object
+	left   int
+	seen   string // value and resourceVersion last seen, for cas and cas_rv
+	seenRV string
+	n      int
+	retry  string // an append to send again (its answer was unknown)
+}
+
+type event struct {
+	at  int64
+	seq int
+	run func()
+}
+
+type events []*event
+
+func (e events) Len() int { return len(e) }
+func (e events) Less(i, j int) bool {
+	if e[i].at != e[j].at {
+		return e[i].at < e[j].at
+	}
+	return e[i].seq < e[j].seq
+}
+func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
+func (e *events) Push(x any)   { *e = append(*e, x.(*event)) }
+func (e *events) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+type sim struct {
+	cfg     Config
+	rng     *rand.Rand
+	now     int64
+	seq     int
+	queue   events
+	rv      int
+	history *check.History
+	stats   Stats
+}
+
+// Run simulates the workload and returns its history.
+func Run(cfg Config) (*check.History, Stats) {
+	s := &sim{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed))}
+	s.history = &check.History{Name: fmt.Sprintf("groupsim-%s-seed%d", cfg.Variant, cfg.Seed)}
+	var objects []*object
+	for _, m := range []struct {
+		model string
+		n     int
+	}{{check.ModelCounter, cfg.Counters}, {check.ModelRegister, cfg.Registers}, {check.ModelSet, cfg.Sets}} {
+		for i := range m.n {
+			s.rv++
+			o := &object{key: fmt.Sprintf("sim/%s-%d", m.model, i), model: m.model, rv: strconv.Itoa(s.rv)}
+			switch m.model {
+			case check.ModelCounter:
+				o.value = "0"
+			case check.ModelRegister:
+				o.value = "init"
+			}
+			objects = append(objects, o)
+			s.history.Objects = append(s.history.Objects, check.Object{Key: o.key, Model: o.model, Initial: o.value, InitialRV: o.rv})
+		}
+	}
+	id := 0
+	for _, o := range objects {
+		for range cfg.ClientsPerObject {
+			c := &client{id: id, obj: o, left: cfg.OpsPerClient, seen: o.value, seenRV: o.rv}
+			id++
+			s.at(s.between(0, 300_000), func() { s.next(c) })
+		}
+	}
+	for s.queue.Len() > 0 {
+		e := heap.Pop(&s.queue).(*event)
+		s.now = e.at
+		e.run()
+	}
+	return s.history, s.stats
+}
+
+func (s *sim) at(t int64, f func()) {
+	s.seq++
+	heap.Push(&s.queue, &event{at: t, seq: s.seq, run: f})
+}
+
+func (s *sim) after(lo, hi int64, f func()) { s.at(s.now+s.between(lo, hi), f) }
+
+func (s *sim) between(lo, hi int64) int64 { return lo + s.rng.Int63n(hi-lo+1) }
+
+func (s *sim) chance(p float64) bool { return s.rng.Float64() < p }
+
+// next starts the client's next operation after a pause.
+func (s *sim) next(c *client) {
+	if c.left == 0 {
+		return
+	}
+	c.left--
+	s.after(0, 400_000, func() { s.issue(c) })
+}
+
+func (s *sim) issue(c *client) {
+	o := c.obj
+	c.n++
+	unique := fmt.Sprintf("c%dn%d", c.id, c.n)
+	op := check.Operation{Client: c.id, Object: o.key, Call: s.now}
+	r := s.rng.Intn(100)
+	alone := false
+	switch o.model {
+	case check.ModelCounter:
+		switch {
+		case r < 20:
+			op.Kind, op.Via = check.KindRead, "live_read"
+		case r < 20+80*s.cfg.CounterPreconditionPercent/100:
+			op.Kind, op.Via = check.KindInc, "cel_precondition"
+		default:
+			op.Kind, op.Via = check.KindInc, "cel"
+		}
+	case check.ModelRegister:
+		switch {
+		case r < 25:
+			op.Kind, op.Via = check.KindRead, "live_read"
+		case r < 60:
+			op.Kind, op.Via = check.KindWrite, "merge"
+			op.Input.Value = unique
+			if s.chance(0.1) {
+				op.Input.Value = c.seen // a write of the value it holds: unchanged
+			}
+		case r < 85:
+			op.Kind, op.Via = check.KindCAS, "json_patch_test"
+			op.Input.From, op.Input.To = c.seen, unique
+		default:
+			op.Kind, op.Via = check.KindCASRV, "rv_precondition"
+			op.Input.RV, op.Input.To = c.seenRV, unique
+			alone = true
+		}
+	case check.ModelSet:
+		switch {
+		case c.retry != "":
+			op.Kind, op.Via = check.KindAppend, "cel"
+			op.Input.Value = c.retry
+			c.retry = ""
+		case r < 25:
+			op.Kind, op.Via = check.KindRead, "live_read"
+		default:
+			op.Kind, op.Via = check.KindAppend, "cel"
+			op.Input.Value = unique
+		}
+	}
+	k := &call{c: c, op: op, alone: alone}
+	if op.Kind == check.KindRead {
+		s.after(100_000, 800_000, func() {
+			value, rv := o.value, o.rv
+			s.after(100_000, 800_000, func() { s.answer(k, check.ResultOK, value, rv) })
+		})
+		return
+	}
+	if s.chance(s.cfg.ClientCut) {
+		s.after(200_000, 4_000_000, func() { s.cut(k) })
+	}
+	s.after(20_000, 200_000, func() {
+		if k.done {
+			return // the caller went away before its request arrived
+		}
+		if k.alone {
+			s.alone(k)
+			return
+		}
+		o.queue = append(o.queue, k)
+		if !o.busy {
+			s.batch(o)
+		}
+	})
+}
+
+// cut: the caller's deadline passes before its answer.
+func (s *sim) cut(k *call) {
+	if k.done || k.answering {
+		return
+	}
+	s.answerUnknown(k, "DEADLINE_EXCEEDED", "")
+	if !k.started {
+		// Still queued: the sidecar drops it before the next batch.
+		q := k.c.obj.queue
+		for i, x := range q {
+			if x == k {
+				k.c.obj.queue = append(q[:i:i], q[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+func (s *sim) answerUnknown(k *call, code, reason string) {
+	s.finish(k, check.ResultUnknown, code, reason, "", "")
+	if k.op.Kind == check.KindAppend && s.chance(0.6) {
+		k.c.retry = k.op.Input.Value
+	}
+}
+
+func (s *sim) answer(k *call, result, value, rv string) {
+	code, reason := "OK", ""
+	switch result {
+	case check.ResultPreconditionFailed:
+		code, reason = "FAILED_PRECONDITION", "PRECONDITION_FAILED"
+	case check.ResultAborted:
+		code, reason = "ABORTED", "RESOURCE_VERSION_MISMATCH"
+	}
+	s.finish(k, result, code, reason, value, rv)
+}
+
+func (s *sim) finish(k *call, result, code, reason, value, rv string) {
+	if k.done {
+		return
+	}
+	k.done = true
+	op := k.op
+	op.Return = s.now
+	op.Result, op.Code, op.Reason, op.Value, op.RV = result, code, reason, value, rv
+	s.history.Operations = append(s.history.Operations, op)
+	if result != check.ResultUnknown && (value != "" || rv != "") {
+		k.c.seen, k.c.seenRV = value, rv
+	}
+	s.next(k.c)
+}
+
+// verdict of one member's mutation on a state.
+type verdict int
+
+const (
+	changed verdict = iota
+	unchanged
+	alreadyApplied
+	preconditionFailed
+)
+
+// apply is a member's mutation: its verdict and the state after it.
+func apply(model string, op check.Operation, state string) (verdict, string) {
+	switch op.Kind {
+	case check.KindInc:
+		n, _ := strconv.ParseInt(state, 10, 64)
+		if op.Via == "cel_precondition" && n%5 == 4 {
+			return preconditionFailed, state
+		}
+		return changed, strconv.FormatInt(n+1, 10)
+	case check.KindWrite:
+		if state == op.Input.Value {
+			return unchanged, state
+		}
+		return changed, op.Input.Value
+	case check.KindCAS, check.KindCASRV:
+		if op.Kind == check.KindCAS && state != op.Input.From {
+			return preconditionFailed, state
+		}
+		if state == op.Input.To {
+			return unchanged, state
+		}
+		return changed, op.Input.To
+	case check.KindAppend:
+		// The idempotency key is derived from the item: it is on the object exactly
+		// when the item is in the list.
+		for _, item := range strings.Split(state, ",") {
+			if item == op.Input.Value {
+				return alreadyApplied, state
+			}
+		}
+		if state == "" {
+			return changed, op.Input.Value
+		}
+		return changed, state + "," + op.Input.Value
+	}
+	panic("no mutation for " + op.Kind)
+}
+
+var results = map[verdict]string{
+	changed: check.ResultOK, unchanged: check.ResultUnchanged,
+	alreadyApplied: check.ResultAlreadyApplied, preconditionFailed: check.ResultPreconditionFailed,
+}
+
+// batch takes the object's queue as the next batch.
+func (s *sim) batch(o *object) {
+	n := min(len(o.queue), maxMembers)
+	if n == 0 {
+		o.busy = false
+		return
+	}
+	members := append([]*call(nil), o.queue[:n]...)
+	o.queue = o.queue[n:]
+	o.busy = true
+	for _, m := range members {
+		m.started = true
+	}
+	s.stats.Batches++
+	s.attempt(o, members)
+}
+
+// attempt: one read, the fold, one write.
+func (s *sim) attempt(o *object, members []*call) {
+	// Those whose caller went away leave before the attempt: nothing is written on
+	// their behalf from then on.
+	staying := members[:0:0]
+	for _, m := range members {
+		if !m.done {
+			staying = append(staying, m)
+		}
+	}
+	members = staying
+	if len(members) == 0 {
+		s.batch(o)
+		return
+	}
+	s.after(100_000, 700_000, func() {
+		fresh, freshRV := o.value, o.rv
+		verdicts := make([]verdict, len(members))
+		states := make([]string, len(members))
+		running, body, first := fresh, fresh, -1
+		for i, m := range members {
+			from := running
+			if s.cfg.Variant == NotThreaded {
+				from = fresh
+			}
+			verdicts[i], states[i] = apply(o.model, m.op, from)
+			if verdicts[i] == changed {
+				running, body = states[i], states[i]
+				if first < 0 {
+					first = i
+				}
+			}
+		}
+		if first < 0 {
+			s.after(10_000, 100_000, func() {
+				for i, m := range members {
+					s.answer(m, results[verdicts[i]], states[i], freshRV)
+				}
+				s.batch(o)
+			})
+			return
+		}
+		s.after(200_000, 2_000_000, func() {
+			if o.rv != freshRV {
+				// 409 Conflict: re-read and re-apply the whole batch.
+				s.after(50_000, 300_000, func() { s.attempt(o, members) })
+				return
+			}
+			applied := !s.chance(s.cfg.NotApplied)
+			lost := !applied || s.chance(s.cfg.LostAnswer)
+			written := ""
+			if applied {
+				s.rv++
+				o.value, o.rv = body, strconv.Itoa(s.rv)
+				written = o.rv
+			}
+			s.after(50_000, 500_000, func() {
+				if lost {
+					s.lost(o, members, verdicts, states, first, freshRV, applied)
+					return
+				}
+				s.noteShared(o, members, verdicts, states, body)
+				for i, m := range members {
+					state, rv := states[i], freshRV
+					if i >= first {
+						rv = written
+					}
+					if s.cfg.Variant == BatchFinal {
+						state, rv = body, written
+					}
+					m.answering = true
+					result := results[verdicts[i]]
+					s.after(10_000, 200_000, func() { s.answer(m, result, state, rv) })
+				}
+				s.batch(o)
+			})
+		})
+	})
+}
+
+// lost: the write's answer did not come. Members before the first change are answered
+// from the read; a change with an idempotency key (an append) is retried: the re-read
+// shows the key, and it is answered already_applied when the write was applied;
+// the rest cannot know.
+func (s *sim) lost(o *object, members []*call, verdicts []verdict, states []string, first int, freshRV string, applied bool) {
+	var retry []*call
+	for i, m := range members {
+		switch {
+		case i < first:
+			s.answer(m, results[verdicts[i]], states[i], freshRV)
+		case m.op.Kind == check.KindAppend && verdicts[i] == changed && applied:
+			retry = append(retry, m)
+		case verdicts[i] == changed:
+			s.answerUnknown(m, "UNKNOWN", "WRITE_OUTCOME_UNKNOWN")
+		default:
+			s.answerUnknown(m, "UNAVAILABLE", "")
+		}
+	}
+	if len(retry) == 0 {
+		s.batch(o)
+		return
+	}
+	s.after(100_000, 600_000, func() {
+		value, rv := o.value, o.rv
+		s.after(10_000, 100_000, func() {
+			for _, m := range retry {
+				s.answer(m, check.ResultAlreadyApplied, value, rv)
+			}
+			s.batch(o)
+		})
+	})
+}
+
+// noteShared counts a written batch with two changes or more, and whether the
+// variant's answers are then certainly not linearizable.
+func (s *sim) noteShared(o *object, members []*call, verdicts []verdict, states []string, body string) {
+	var changes []int
+	for i, m := range members {
+		if verdicts[i] == changed && !m.done {
+			changes = append(changes, i)
+		}
+	}
+	if len(changes) < 2 {
+		return
+	}
+	s.stats.Shared++
+	switch s.cfg.Variant {
+	case BatchFinal:
+		// Every change is told the final object: a counter's value twice, a list
+		// ending in another's item, a register's value another member wrote.
+		if o.model != check.ModelRegister {
+			s.stats.Certain++
+			break
+		}
+		for _, i := range changes {
+			if states[i] != body { // its own value, not the final one
+				s.stats.Certain++
+				break
+			}
+		}
+	case NotThreaded:
+		// Two increments told the same value; two appends each told a list without
+		// the other's item; two compare-and-swaps of one value both succeeding.
+		a, b := members[changes[0]].op, members[changes[1]].op
+		if o.model != check.ModelRegister || (a.Kind == check.KindCAS && b.Kind == check.KindCAS && a.Input.From == b.Input.From) {
+			s.stats.Certain++
+		}
+	}
+}
+
+// alone: a compare-and-swap on the resourceVersion, never grouped.
+func (s *sim) alone(k *call) {
+	o := k.c.obj
+	k.started = true
+	s.after(100_000, 700_000, func() {
+		if o.rv != k.op.Input.RV {
+			s.after(10_000, 100_000, func() { s.answer(k, check.ResultAborted, "", "") })
+			return
+		}
+		v, state := apply(o.model, k.op, o.value)
+		if v == unchanged {
+			value, rv := o.value, o.rv
+			s.after(10_000, 100_000, func() { s.answer(k, check.ResultUnchanged, value, rv) })
+			return
+		}
+		s.after(200_000, 2_000_000, func() {
+			if o.rv != k.op.Input.RV {
+				s.after(10_000, 100_000, func() { s.answer(k, check.ResultAborted, "", "") })
+				return
+			}
+			s.rv++
+			o.value, o.rv = state, strconv.Itoa(s.rv)
+			rv := o.rv
+			s.after(50_000, 500_000, func() { s.answer(k, check.ResultOK, state, rv) })
+		})
+	})
+}

@@ -351,7 +351,8 @@ async fn main() {
             for name in &names {
                 make_counter(&bench.api, name).await;
             }
-            let verbs = ["GET", "UPDATE", "PATCH", "CREATE"];
+            // apiserver_request_total's verbs are HTTP methods: an update is PUT.
+            let verbs = ["GET", "PUT", "PATCH", "POST"];
             let before = support::apiserver_requests(bench.cp, &verbs, "configmaps").await;
             let cpu_before = cpu_seconds(sidecar.pid());
             let run = bench.run(contender, &names, writers).await;

@@ -4,19 +4,31 @@
 //!
 //! - client-go `retry.RetryOnConflict` (Get, change, Update) with `DefaultRetry` and
 //!   with `DefaultBackoff`: tests/bench/clientgo, built by this bench with `go build`;
+//! - controller-runtime style: the same program reading from a shared informer's lister
+//!   on the namespace's ConfigMaps (the cache controller-runtime's client reads from),
+//!   then Update inside `RetryOnConflict(DefaultRetry)`;
 //! - kube-rs direct: GET, change, PUT, re-read and retry on 409 with jittered backoff;
 //! - safewrite UpdateWithRetry with a CEL increment, each write alone
-//!   (`options.write_alone`) and with group commit (the default).
+//!   (`options.write_alone`) and with group commit (the default), on a sidecar that
+//!   remembers objects (the default) and on one started with `--no-memory`.
 //!
-//! For K = 1, 4, 16 and 64 writers on one object and 16 writers on 16 objects, each
-//! contender writes for a fixed time; the bench prints goodput, failures (increments a
-//! contender gave up on), API requests per successful increment (the API server's own
-//! `apiserver_request_total` for configmaps), p50/p99 latency, the final counters against
-//! the successes counted, and each safewrite row's ratio to the best peer. It asserts
-//! only correctness (no lost update); speed is measured and printed, never asserted.
+//! For K = 1, 4, 16 and 64 writers on one object, 16 writers on 16 objects, and K = 1
+//! and 4 writers on one object while an outside writer (kube-rs, straight to the API
+//! server) increments another key of it every 50 ms, each contender writes for a fixed
+//! time. The bench prints goodput, failures (increments a contender gave up on), API
+//! requests per successful increment (the API server's own `apiserver_request_total`
+//! for configmaps, less the outside writer's own), p50/p99 latency, CPU time per
+//! successful increment and peak RSS (the sidecar's for safewrite, the Go process's for
+//! the Go contenders), the sidecar's memory hit rate and stale copies, the final
+//! counters against the successes counted, and each safewrite row's ratio to the best
+//! client-go variant and to the controller-runtime style. It asserts only correctness
+//! (no lost or doubled update, the outside writer's key included); speed is measured
+//! and printed, never asserted.
 //!
 //! `SAFEWRITE_BENCH_SECONDS` sets the time per run (default 4);
-//! `SAFEWRITE_BENCH_RUNS="16/1,16/16"` picks scenarios (writers/objects).
+//! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside"` picks scenarios (writers/objects);
+//! `SAFEWRITE_BENCH_CONTENDERS="cgr,swg"` picks contenders by the short names of
+//! [`Contender::slug`].
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -24,10 +36,11 @@ mod support;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use safewrite::pb;
 use safewrite::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
@@ -39,27 +52,45 @@ use tonic::transport::Channel;
 enum Contender {
     ClientGoRetry,
     ClientGoBackoff,
+    ControllerRuntime,
     KubeDirect,
     SafewriteAlone,
     SafewriteGrouped,
+    NoMemoryAlone,
+    NoMemoryGrouped,
+}
+
+/// How a safewrite contender writes.
+#[derive(Clone, Copy, PartialEq)]
+struct Safewrite {
+    /// The sidecar remembers objects (not `--no-memory`).
+    memory: bool,
+    /// Every write carries `options.write_alone`.
+    alone: bool,
 }
 
 impl Contender {
-    const ALL: [Contender; 5] = [
+    const ALL: [Contender; 8] = [
         Contender::ClientGoRetry,
         Contender::ClientGoBackoff,
+        Contender::ControllerRuntime,
         Contender::KubeDirect,
         Contender::SafewriteAlone,
         Contender::SafewriteGrouped,
+        Contender::NoMemoryAlone,
+        Contender::NoMemoryGrouped,
     ];
 
     fn label(self) -> &'static str {
         match self {
             Contender::ClientGoRetry => "client-go DefaultRetry",
             Contender::ClientGoBackoff => "client-go DefaultBackoff",
+            Contender::ControllerRuntime => "ctrl-runtime cache+Update",
             Contender::KubeDirect => "kube-rs direct",
             Contender::SafewriteAlone => "safewrite, each alone",
             Contender::SafewriteGrouped => "safewrite, group commit",
+            Contender::NoMemoryAlone => "sw --no-memory, alone",
+            Contender::NoMemoryGrouped => "sw --no-memory, group",
         }
     }
 
@@ -67,16 +98,79 @@ impl Contender {
         match self {
             Contender::ClientGoRetry => "cgr",
             Contender::ClientGoBackoff => "cgb",
+            Contender::ControllerRuntime => "ctrl",
             Contender::KubeDirect => "kube",
             Contender::SafewriteAlone => "swa",
             Contender::SafewriteGrouped => "swg",
+            Contender::NoMemoryAlone => "nma",
+            Contender::NoMemoryGrouped => "nmg",
         }
     }
 
-    fn is_peer(self) -> bool {
-        !matches!(
-            self,
-            Contender::SafewriteAlone | Contender::SafewriteGrouped
+    /// The Go program's `-backoff` and `-read` flags, for the Go contenders.
+    fn go_flags(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Contender::ClientGoRetry => Some(("retry", "live")),
+            Contender::ClientGoBackoff => Some(("backoff", "live")),
+            Contender::ControllerRuntime => Some(("retry", "cache")),
+            _ => None,
+        }
+    }
+
+    fn safewrite(self) -> Option<Safewrite> {
+        let (memory, alone) = match self {
+            Contender::SafewriteAlone => (true, true),
+            Contender::SafewriteGrouped => (true, false),
+            Contender::NoMemoryAlone => (false, true),
+            Contender::NoMemoryGrouped => (false, false),
+            _ => return None,
+        };
+        Some(Safewrite { memory, alone })
+    }
+}
+
+/// A row of the table: `writers` on `objects`, with or without the outside writer.
+#[derive(Clone, Copy)]
+struct Scenario {
+    writers: usize,
+    objects: usize,
+    outside: bool,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 7] = [
+        Scenario::new(1, 1, false),
+        Scenario::new(4, 1, false),
+        Scenario::new(16, 1, false),
+        Scenario::new(64, 1, false),
+        Scenario::new(16, 16, false),
+        Scenario::new(1, 1, true),
+        Scenario::new(4, 1, true),
+    ];
+
+    const fn new(writers: usize, objects: usize, outside: bool) -> Scenario {
+        Scenario {
+            writers,
+            objects,
+            outside,
+        }
+    }
+
+    /// Its name in `SAFEWRITE_BENCH_RUNS`.
+    fn name(self) -> String {
+        let outside = if self.outside { "+outside" } else { "" };
+        format!("{}/{}{outside}", self.writers, self.objects)
+    }
+
+    fn title(self) -> String {
+        let outside = if self.outside {
+            ", another key of it set every 50 ms by an outside writer (merge patch)"
+        } else {
+            ""
+        };
+        format!(
+            "K={} writers on {} object(s){outside}",
+            self.writers, self.objects
         )
     }
 }
@@ -87,6 +181,25 @@ struct Run {
     failures: u64,
     p50_ms: f64,
     p99_ms: f64,
+    /// The Go process's CPU time over its writing, and its peak RSS.
+    process: Option<(f64, u64)>,
+}
+
+/// The counters of one safewrite sidecar at a moment.
+struct SidecarSample {
+    cpu_seconds: f64,
+    hits: f64,
+    misses: f64,
+    stale: f64,
+}
+
+/// What the outside writer did.
+#[derive(Default)]
+struct Outside {
+    successes: u64,
+    failures: u64,
+    /// Requests it sent to the API server (subtracted from the contender's).
+    requests: u64,
 }
 
 /// Everything a run needs.
@@ -94,7 +207,11 @@ struct Bench {
     cp: &'static ControlPlane,
     ns: String,
     api: Api<ConfigMap>,
-    client: WriterServiceClient<Channel>,
+    /// The sidecar that remembers objects, and the one started with `--no-memory`.
+    remembering: Sidecar,
+    forgetting: Sidecar,
+    remembering_client: WriterServiceClient<Channel>,
+    forgetting_client: WriterServiceClient<Channel>,
     clientgo: PathBuf,
     seconds: f64,
 }
@@ -140,6 +257,31 @@ async fn direct_increment(api: &Api<ConfigMap>, name: &str, rng: &mut fastrand::
     false
 }
 
+/// The outside writer: every 50 ms, a JSON merge patch (kube-rs, straight to the API
+/// server, unconditional: it never conflicts) setting `data.outside` to the number of
+/// patches it has made, until `stop`. Every contender's next write from what it read
+/// before is then stale; and a contender that wrote from a stale copy without its
+/// resourceVersion would set the key back, which the final check sees.
+async fn outside_writer(api: Api<ConfigMap>, name: String, stop: Arc<AtomicBool>) -> Outside {
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut outside = Outside::default();
+    loop {
+        tick.tick().await;
+        if stop.load(Ordering::Relaxed) {
+            return outside;
+        }
+        let value = (outside.successes + 1).to_string();
+        let patch = Patch::Merge(json!({"data": {"outside": value}}));
+        outside.requests += 1;
+        match api.patch(&name, &PatchParams::default(), &patch).await {
+            Ok(_) => outside.successes += 1,
+            // Perhaps applied: the check allows it, and the next patch sets the key anyway.
+            Err(_) => outside.failures += 1,
+        }
+    }
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -147,16 +289,21 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
 }
 
-async fn make_counter(api: &Api<ConfigMap>, name: &str) {
+async fn make_counter(api: &Api<ConfigMap>, name: &str, outside: bool) {
+    let data = if outside {
+        json!({"n": "0", "outside": "0"})
+    } else {
+        json!({"n": "0"})
+    };
     let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"n": "0"}})).unwrap();
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap();
     api.create(&PostParams::default(), &cm)
         .await
         .expect("create");
 }
 
-async fn counter(api: &Api<ConfigMap>, name: &str) -> u64 {
-    api.get(name).await.unwrap().data.unwrap()["n"]
+async fn counter(api: &Api<ConfigMap>, name: &str, key: &str) -> u64 {
+    api.get(name).await.unwrap().data.unwrap()[key]
         .parse()
         .unwrap()
 }
@@ -172,7 +319,57 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
-/// Builds the client-go contender (tests/bench/clientgo) into target/bench.
+/// Resets process `pid`'s peak RSS to its current RSS (Linux 4.0+); false when refused,
+/// and the peak read later is then the process's lifetime peak.
+fn reset_peak_rss(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+}
+
+/// Process `pid`'s peak RSS (VmHWM) in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
+/// The sum of the samples of metric `name` whose labels contain `label` (all when empty).
+fn metric(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter(|l| l.contains(label))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+fn sample(sidecar: &Sidecar) -> SidecarSample {
+    let text = sidecar.metrics();
+    let lookups = "safewrite_memory_lookups_total";
+    SidecarSample {
+        cpu_seconds: cpu_seconds(sidecar.pid()),
+        hits: metric(&text, lookups, "result=\"hit\""),
+        misses: metric(&text, lookups, "result=\"miss\""),
+        stale: metric(&text, "safewrite_memory_stale_total", ""),
+    }
+}
+
+/// The API server's own counts of requests for configmaps, reads (GET, LIST, WATCH) and
+/// writes (the verbs of `apiserver_request_total` are HTTP methods: PUT, POST, PATCH).
+async fn apiserver_requests(cp: &ControlPlane) -> (f64, f64) {
+    let reads = ["GET", "LIST", "WATCH"];
+    let writes = ["PUT", "POST", "PATCH", "APPLY", "DELETE"];
+    (
+        support::apiserver_requests(cp, &reads, "configmaps").await,
+        support::apiserver_requests(cp, &writes, "configmaps").await,
+    )
+}
+
+/// Builds the Go contenders (tests/bench/clientgo) into target/bench.
 fn build_clientgo() -> PathBuf {
     let root = support::repo_root();
     let out = root.join("target/bench/clientgo-bench");
@@ -183,37 +380,56 @@ fn build_clientgo() -> PathBuf {
         .arg(".")
         .current_dir(root.join("tests/bench/clientgo"))
         .status()
-        .expect("run go (Go is needed for the client-go contender)");
+        .expect("run go (Go is needed for the client-go contenders)");
     assert!(status.success(), "go build of tests/bench/clientgo failed");
     out
 }
 
+/// `value` with `decimals`, or "-" when it is not a number (nothing to divide by).
+fn or_dash(value: Option<f64>, decimals: usize) -> String {
+    match value {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "-".into(),
+    }
+}
+
+/// The numerator over the denominator, when the denominator is not zero.
+fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
+    (denominator > 0.0).then(|| numerator / denominator)
+}
+
 impl Bench {
-    async fn run(&self, contender: Contender, names: &[String], writers: usize) -> Run {
-        match contender {
-            Contender::ClientGoRetry | Contender::ClientGoBackoff => {
-                self.clientgo(contender, names, writers)
-            }
-            _ => self.in_process(contender, names, writers).await,
+    fn sidecar(&self, memory: bool) -> &Sidecar {
+        if memory {
+            &self.remembering
+        } else {
+            &self.forgetting
         }
     }
 
-    fn clientgo(&self, contender: Contender, names: &[String], writers: usize) -> Run {
-        let backoff = if contender == Contender::ClientGoRetry {
-            "retry"
-        } else {
-            "backoff"
-        };
-        let output = Command::new(&self.clientgo)
+    async fn run(&self, contender: Contender, names: &[String], writers: usize) -> Run {
+        match contender.go_flags() {
+            Some((backoff, read)) => self.go(backoff, read, names, writers).await,
+            None => self.in_process(contender, names, writers).await,
+        }
+    }
+
+    async fn go(&self, backoff: &str, read: &str, names: &[String], writers: usize) -> Run {
+        let mut command = Command::new(&self.clientgo);
+        command
             .arg("-kubeconfig")
             .arg(self.cp.admin_kubeconfig())
             .args(["-namespace", &self.ns, "-names", &names.join(",")])
-            .args(["-writers", &writers.to_string(), "-backoff", backoff])
+            .args(["-writers", &writers.to_string()])
+            .args(["-backoff", backoff, "-read", read])
             .args([
                 "-duration",
                 &format!("{}ms", (self.seconds * 1000.0) as u64),
-            ])
-            .output()
+            ]);
+        // On a blocking thread, so that the outside writer keeps its pace meanwhile.
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
             .expect("run clientgo-bench");
         assert!(
             output.status.success(),
@@ -226,29 +442,35 @@ impl Bench {
             failures: line["failures"].as_u64().unwrap(),
             p50_ms: line["p50_ms"].as_f64().unwrap(),
             p99_ms: line["p99_ms"].as_f64().unwrap(),
+            process: Some((
+                line["cpu_seconds"].as_f64().unwrap(),
+                line["max_rss_kib"].as_u64().unwrap(),
+            )),
         }
     }
 
     async fn in_process(&self, contender: Contender, names: &[String], writers: usize) -> Run {
         let until = Instant::now() + Duration::from_secs_f64(self.seconds);
+        let safewrite = contender.safewrite();
+        let client = match safewrite {
+            Some(Safewrite { memory: false, .. }) => self.forgetting_client.clone(),
+            _ => self.remembering_client.clone(),
+        };
         let mut tasks = Vec::new();
         for w in 0..writers {
             let name = names[w % names.len()].clone();
-            let (api, mut client, ns) = (self.api.clone(), self.client.clone(), self.ns.clone());
+            let (api, mut client, ns) = (self.api.clone(), client.clone(), self.ns.clone());
             tasks.push(tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed(w as u64);
                 let (mut latencies, mut failures) = (Vec::new(), 0u64);
                 while Instant::now() < until {
                     let started = Instant::now();
-                    let ok = match contender {
-                        Contender::KubeDirect => direct_increment(&api, &name, &mut rng).await,
-                        _ => {
-                            let alone = contender == Contender::SafewriteAlone;
-                            client
-                                .update_with_retry(increment(&ns, &name, alone))
-                                .await
-                                .is_ok()
-                        }
+                    let ok = match safewrite {
+                        None => direct_increment(&api, &name, &mut rng).await,
+                        Some(Safewrite { alone, .. }) => client
+                            .update_with_retry(increment(&ns, &name, alone))
+                            .await
+                            .is_ok(),
                     };
                     if ok {
                         latencies.push(started.elapsed());
@@ -271,8 +493,15 @@ impl Bench {
             failures,
             p50_ms: percentile(&latencies, 0.5),
             p99_ms: percentile(&latencies, 0.99),
+            process: None,
         }
     }
+}
+
+/// The comma-separated values of environment variable `var`, when it is set.
+fn chosen(var: &str) -> Option<Vec<String>> {
+    let value = std::env::var(var).ok()?;
+    Some(value.split(',').map(|s| s.trim().to_string()).collect())
 }
 
 #[tokio::main]
@@ -285,13 +514,29 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(4.0);
+    let runs = chosen("SAFEWRITE_BENCH_RUNS");
+    let scenarios: Vec<Scenario> = Scenario::ALL
+        .into_iter()
+        .filter(|s| runs.as_ref().is_none_or(|r| r.contains(&s.name())))
+        .collect();
+    let picked = chosen("SAFEWRITE_BENCH_CONTENDERS");
+    let contenders: Vec<Contender> = Contender::ALL
+        .into_iter()
+        .filter(|c| {
+            picked
+                .as_ref()
+                .is_none_or(|p| p.iter().any(|s| s == c.slug()))
+        })
+        .collect();
+
     let clientgo = build_clientgo();
     let cp = ControlPlane::shared();
     let ns = cp.namespace("bench").await;
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
-    let sidecar = Sidecar::start(&[
+    let kubeconfig = cp.admin_kubeconfig();
+    let flags = [
         "--kubeconfig",
-        cp.admin_kubeconfig().to_str().unwrap(),
+        kubeconfig.to_str().unwrap(),
         // Limits no contender reaches: the client-side rate limiters are not the subject
         // (at --qps 1000, 16 writers on 16 objects drained the burst and were paced).
         "--qps",
@@ -300,102 +545,197 @@ async fn main() {
         "10000",
         "--log-filter",
         "warn,safewrite::server=info",
-    ]);
-    let client = WriterServiceClient::new(sidecar.channel().await);
-    let bench = Arc::new(Bench {
+    ];
+    let remembering = Sidecar::start(&flags);
+    let forgetting = Sidecar::start(&[&flags[..], &["--no-memory"][..]].concat());
+    let remembering_client = WriterServiceClient::new(remembering.channel().await);
+    let forgetting_client = WriterServiceClient::new(forgetting.channel().await);
+    let bench = Bench {
         cp,
         ns,
         api,
-        client,
+        remembering,
+        forgetting,
+        remembering_client,
+        forgetting_client,
         clientgo,
         seconds,
-    });
+    };
     // Warm every path (connections, discovery, the Go runtime's first start).
-    for contender in Contender::ALL {
+    for &contender in &contenders {
         let name = format!("warm-{}", contender.slug());
-        make_counter(&bench.api, &name).await;
+        make_counter(&bench.api, &name, false).await;
         bench.run(contender, &[name], 1).await;
     }
 
     println!(
-        "safewrite benchmark: read-dependent increments, {seconds} s per run, one control plane, sidecar release build with --qps 5000 --burst 10000 (client-go the same)\n"
+        "safewrite benchmark: read-dependent increments, {seconds} s per run, one control plane, sidecar release build with --qps 5000 --burst 10000 (client-go the same)"
     );
     println!(
-        "{:<26} {:>10} {:>8} {:>9} {:>9} {:>9} {:>16} {:>9}",
+        "req/write: the API server's configmap requests per successful increment (the outside writer's own excluded), GET/w the reads among them; \
+         CPU and RSS: the sidecar's for safewrite (RSS: its peak during the run), the Go process's for the Go contenders; \
+         hit: the sidecar's memory hits / lookups; vs: goodput over the best client-go variant (cg) and the controller-runtime style (cr)\n"
+    );
+    println!(
+        "{:<27} {:>9} {:>7} {:>9} {:>6} {:>8} {:>8} {:>13} {:>7} {:>7} {:>8} {:>6} {:>6} {:>8} {:>9}",
         "contender",
         "writes/s",
         "failed",
         "req/write",
+        "GET/w",
         "p50 ms",
         "p99 ms",
-        "final/expected",
-        "vs best"
+        "final/expect",
+        "vs cg",
+        "vs cr",
+        "CPU µs/w",
+        "hit %",
+        "stale",
+        "RSS MiB",
+        "outside"
     );
-    // SAFEWRITE_BENCH_RUNS="16/1,16/16" picks scenarios (writers/objects); all by default.
-    let chosen = std::env::var("SAFEWRITE_BENCH_RUNS").ok();
-    let scenarios = [(1usize, 1usize), (1, 4), (1, 16), (1, 64), (16, 16)]
-        .into_iter()
-        .filter(|(objects, writers)| {
-            chosen.as_deref().is_none_or(|runs| {
-                runs.split(',')
-                    .any(|run| run.trim() == format!("{writers}/{objects}"))
-            })
-        });
-    for (objects, writers) in scenarios {
-        println!("K={writers} writers on {objects} object(s)");
-        let mut best_peer = 0.0f64;
-        for contender in Contender::ALL {
-            let names: Vec<String> = (0..objects)
-                .map(|o| format!("{}-k{writers}-o{objects}-{o}", contender.slug()))
+    let mut lifetime_rss = false;
+    for scenario in scenarios {
+        println!("{}", scenario.title());
+        let (mut best_clientgo, mut controller_runtime) = (0.0f64, 0.0f64);
+        for &contender in &contenders {
+            let outside_tag = if scenario.outside { "-x" } else { "" };
+            let names: Vec<String> = (0..scenario.objects)
+                .map(|o| {
+                    format!(
+                        "{}-k{}-o{}{outside_tag}-{o}",
+                        contender.slug(),
+                        scenario.writers,
+                        scenario.objects
+                    )
+                })
                 .collect();
             for name in &names {
-                make_counter(&bench.api, name).await;
+                make_counter(&bench.api, name, scenario.outside).await;
             }
-            // apiserver_request_total's verbs are HTTP methods: an update is PUT.
-            let verbs = ["GET", "PUT", "PATCH", "POST"];
-            let before = support::apiserver_requests(bench.cp, &verbs, "configmaps").await;
-            let cpu_before = cpu_seconds(sidecar.pid());
-            let run = bench.run(contender, &names, writers).await;
-            let cpu = cpu_seconds(sidecar.pid()) - cpu_before;
-            let after = support::apiserver_requests(bench.cp, &verbs, "configmaps").await;
+            let sidecar = contender.safewrite().map(|s| bench.sidecar(s.memory));
+            let peak_reset = sidecar.is_some_and(|s| reset_peak_rss(s.pid()));
+            let before = apiserver_requests(bench.cp).await;
+            let sidecar_before = sidecar.map(sample);
+            let stop = Arc::new(AtomicBool::new(false));
+            let outside = scenario.outside.then(|| {
+                tokio::spawn(outside_writer(
+                    bench.api.clone(),
+                    names[0].clone(),
+                    stop.clone(),
+                ))
+            });
+            let run = bench.run(contender, &names, scenario.writers).await;
+            stop.store(true, Ordering::Relaxed);
+            let outside = match outside {
+                Some(task) => Some(task.await.unwrap()),
+                None => None,
+            };
+            let sidecar_after = sidecar.map(sample);
+            let after = apiserver_requests(bench.cp).await;
+
             let mut total = 0;
             for name in &names {
-                total += counter(&bench.api, name).await;
+                total += counter(&bench.api, name, "n").await;
             }
+            let successes = run.successes.max(1) as f64;
             let goodput = run.successes as f64 / seconds;
-            let per_write = (after - before) / run.successes.max(1) as f64;
-            let (versus, cpu) = if contender.is_peer() {
-                best_peer = best_peer.max(goodput);
-                (String::new(), String::new())
-            } else {
-                let per_write = cpu * 1e6 / run.successes.max(1) as f64;
-                (
-                    format!("{:.2}x", goodput / best_peer),
-                    format!("{per_write:.0}"),
-                )
+            let outside_requests = outside.as_ref().map_or(0, |o| o.requests) as f64;
+            let reads_per_write = (after.0 - before.0) / successes;
+            let per_write =
+                (after.0 + after.1 - before.0 - before.1 - outside_requests) / successes;
+            let (cpu, rss_kib) = match (sidecar, &sidecar_before, &sidecar_after) {
+                (Some(sidecar), Some(b), Some(a)) => (
+                    Some(a.cpu_seconds - b.cpu_seconds),
+                    Some(peak_rss_kib(sidecar.pid())),
+                ),
+                _ => match run.process {
+                    Some((cpu, rss)) => (Some(cpu), Some(rss)),
+                    None => (None, None),
+                },
+            };
+            let (hit, stale) = match (&sidecar_before, &sidecar_after) {
+                (Some(b), Some(a)) => {
+                    let hits = a.hits - b.hits;
+                    (
+                        ratio(100.0 * hits, hits + a.misses - b.misses),
+                        Some(a.stale - b.stale),
+                    )
+                }
+                _ => (None, None),
+            };
+            let (versus_clientgo, versus_cr) = match contender {
+                Contender::ClientGoRetry | Contender::ClientGoBackoff => {
+                    best_clientgo = best_clientgo.max(goodput);
+                    (None, None)
+                }
+                Contender::ControllerRuntime => {
+                    controller_runtime = goodput;
+                    (None, None)
+                }
+                Contender::KubeDirect => (None, None),
+                _ => (
+                    ratio(goodput, best_clientgo),
+                    ratio(goodput, controller_runtime),
+                ),
+            };
+            let mut outside_column = String::new();
+            let mut outside_total = 0;
+            if let Some(outside) = &outside {
+                outside_total = counter(&bench.api, &names[0], "outside").await;
+                outside_column = format!("{outside_total}/{}", outside.successes);
+            }
+            let rss_mib = rss_kib.map(|k| k as f64 / 1024.0);
+            let rss = match rss_mib {
+                Some(_) if sidecar.is_some() && !peak_reset => {
+                    lifetime_rss = true;
+                    format!("{}*", or_dash(rss_mib, 1))
+                }
+                _ => or_dash(rss_mib, 1),
             };
             println!(
-                "  {:<24} {:>10.1} {:>8} {:>9.2} {:>9.1} {:>9.1} {:>16} {:>9} {:>10}",
+                "  {:<25} {:>9.1} {:>7} {:>9.2} {:>6.2} {:>8.1} {:>8.1} {:>13} {:>7} {:>7} {:>8} {:>6} {:>6} {:>8} {:>9}",
                 contender.label(),
                 goodput,
                 run.failures,
                 per_write,
+                reads_per_write,
                 run.p50_ms,
                 run.p99_ms,
                 format!("{total}/{}", run.successes),
-                versus,
-                cpu,
+                or_dash(versus_clientgo, 2),
+                or_dash(versus_cr, 2),
+                or_dash(cpu.map(|c| c * 1e6 / successes), 0),
+                or_dash(hit, 1),
+                or_dash(stale, 0),
+                rss,
+                outside_column,
             );
             // A failed increment may have been applied before its caller gave up (an
             // answer lost to a timeout): never fewer than the successes, never more
             // than all attempts made.
             assert!(
                 total >= run.successes && total <= run.successes + run.failures,
-                "{}: lost update: counters {total}, successes {}",
+                "{}: lost or doubled update: counters {total}, successes {}, failures {}",
                 contender.label(),
-                run.successes
+                run.successes,
+                run.failures
             );
+            if let Some(outside) = outside {
+                assert!(
+                    outside_total >= outside.successes
+                        && outside_total <= outside.successes + outside.failures,
+                    "{}: the outside writer's key is {outside_total}, its successes {}, failures {}",
+                    contender.label(),
+                    outside.successes,
+                    outside.failures
+                );
+            }
         }
     }
-    drop(sidecar);
+    if lifetime_rss {
+        println!(
+            "\nRSS marked * is the sidecar's lifetime peak (its peak could not be reset before the run)."
+        );
+    }
 }

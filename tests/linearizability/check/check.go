@@ -271,9 +271,6 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 			add(op, i, o, op.Return)
 		case o.result == rUnknown || o.result == rAlreadyApplied:
 			e := open[op.index]
-			if e.drop {
-				continue
-			}
 			effect := i
 			effect.must, effect.after, effect.atKnown, effect.rank = e.must, e.after, e.atKnown, e.rank
 			effect.junk, effect.prev = e.junk, e.prev
@@ -288,7 +285,9 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 			if e.bounded {
 				ret = min(ret, e.by)
 			}
-			add(op, effect, out{result: rUnknown}, max(ret, op.Call))
+			if !e.drop {
+				add(op, effect, out{result: rUnknown}, max(ret, op.Call))
+			}
 			if o.result == rAlreadyApplied && o.has {
 				read := in{kind: kRead, role: roleReadback}
 				if i.kind == kAppend {

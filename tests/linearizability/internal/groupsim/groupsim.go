@@ -52,6 +52,7 @@ type Config struct {
 	NotApplied                 float64 // a batch's write not applied, its answer lost
 	ClientCut                  float64 // an operation whose caller stops waiting
 	CounterPreconditionPercent int     // of increments, how many carry a CEL precondition
+	RegisterCASPercent         int     // of a register's operations, how many are cas (at most 60)
 }
 
 // Default is a workload with every kind of operation and fault.
@@ -60,7 +61,7 @@ func Default(seed int64) Config {
 		Seed: seed, Counters: 2, Registers: 2, Sets: 2,
 		ClientsPerObject: 6, OpsPerClient: 12,
 		LostAnswer: 0.04, NotApplied: 0.03, ClientCut: 0.03,
-		CounterPreconditionPercent: 20,
+		CounterPreconditionPercent: 20, RegisterCASPercent: 25,
 	}
 }
 
@@ -218,15 +219,15 @@ func (s *sim) issue(c *client) {
 		switch {
 		case r < 25:
 			op.Kind, op.Via = check.KindRead, "live_read"
-		case r < 60:
+		case r < 25+s.cfg.RegisterCASPercent:
+			op.Kind, op.Via = check.KindCAS, "json_patch_test"
+			op.Input.From, op.Input.To = c.seen, unique
+		case r < 85:
 			op.Kind, op.Via = check.KindWrite, "merge"
 			op.Input.Value = unique
 			if s.chance(0.1) {
 				op.Input.Value = c.seen // a write of the value it holds: unchanged
 			}
-		case r < 85:
-			op.Kind, op.Via = check.KindCAS, "json_patch_test"
-			op.Input.From, op.Input.To = c.seen, unique
 		default:
 			op.Kind, op.Via = check.KindCASRV, "rv_precondition"
 			op.Input.RV, op.Input.To = c.seenRV, unique

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -19,11 +20,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("check", flag.ContinueOnError)
+	flags.SetOutput(stderr)
 	htmlDir := flags.String("html-dir", "", "where to write the visualisation of a violation (default: the history file's directory)")
 	timeout := flags.Duration("timeout", 60*time.Second, "the longest a history's check may take (0: no limit)")
 	flags.Usage = func() {
@@ -43,14 +45,14 @@ func run(args []string) int {
 		if err != nil {
 			var ie *check.InputError
 			if errors.As(err, &ie) {
-				fmt.Printf("UNREADABLE %s\n", ie)
+				fmt.Fprintf(stdout, "UNREADABLE %s\n", ie)
 			} else {
-				fmt.Printf("UNREADABLE %s: %v\n", path, err)
+				fmt.Fprintf(stdout, "UNREADABLE %s: %v\n", path, err)
 			}
 			unreadable = true
 			continue
 		}
-		fmt.Println(report.Line())
+		fmt.Fprintln(stdout, report.Line())
 		switch report.Verdict {
 		case check.Violation:
 			violation = true

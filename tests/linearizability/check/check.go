@@ -300,11 +300,55 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 			if i.kind == kCASRV && o.result == rAborted && (op.Code == "ABORTED" || op.Code == "") {
 				i.rvMismatch = true
 			}
+			if !o.has && !i.rvMismatch && (o.result == rAborted ||
+				(o.result == rPreconditionFailed && i.kind != kCAS)) {
+				// It changed nothing and shows nothing: any state explains it.
+				continue
+			}
 			add(op, i, o, op.Return)
 		}
 	}
+	history = mismatched(history, ordered)
 	tighten(obj.Model, history, ordered)
 	return history
+}
+
+// mismatched leaves out the aborted cas_rv operations whose resourceVersion certainly
+// differed from the object's at some time within the call: when an operation answered
+// with another resourceVersion was made within it, or (ordered) one answered with a
+// higher one was made before it returned. Placed there, they change nothing and every
+// linearization keeps them, so the search need not place them.
+func mismatched(history []porcupine.Operation, ordered bool) []porcupine.Operation {
+	type pin struct {
+		call, ret int64
+		rv        string
+		rvn       uint64
+	}
+	var pins []pin
+	for _, op := range history {
+		if o := op.Output.(out); o.has && o.rv != "" && o.result != rUnknown {
+			pins = append(pins, pin{op.Call, op.Return, o.rv, o.rvn})
+		}
+	}
+	kept := history[:0]
+	for _, op := range history {
+		i := op.Input.(in)
+		if i.rvMismatch {
+			certain := false
+			for _, p := range pins {
+				if (p.rv != i.rv && p.call >= op.Call && p.ret <= op.Return) ||
+					(ordered && p.rvn > i.rvn && p.ret <= op.Return) {
+					certain = true
+					break
+				}
+			}
+			if certain {
+				continue
+			}
+		}
+		kept = append(kept, op)
+	}
+	return kept
 }
 
 // tighten narrows the operations' intervals by what their answers pin: a counter's

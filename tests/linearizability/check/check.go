@@ -18,7 +18,8 @@ import (
 // Options of a check.
 type Options struct {
 	// HTMLDir is where the visualisation of a violation is written. File defaults it
-	// to the history file's directory; Check writes none when it is empty.
+	// to the history file's directory; Check writes none when it is empty (and then
+	// skips the verbose check that the visualisation needs).
 	HTMLDir string
 	// Timeout bounds the whole history's check; 0 means none.
 	Timeout time.Duration
@@ -39,7 +40,8 @@ type ObjectReport struct {
 	Key, Model string
 	Operations int // porcupine operations checked (see Report.Operations)
 	Result     porcupine.CheckResult
-	// Longest is the length of the longest linearizable prefix found, for a violation.
+	// Longest is the length of the longest linearizable prefix found, for a violation
+	// whose visualisation was asked for.
 	Longest  int
 	HTML     string // the visualisation written for a violation, if any
 	HTMLErr  error  // why it could not be written
@@ -172,24 +174,28 @@ func checkObject(obj Object, ops []indexed, deadline time.Time, htmlDir, stem st
 			return rep
 		}
 	}
-	res, info := porcupine.CheckOperationsVerbose(model, history, timeout)
+	// The plain check is faster; the verbose one, for the visualisation, runs again
+	// only on a violation.
+	res := porcupine.CheckOperationsTimeout(model, history, timeout)
 	rep.Result = res
-	if res == porcupine.Illegal {
+	if res == porcupine.Illegal && htmlDir != "" {
+		if !deadline.IsZero() {
+			timeout = max(time.Until(deadline), 30*time.Second)
+		}
+		_, info := porcupine.CheckOperationsVerbose(model, history, timeout)
 		for _, partition := range info.PartialLinearizations() {
 			for _, l := range partition {
 				rep.Longest = max(rep.Longest, len(l))
 			}
 		}
-		if htmlDir != "" {
-			rep.HTML = filepath.Join(htmlDir, stem+"."+safeName(obj.Key)+".html")
-			if err := os.MkdirAll(htmlDir, 0o755); err != nil {
-				rep.HTMLErr = err
-			} else if err := porcupine.VisualizePath(model, info, rep.HTML); err != nil {
-				rep.HTMLErr = err
-			}
-			if rep.HTMLErr != nil {
-				rep.HTML = ""
-			}
+		rep.HTML = filepath.Join(htmlDir, stem+"."+safeName(obj.Key)+".html")
+		if err := os.MkdirAll(htmlDir, 0o755); err != nil {
+			rep.HTMLErr = err
+		} else if err := porcupine.VisualizePath(model, info, rep.HTML); err != nil {
+			rep.HTMLErr = err
+		}
+		if rep.HTMLErr != nil {
+			rep.HTML = ""
 		}
 	}
 	rep.Duration = time.Since(start)
@@ -742,8 +748,10 @@ func (r *Report) Line() string {
 			if o.Result != porcupine.Illegal {
 				continue
 			}
-			p := fmt.Sprintf("VIOLATION in object %s (%s model; longest linearizable prefix %d of %d operations; ",
-				o.Key, o.Model, o.Longest, o.Operations)
+			p := fmt.Sprintf("VIOLATION in object %s (%s model, %d operations checked; ", o.Key, o.Model, o.Operations)
+			if o.Longest > 0 {
+				p += fmt.Sprintf("longest linearizable prefix %d; ", o.Longest)
+			}
 			switch {
 			case o.HTML != "":
 				p += "see " + o.HTML + ")"

@@ -24,7 +24,7 @@ func workload(seed int64, variant groupsim.Variant) groupsim.Config {
 func run(t *testing.T, cfg groupsim.Config) (*check.Report, groupsim.Stats) {
 	t.Helper()
 	h, stats := groupsim.Run(cfg)
-	r, err := check.Check(h, check.Options{HTMLDir: t.TempDir(), Timeout: time.Minute})
+	r, err := check.Check(h, check.Options{Timeout: time.Minute})
 	if err != nil {
 		t.Fatalf("seed %d: %v", cfg.Seed, err)
 	}

@@ -23,6 +23,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve the safewrite.v1.WriterService gRPC API (plus grpc.health.v1 and reflection).
     Serve(ServeArgs),
+    /// Add the safewrite native sidecar to the pod templates of manifests (files,
+    /// directories or `-`), as the injection policy would; writes them to stdout.
+    Inject(crate::inject::InjectArgs),
     /// Check a running sidecar's grpc.health.v1 status, for exec probes: prints one line,
     /// exits 0 when it is SERVING and 1 otherwise.
     Health(HealthArgs),

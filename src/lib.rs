@@ -11,6 +11,7 @@ pub mod edge;
 pub mod engine;
 pub mod health;
 pub mod idempotency;
+pub mod inject;
 pub mod listen;
 pub mod metrics;
 pub mod mutation;

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     // A probe logs nothing and needs no more than one thread.
     let cli = match cli.command {
         Command::Health(args) => return safewrite::health::run(args),
+        Command::Inject(args) => return safewrite::inject::run(args),
         Command::Serve(args) => (cli.log, args),
     };
     let runtime = match tokio::runtime::Runtime::new() {

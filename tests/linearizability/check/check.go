@@ -315,8 +315,55 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 		}
 	}
 	history = mismatched(history, ordered)
+	history = mergeReads(history)
 	tighten(obj.Model, history, ordered)
 	return history
+}
+
+// mergeReads makes one read of reads that saw the same object and whose intervals
+// share a time: placed at any time they share where the object was as they saw it,
+// they explain each other (the object was so during one stretch of time, which meets
+// every interval and so meets what they share). The search then places one read
+// instead of trying every subset of them.
+func mergeReads(history []porcupine.Operation) []porcupine.Operation {
+	type seen struct {
+		n     int64
+		value string
+		rv    string
+	}
+	groups := map[seen][]int{}
+	kept := history[:0:0]
+	for n, op := range history {
+		i, o := op.Input.(in), op.Output.(out)
+		if i.kind != kRead || (i.x != "" && !hasItem(o.value, i.x)) {
+			kept = append(kept, op)
+			continue
+		}
+		k := seen{o.n, o.value, o.rv}
+		groups[k] = append(groups[k], n)
+	}
+	keys := make([]seen, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return groups[keys[a]][0] < groups[keys[b]][0] })
+	for _, k := range keys {
+		reads := groups[k]
+		sort.SliceStable(reads, func(a, b int) bool { return history[reads[a]].Call < history[reads[b]].Call })
+		merged := -1 // in kept
+		for _, n := range reads {
+			op := history[n]
+			op.Input = in{kind: kRead} // the item an already_applied answer holds is there
+			if merged >= 0 && op.Call <= kept[merged].Return {
+				kept[merged].Call = op.Call
+				kept[merged].Return = min(kept[merged].Return, op.Return)
+				continue
+			}
+			kept = append(kept, op)
+			merged = len(kept) - 1
+		}
+	}
+	return kept
 }
 
 // mismatched leaves out the aborted cas_rv operations whose resourceVersion certainly

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -28,7 +28,7 @@ use safewrite::pb::transact_request::Message as Req;
 use safewrite::pb::transact_response::Message as Resp;
 use safewrite::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -186,7 +186,7 @@ impl Plan {
             Round {
                 name: "proxy: hang, reset before forwarding, drop answers after the commit",
                 steps: vec![
-                    Step::Healthy(s(1.0)),
+                    Step::Healthy(s(0.5)),
                     Step::Proxy {
                         fault: Fault::Hang,
                         every: 1,
@@ -845,22 +845,27 @@ impl Writer {
         self.think.mul_f64((-u.ln()).min(5.0))
     }
 
-    async fn run(mut self, stop: Arc<AtomicBool>, ops: Arc<AtomicU64>) -> Writer {
-        tokio::time::sleep(self.think.mul_f64(self.rng.f64())).await;
-        while !stop.load(Ordering::Relaxed) {
+    /// Calls until the round ends (a pause is cut short by the end), then sends again
+    /// what was left open.
+    async fn run(mut self, mut stop: watch::Receiver<bool>, ops: Arc<AtomicU64>) -> Writer {
+        let first = self.think.mul_f64(self.rng.f64());
+        let _ = tokio::time::timeout(first, stop.wait_for(|stop| *stop)).await;
+        while !*stop.borrow() {
             let answer = self.step().await;
             ops.fetch_add(1, Ordering::Relaxed);
             let pause = self.pause(answer.as_ref());
-            tokio::time::sleep(pause).await;
+            let _ = tokio::time::timeout(pause, stop.wait_for(|stop| *stop)).await;
         }
         // What was left open is sent again with the same key, as a controller would.
-        for _ in 0..3 {
+        for tries in 0..3 {
             let Some(item) = self.pending.pop_front() else {
                 break;
             };
+            if tries > 0 {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
             self.append(item).await;
             ops.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(300)).await;
         }
         self
     }
@@ -980,6 +985,31 @@ async fn fault_step(
     }
 }
 
+/// Creates an object of a round, waiting (at most 30 s) for an API server that is
+/// still recovering from the last round's fault.
+async fn create(api: &Api<ConfigMap>, cm: &ConfigMap) -> ConfigMap {
+    let name = cm.metadata.name.as_deref().unwrap_or_default();
+    let started = Instant::now();
+    loop {
+        let error = match api.create(&PostParams::default(), cm).await {
+            Ok(created) => return created,
+            // An earlier try was created though its answer was lost; no writer has
+            // started on it yet.
+            Err(kube::Error::Api(status)) if status.code == 409 => match api.get(name).await {
+                Ok(existing) => return existing,
+                Err(e) => e,
+            },
+            Err(e) => e,
+        };
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "create {name} for a round: {error}"
+        );
+        eprintln!("linearizability: creating {name}: {error}; trying again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Runs the plan against a control plane of its own and writes the histories.
 pub async fn run(plan: &Plan) -> Run {
     let cp = Arc::new(ControlPlane::start());
@@ -1033,7 +1063,7 @@ pub async fn run(plan: &Plan) -> Run {
     let mut rounds = 0usize;
     loop {
         let round = &plan.rounds[rounds % plan.rounds.len()];
-        let stop = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
         for (w, workload) in workloads.iter_mut().enumerate() {
             for model in Model::ALL {
@@ -1044,11 +1074,7 @@ pub async fn run(plan: &Plan) -> Run {
                         "data": {model.field(): model.initial()},
                     }))
                     .expect("configmap");
-                    let created = workload
-                        .api
-                        .create(&PostParams::default(), &cm)
-                        .await
-                        .expect("create an object of the round");
+                    let created = create(&workload.api, &cm).await;
                     let rv = created.metadata.resource_version.unwrap_or_default();
                     let key = format!("{}/{name}", workload.ns);
                     workload.objects.push(Object {
@@ -1082,7 +1108,10 @@ pub async fn run(plan: &Plan) -> Run {
                             ops: Vec::new(),
                             failures: 0,
                         };
-                        tasks.push((w, tokio::spawn(writer.run(stop.clone(), ops_done.clone()))));
+                        tasks.push((
+                            w,
+                            tokio::spawn(writer.run(stopped.clone(), ops_done.clone())),
+                        ));
                     }
                 }
             }
@@ -1096,7 +1125,7 @@ pub async fn run(plan: &Plan) -> Run {
         for step in &round.steps {
             fault_step(*step, &cp, &proxy, &mut faults, origin).await;
         }
-        stop.store(true, Ordering::Relaxed);
+        let _ = stop.send(true);
         for (w, task) in tasks {
             let writer = task.await.expect("a writer");
             workloads[w].ops.extend(writer.ops);

@@ -315,17 +315,18 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 		}
 	}
 	history = mismatched(history, ordered)
-	history = mergeReads(history)
+	history = mergeReads(obj.Model, history)
 	tighten(obj.Model, history, ordered)
 	return history
 }
 
 // mergeReads makes one read of reads that saw the same object and whose intervals
-// share a time: placed at any time they share where the object was as they saw it,
-// they explain each other (the object was so during one stretch of time, which meets
-// every interval and so meets what they share). The search then places one read
+// share a time. A live read sees a stored object, and a stored object is as they saw
+// it during one stretch of time (a resourceVersion is written once; a counter's value
+// and a set's list only grow); that stretch meets every one of their intervals, so it
+// meets the time they share, where the one read goes. The search then places one read
 // instead of trying every subset of them.
-func mergeReads(history []porcupine.Operation) []porcupine.Operation {
+func mergeReads(model string, history []porcupine.Operation) []porcupine.Operation {
 	type seen struct {
 		n     int64
 		value string
@@ -335,7 +336,8 @@ func mergeReads(history []porcupine.Operation) []porcupine.Operation {
 	kept := history[:0:0]
 	for n, op := range history {
 		i, o := op.Input.(in), op.Output.(out)
-		if i.kind != kRead || (i.x != "" && !hasItem(o.value, i.x)) {
+		// A register's value alone can come back: only its resourceVersion is unique.
+		if i.kind != kRead || (i.x != "" && !hasItem(o.value, i.x)) || (model == ModelRegister && o.rv == "") {
 			kept = append(kept, op)
 			continue
 		}

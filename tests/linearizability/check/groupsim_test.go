@@ -90,11 +90,12 @@ func TestGroupCommitBugsCaught(t *testing.T) {
 	}
 }
 
-// largeConfig is a workload of about 5,000 operations on 10 objects, 16 clients each.
+// largeConfig is a workload of about 5,000 operations on 10 objects, 18 clients each
+// (about 15 operations in flight per object at any time).
 func largeConfig(seed int64) groupsim.Config {
 	cfg := groupsim.Default(seed)
 	cfg.Counters, cfg.Registers, cfg.Sets = 4, 3, 3
-	cfg.ClientsPerObject, cfg.OpsPerClient = 16, 31
+	cfg.ClientsPerObject, cfg.OpsPerClient = 18, 28
 	return cfg
 }
 

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use crate::support::{self, ControlPlane, Sidecar, repo_root};
 
 /// The directory holding kustomize, helm and promtool (and the control plane's tools).
-fn deploy_tools() -> PathBuf {
+pub(crate) fn deploy_tools() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = Command::new("bash")
@@ -53,7 +53,7 @@ fn deploy_tools() -> PathBuf {
 
 /// Runs `tool args` from the repository root and returns its stdout; panics with its
 /// stderr when it fails.
-fn run(tool: &Path, args: &[&str]) -> String {
+pub(crate) fn run(tool: &Path, args: &[&str]) -> String {
     let out = Command::new(tool)
         .args(args)
         .current_dir(repo_root())
@@ -72,7 +72,7 @@ fn run(tool: &Path, args: &[&str]) -> String {
 }
 
 /// A pinned version from tests/harness/versions.env.
-fn pinned(name: &str) -> String {
+pub(crate) fn pinned(name: &str) -> String {
     let text = std::fs::read_to_string(repo_root().join("tests/harness/versions.env"))
         .expect("read versions.env");
     text.lines()
@@ -160,17 +160,17 @@ fn rendered(tools: &Path, namespace: &str) -> Vec<(String, String)> {
 }
 
 /// One object of a rendered source, as kustomize normalised it.
-struct Object {
-    api_version: String,
-    kind: String,
-    name: String,
-    yaml: String,
+pub(crate) struct Object {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) yaml: String,
 }
 
 /// Puts every object of `yaml` into `namespace` (through kustomize's namespace
 /// transformer, which knows which kinds are namespaced and fixes RoleBinding subjects)
 /// and splits the result into objects.
-fn objects(kustomize: &Path, yaml: &str, namespace: &str) -> Vec<Object> {
+pub(crate) fn objects(kustomize: &Path, yaml: &str, namespace: &str) -> Vec<Object> {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("objects.yaml"), yaml).expect("write objects");
     std::fs::write(
@@ -215,16 +215,16 @@ fn objects(kustomize: &Path, yaml: &str, namespace: &str) -> Vec<Object> {
 }
 
 /// What the API server answered a create.
-struct Answer {
-    status: http::StatusCode,
-    warnings: Vec<String>,
-    body: Value,
+pub(crate) struct Answer {
+    pub(crate) status: http::StatusCode,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) body: Value,
 }
 
 /// POSTs `body` (YAML or JSON, as `content_type` says) to the collection of
 /// `api_version`/`kind` in `namespace`; `dry_run` adds `dryRun=All`. Always with
 /// `fieldValidation=Strict`: an unknown or duplicate field is an error, not a warning.
-async fn create(
+pub(crate) async fn create(
     client: &kube::Client,
     namespace: &str,
     api_version: &str,
@@ -278,7 +278,7 @@ async fn create(
 }
 
 /// A namespace labelled to enforce, warn about and audit PodSecurity `restricted`.
-async fn restricted_namespace(cp: &ControlPlane) -> String {
+pub(crate) async fn restricted_namespace(cp: &ControlPlane) -> String {
     let ns = cp.namespace("deploy").await;
     let api: Api<Namespace> = Api::all(cp.admin_client().await);
     let mut namespace = api.get(&ns).await.expect("get namespace");
@@ -300,7 +300,7 @@ async fn restricted_namespace(cp: &ControlPlane) -> String {
 }
 
 /// A workload's pod template (from the API server's defaulted answer) as a Pod.
-fn pod_of(name: &str, workload: &Value) -> Option<Value> {
+pub(crate) fn pod_of(name: &str, workload: &Value) -> Option<Value> {
     let template = workload.pointer("/spec/template")?;
     Some(json!({
         "apiVersion": "v1",

@@ -14,6 +14,7 @@ mod deploy;
 mod engine;
 mod exactly_once;
 mod harness;
+mod inject;
 mod jaeger_harness;
 mod linearizability;
 mod listeners;

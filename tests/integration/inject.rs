@@ -527,3 +527,81 @@ async fn safewrite_inject_puts_the_hand_written_sidecar_back_and_is_admitted() {
         println!("  {line}");
     }
 }
+
+/// The policy's objects of a rendering, with the image its first variable defaults to.
+fn policy_objects(yaml: &str) -> (Vec<Value>, Vec<String>) {
+    let mut images = Vec::new();
+    let mut objects: Vec<Value> = documents(yaml)
+        .into_iter()
+        .filter(|d| {
+            d["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("MutatingAdmissionPolicy"))
+        })
+        .collect();
+    let image = regex::Regex::new(r"orValue\('([^']*)'\)$").unwrap();
+    for object in &mut objects {
+        if let Some(variable) = object.pointer_mut("/spec/variables/0/expression") {
+            let expression = variable.as_str().unwrap().to_string();
+            let found = image
+                .captures(&expression)
+                .unwrap_or_else(|| panic!("no default image in {expression}"))[1]
+                .to_string();
+            *variable = json!(expression.replace(&found, "IMAGE"));
+            images.push(found);
+        }
+    }
+    (objects, images)
+}
+
+#[test]
+fn helm_and_kustomize_render_the_same_policy_with_their_image() {
+    let tools = deploy_tools();
+    let policy = std::fs::read_to_string(repo_root().join(POLICY)).expect("read policy");
+    let (reference, images) = policy_objects(&policy);
+    assert_eq!(images, [inject::DEFAULT_IMAGE]);
+    assert_eq!(reference.len(), 3, "a policy and two bindings");
+    let kube_version = pinned("KUBERNETES_VERSION");
+    let helm = |extra: &[&str]| {
+        let mut args = vec![
+            "template",
+            "my-controller",
+            "deploy/helm/safewrite",
+            "--kube-version",
+            &kube_version,
+        ];
+        args.extend(extra);
+        run(&tools.join("helm"), &args)
+    };
+    let renderings = [
+        (
+            "helm template --values ci/injection-values.yaml",
+            helm(&["--values", "deploy/helm/safewrite/ci/injection-values.yaml"]),
+            "registry.example.invalid/platform/safewrite:0.1.0",
+        ),
+        (
+            "kustomize build overlays/injection",
+            run(
+                &tools.join("kustomize"),
+                &["build", "deploy/kubernetes/kustomize/overlays/injection"],
+            ),
+            "example.invalid/widgets/safewrite:0.1.0",
+        ),
+        (
+            "kustomize build deploy/kubernetes/injection",
+            run(
+                &tools.join("kustomize"),
+                &["build", "deploy/kubernetes/injection"],
+            ),
+            inject::DEFAULT_IMAGE,
+        ),
+    ];
+    for (source, yaml, image) in renderings {
+        let (objects, images) = policy_objects(&yaml);
+        assert_eq!(images, [image], "{source}");
+        assert_eq!(objects, reference, "{source}: not the policy of {POLICY}");
+    }
+    // Off by default in the chart.
+    let (objects, _) = policy_objects(&helm(&[]));
+    assert!(objects.is_empty(), "the chart injects by default");
+}

@@ -308,13 +308,17 @@ fn is_json(text: &str) -> bool {
 }
 
 /// Injects every document of one manifest text (YAML with any number of documents, or
-/// JSON) and writes it back in the same format. Empty documents are dropped.
+/// JSON) and writes it back in the same format. Empty documents are dropped; a document
+/// that is not an object (a mapping) is an error.
 pub fn inject_text(text: &str, defaults: &Defaults) -> Result<String, String> {
     if is_json(text) {
         let mut out = String::new();
         let stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
         for value in stream {
             let mut value = value.map_err(|e| format!("JSON: {e}"))?;
+            if !value.is_object() {
+                return Err(format!("JSON: not an object: {value}"));
+            }
             inject_object(&mut value, defaults);
             out.push_str(&serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?);
             out.push('\n');
@@ -324,7 +328,13 @@ pub fn inject_text(text: &str, defaults: &Defaults) -> Result<String, String> {
     let documents: Vec<Value> =
         serde_saphyr::from_multiple(text).map_err(|e| format!("YAML: {e}"))?;
     let mut out = String::new();
-    for mut document in documents.into_iter().filter(|d| !d.is_null()) {
+    for (index, mut document) in documents.into_iter().filter(|d| !d.is_null()).enumerate() {
+        if !document.is_object() {
+            return Err(format!(
+                "YAML document {}: not a mapping: {document}",
+                index + 1
+            ));
+        }
         inject_object(&mut document, defaults);
         let yaml = serde_saphyr::to_string(&document).map_err(|e| format!("YAML: {e}"))?;
         out.push_str("---\n");

@@ -196,3 +196,11 @@ fn directories_are_read_in_name_order() {
         .collect();
     assert_eq!(names, ["a.json", "b.yaml", "sub/c.yml"]);
 }
+
+#[test]
+fn a_document_that_is_not_an_object_is_an_error() {
+    for text in ["just text\n", "- a\n- b\n", "[1, 2]", "\"s\""] {
+        assert!(inject_text(text, &Defaults::default()).is_err(), "{text}");
+    }
+    assert_eq!(inject_text("---\n---\n", &Defaults::default()).unwrap(), "");
+}

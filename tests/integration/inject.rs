@@ -605,3 +605,49 @@ fn helm_and_kustomize_render_the_same_policy_with_their_image() {
     let (objects, _) = policy_objects(&helm(&[]));
     assert!(objects.is_empty(), "the chart injects by default");
 }
+
+#[test]
+fn safewrite_inject_reads_files_directories_and_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [app("app")]}});
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [pod.clone(),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}]});
+    std::fs::create_dir(dir.path().join("more")).unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        serde_saphyr::to_string(&pod).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("more/b.json"), list.to_string()).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
+    let path = dir.path().to_str().unwrap();
+    let out = safewrite_inject(&["--image", "r.invalid/sw:1", path], "");
+    // a.yaml as YAML, then more/b.json as JSON.
+    let (yaml, json) = out.split_once("\n{").expect("YAML, then JSON");
+    let yaml = documents(yaml);
+    let json: Value = serde_json::from_str(&format!("{{{json}")).expect("JSON");
+    let mut expected = pod.clone();
+    let defaults = inject::Defaults {
+        image: "r.invalid/sw:1".into(),
+        ..inject::Defaults::default()
+    };
+    inject::inject_object(&mut expected, &defaults);
+    assert_eq!(yaml, [expected.clone()]);
+    assert_eq!(json["items"][0], expected);
+    assert_eq!(json["items"][1], list["items"][1]);
+    // An input that cannot be read or parsed: exit 1, naming it.
+    for bad in [
+        dir.path().join("missing.yaml"),
+        dir.path().join("notes.txt"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_safewrite"))
+            .args(["inject", bad.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run safewrite inject");
+        assert_eq!(out.status.code(), Some(1), "{}", bad.display());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(bad.to_str().unwrap()), "{stderr}");
+    }
+}

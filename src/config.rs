@@ -29,6 +29,12 @@ pub enum Command {
     /// Check a running sidecar's grpc.health.v1 status, for exec probes: prints one line,
     /// exits 0 when it is SERVING and 1 otherwise.
     Health(HealthArgs),
+    /// Read-modify-write one object from the shell, conflict-safe: re-read and re-apply
+    /// the change on every conflict (through the sidecar at SAFEWRITE_ADDRESS, or
+    /// in-process). Exit codes and examples: safewrite update --help.
+    Update(crate::cli::WriteArgs),
+    /// Like update, for the status subresource: only .status is written.
+    PatchStatus(crate::cli::WriteArgs),
 }
 
 /// Options of `safewrite health`.

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod backoff;
 pub mod cel;
 pub mod classify;
+pub mod cli;
 pub mod client;
 pub mod config;
 pub mod edge;

@@ -20,6 +20,10 @@ fn main() -> ExitCode {
     let cli = match cli.command {
         Command::Health(args) => return safewrite::health::run(args),
         Command::Inject(args) => return safewrite::inject::run(args),
+        Command::Update(args) => return safewrite::cli::run(safewrite::cli::Verb::Update, args),
+        Command::PatchStatus(args) => {
+            return safewrite::cli::run(safewrite::cli::Verb::PatchStatus, args);
+        }
         Command::Serve(args) => (cli.log, args),
     };
     let runtime = match tokio::runtime::Runtime::new() {
@@ -54,7 +58,7 @@ fn usage(err: &clap::Error) -> ExitCode {
     }
     let help = match std::env::args()
         .skip(1)
-        .find(|a| a == "serve" || a == "health")
+        .find(|a| ["serve", "health", "update", "patch-status"].contains(&a.as_str()))
     {
         Some(command) => format!("safewrite {command} --help"),
         None => "safewrite --help".to_string(),

@@ -478,27 +478,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     ));
 
     let writer = WriterService::new(
-        Engine::new(
-            client,
-            EngineConfig {
-                max_attempts: args.max_attempts,
-                backoff: Backoff {
-                    initial: args.initial_backoff,
-                    max: args.max_backoff,
-                },
-                request_timeout: args.request_timeout,
-                field_manager: args.field_manager.clone(),
-                retry_budget_percent: args.retry_budget_percent,
-                retry_budget_min_per_second: args.retry_budget_min_per_second,
-                group_commit: !args.no_group_commit,
-                memory_bytes: if args.no_memory {
-                    0
-                } else {
-                    args.memory_bytes as usize
-                },
-                remember_secrets: args.remember_secrets,
-            },
-        ),
+        Engine::new(client, engine_config(&args)),
         args.max_in_flight as usize,
         transact::Limits {
             idle: args.transact_idle_timeout,
@@ -612,6 +592,29 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         let _ = std::fs::remove_file(path);
     }
     outcome
+}
+
+/// The engine's settings from the serve flags (also those of an in-process
+/// `safewrite update`, which reads the same `SAFEWRITE_*` variables).
+pub fn engine_config(args: &ServeArgs) -> EngineConfig {
+    EngineConfig {
+        max_attempts: args.max_attempts,
+        backoff: Backoff {
+            initial: args.initial_backoff,
+            max: args.max_backoff,
+        },
+        request_timeout: args.request_timeout,
+        field_manager: args.field_manager.clone(),
+        retry_budget_percent: args.retry_budget_percent,
+        retry_budget_min_per_second: args.retry_budget_min_per_second,
+        group_commit: !args.no_group_commit,
+        memory_bytes: if args.no_memory {
+            0
+        } else {
+            args.memory_bytes as usize
+        },
+        remember_secrets: args.remember_secrets,
+    }
 }
 
 /// The interval of HTTP/2 PINGs and TCP keepalive probes; none when set to zero.

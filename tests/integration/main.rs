@@ -9,6 +9,7 @@ mod support;
 mod apf;
 mod boundary;
 mod breaker;
+mod cli;
 mod client_stack;
 mod deploy;
 mod engine;

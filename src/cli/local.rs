@@ -1,0 +1,104 @@
+//! In-process mode: the sidecar's engine, built as `safewrite serve` builds it (the same
+//! client stack, `SAFEWRITE_*` settings and defaults), runs this one write against the
+//! API server. The request is validated into a `WriteSpec` by the sidecar's validation,
+//! and failures become the statuses the sidecar would answer.
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::exec::{self, Proposal};
+use super::{Class, Fail, Request, Verb, WriteArgs};
+use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
+use crate::mutation::FieldViolation;
+use crate::pb;
+use crate::respond;
+use crate::validate::{RequestParts, validate_parts};
+
+/// The client (for discovery) and the engine over it.
+///
+/// # Errors
+/// A kubeconfig that cannot be found or used, or a bad `SAFEWRITE_*` setting.
+pub async fn engine(args: &WriteArgs) -> Result<(kube::Client, Engine), Fail> {
+    let serve = super::serve_settings(args)?;
+    let client = crate::client::connect(&serve)
+        .await
+        .map_err(|e| Fail::invalid(super::one_line(&e)))?;
+    let engine = Engine::new(client.clone(), crate::server::engine_config(&serve));
+    Ok((client, engine))
+}
+
+/// Writes `request` with `engine`, by `deadline`.
+///
+/// # Errors
+/// The status the sidecar would have answered, as a [`Fail`]; an --exec abort.
+pub async fn write(
+    engine: &Engine,
+    request: &Request,
+    turn_scope: (&Option<std::path::PathBuf>, &Option<String>),
+    deadline: Instant,
+) -> Result<pb::WriteResult, Fail> {
+    let subresource = match request.verb {
+        Verb::Update => Subresource::Main,
+        Verb::PatchStatus => Subresource::Status,
+    };
+    let parts = RequestParts {
+        target: Some(&request.target),
+        mutation: request.mutation.as_ref(),
+        preconditions: Some(&request.preconditions),
+        retry_policy: Some(&request.retry_policy),
+        options: Some(&request.options),
+    };
+    let spec = validate_parts(parts, subresource, engine.config(), request.exec.is_none())
+        .map_err(|v| Fail::status(&respond::invalid_request(&v)))?;
+    // Writers of this machine take turns at the object (see `turns`).
+    let key = format!(
+        "{:?}|{:?}|{:?}|{}|{}|{}|{}",
+        std::env::var_os("KUBECONFIG"),
+        turn_scope.0,
+        turn_scope.1,
+        request.target.api_version,
+        request.target.kind,
+        request.target.namespace,
+        request.target.name
+    );
+    let _turn = super::turns::take(&key, deadline).await;
+    let written = match &request.exec {
+        None => engine.write(&spec, Some(deadline)).await,
+        Some(command) => {
+            let mut mutator = ExecMutator {
+                command: command.clone(),
+                aborted: None,
+            };
+            let written = engine.write_with(&spec, &mut mutator, Some(deadline)).await;
+            if let Some(why) = mutator.aborted {
+                return Err(Fail::new(Class::ExecFailed, why));
+            }
+            written
+        }
+    };
+    match written {
+        Ok(written) => Ok(crate::server::write_result(written, &tracing::Span::none())),
+        Err(error) => Err(Fail::status(&respond::to_status(&error))),
+    }
+}
+
+/// `--exec` as the engine's mutator: the model is the Transact stream's, with a process
+/// in place of the caller.
+struct ExecMutator {
+    command: String,
+    /// How the command ended when it aborted the write.
+    aborted: Option<String>,
+}
+
+impl Mutator for ExecMutator {
+    async fn mutate(&mut self, _: u32, fresh: &Value, _: bool) -> Result<Change, Failure> {
+        match exec::run(&self.command, fresh.to_string()).await {
+            Proposal::Object(object) => Ok(Change::Object(object)),
+            Proposal::Abort(why) => {
+                self.aborted = Some(why);
+                Ok(Change::Abort)
+            }
+            Proposal::Invalid(why) => Err(Failure::Invalid(FieldViolation::new("--exec", why))),
+        }
+    }
+}

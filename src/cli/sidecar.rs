@@ -1,0 +1,186 @@
+//! Sidecar mode: the write goes to the sidecar at `--address` / `SAFEWRITE_ADDRESS` as an
+//! UpdateWithRetry or PatchStatus call, or, for `--exec`, as a Transact stream whose
+//! proposals come from the command. The sidecar's answer is the command's.
+
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::exec::{self, Proposal};
+use super::{Class, Fail, Request, Verb, WriteArgs};
+use crate::health::Address;
+use crate::pb;
+use crate::pb::writer_service_client::WriterServiceClient;
+
+/// A client for discovery, when a kubeconfig (or in-cluster configuration) is at hand:
+/// for kinds the built-in table does not know, and for the default namespace.
+pub async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
+    let serve = super::serve_settings(args).ok()?;
+    if serve.kubeconfig.is_none()
+        && std::env::var_os("KUBECONFIG").is_none()
+        && std::env::var_os("KUBERNETES_SERVICE_HOST").is_none()
+        && !std::env::var_os("HOME")
+            .is_some_and(|home| std::path::Path::new(&home).join(".kube/config").exists())
+    {
+        return None;
+    }
+    crate::client::connect(&serve).await.ok()
+}
+
+/// Sends `request` to the sidecar at `address`, answering by `deadline`.
+///
+/// # Errors
+/// The sidecar's refusal; an unreachable sidecar; an --exec abort.
+pub async fn write(
+    address: &Address,
+    args: &WriteArgs,
+    request: &Request,
+    deadline: Instant,
+) -> Result<pb::WriteResult, Fail> {
+    let token = match &args.token_file {
+        Some(path) => Some(
+            crate::auth::read(path)
+                .map_err(|e| Fail::invalid(format!("--token-file {}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let channel = address.connect(left()).await.map_err(|e| {
+        Fail::unavailable(format!(
+            "cannot reach the sidecar at {address} ({}); is it running? Unset SAFEWRITE_ADDRESS to write in-process instead",
+            super::one_line(&e)
+        ))
+    })?;
+    let mut client = WriterServiceClient::new(channel);
+    let call = Call {
+        deadline,
+        token: token.as_deref().and_then(crate::auth::bearer),
+    };
+    if let Some(command) = &request.exec {
+        return transact(&mut client, call, request, command).await;
+    }
+    let answer = match request.verb {
+        Verb::Update => client
+            .update_with_retry(call.of(pb::UpdateWithRetryRequest {
+                target: Some(request.target.clone()),
+                mutation: request.mutation.clone(),
+                preconditions: Some(request.preconditions.clone()),
+                retry_policy: Some(request.retry_policy),
+                options: Some(request.options.clone()),
+            }))
+            .await
+            .map(|answer| answer.into_inner().result),
+        Verb::PatchStatus => client
+            .patch_status(call.of(pb::PatchStatusRequest {
+                target: Some(request.target.clone()),
+                mutation: request.mutation.clone(),
+                preconditions: Some(request.preconditions.clone()),
+                retry_policy: Some(request.retry_policy),
+                options: Some(request.options.clone()),
+            }))
+            .await
+            .map(|answer| answer.into_inner().result),
+    };
+    match answer {
+        Ok(Some(result)) => Ok(result),
+        Ok(None) => Err(Fail::unavailable("the sidecar answered without a result")),
+        Err(status) => Err(Fail::status(&status)),
+    }
+}
+
+/// The Transact stream: each fresh object goes to the command, its output back as the
+/// proposal.
+async fn transact(
+    client: &mut WriterServiceClient<tonic::transport::Channel>,
+    call: Call,
+    request: &Request,
+    command: &str,
+) -> Result<pb::WriteResult, Fail> {
+    use pb::transact_request::Message as Out;
+    use pb::transact_response::Message as In;
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let begin = pb::TransactBegin {
+        target: Some(request.target.clone()),
+        status: request.verb == Verb::PatchStatus,
+        preconditions: Some(request.preconditions.clone()),
+        retry_policy: Some(request.retry_policy),
+        options: Some(request.options.clone()),
+    };
+    let _ = tx
+        .send(pb::TransactRequest {
+            message: Some(Out::Begin(begin)),
+        })
+        .await;
+    let mut inbound = client
+        .transact(call.of(ReceiverStream::new(rx)))
+        .await
+        .map_err(|status| Fail::status(&status))?
+        .into_inner();
+    let mut ended: Option<Fail> = None;
+    loop {
+        let message = inbound
+            .message()
+            .await
+            .map_err(|status| Fail::status(&status))?;
+        match message.and_then(|m| m.message) {
+            Some(In::Fresh(fresh)) => {
+                let proposal = exec::run(command, fresh.object_json).await;
+                let change = match proposal {
+                    Proposal::Object(object) => {
+                        pb::transact_proposal::Change::ObjectJson(object.to_string())
+                    }
+                    Proposal::Abort(why) => {
+                        ended = Some(Fail::new(Class::ExecFailed, why.clone()));
+                        pb::transact_proposal::Change::Abort(pb::TransactAbort { reason: why })
+                    }
+                    Proposal::Invalid(why) => {
+                        ended = Some(Fail::invalid(why.clone()));
+                        pb::transact_proposal::Change::Abort(pb::TransactAbort { reason: why })
+                    }
+                };
+                let proposal = pb::TransactProposal {
+                    attempt: fresh.attempt,
+                    change: Some(change),
+                };
+                if tx
+                    .send(pb::TransactRequest {
+                        message: Some(Out::Proposal(proposal)),
+                    })
+                    .await
+                    .is_err()
+                {
+                    return Err(Fail::unavailable("the sidecar closed the transaction"));
+                }
+            }
+            Some(In::Result(result)) => {
+                return match ended {
+                    Some(fail) if result.outcome() == pb::Outcome::Aborted => Err(fail),
+                    _ => Ok(result),
+                };
+            }
+            None => {
+                return Err(Fail::unavailable(
+                    "the sidecar ended the transaction without a result; the write may or may not have been made",
+                ));
+            }
+        }
+    }
+}
+
+/// What every call carries: the time left, and the token.
+struct Call {
+    deadline: Instant,
+    token: Option<http::HeaderValue>,
+}
+
+impl Call {
+    fn of<T>(&self, message: T) -> tonic::Request<T> {
+        let mut call = tonic::Request::new(message);
+        call.set_timeout(self.deadline.saturating_duration_since(Instant::now()));
+        if let Some(value) = &self.token
+            && let Ok(value) = tonic::metadata::MetadataValue::try_from(value.as_bytes())
+        {
+            call.metadata_mut().insert("authorization", value);
+        }
+        call
+    }
+}

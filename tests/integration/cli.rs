@@ -1,0 +1,509 @@
+//! `safewrite update` / `safewrite patch-status` from the shell, against the real API
+//! server: many shell processes incrementing one counter end exact, in-process and
+//! through a sidecar, with `--exec jq` (Transact) and with `--cel`; every exit code; the
+//! shell-operator style example hook. Needs jq on PATH.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use support::{ControlPlane, Sidecar};
+
+const BIN: &str = env!("CARGO_BIN_EXE_safewrite");
+
+/// The jq increment of the README.
+const JQ: &str = r#"jq ".data.n |= (tonumber + 1 | tostring)""#;
+
+/// Shell processes writing at once, and the increments each makes.
+const PROCESSES: usize = 16;
+const INCREMENTS: usize = 20;
+
+/// Where the command writes: in-process with a kubeconfig, or through a sidecar.
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    Local(&'a Path),
+    Sidecar(&'a str),
+}
+
+/// A `safewrite` command in `mode`, with nothing of the test's own environment that
+/// would choose the other mode (no home directory kubeconfig either).
+fn safewrite(mode: Mode<'_>, home: &Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .env_remove("SAFEWRITE_ADDRESS")
+        .env_remove("SAFEWRITE_TOKEN_FILE")
+        .env_remove("KUBECONFIG")
+        .env_remove("SAFEWRITE_LOG")
+        .env("HOME", home)
+        .stdin(Stdio::null());
+    match mode {
+        Mode::Local(kubeconfig) => command.env("KUBECONFIG", kubeconfig),
+        Mode::Sidecar(address) => command.env("SAFEWRITE_ADDRESS", address),
+    };
+    command
+}
+
+fn run(mut command: Command) -> Output {
+    command.output().expect("run safewrite")
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("exited")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+async fn create_counter(cp: &ControlPlane, ns: &str, name: &str, n: &str) -> Api<ConfigMap> {
+    let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, ns);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name}, "data": {"n": n}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    api
+}
+
+async fn counter(api: &Api<ConfigMap>, name: &str) -> String {
+    api.get(name).await.unwrap().data.unwrap()["n"].clone()
+}
+
+/// Runs PROCESSES shell loops at once, each running `safewrite update cm/NAME -n NS
+/// <change...>` INCREMENTS times and stopping at the first failure; returns the time
+/// per command.
+fn parallel_shells(mode: Mode<'_>, home: &Path, ns: &str, name: &str, change: &[&str]) -> Duration {
+    let script = r#"i=0
+while [ "$i" -lt "$INCREMENTS" ]; do
+  "$SAFEWRITE" update "cm/$NAME" -n "$NS" "$@" >/dev/null || exit $?
+  i=$((i + 1))
+done"#;
+    let started = Instant::now();
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            let template = safewrite(mode, home);
+            let mut shell = Command::new("sh");
+            for (key, value) in template.get_envs() {
+                match value {
+                    Some(value) => shell.env(key, value),
+                    None => shell.env_remove(key),
+                };
+            }
+            shell
+                .env("SAFEWRITE", BIN)
+                .env("INCREMENTS", INCREMENTS.to_string())
+                .env("NAME", name)
+                .env("NS", ns)
+                .args(["-c", script, "sh"])
+                .args(change)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn sh")
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().expect("wait for sh");
+        assert!(
+            out.status.success(),
+            "a shell loop failed: {}",
+            text(&out.stderr)
+        );
+    }
+    let elapsed = started.elapsed();
+    elapsed * PROCESSES as u32 / (PROCESSES * INCREMENTS) as u32
+}
+
+fn home() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// The sum of `safewrite_api_requests_total` of the sidecar's metrics, by verb.
+fn api_requests(sidecar: &Sidecar, verb: &str) -> f64 {
+    sidecar
+        .metrics()
+        .lines()
+        .filter(|l| l.starts_with("safewrite_api_requests_total{"))
+        .filter(|l| l.contains(&format!("verb=\"{verb}\"")) || verb.is_empty())
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_shell_increments_in_process_end_exact() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-local").await;
+    let home = home();
+    let kubeconfig = cp.admin_kubeconfig();
+    let mode = Mode::Local(&kubeconfig);
+    for (name, change) in [
+        ("by-jq", ["--exec", JQ]),
+        ("by-cel", ["--cel", support::INCREMENT]),
+    ] {
+        let api = create_counter(cp, &ns, name, "0").await;
+        let per_command = parallel_shells(mode, home.path(), &ns, name, &change);
+        assert_eq!(
+            counter(&api, name).await,
+            (PROCESSES * INCREMENTS).to_string()
+        );
+        eprintln!(
+            "in-process, {}: {PROCESSES} shells x {INCREMENTS} increments exact; {per_command:?} per command",
+            change[0]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_shell_increments_through_a_sidecar_end_exact() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-sidecar").await;
+    let kubeconfig = cp.admin_kubeconfig();
+    let sidecar = Sidecar::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let address = sidecar.addr.to_string();
+    // No kubeconfig at all on this side: the kind comes from the built-in table.
+    let home = home();
+    let mode = Mode::Sidecar(&address);
+    for (name, change) in [
+        ("by-jq", ["--exec", JQ]),
+        ("by-cel", ["--cel", support::INCREMENT]),
+    ] {
+        let api = create_counter(cp, &ns, name, "0").await;
+        let (gets, puts) = (
+            api_requests(&sidecar, "get"),
+            api_requests(&sidecar, "update"),
+        );
+        let all = api_requests(&sidecar, "");
+        let per_command = parallel_shells(mode, home.path(), &ns, name, &change);
+        assert_eq!(
+            counter(&api, name).await,
+            (PROCESSES * INCREMENTS).to_string()
+        );
+        let writes = (PROCESSES * INCREMENTS) as f64;
+        eprintln!(
+            "through a sidecar, {}: {PROCESSES} shells x {INCREMENTS} increments exact; {per_command:?} per command; API requests per write: {:.2} ({:.2} GET, {:.2} PUT (update))",
+            change[0],
+            (api_requests(&sidecar, "") - all) / writes,
+            (api_requests(&sidecar, "get") - gets) / writes,
+            (api_requests(&sidecar, "update") - puts) / writes,
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_exit_code_in_process() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-codes").await;
+    let home = home();
+    let kubeconfig = cp.admin_kubeconfig();
+    let mode = Mode::Local(&kubeconfig);
+    let api = create_counter(cp, &ns, "c", "1").await;
+    let update = |args: &[&str]| {
+        let mut command = safewrite(mode, home.path());
+        command.args(["update", "-n", &ns]).args(args);
+        run(command)
+    };
+
+    // 0: written, with the object printed as asked; then unchanged.
+    let out = update(&[
+        "configmaps/c",
+        "--merge",
+        r#"{"data": {"n": "2"}}"#,
+        "-o",
+        "jsonpath={.data.n}",
+    ]);
+    assert_eq!(
+        (code(&out), text(&out.stdout).trim()),
+        (0, "2"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = update(&["ConfigMap/c", "--merge", r#"{"data": {"n": "2"}}"#]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "configmap/c unchanged");
+    let out = update(&["cm/c", "--exec", "cat", "-o", "name"]);
+    assert_eq!((code(&out), text(&out.stdout).trim()), (0, "configmap/c"));
+
+    // 1: the --exec command exits non-zero; nothing is written.
+    let out = update(&["cm/c", "--exec", "cat >/dev/null; exit 3"]);
+    assert_eq!(code(&out), 1, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("status 3"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // 2: no change, two changes, a change that does not parse.
+    assert_eq!(code(&update(&["cm/c"])), 2);
+    assert_eq!(code(&update(&["cm/c", "--cel", "{}", "--merge", "{}"])), 2);
+    let out = update(&["cm/c", "--merge", "{not json"]);
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr).lines().count(),
+        1,
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(code(&update(&["cm", "--merge", "{}"])), 2);
+
+    // 3: a false precondition.
+    let out = update(&[
+        "cm/c",
+        "--if",
+        r#"object.data.n == "9""#,
+        "--cel",
+        support::INCREMENT,
+    ]);
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+
+    // 4: not at the named resourceVersion (a lost compare-and-swap: ABORTED).
+    let out = update(&[
+        "cm/c",
+        "--resource-version",
+        "1",
+        "--merge",
+        r#"{"data": {"x": "y"}}"#,
+    ]);
+    assert_eq!(code(&out), 4, "{}", text(&out.stderr));
+
+    // 5: no such object, no such kind.
+    assert_eq!(code(&update(&["cm/missing", "--merge", "{}"])), 5);
+    let out = update(&["widgets.nope.example/x", "--merge", "{}"]);
+    assert_eq!(code(&out), 5, "{}", text(&out.stderr));
+
+    // 6: RBAC lets this identity read ConfigMaps, not write them.
+    let restricted = cp.restricted_kubeconfig();
+    let mut command = safewrite(Mode::Local(&restricted), home.path());
+    command.args([
+        "update",
+        "-n",
+        &ns,
+        "cm/c",
+        "--merge",
+        r#"{"data": {"x": "y"}}"#,
+    ]);
+    let out = run(command);
+    assert_eq!(code(&out), 6, "{}", text(&out.stderr));
+
+    // 7: no API server there.
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("gone.kubeconfig");
+    let admin = std::fs::read_to_string(&kubeconfig).unwrap();
+    std::fs::write(&gone, admin.replace(cp.server(), "https://127.0.0.1:1")).unwrap();
+    let mut command = safewrite(Mode::Local(&gone), home.path());
+    command.args([
+        "update",
+        "-n",
+        &ns,
+        "cm/c",
+        "--merge",
+        "{}",
+        "--timeout",
+        "3s",
+    ]);
+    let out = run(command);
+    assert_eq!(code(&out), 7, "{}", text(&out.stderr));
+
+    // None of the failures wrote: n is still 2, and nothing else was added.
+    let cm = api.get("c").await.unwrap();
+    assert_eq!(
+        cm.data.unwrap(),
+        [("n".to_string(), "2".to_string())].into()
+    );
+
+    // Create-or-update, from stdin, then the status subresource is refused for a kind
+    // without one (invalid).
+    let mut command = safewrite(mode, home.path());
+    command
+        .args(["update", "-n", &ns, "cm/made", "--create-if-missing", "-"])
+        .args(["--cel", support::INCREMENT])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"apiVersion: v1\nkind: ConfigMap\ndata:\n  n: \"41\"\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "configmap/made created");
+    assert_eq!(counter(&api, "made").await, "42");
+    let mut command = safewrite(mode, home.path());
+    command.args([
+        "patch-status",
+        "-n",
+        &ns,
+        "cm/made",
+        "--merge",
+        r#"{"status": {}}"#,
+    ]);
+    assert_eq!(code(&run(command)), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_through_a_sidecar() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-sidecar-codes").await;
+    let home = home();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token-for-the-cli-test").unwrap();
+    let kubeconfig = cp.admin_kubeconfig();
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--token-file",
+        token.to_str().unwrap(),
+    ]);
+    let address = sidecar.addr.to_string();
+    let api = create_counter(cp, &ns, "c", "1").await;
+    let update = |token_file: Option<&Path>, args: &[&str]| {
+        let mut command = safewrite(Mode::Sidecar(&address), home.path());
+        if let Some(token_file) = token_file {
+            command.env("SAFEWRITE_TOKEN_FILE", token_file);
+        }
+        command.args(["update", "-n", &ns]).args(args);
+        run(command)
+    };
+    let with = Some(token.as_path());
+
+    // 0, through Transact: jq's change is written and printed.
+    let out = update(with, &["cm/c", "--exec", JQ, "-o", "json"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["data"]["n"], "2");
+    // 0: a command that prints the object as it is writes nothing.
+    let out = update(with, &["cm/c", "--exec", "cat"]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "configmap/c unchanged",
+        "{}",
+        text(&out.stderr)
+    );
+    // 1: the command aborts the transaction.
+    assert_eq!(code(&update(with, &["cm/c", "--exec", "exit 1"])), 1);
+    // 2: the sidecar refuses CEL that does not compile.
+    assert_eq!(
+        code(&update(with, &["cm/c", "--cel", "object.data.n +"])),
+        2
+    );
+    // 3, 4, 5 as the sidecar answers them.
+    assert_eq!(
+        code(&update(with, &["cm/c", "--if", "false", "--merge", "{}"])),
+        3
+    );
+    assert_eq!(
+        code(&update(
+            with,
+            &["cm/c", "--resource-version", "1", "--merge", "{}"]
+        )),
+        4
+    );
+    assert_eq!(code(&update(with, &["cm/missing", "--merge", "{}"])), 5);
+    // 6: no token.
+    let out = update(None, &["cm/c", "--merge", "{}"]);
+    assert_eq!(code(&out), 6, "{}", text(&out.stderr));
+    // 7: no sidecar there.
+    let mut command = safewrite(Mode::Sidecar("127.0.0.1:1"), home.path());
+    command.args([
+        "update",
+        "-n",
+        &ns,
+        "cm/c",
+        "--merge",
+        "{}",
+        "--timeout",
+        "2s",
+    ]);
+    let out = run(command);
+    assert_eq!(code(&out), 7, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("SAFEWRITE_ADDRESS"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Without a kubeconfig, a kind outside the built-in table needs its Kind and
+    // --api-version.
+    assert_eq!(
+        code(&update(with, &["widgets.example.com/w", "--merge", "{}"])),
+        2
+    );
+
+    assert_eq!(counter(&api, "c").await, "2");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_hook_counts_every_event() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-hook").await;
+    let home = home();
+    let dir = tempfile::tempdir().unwrap();
+    let context = dir.path().join("binding-context.json");
+    // One Synchronization of two objects and one event: three events per run.
+    std::fs::write(
+        &context,
+        json!([
+            {"binding": "counted-configmaps", "type": "Synchronization",
+             "objects": [{"object": {}}, {"object": {}}]},
+            {"binding": "counted-configmaps", "type": "Event", "watchEvent": "Added", "object": {}}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let hook: PathBuf = support::repo_root().join("examples/shell/counter-hook.sh");
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let kubeconfig = cp.admin_kubeconfig();
+
+    let config = Command::new("sh")
+        .arg(&hook)
+        .arg("--config")
+        .output()
+        .unwrap();
+    assert!(text(&config.stdout).contains("kind: ConfigMap"));
+
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let mut command = safewrite(Mode::Local(&kubeconfig), home.path());
+            let mut shell = Command::new("sh");
+            for (key, value) in command.get_envs() {
+                match value {
+                    Some(value) => shell.env(key, value),
+                    None => shell.env_remove(key),
+                };
+            }
+            let _ = &mut command;
+            shell
+                .arg(&hook)
+                .env("PATH", &path)
+                .env("BINDING_CONTEXT_PATH", &context)
+                .env("COUNTER_NAMESPACE", &ns)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "the hook failed: {}",
+            text(&out.stderr)
+        );
+    }
+    let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
+    assert_eq!(counter(&api, "hook-counter").await, "12");
+}

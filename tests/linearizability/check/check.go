@@ -244,6 +244,23 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 	}
 
 	open := bounds(obj, ops)
+	// repeats: register values written more than once, which an answer from within a
+	// batch can show twice with one resourceVersion.
+	repeats := map[string]bool{}
+	if obj.Model == ModelRegister {
+		writes := map[string]int{obj.Initial: 1}
+		for _, op := range ops {
+			switch op.Kind {
+			case KindWrite:
+				writes[op.Input.Value]++
+			case KindCAS, KindCASRV:
+				writes[op.Input.To]++
+			}
+		}
+		for v, n := range writes {
+			repeats[v] = n > 1
+		}
+	}
 	history := make([]porcupine.Operation, 0, len(ops))
 	add := func(op indexed, i in, o out, ret int64) {
 		history = append(history, porcupine.Operation{
@@ -311,6 +328,14 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 				// It changed nothing and shows nothing: any state explains it.
 				continue
 			}
+			if observes(i, o) {
+				// It changed nothing and showed the object as it stood, which alone
+				// says it could not have changed it: a read.
+				i = in{kind: kRead, role: roleObserved, was: describeCall(i)}
+				if repeats[o.value] && obj.Model == ModelRegister {
+					i.role = roleObservedRepeatable
+				}
+			}
 			add(op, i, o, op.Return)
 		}
 	}
@@ -321,11 +346,11 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 }
 
 // mergeReads makes one read of reads that saw the same object and whose intervals
-// share a time. A live read sees a stored object, and a stored object is as they saw
-// it during one stretch of time (a resourceVersion is written once; a counter's value
-// and a set's list only grow); that stretch meets every one of their intervals, so it
-// meets the time they share, where the one read goes. The search then places one read
-// instead of trying every subset of them.
+// share a time. The object was as they saw it during one stretch of time (a
+// resourceVersion is written once, and within a batch a value written once is held
+// once; a counter's value and a set's list only grow); that stretch meets every one of
+// their intervals, so it meets the time they share, where the one read goes. The
+// search then places one read instead of trying every subset of them.
 func mergeReads(model string, history []porcupine.Operation) []porcupine.Operation {
 	type seen struct {
 		n     int64
@@ -336,8 +361,10 @@ func mergeReads(model string, history []porcupine.Operation) []porcupine.Operati
 	kept := history[:0:0]
 	for n, op := range history {
 		i, o := op.Input.(in), op.Output.(out)
-		// A register's value alone can come back: only its resourceVersion is unique.
-		if i.kind != kRead || (i.x != "" && !hasItem(o.value, i.x)) || (model == ModelRegister && o.rv == "") {
+		// A register's value alone can come back: only its resourceVersion is unique,
+		// and within a batch only for values written once.
+		if i.kind != kRead || (i.x != "" && !hasItem(o.value, i.x)) ||
+			(model == ModelRegister && (o.rv == "" || i.role == roleObservedRepeatable)) {
 			kept = append(kept, op)
 			continue
 		}
@@ -366,6 +393,43 @@ func mergeReads(model string, history []porcupine.Operation) []porcupine.Operati
 		}
 	}
 	return kept
+}
+
+// observes says whether an answer that wrote nothing and carries the object says no
+// more than a read of it: the reason it gave for not writing holds of the object it
+// showed (a failed cas showing another value; an unchanged write showing its value;
+// an aborted cas_rv showing another resourceVersion, ...).
+func observes(i in, o out) bool {
+	if !o.has || (o.result != rUnchanged && o.result != rPreconditionFailed && o.result != rAborted) {
+		return false
+	}
+	switch i.kind {
+	case kInc:
+		return o.result != rUnchanged
+	case kWrite:
+		return o.result != rUnchanged || o.value == i.x
+	case kCAS:
+		switch o.result {
+		case rUnchanged:
+			return o.value == i.from && i.from == i.x
+		case rPreconditionFailed:
+			return o.value != i.from
+		}
+		return true
+	case kCASRV:
+		switch {
+		case o.rv == "":
+			return false
+		case o.result == rUnchanged:
+			return o.rv == i.rv && o.value == i.x
+		case i.rvMismatch:
+			return o.rv != i.rv
+		}
+		return true
+	case kAppend:
+		return o.result != rUnchanged || hasItem(o.value, i.x)
+	}
+	return false
 }
 
 // mismatched leaves out the aborted cas_rv operations whose resourceVersion certainly

@@ -79,6 +79,10 @@ const (
 	roleWhole    role = iota
 	roleEffect        // the effect of an already_applied answer
 	roleReadback      // the object an already_applied answer carried
+	// an answer that wrote nothing, checked as a read of the object it showed (see
+	// observes); repeatable when its value may be held twice within a batch
+	roleObserved
+	roleObservedRepeatable
 )
 
 // in is a porcupine operation's input: what was asked.
@@ -95,6 +99,8 @@ type in struct {
 	// rvMismatch: an aborted cas_rv whose code (ABORTED) says the resourceVersion did
 	// not match.
 	rvMismatch bool
+	// was: for an answer checked as a read (roleObserved), the call it answered.
+	was string
 
 	// What the history tells of an open effect (an unknown answer, or the effect of
 	// an already_applied one); see bounds.
@@ -467,19 +473,7 @@ func describeMeta(m any) string {
 func describeOperation(model string) func(input, output any) string {
 	return func(input, output any) string {
 		i, o := input.(in), output.(out)
-		var call string
-		switch i.kind {
-		case kInc, kRead:
-			call = i.kind.String()
-		case kWrite:
-			call = fmt.Sprintf("write(%s)", quoteValue(i.x))
-		case kCAS:
-			call = fmt.Sprintf("cas(%q→%s)", i.from, quoteValue(i.x))
-		case kCASRV:
-			call = fmt.Sprintf("cas_rv(@%s→%s)", i.rv, quoteValue(i.x))
-		case kAppend:
-			call = fmt.Sprintf("append(%s)", i.x)
-		}
+		call := describeCall(i)
 		switch i.role {
 		case roleEffect:
 			return call + " → already_applied: its change, made here or earlier"
@@ -488,6 +482,8 @@ func describeOperation(model string) func(input, output any) string {
 			if i.x != "" {
 				call = fmt.Sprintf("append(%s) already_applied: its answer", i.x)
 			}
+		case roleObserved, roleObservedRepeatable:
+			call = i.was + " → " + o.result.String() + ", so a read"
 		}
 		answer := ""
 		if o.has {
@@ -521,4 +517,19 @@ func quoteValue(v string) string {
 		return "(a value no answer shows)"
 	}
 	return strconv.Quote(v)
+}
+
+// describeCall describes what an operation asked.
+func describeCall(i in) string {
+	switch i.kind {
+	case kWrite:
+		return fmt.Sprintf("write(%s)", quoteValue(i.x))
+	case kCAS:
+		return fmt.Sprintf("cas(%q→%s)", i.from, quoteValue(i.x))
+	case kCASRV:
+		return fmt.Sprintf("cas_rv(@%s→%s)", i.rv, quoteValue(i.x))
+	case kAppend:
+		return fmt.Sprintf("append(%s)", i.x)
+	}
+	return i.kind.String()
 }

@@ -253,7 +253,11 @@ impl Fail {
             }
             _ => "",
         };
-        Fail::new(class, format!("{}{hint}", status.message()))
+        // The current object of a refusal is in the gRPC details, which a shell does not see.
+        let message = status
+            .message()
+            .replace(" (the current object is in the WriteFailure detail)", "");
+        Fail::new(class, format!("{message}{hint}"))
     }
 }
 

@@ -507,3 +507,84 @@ async fn the_example_hook_counts_every_event() {
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
     assert_eq!(counter(&api, "hook-counter").await, "12");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn custom_kinds_by_plural_group_and_status_in_both_modes() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-crd").await;
+    let client = cp.admin_client().await;
+    support::install_crd(&client, "clithings", "CliThing").await;
+    let home = home();
+    let kubeconfig = cp.admin_kubeconfig();
+    let sidecar = Sidecar::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let address = sidecar.addr.to_string();
+    let object = |name: &str| {
+        json!({"apiVersion": "test.safewrite.dev/v1", "kind": "CliThing",
+               "metadata": {"name": name}, "spec": {"n": 0}})
+        .to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("thing.json");
+    std::fs::write(&manifest, object("t1")).unwrap();
+
+    // In-process: created by plural.group, its status written by singular name.
+    let mut command = safewrite(Mode::Local(&kubeconfig), home.path());
+    command.args([
+        "update",
+        "-n",
+        &ns,
+        "clithings.test.safewrite.dev/t1",
+        "--merge",
+        "{}",
+    ]);
+    command.arg("--create-if-missing").arg(&manifest);
+    let out = run(command);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "clithing.test.safewrite.dev/t1 created"
+    );
+    let mut command = safewrite(Mode::Local(&kubeconfig), home.path());
+    command.args(["patch-status", "-n", &ns, "clithing/t1"]);
+    command.args(["--cel", r#"{"status": {"seen": object.spec.n + 1}}"#]);
+    command.args(["-o", "jsonpath={.status.seen}"]);
+    let out = run(command);
+    assert_eq!(
+        (code(&out), text(&out.stdout).trim()),
+        (0, "1"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Through the sidecar with a kubeconfig at hand: discovery resolves the Kind.
+    let mut command = safewrite(Mode::Sidecar(&address), home.path());
+    command.env("KUBECONFIG", &kubeconfig);
+    command.args(["patch-status", "-n", &ns, "CliThing/t1"]);
+    command.args(["--merge", r#"{"status": {"seen": 2}}"#, "-o", "name"]);
+    let out = run(command);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "clithing.test.safewrite.dev/t1");
+    // Without one: the Kind and --api-version.
+    let mut command = safewrite(Mode::Sidecar(&address), home.path());
+    command.args([
+        "update",
+        "-n",
+        &ns,
+        "CliThing/t1",
+        "--api-version",
+        "test.safewrite.dev/v1",
+    ]);
+    command.args([
+        "--exec",
+        r#"jq ".spec.n = 5""#,
+        "-o",
+        "jsonpath={.spec.n}/{.status.seen}",
+    ]);
+    let out = run(command);
+    assert_eq!(
+        (code(&out), text(&out.stdout).trim()),
+        (0, "5/2"),
+        "{}",
+        text(&out.stderr)
+    );
+}

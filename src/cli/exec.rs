@@ -67,11 +67,11 @@ fn run_blocking(command: &str, input: Vec<u8>) -> Proposal {
     match serde_json::from_slice::<Value>(&output.stdout) {
         Ok(object @ Value::Object(_)) => Proposal::Object(object),
         Ok(other) => Proposal::Invalid(format!(
-            "the --exec command printed {}, not the object: it must print the whole new object as JSON; nothing was written",
+            "the --exec command printed {}, not the object: it must print the whole new object as JSON",
             crate::mutation::type_name(&other)
         )),
         Err(error) => Proposal::Invalid(format!(
-            "the --exec command's output is not one JSON object ({error}): it must print the whole new object as JSON; nothing was written"
+            "the --exec command's output is not one JSON object ({error}): it must print the whole new object as JSON"
         )),
     }
 }

@@ -247,19 +247,36 @@ impl Fail {
     /// A refused write, as the sidecar (or the engine through `respond`) answered it.
     pub fn status(status: &tonic::Status) -> Fail {
         let class = Class::of(status.code());
-        let hint = match class {
-            Class::Conflict if !status.message().contains("resourceVersion") => {
-                "; run it again later or raise --max-attempts"
-            }
-            _ => "",
-        };
-        // The current object of a refusal is in the gRPC details, which a shell does not see.
-        let message = status
+        // The current object of a refusal is in the gRPC details, which a shell does not
+        // see; the request's fields are this command's flags.
+        let mut message = status
             .message()
             .replace(" (the current object is in the WriteFailure detail)", "");
-        Fail::new(class, format!("{message}{hint}"))
+        for (field, flag) in FLAGS {
+            message = message.replace(field, flag);
+        }
+        Fail::new(class, message)
     }
 }
+
+/// The request fields an answer may name, and the flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("retry_policy.max_attempts", "--max-attempts"),
+    ("preconditions.cel", "--if"),
+    ("preconditions.uid", "--uid"),
+    ("preconditions.resource_version", "--resource-version"),
+    ("mutation.cel.expression", "--cel"),
+    ("mutation.merge_patch.patch_json", "--merge"),
+    ("mutation.json_patch.patch_json", "--json-patch"),
+    ("mutation.apply.configuration_json", "--apply"),
+    ("options.create_if_missing_json", "--create-if-missing"),
+    ("options.idempotency_key", "--idempotency-key"),
+    ("options.field_manager", "--field-manager"),
+    ("target.api_version", "--api-version"),
+    ("target.namespace", "--namespace"),
+    ("target.name", "NAME"),
+    ("target.kind", "KIND"),
+];
 
 /// The request both modes send: UpdateWithRetry / PatchStatus fields, or a Transact begin
 /// when `exec` is set.

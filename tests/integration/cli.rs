@@ -120,6 +120,16 @@ done"#;
     elapsed * PROCESSES as u32 / (PROCESSES * INCREMENTS) as u32
 }
 
+/// An --exec command that, before proposing its change, has another in-process
+/// safewrite write the object (a new resourceVersion every time): every attempt of the
+/// outer write conflicts.
+fn conflicting_exec(kubeconfig: &Path, ns: &str) -> String {
+    format!(
+        r#"env -u SAFEWRITE_ADDRESS KUBECONFIG='{}' '{BIN}' update cm/c -n {ns} --timeout 1s --cel '{{"data": {{"b": object.metadata.resourceVersion}}}}' >/dev/null && jq '.data.x = "y"'"#,
+        kubeconfig.display()
+    )
+}
+
 fn home() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
@@ -261,6 +271,16 @@ async fn every_exit_code_in_process() {
     ]);
     assert_eq!(code(&out), 3, "{}", text(&out.stderr));
 
+    // 4: every attempt conflicts (another writer, here one that waits half its second
+    // for the turn this write holds), up to --max-attempts.
+    let exec = conflicting_exec(&kubeconfig, &ns);
+    let out = update(&["cm/c", "--max-attempts", "2", "--exec", &exec]);
+    assert_eq!(code(&out), 4, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("raise --max-attempts"),
+        "{}",
+        text(&out.stderr)
+    );
     // 4: not at the named resourceVersion (a lost compare-and-swap: ABORTED).
     let out = update(&[
         "cm/c",
@@ -309,12 +329,10 @@ async fn every_exit_code_in_process() {
     let out = run(command);
     assert_eq!(code(&out), 7, "{}", text(&out.stderr));
 
-    // None of the failures wrote: n is still 2, and nothing else was added.
-    let cm = api.get("c").await.unwrap();
-    assert_eq!(
-        cm.data.unwrap(),
-        [("n".to_string(), "2".to_string())].into()
-    );
+    // None of the failures wrote: n is still 2, and x was never set (b is the other
+    // writer's).
+    let data = api.get("c").await.unwrap().data.unwrap();
+    assert_eq!((data["n"].as_str(), data.get("x")), ("2", None));
 
     // Create-or-update, from stdin, then the status subresource is refused for a kind
     // without one (invalid).
@@ -407,6 +425,10 @@ async fn exit_codes_through_a_sidecar() {
         )),
         4
     );
+    // 4 also when every attempt conflicts, up to --max-attempts.
+    let exec = conflicting_exec(&kubeconfig, &ns);
+    let out = update(with, &["cm/c", "--max-attempts", "2", "--exec", &exec]);
+    assert_eq!(code(&out), 4, "{}", text(&out.stderr));
     assert_eq!(code(&update(with, &["cm/missing", "--merge", "{}"])), 5);
     // 6: no token.
     let out = update(None, &["cm/c", "--merge", "{}"]);
@@ -437,7 +459,8 @@ async fn exit_codes_through_a_sidecar() {
         2
     );
 
-    assert_eq!(counter(&api, "c").await, "2");
+    let data = api.get("c").await.unwrap().data.unwrap();
+    assert_eq!((data["n"].as_str(), data.get("x")), ("2", None));
 }
 
 #[tokio::test(flavor = "multi_thread")]

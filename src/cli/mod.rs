@@ -446,6 +446,11 @@ fn request(
         (_, None) => default_namespace.unwrap_or("default").to_string(),
     };
     let change = &args.change;
+    if change.apply.as_deref() == Some("-") && args.create_if_missing.as_deref() == Some("-") {
+        return Err(Fail::invalid(
+            "--apply - and --create-if-missing - cannot both read stdin: give one of them a file",
+        ));
+    }
     use pb::mutation::Kind as M;
     let mutation = if let Some(expression) = &change.cel {
         Some(M::Cel(pb::CelMutation {

@@ -539,14 +539,20 @@ async fn custom_kinds_by_plural_group_and_status_in_both_modes() {
     support::install_crd(&client, "clithings", "CliThing").await;
     let home = home();
     let kubeconfig = cp.admin_kubeconfig();
-    let sidecar = Sidecar::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("safewrite.sock");
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--unix-socket",
+        socket.to_str().unwrap(),
+    ]);
     let address = sidecar.addr.to_string();
     let object = |name: &str| {
         json!({"apiVersion": "test.safewrite.dev/v1", "kind": "CliThing",
                "metadata": {"name": name}, "spec": {"n": 0}})
         .to_string()
     };
-    let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("thing.json");
     std::fs::write(&manifest, object("t1")).unwrap();
 
@@ -587,8 +593,9 @@ async fn custom_kinds_by_plural_group_and_status_in_both_modes() {
     let out = run(command);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "clithing.test.safewrite.dev/t1");
-    // Without one: the Kind and --api-version.
-    let mut command = safewrite(Mode::Sidecar(&address), home.path());
+    // Without one: the Kind and --api-version (here over the sidecar's unix socket).
+    let unix = format!("unix://{}", socket.display());
+    let mut command = safewrite(Mode::Sidecar(&unix), home.path());
     command.args([
         "update",
         "-n",

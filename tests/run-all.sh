@@ -31,6 +31,18 @@ cargo clippy --all-targets --quiet -- -D warnings
 section "cargo test (unit + integration against the real control plane)"
 cargo test
 
+section "linearizability checker (tests/linearizability: gofmt, go vet, go test)"
+# The integration suite's tests/integration/linearizability.rs records histories of real
+# calls under faults and checks them with this checker; its own tests prove it catches
+# answers that are not serial (a simulated group commit with the bugs it must find).
+(
+  cd tests/linearizability
+  unformatted=$(gofmt -l .)
+  [ -z "$unformatted" ] || { echo "gofmt: not formatted: $unformatted" >&2; exit 1; }
+  go vet ./...
+  go test ./...
+)
+
 section "fuzz smoke (fuzz/smoke.sh: each cargo-fuzz target for a few seconds)"
 bash fuzz/smoke.sh 10
 

@@ -58,7 +58,7 @@ fn usage(err: &clap::Error) -> ExitCode {
     }
     let help = match std::env::args()
         .skip(1)
-        .find(|a| ["serve", "health", "update", "patch-status"].contains(&a.as_str()))
+        .find(|a| ["serve", "health", "update", "patch-status", "inject"].contains(&a.as_str()))
     {
         Some(command) => format!("safewrite {command} --help"),
         None => "safewrite --help".to_string(),
@@ -66,7 +66,7 @@ fn usage(err: &clap::Error) -> ExitCode {
     let line = match err.kind() {
         // clap would print the whole help here.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            "error: no subcommand given: `safewrite serve` runs the sidecar, `safewrite health` probes it".to_string()
+            "error: no subcommand given: `safewrite serve` runs the sidecar, `safewrite health` probes it, `safewrite update` writes from the shell, `safewrite inject` adds the sidecar to manifests".to_string()
         }
         _ => one_line(&err.render().to_string()),
     };

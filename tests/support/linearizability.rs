@@ -1412,6 +1412,18 @@ pub fn check(files: &[PathBuf], timeout: &str) -> Verdict {
     let binary = checker();
     let html_dir = out_dir().join("html");
     std::fs::create_dir_all(&html_dir).expect("create the HTML directory");
+    // An earlier run's visualisations of these histories would be taken for this one's.
+    let stems: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.file_stem())
+        .map(|stem| format!("{}.", stem.to_string_lossy()))
+        .collect();
+    for entry in std::fs::read_dir(&html_dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if stems.iter().any(|stem| name.starts_with(stem.as_str())) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     let started = Instant::now();
     let out = Command::new(&binary)
         .arg("--html-dir")

@@ -72,6 +72,15 @@ async fn api_priority_and_fairness_429s_are_waited_out() {
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "t"}, "data": {"n": "0"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
+    // Each writer its own object: writes to one object take turns in the sidecar, and
+    // the API server must see enough at once to throttle.
+    for i in 0..8 {
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": format!("t{i}")}, "data": {"n": "0"}}),
+        )
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
 
     // The breaker and the retry budget would (rightly) give up on a long 429 storm;
     // here they are set aside to show the waiting itself.
@@ -90,7 +99,7 @@ async fn api_priority_and_fairness_429s_are_waited_out() {
     ]);
     let client = WriterServiceClient::new(sidecar.channel().await);
     let mut tasks = Vec::new();
-    for _ in 0..8 {
+    for i in 0..8 {
         let mut client = client.clone();
         let ns = ns.clone();
         tasks.push(tokio::spawn(async move {
@@ -102,7 +111,7 @@ async fn api_priority_and_fairness_429s_are_waited_out() {
                             api_version: "v1".into(),
                             kind: "ConfigMap".into(),
                             namespace: ns.clone(),
-                            name: "t".into(),
+                            name: format!("t{i}"),
                         }),
                         mutation: Some(pb::Mutation {
                             kind: Some(pb::mutation::Kind::Cel(pb::CelMutation {
@@ -135,9 +144,13 @@ async fn api_priority_and_fairness_429s_are_waited_out() {
     for t in tasks {
         throttled += t.await.unwrap();
     }
-    let n: u64 = api.get("t").await.unwrap().data.unwrap()["n"]
-        .parse()
-        .unwrap();
+    let mut n = 0;
+    for i in 0..8 {
+        let value: u64 = api.get(&format!("t{i}")).await.unwrap().data.unwrap()["n"]
+            .parse()
+            .unwrap();
+        n += value;
+    }
     eprintln!("32 increments under APF: {throttled} attempts answered 429 and waited out");
     assert_eq!(n, 32, "every write landed exactly once");
     assert!(

@@ -56,9 +56,12 @@ async fn metrics_count_rpcs_attempts_conflicts_and_api_requests() {
         "--no-group-commit",
     ]);
 
-    // 8 contending writers x 10 increments: conflicts are certain.
+    // 8 writers x 10 increments through this sidecar, which orders them, and 4 x 10
+    // through another at the same time: its writes make this one's conflict.
+    let other = Sidecar::start(&["--kubeconfig", cp.admin_kubeconfig().to_str().unwrap()]);
     let mut tasks = Vec::new();
-    for _ in 0..8 {
+    for i in 0..12 {
+        let sidecar = if i < 8 { &sidecar } else { &other };
         let mut client = WriterServiceClient::new(sidecar.channel().await);
         let ns = ns.clone();
         tasks.push(tokio::spawn(async move {
@@ -99,7 +102,10 @@ async fn metrics_count_rpcs_attempts_conflicts_and_api_requests() {
         "safewrite_api_requests_total",
         &["verb=\"update\"", "code=\"409\""],
     );
-    assert!(conflicts > 0.0, "8 writers on one object met no conflict");
+    assert!(
+        conflicts > 0.0,
+        "writers through two sidecars met no conflict"
+    );
     assert_eq!(conflicts, conflict_answers, "every 409 counted once");
     let updates = sample(
         &text,

@@ -427,13 +427,25 @@ async fn past_max_in_flight_rpcs_are_shed_and_oversized_requests_refused() {
         .await
         .unwrap();
 
-    // Two transactions held open (waiting for our proposal) fill the sidecar.
+    // Two transactions held open (waiting for our proposal) fill the sidecar; each on
+    // its own object, since transactions to one object take turns.
     let mut held = Vec::new();
-    for _ in 0..2 {
+    for i in 0..2 {
+        let own = pb::ObjectRef {
+            name: format!("held-{i}"),
+            ..target.clone()
+        };
+        client
+            .update_with_retry(pb::UpdateWithRetryRequest {
+                target: Some(own.clone()),
+                ..create(r#"{"data": {"a": "1"}}"#.into())
+            })
+            .await
+            .unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         tx.send(pb::TransactRequest {
             message: Some(Req::Begin(pb::TransactBegin {
-                target: Some(target.clone()),
+                target: Some(own),
                 ..Default::default()
             })),
         })

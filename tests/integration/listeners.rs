@@ -521,12 +521,19 @@ async fn silent_transactions_hold_no_place_in_flight_and_end_at_the_idle_bound()
     );
 
     // 60 that send begin and never answer: 50 hold a place, 10 are refused, and the
-    // places come back at the bound.
+    // places come back at the bound. Each on its own object: transactions to one object
+    // take turns, and only the first would be offered one.
+    for i in 0..60 {
+        client
+            .update_with_retry(write(&ns, &format!("h{i}"), r#"{"n": "0"}"#))
+            .await
+            .unwrap();
+    }
     let mut held = Vec::new();
     let mut refused = 0;
-    for _ in 0..60 {
+    for i in 0..60 {
         let (tx, rx) = mpsc::channel(1);
-        tx.send(begin(&ns, "t")).await.unwrap();
+        tx.send(begin(&ns, &format!("h{i}"))).await.unwrap();
         match client.transact(ReceiverStream::new(rx)).await {
             Ok(answers) => {
                 let mut answers = answers.into_inner();

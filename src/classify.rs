@@ -30,6 +30,10 @@ pub enum Decision {
     FieldManagerConflict { fields: Vec<String> },
     /// 429: wait at least `retry_after`, then retry.
     Throttled { retry_after: Option<Duration> },
+    /// 429 with a DisruptionBudget cause: an eviction refused by a PodDisruptionBudget.
+    /// Not throttling (no wait helps within one call): final, a precondition of the
+    /// cluster's state.
+    DisruptionBudget,
     /// 503/504, 500 ServerTimeout, transport failure or client timeout: back off and
     /// retry; a fault of the API server or the path to it.
     Unavailable { retry_after: Option<Duration> },
@@ -72,6 +76,7 @@ impl Decision {
             Decision::Stale => "reread_stale_copy",
             Decision::FieldManagerConflict { .. } => "field_manager_conflict",
             Decision::Throttled { .. } => "retry_throttled",
+            Decision::DisruptionBudget => "disruption_budget",
             Decision::Unavailable { .. } => "retry_unavailable",
             Decision::Internal => "retry_internal",
             Decision::Invalid => "invalid",
@@ -125,6 +130,7 @@ pub fn classify(
             }
         }
         "AlreadyExists" => Decision::AlreadyExists,
+        "TooManyRequests" if has_cause(status, "DisruptionBudget") => Decision::DisruptionBudget,
         "TooManyRequests" => Decision::Throttled { retry_after },
         "ServerTimeout" | "Timeout" | "ServiceUnavailable" => Decision::Unavailable { retry_after },
         "InternalError" => Decision::Internal,
@@ -154,6 +160,13 @@ fn by_code(code: u16, retry_after: Option<Duration>) -> Decision {
         404 => Decision::NotFound,
         _ => Decision::Unexpected,
     }
+}
+
+/// Whether the Status names a cause with this reason.
+fn has_cause(status: Option<&Status>, reason: &str) -> bool {
+    status
+        .and_then(|s| s.details.as_ref())
+        .is_some_and(|d| d.causes.iter().any(|c| c.reason == reason))
 }
 
 /// The fields named by FieldManagerConflict causes (server-side apply).
@@ -245,6 +258,15 @@ mod tests {
                 Decision::Throttled {
                     retry_after: secs(3),
                 },
+            ),
+            (
+                with_causes(
+                    status(429, "TooManyRequests"),
+                    &[("DisruptionBudget", "")],
+                    0,
+                ),
+                None,
+                Decision::DisruptionBudget,
             ),
             (
                 with_causes(status(429, "TooManyRequests"), &[], 5),

@@ -329,6 +329,12 @@ fn api_status(
                 ),
             )
         }
+        Decision::DisruptionBudget => (
+            Code::FailedPrecondition,
+            format!(
+                "the API server refused it to protect a PodDisruptionBudget ({said}); this is not throttling: try again once the budget allows a disruption"
+            ),
+        ),
         Decision::Throttled { retry_after } => {
             details.retry_after = Some(retry_after.unwrap_or(Duration::from_secs(1)));
             (

@@ -10,7 +10,9 @@
 //! - kube-rs direct: GET, change, PUT, re-read and retry on 409 with jittered backoff;
 //! - safewrite UpdateWithRetry with a CEL increment, each write alone
 //!   (`options.write_alone`) and with group commit (the default), on a sidecar that
-//!   remembers objects (the default) and on one started with `--no-memory`.
+//!   remembers objects (the default) and on one started with `--no-memory`;
+//! - safewrite Transact: the increment as the caller's own code (the whole object,
+//!   `data.n` plus one, proposed for every fresh object offered).
 //!
 //! For K = 1, 4, 16 and 64 writers on one object, 16 writers on 16 objects, and K = 1
 //! and 4 writers on one object while an outside writer (kube-rs, straight to the API
@@ -58,6 +60,7 @@ enum Contender {
     SafewriteGrouped,
     NoMemoryAlone,
     NoMemoryGrouped,
+    SafewriteTransact,
 }
 
 /// How a safewrite contender writes.
@@ -67,10 +70,12 @@ struct Safewrite {
     memory: bool,
     /// Every write carries `options.write_alone`.
     alone: bool,
+    /// The increment is the caller's own code, through `Transact`.
+    transact: bool,
 }
 
 impl Contender {
-    const ALL: [Contender; 8] = [
+    const ALL: [Contender; 9] = [
         Contender::ClientGoRetry,
         Contender::ClientGoBackoff,
         Contender::ControllerRuntime,
@@ -79,6 +84,7 @@ impl Contender {
         Contender::SafewriteGrouped,
         Contender::NoMemoryAlone,
         Contender::NoMemoryGrouped,
+        Contender::SafewriteTransact,
     ];
 
     fn label(self) -> &'static str {
@@ -91,6 +97,7 @@ impl Contender {
             Contender::SafewriteGrouped => "safewrite, group commit",
             Contender::NoMemoryAlone => "sw --no-memory, alone",
             Contender::NoMemoryGrouped => "sw --no-memory, group",
+            Contender::SafewriteTransact => "safewrite Transact",
         }
     }
 
@@ -104,6 +111,7 @@ impl Contender {
             Contender::SafewriteGrouped => "swg",
             Contender::NoMemoryAlone => "nma",
             Contender::NoMemoryGrouped => "nmg",
+            Contender::SafewriteTransact => "swt",
         }
     }
 
@@ -118,14 +126,19 @@ impl Contender {
     }
 
     fn safewrite(self) -> Option<Safewrite> {
-        let (memory, alone) = match self {
-            Contender::SafewriteAlone => (true, true),
-            Contender::SafewriteGrouped => (true, false),
-            Contender::NoMemoryAlone => (false, true),
-            Contender::NoMemoryGrouped => (false, false),
+        let (memory, alone, transact) = match self {
+            Contender::SafewriteAlone => (true, true, false),
+            Contender::SafewriteGrouped => (true, false, false),
+            Contender::NoMemoryAlone => (false, true, false),
+            Contender::NoMemoryGrouped => (false, false, false),
+            Contender::SafewriteTransact => (true, true, true),
             _ => return None,
         };
-        Some(Safewrite { memory, alone })
+        Some(Safewrite {
+            memory,
+            alone,
+            transact,
+        })
     }
 }
 
@@ -231,6 +244,63 @@ fn increment(ns: &str, name: &str, alone: bool) -> tonic::Request<pb::UpdateWith
     });
     request.set_timeout(Duration::from_secs(30));
     request
+}
+
+/// The same increment as the caller's own code, through `Transact`: every fresh object
+/// offered is answered with the whole object, `data.n` plus one (as a controller in
+/// another language would, with no CEL).
+async fn transact_increment(
+    client: &mut WriterServiceClient<Channel>,
+    ns: &str,
+    name: &str,
+) -> bool {
+    use pb::transact_proposal::Change;
+    use pb::transact_request::Message as Req;
+    use pb::transact_response::Message as Resp;
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let begin = pb::TransactRequest {
+        message: Some(Req::Begin(pb::TransactBegin {
+            target: support::keyed_increment(ns, name, None).target,
+            retry_policy: Some(pb::RetryPolicy {
+                max_attempts: 1000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })),
+    };
+    if tx.send(begin).await.is_err() {
+        return false;
+    }
+    let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    request.set_timeout(Duration::from_secs(30));
+    let Ok(answers) = client.transact(request).await else {
+        return false;
+    };
+    let mut answers = answers.into_inner();
+    while let Ok(Some(answer)) = answers.message().await {
+        match answer.message {
+            Some(Resp::Fresh(fresh)) => {
+                let mut object: serde_json::Value =
+                    serde_json::from_str(&fresh.object_json).unwrap();
+                let n: u64 = object["data"]["n"].as_str().unwrap().parse().unwrap();
+                object["data"]["n"] = json!((n + 1).to_string());
+                let proposal = pb::TransactRequest {
+                    message: Some(Req::Proposal(pb::TransactProposal {
+                        attempt: fresh.attempt,
+                        change: Some(Change::ObjectJson(object.to_string())),
+                    })),
+                };
+                if tx.send(proposal).await.is_err() {
+                    return false;
+                }
+            }
+            Some(Resp::Result(result)) => {
+                return result.outcome() == pb::Outcome::Updated;
+            }
+            None => return false,
+        }
+    }
+    false
 }
 
 /// kube-rs: GET, change, PUT; on 409 Conflict re-read and retry with jittered
@@ -467,6 +537,9 @@ impl Bench {
                     let started = Instant::now();
                     let ok = match safewrite {
                         None => direct_increment(&api, &name, &mut rng).await,
+                        Some(Safewrite { transact: true, .. }) => {
+                            transact_increment(&mut client, &ns, &name).await
+                        }
                         Some(Safewrite { alone, .. }) => client
                             .update_with_retry(increment(&ns, &name, alone))
                             .await

@@ -157,7 +157,7 @@ pub async fn probe(
 }
 
 /// An error with its causes, in one line.
-fn describe(error: &dyn std::error::Error) -> String {
+pub(crate) fn describe(error: &dyn std::error::Error) -> String {
     let mut line = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -417,19 +417,9 @@ fn serve_settings(args: &WriteArgs) -> Result<crate::config::ServeArgs, Fail> {
     Ok(serve)
 }
 
-/// An error with its causes, in one line.
+/// An error with its causes, in one line (as `safewrite health` says it).
 fn one_line(error: &dyn std::error::Error) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = cause.source();
-    }
-    line
+    crate::health::describe(error)
 }
 
 /// Builds the request from the flags.

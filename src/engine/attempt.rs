@@ -283,8 +283,8 @@ impl Engine {
         {
             Ok(body) => body,
             // Not a successful write: decided on a remembered copy, it stands only once
-            // a live read shows the copy current. (A caller that went away is not asked.)
-            Err(step) if source == Source::Remembered && !is_cancelled(&step) => {
+            // a live read shows the copy current.
+            Err(step) if source == Source::Remembered && decided_by_the_object(&step) => {
                 return self.confirm(request, &read_version, step, attempts).await;
             }
             Err(step) => return step,
@@ -489,12 +489,20 @@ pub(super) fn stale_copy() -> Failure {
     }
 }
 
-/// A step that ends the attempt because the caller went away or ran out of time: no
-/// live read can change it.
-fn is_cancelled(step: &Step) -> bool {
+/// Whether a step that writes nothing was decided by the object it started from (so a
+/// stale copy could have decided it wrongly): an outcome without a write, a false
+/// precondition, a mutation that does not apply. Not a caller that went away, ran out
+/// of time or broke the Transact protocol: no live read changes those, and after a
+/// protocol error nothing more may be written.
+fn decided_by_the_object(step: &Step) -> bool {
     matches!(
         step,
-        Step::Fail(Failure::Cancelled(_) | Failure::Deadline { .. })
+        Step::Done(_)
+            | Step::Fail(
+                Failure::PreconditionFailed { .. }
+                    | Failure::Mutation { .. }
+                    | Failure::ResourceVersionMismatch { .. }
+            )
     )
 }
 

@@ -405,3 +405,35 @@ async fn a_stalled_caller_holds_the_others_no_longer_than_the_idle_timeout() {
     assert_eq!(value(&api, "counter").await, 1);
     drop(tx);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_error_on_a_stale_copy_ends_the_transaction() {
+    let (sidecar, ns, api) = setup("tx-stale-error").await;
+    make(&api, "s").await;
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    // The sidecar remembers the object as it wrote it; another writer then changes it.
+    transact(&mut client, begin(&ns, "s", false), increment)
+        .await
+        .unwrap();
+    let mut cm = api.get("s").await.unwrap();
+    cm.data.as_mut().unwrap().insert("n".into(), "10".into());
+    api.replace("s", &PostParams::default(), &cm).await.unwrap();
+
+    // Offered the stale copy, the caller answers the wrong attempt: that ends it. It is
+    // not offered the live object again, and nothing more is written.
+    let (tx, rx) = mpsc::channel(2);
+    tx.send(begin(&ns, "s", false)).await.unwrap();
+    let mut answers = client
+        .transact(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let fresh = answers.message().await.unwrap().unwrap();
+    assert!(matches!(fresh.message, Some(Resp::Fresh(_))));
+    tx.send(propose(9, Proposed::ObjectJson("{}".into())))
+        .await
+        .unwrap();
+    let err = answers.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert_eq!(value(&api, "s").await, 10);
+}

@@ -136,17 +136,31 @@ impl Engine {
                 attempts: Vec::new(),
             });
         };
-        self.write_with(spec, &mut Declarative(mutation, deadline), deadline)
+        self.write_alone_with(spec, &mut Declarative(mutation, deadline), deadline, false)
             .await
     }
 
-    /// Runs the loop alone with `mutator` supplying each attempt's change (server-side
-    /// apply, when `spec.mutation` is one, goes to the API server instead).
+    /// Runs the loop alone with `mutator`, the caller's own code (Transact, `--exec`),
+    /// supplying each attempt's change, after waiting for its turn among the others to
+    /// the same object ([`turns`]).
     pub async fn write_with<M: Mutator>(
         &self,
         spec: &WriteSpec,
         mutator: &mut M,
         deadline: Option<Instant>,
+    ) -> Result<Written, WriteError> {
+        self.write_alone_with(spec, mutator, deadline, true).await
+    }
+
+    /// Runs the loop alone with `mutator` supplying each attempt's change (server-side
+    /// apply, when `spec.mutation` is one, goes to the API server instead); with
+    /// `take_turn`, in turn with the other such writes to the object.
+    async fn write_alone_with<M: Mutator>(
+        &self,
+        spec: &WriteSpec,
+        mutator: &mut M,
+        deadline: Option<Instant>,
+        take_turn: bool,
     ) -> Result<Written, WriteError> {
         // Answer a little before the caller's deadline, so that it gets this loop's
         // DEADLINE_EXCEEDED (with the attempts) rather than its own bare one.
@@ -156,7 +170,7 @@ impl Engine {
         if let Some(late) = attempts.late_from_the_start() {
             return Err(attempts.fail(late));
         }
-        self.write_with_attempts(spec, mutator, attempts, true)
+        self.write_with_attempts(spec, mutator, attempts, take_turn)
             .await
     }
 

@@ -1,10 +1,13 @@
-//! Turns: the writes made alone to one object (Transacts above all, and every write
-//! that does not join a group commit) take turns, in arrival order, instead of racing
-//! each other into conflicts. Each starts from the object as the one before it left
-//! it (the remembered copy, see [`super::memory`]), so K writers to one object cost
-//! about one write each. A turn is held for the whole loop of one write; a Transact
-//! caller that stalls holds it no longer than `--transact-idle-timeout`, and a writer
-//! waiting for its turn gives up at its deadline.
+//! Turns: the writes whose mutation is the caller's own code (Transact, `safewrite
+//! update --exec`) to one object take turns, in arrival order, instead of racing each
+//! other into conflicts. Each starts from the object as the one before it left it (the
+//! remembered copy, see [`super::memory`]), so K writers to one object cost about one
+//! write each. A turn is held for the whole loop of one write; a caller that stalls
+//! holds it no longer than `--transact-idle-timeout`, and a writer waiting for its turn
+//! gives up at its deadline. Declarative writes made alone (`write_alone`, exact
+//! resourceVersion, server-side apply, `--no-group-commit`) do not wait for a turn:
+//! they are quick, and a Transact's own code may make one to the same object (it would
+//! wait for the turn its Transact holds).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -88,7 +88,10 @@ impl Memory {
         let mut lru = self.inner.lock().expect("memory");
         let lru = &mut *lru;
         let tick = lru.next_tick();
-        let entry = lru.entries.get_mut(key)?;
+        let Some(entry) = lru.entries.get_mut(key) else {
+            crate::metrics::get().memory(false);
+            return None;
+        };
         if entry.read_first > 0 {
             entry.read_first -= 1;
             crate::metrics::get().memory(false);

@@ -87,6 +87,30 @@ pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client
     let http = transport::Http::new(&config)?;
     let auth = config.auth_layer().map_err(ConnectError::Client)?;
     let headers = config.extra_headers_layer().map_err(ConnectError::Client)?;
+    // Below the timeout: what kube's own stack does to every request.
+    let connection = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(auth)
+        .layer(headers)
+        .service(http);
+    Ok(over(connection, settings, config.default_namespace))
+}
+
+/// The stack of the module header over `connection`, the service that exchanges one
+/// request with the API server (HTTP in [`build`], an in-process fake in tests).
+pub fn over<S, R>(connection: S, settings: StackConfig, namespace: String) -> kube::Client
+where
+    S: tower::Service<
+            http::Request<timeout::Handoff<kube::client::Body>>,
+            Response = http::Response<R>,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+    S::Error: Into<tower::BoxError>,
+    R: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    R::Error: Into<tower::BoxError>,
+{
     let service = ServiceBuilder::new()
         .layer(ObserveLayer)
         .layer(
@@ -95,12 +119,8 @@ pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client
         )
         .layer(CircuitBreakerLayer::new(Breaker::new(settings.breaker)))
         .layer(TimeoutLayer::new(settings.request_timeout))
-        // Below the timeout: what kube's own stack does to every request.
-        .layer(config.base_uri_layer())
-        .option_layer(auth)
-        .layer(headers)
-        .service(http);
-    Ok(ClientBuilder::new(service, config.default_namespace).build())
+        .service(connection);
+    ClientBuilder::new(service, namespace).build()
 }
 
 /// The deadline the engine works to, given the caller's: a little earlier (a tenth of

@@ -1,15 +1,15 @@
-//! One attempt of a write made alone: read the fresh object, check the preconditions,
-//! apply the change, compare, write with the resourceVersion read, classify the answer.
-//! Also the requests every attempt makes (read, send) and the attempt's span.
+//! The requests every attempt makes (read, send, create, server-side apply), what an
+//! answer makes of the remembered copy, and the attempt's span. The loop that uses them
+//! is [`super::run`].
 
 use serde_json::Value;
 use tokio::time::Instant;
+use tracing::Span;
 use tracing::field::Empty;
-use tracing::{Span, debug};
 
 use super::Engine;
 use super::attempts::Attempts;
-use super::body::{main_body, resource_version, status_body};
+use super::body::resource_version;
 use super::decide::Step;
 use super::error::{Failure, mutation_failure, request_failure};
 use super::memory::Source;
@@ -17,7 +17,7 @@ use super::result::{AttemptRecord, Done, Outcome};
 use super::spec::{Change, Mutator, Preconditions, Subresource, WriteSpec};
 use crate::classify::Decision;
 use crate::client::apiserver::{self, Answer};
-use crate::client::discovery::{self, Resolved};
+use crate::client::discovery;
 use crate::idempotency;
 use crate::target::{ObjectPath, Verb, WriteParams};
 
@@ -48,6 +48,16 @@ pub(super) enum Read {
     Missing(Answer),
     /// The read ended the attempt: refused (with the answer, for the record) or
     /// unanswered.
+    Ended(Option<Answer>, Step),
+}
+
+/// What a live read made of a decision taken on the remembered copy.
+pub(super) enum Confirmed {
+    /// The copy was current: the decision stands.
+    Current,
+    /// The copy was stale: decide again on a live read.
+    Stale,
+    /// The read ended the attempt: refused (with the answer) or unanswered.
     Ended(Option<Answer>, Step),
 }
 
@@ -166,30 +176,24 @@ impl Engine {
         (self.read(request, deadline, made).await, Source::Live)
     }
 
-    /// Confirms on a live read an answer that is not a successful write (`step`), decided
-    /// on the remembered copy at `version`: it stands when the object is still at that
-    /// version; otherwise the copy was stale and the next attempt decides again on the
-    /// object just read.
+    /// Confirms on a live read what was decided on the remembered copy at `version`
+    /// without a successful write: it stands when the object is still at that version;
+    /// otherwise the copy was stale (and is marked so), and the next attempt decides
+    /// again on a live read.
     pub(super) async fn confirm(
         &self,
         request: &ObjectPath,
         version: &str,
-        step: Step,
-        attempts: &mut Attempts,
-    ) -> Step {
-        match self.read(request, attempts.deadline, attempts.made()).await {
-            Read::Found(live) if resource_version(&live) == version => step,
+        deadline: Option<Instant>,
+        made: u32,
+    ) -> Confirmed {
+        match self.read(request, deadline, made).await {
+            Read::Found(live) if resource_version(&live) == version => Confirmed::Current,
             Read::Found(_) | Read::Missing(_) => {
                 self.memory.stale(request.as_str());
-                attempts.read_live = true;
-                Step::Retry(Decision::Stale, stale_copy())
+                Confirmed::Stale
             }
-            Read::Ended(answer, step) => {
-                if let Some(answer) = answer {
-                    note_answer(attempts.current(), &answer);
-                }
-                step
-            }
+            Read::Ended(answer, step) => Confirmed::Ended(answer, step),
         }
     }
 
@@ -237,130 +241,6 @@ impl Engine {
                 AfterWrite::Unanswered
             }
         }
-    }
-
-    /// One read-mutate-write attempt for JSON Patch, merge patch, CEL and Transact,
-    /// from the remembered copy when there is one (see [`super::memory`]).
-    pub(super) async fn attempt<M: Mutator>(
-        &self,
-        spec: &WriteSpec,
-        resolved: &Resolved,
-        request: &ObjectPath,
-        mutator: &mut M,
-        attempts: &mut Attempts,
-    ) -> Step {
-        let read_live = std::mem::take(&mut attempts.read_live);
-        let (read, source) = self
-            .start_from(request, attempts.deadline, attempts.made(), read_live)
-            .await;
-        let fresh = match read {
-            Read::Ended(answer, step) => {
-                if let Some(answer) = answer {
-                    note_answer(attempts.current(), &answer);
-                }
-                return step;
-            }
-            Read::Found(object) => object,
-            Read::Missing(answer) => {
-                return match &spec.create_if_missing {
-                    Some(template) => {
-                        self.create(spec, request, template, mutator, attempts)
-                            .await
-                    }
-                    None => {
-                        note_answer(attempts.current(), &answer);
-                        Step::from_answer(&answer, None)
-                    }
-                };
-            }
-        };
-        let read_version = resource_version(&fresh);
-        attempts.current().resource_version_read = read_version.clone();
-        Span::current().record("safewrite.resource_version.read", read_version.as_str());
-        let body = match self
-            .plan(spec, resolved, fresh, &read_version, mutator, attempts)
-            .await
-        {
-            Ok(body) => body,
-            // Not a successful write: decided on a remembered copy, it stands only once
-            // a live read shows the copy current.
-            Err(step) if source == Source::Remembered && decided_by_the_object(&step) => {
-                return self.confirm(request, &read_version, step, attempts).await;
-            }
-            Err(step) => return step,
-        };
-        let sent = self
-            .send_alone(spec, request, Verb::Replace, false, &body, attempts)
-            .await;
-        match self.after_write(spec, request, source, &sent) {
-            AfterWrite::Written(object) => return done(Outcome::Updated, object),
-            AfterWrite::Stale => {
-                attempts.read_live = true;
-                return Step::Retry(Decision::Stale, stale_copy());
-            }
-            AfterWrite::Refused | AfterWrite::Unanswered => {}
-        }
-        let answer = match sent {
-            Sent::Failed(failure, decision, maybe_sent) => {
-                return Step::unanswered_write(spec, failure, decision, maybe_sent);
-            }
-            Sent::Answer(answer) => answer,
-        };
-        let step = Step::write_refused(spec, &answer);
-        // A refusal of what a stale copy made (a 422 on a field since changed) is
-        // confirmed like any other answer that writes nothing.
-        if source == Source::Remembered && matches!(step, Step::Fail(Failure::Api { .. })) {
-            return self.confirm(request, &read_version, step, attempts).await;
-        }
-        step
-    }
-
-    /// What one attempt makes of the object it starts from: the body to write, or the
-    /// step that ends the attempt without a write (already applied, a false
-    /// precondition, a mutation that does not apply or changes nothing, an abort).
-    async fn plan<M: Mutator>(
-        &self,
-        spec: &WriteSpec,
-        resolved: &Resolved,
-        fresh: Value,
-        read_version: &str,
-        mutator: &mut M,
-        attempts: &mut Attempts,
-    ) -> Result<Value, Step> {
-        if let Some(key) = &spec.idempotency_key
-            && idempotency::applied(&fresh, key)
-        {
-            debug!(
-                attempt = attempts.made(),
-                "idempotency key already recorded; no write"
-            );
-            return Err(Step::Done(Done::already_applied(fresh)));
-        }
-        if let Err(failure) =
-            check_preconditions(&spec.preconditions, &fresh, attempts.deadline).await
-        {
-            return Err(Step::Fail(failure));
-        }
-        let mutated = match mutator.mutate(attempts.made(), &fresh, false).await {
-            Ok(Change::Object(object)) => object,
-            Ok(Change::Abort) => return Err(Step::Done(Done::new(Outcome::Aborted, fresh))),
-            Err(failure) => return Err(Step::Fail(failure)),
-        };
-        let mut body = match spec.subresource {
-            Subresource::Main => main_body(&fresh, mutated, resolved.has_status, read_version),
-            Subresource::Status => status_body(&fresh, &mutated),
-        };
-        if body == fresh {
-            debug!(
-                attempt = attempts.made(),
-                "mutation changes nothing; no write"
-            );
-            return Err(Step::Done(Done::new(Outcome::Unchanged, fresh)));
-        }
-        if let Some(key) = &spec.idempotency_key {
-            idempotency::record(&mut body, [key.as_str()]);
-        }
-        Ok(body)
     }
 
     /// The create-if-missing path: apply the mutation to the supplied object, create it.
@@ -489,23 +369,6 @@ pub(super) fn stale_copy() -> Failure {
     }
 }
 
-/// Whether a step that writes nothing was decided by the object it started from (so a
-/// stale copy could have decided it wrongly): an outcome without a write, a false
-/// precondition, a mutation that does not apply. Not a caller that went away, ran out
-/// of time or broke the Transact protocol: no live read changes those, and after a
-/// protocol error nothing more may be written.
-fn decided_by_the_object(step: &Step) -> bool {
-    matches!(
-        step,
-        Step::Done(_)
-            | Step::Fail(
-                Failure::PreconditionFailed { .. }
-                    | Failure::Mutation { .. }
-                    | Failure::ResourceVersionMismatch { .. }
-            )
-    )
-}
-
 /// Records an answer's HTTP status and reason in an attempt's record and the current
 /// span, and counts a conflict.
 pub(super) fn note_answer(record: &mut AttemptRecord, answer: &Answer) {
@@ -550,21 +413,14 @@ pub(super) fn attempt_span(number: u32) -> Span {
     )
 }
 
-/// Records how an attempt ended on its span.
-pub(super) fn record_step(span: &Span, step: &Step) {
-    match step {
-        Step::Done(done) => {
-            span.record("safewrite.outcome", done.outcome.name(done.already_applied));
-            if matches!(done.outcome, Outcome::Updated | Outcome::Created) && !done.already_applied
-            {
-                span.record(
-                    "safewrite.resource_version.written",
-                    resource_version(&done.object).as_str(),
-                );
-            }
-        }
-        Step::Retry(decision, failure) => record_failure(span, decision.name(), failure),
-        Step::Fail(failure) => record_failure(span, "final", failure),
+/// Records a finished attempt's outcome on its span.
+pub(super) fn record_done(span: &Span, done: &Done) {
+    span.record("safewrite.outcome", done.outcome.name(done.already_applied));
+    if matches!(done.outcome, Outcome::Updated | Outcome::Created) && !done.already_applied {
+        span.record(
+            "safewrite.resource_version.written",
+            resource_version(&done.object).as_str(),
+        );
     }
 }
 

@@ -6,8 +6,12 @@
 //!
 //! The pieces, by file:
 //! - `spec`: what a write asks for ([`WriteSpec`]), validated and free of protobuf.
-//! - `attempt`: one attempt of a write made alone, and the requests it makes.
-//! - `batch`: group commit: concurrent writes to one object share a read and a write.
+//! - `run`: the loop, one for every write: a batch of members (one, for a write made
+//!   alone) read once, folded, written once, each member answered or retried.
+//! - `fold`: what a batch's members make of the object read, and each one's answer.
+//! - `batch`: group commit: concurrent writes to one object queue to share a batch.
+//! - `attempt`: the requests an attempt makes (read, write, create, server-side apply)
+//!   and its span.
 //! - `memory`: the objects remembered from earlier reads and writes, written from
 //!   without a GET.
 //! - `turns`: writes made alone to one object take turns instead of racing.
@@ -23,9 +27,13 @@ mod batch;
 mod body;
 mod decide;
 mod error;
+mod fold;
 mod memory;
 mod result;
+mod run;
 mod spec;
+#[cfg(test)]
+mod tests;
 mod turns;
 
 use std::sync::Arc;
@@ -33,18 +41,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
-use tracing::Instrument as _;
 
-use self::attempt::{attempt_span, record_failure, record_step};
+use self::attempt::{attempt_span, record_failure};
 use self::attempts::Attempts;
 use self::batch::Batcher;
-use self::decide::Step;
 use self::error::{Unresolved, unresolved};
+use self::fold::OwnCode;
 use self::memory::Memory;
-use self::spec::Declarative;
 use self::turns::Turns;
 use crate::client::discovery::{Discovery, Resolved};
-use crate::mutation::{FieldViolation, Mutation};
+use crate::mutation::FieldViolation;
 use crate::target::{ObjectPath, ResourcePath};
 
 pub use self::batch::MAX_MEMBERS;
@@ -130,14 +136,13 @@ impl Engine {
         spec: &WriteSpec,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
-        let Some(mutation) = &spec.mutation else {
+        if spec.mutation.is_none() {
             return Err(WriteError {
                 failure: Failure::Invalid(FieldViolation::new("mutation", "required")),
                 attempts: Vec::new(),
             });
-        };
-        self.write_alone_with(spec, &mut Declarative(mutation, deadline), deadline, false)
-            .await
+        }
+        self.write_alone_with(spec, None, deadline).await
     }
 
     /// Runs the loop alone with `mutator`, the caller's own code (Transact, `--exec`),
@@ -149,48 +154,34 @@ impl Engine {
         mutator: &mut M,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
-        self.write_alone_with(spec, mutator, deadline, true).await
+        self.write_alone_with(spec, Some(mutator), deadline).await
     }
 
-    /// Runs the loop alone with `mutator` supplying each attempt's change (server-side
-    /// apply, when `spec.mutation` is one, goes to the API server instead); with
-    /// `take_turn`, in turn with the other such writes to the object.
-    async fn write_alone_with<M: Mutator>(
+    /// Runs the loop for `spec` alone, a batch of one, with the caller's own code
+    /// (`own`) or the spec's mutation making each attempt's change (server-side apply
+    /// goes to the API server instead). The caller's own code waits first for its turn
+    /// among the others to the same object: declarative writes made alone do not (a
+    /// Transact's code may make one to the object its turn holds).
+    async fn write_alone_with<'m>(
         &self,
-        spec: &WriteSpec,
-        mutator: &mut M,
+        spec: &'m WriteSpec,
+        own: Option<&'m mut (dyn OwnCode + 'm)>,
         deadline: Option<Instant>,
-        take_turn: bool,
     ) -> Result<Written, WriteError> {
         // Answer a little before the caller's deadline, so that it gets this loop's
         // DEADLINE_EXCEEDED (with the attempts) rather than its own bare one.
         let deadline = crate::client::answer_by(deadline);
         self.budget.deposit();
-        let attempts = Attempts::new(self.budget.clone(), spec.policy, deadline);
+        let mut attempts = Attempts::new(self.budget.clone(), spec.policy, deadline);
         if let Some(late) = attempts.late_from_the_start() {
             return Err(attempts.fail(late));
         }
-        self.write_with_attempts(spec, mutator, attempts, take_turn)
-            .await
-    }
-
-    /// The loop of a write made alone, going on from `attempts` (those already made for
-    /// this request, e.g. in a group commit it left). With `take_turn`, it first waits
-    /// for its turn among the writes made alone to the same object ([`turns`]); a
-    /// group commit's driver, which orders its object's writes already, does not.
-    async fn write_with_attempts<M: Mutator>(
-        &self,
-        spec: &WriteSpec,
-        mutator: &mut M,
-        mut attempts: Attempts,
-        take_turn: bool,
-    ) -> Result<Written, WriteError> {
         let (resolved, request) = match self.resolve_target(spec, &mut attempts).await {
             Ok(found) => found,
             Err(failure) => return Err(attempts.fail(failure)),
         };
-        let _turn = if take_turn {
-            match self.turns.take(request.as_str(), attempts.deadline).await {
+        let _turn = match own {
+            Some(_) => match self.turns.take(request.as_str(), attempts.deadline).await {
                 Some(turn) => Some(turn),
                 None => {
                     let made = attempts.made();
@@ -199,38 +190,10 @@ impl Engine {
                         last: "the deadline passed while the write waited for the writes to the same object before it".into(),
                     }));
                 }
-            }
-        } else {
-            None
+            },
+            None => None,
         };
-        loop {
-            let span = attempt_span(attempts.begin());
-            let step = match &spec.mutation {
-                Some(Mutation::Apply {
-                    configuration,
-                    force,
-                }) => {
-                    self.apply_attempt(spec, &request, configuration, *force, &mut attempts)
-                        .instrument(span.clone())
-                        .await
-                }
-                _ => {
-                    self.attempt(spec, &resolved, &request, mutator, &mut attempts)
-                        .instrument(span.clone())
-                        .await
-                }
-            };
-            record_step(&span, &step);
-            match step {
-                Step::Done(done) => return Ok(attempts.finish(done)),
-                Step::Fail(failure) => return Err(attempts.fail(failure)),
-                Step::Retry(decision, failure) => {
-                    if let Err(failure) = attempts.back_off(&decision, failure, span).await {
-                        return Err(attempts.fail(failure));
-                    }
-                }
-            }
-        }
+        batch::alone(self, spec, own, resolved, request, attempts).await
     }
 
     /// Resolves the kind through discovery and builds the object's request path.

@@ -1,0 +1,534 @@
+//! The fold: what one read object becomes when a batch's members are applied to it in
+//! order, each seeing the effect of those before it ([`fold`]), and each member's own
+//! answer produced from the one write ([`answer_each`]), exactly what it would have got
+//! had the members been written one after another. A write made alone is a fold of one.
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::attempt::check_preconditions;
+use super::batch::Member;
+use super::body::{main_body, resource_version, status_body};
+use super::error::Failure;
+use super::result::{Done, Outcome};
+use super::spec::{Change, Declarative, Mutator, Subresource, WriteSpec};
+use crate::idempotency;
+
+/// The caller's own code as a member's mutation (Transact, `--exec`): a [`Mutator`]
+/// behind a pointer, so that one loop carries it and declarative members alike.
+pub(super) trait OwnCode: Send {
+    fn propose<'a>(
+        &'a mut self,
+        attempt: u32,
+        fresh: &'a Value,
+        creating: bool,
+    ) -> futures::future::BoxFuture<'a, Result<Change, Failure>>;
+}
+
+impl<M: Mutator> OwnCode for M {
+    fn propose<'a>(
+        &'a mut self,
+        attempt: u32,
+        fresh: &'a Value,
+        creating: bool,
+    ) -> futures::future::BoxFuture<'a, Result<Change, Failure>> {
+        Box::pin(self.mutate(attempt, fresh, creating))
+    }
+}
+
+/// What makes one member's change: its declarative mutation, or the caller's own code.
+pub(super) struct Maker<'a, 'm> {
+    pub spec: &'a WriteSpec,
+    pub own: Option<&'a mut (dyn OwnCode + 'm)>,
+    pub deadline: Option<Instant>,
+}
+
+impl Mutator for Maker<'_, '_> {
+    async fn mutate(
+        &mut self,
+        attempt: u32,
+        fresh: &Value,
+        creating: bool,
+    ) -> Result<Change, Failure> {
+        if let Some(own) = &mut self.own {
+            return own.propose(attempt, fresh, creating).await;
+        }
+        match &self.spec.mutation {
+            Some(mutation) => {
+                Declarative(mutation, self.deadline)
+                    .mutate(attempt, fresh, creating)
+                    .await
+            }
+            None => Err(Failure::Cancelled("the write has no mutation".into())),
+        }
+    }
+}
+
+/// One member's turn in a fold: its attempt's number and what makes its change.
+pub(super) struct Turn<'a, 'm> {
+    pub attempt: u32,
+    pub maker: Maker<'a, 'm>,
+}
+
+/// What the running result of a batch made of one member.
+#[derive(Debug)]
+pub(super) enum Verdict {
+    /// Its change is in the body to write. The patch undoes it: applied to the running
+    /// result right after this member's turn, it gives the result right before, so each
+    /// member's own state can be produced from the written object when it is answered
+    /// ([`answer_each`]) instead of being kept.
+    Changed(json_patch::Patch),
+    /// Its change was already made (by the members before it, or before the read).
+    Unchanged,
+    /// Its idempotency key is on the object: made by an earlier write.
+    AlreadyApplied,
+    /// Its own code chose to write nothing.
+    Aborted,
+    /// It fails alone and is left out of the write. Its current object is filled in
+    /// when it is answered ([`answer_each`]).
+    Failed(Failure),
+}
+
+/// Whether a member's failure was decided by the object it was offered, so that a stale
+/// copy could have decided it wrongly: a false precondition, a mutation that does not
+/// apply. Not a failure of the caller's own (gone, out of time, a broken Transact
+/// protocol): no live read changes those, and after them nothing more may be written on
+/// the caller's behalf.
+pub(super) fn verdict_of_the_object(failure: &Failure) -> bool {
+    matches!(
+        failure,
+        Failure::PreconditionFailed { .. }
+            | Failure::Mutation { .. }
+            | Failure::ResourceVersionMismatch { .. }
+    )
+}
+
+/// Applies each member's idempotency check, preconditions and mutation, in order, to
+/// the running result that starts as `fresh`: each member sees the effect of those
+/// before it, exactly as if each had been written in turn. The body to write (with the
+/// keys of the members that changed it) and each member's verdict. A failure's current
+/// object is left empty here: [`answer_each`] gives it the state at the member's turn.
+pub(super) async fn fold(
+    fresh: &Value,
+    has_status: bool,
+    turns: &mut [Turn<'_, '_>],
+) -> (Value, Vec<Verdict>) {
+    let version = resource_version(fresh);
+    let mut running = fresh.clone();
+    let mut verdicts = Vec::with_capacity(turns.len());
+    for (index, turn) in turns.iter_mut().enumerate() {
+        // The first member's change is never undone: no member before it needs a state.
+        let undo = index > 0;
+        let mut verdict = apply_member(turn, &mut running, has_status, &version, undo).await;
+        if let Verdict::Failed(failure) = &mut verdict
+            && let Some(current) = failure.current_mut()
+        {
+            *current = Value::Null;
+        }
+        verdicts.push(verdict);
+    }
+    (running, verdicts)
+}
+
+async fn apply_member(
+    turn: &mut Turn<'_, '_>,
+    running: &mut Value,
+    has_status: bool,
+    version: &str,
+    undo: bool,
+) -> Verdict {
+    let spec = turn.maker.spec;
+    if let Some(key) = &spec.idempotency_key
+        && idempotency::applied(running, key)
+    {
+        return Verdict::AlreadyApplied;
+    }
+    let deadline = turn.maker.deadline;
+    if let Err(failure) = check_preconditions(&spec.preconditions, running, deadline).await {
+        return Verdict::Failed(failure);
+    }
+    let mutated = match turn.maker.mutate(turn.attempt, running, false).await {
+        Ok(Change::Object(mutated)) => mutated,
+        Ok(Change::Abort) => return Verdict::Aborted,
+        Err(failure) => return Verdict::Failed(failure),
+    };
+    let mut body = match spec.subresource {
+        Subresource::Main => main_body(running, mutated, has_status, version),
+        Subresource::Status => status_body(running, &mutated),
+    };
+    if body == *running {
+        return Verdict::Unchanged;
+    }
+    if let Some(key) = &spec.idempotency_key {
+        idempotency::record(&mut body, [key.as_str()]);
+    }
+    let undo = if undo {
+        json_patch::diff(&body, running)
+    } else {
+        json_patch::Patch::default()
+    };
+    *running = body;
+    Verdict::Changed(undo)
+}
+
+/// Answers each member of a batch whose attempt ended with a read (`write` is `None`:
+/// nothing changed) or a successful write (`write` holds the body sent and the object
+/// the API server answered with). Each member's answer is what it would have got
+/// written alone in batch order ([`serial_states`]).
+pub(super) fn answer_each(
+    members: Vec<Member<'_>>,
+    verdicts: Vec<Verdict>,
+    fresh: &Value,
+    write: Option<(Value, Value)>,
+) {
+    let mut states = serial_states(fresh, &verdicts, write);
+    for (member, verdict) in members.into_iter().zip(verdicts).rev() {
+        let state = states.next_back(&verdict);
+        let result = match verdict {
+            Verdict::Changed(_) => Ok(Done::new(Outcome::Updated, state)),
+            Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, state)),
+            Verdict::AlreadyApplied => Ok(Done::already_applied(state)),
+            Verdict::Aborted => Ok(Done::new(Outcome::Aborted, state)),
+            Verdict::Failed(mut failure) => {
+                if let Some(current) = failure.current_mut() {
+                    *current = state;
+                }
+                Err(failure)
+            }
+        };
+        member.answer(result);
+    }
+}
+
+/// Each member's own state, produced from the last member back: the object as it stood
+/// right after that member's turn in the fold. Members before the first change see the
+/// object as read. From the first change on, a state is the object the API server wrote
+/// with the changes of the members after it undone, so it carries the write's
+/// resourceVersion and the server's own fields; should an undo not apply to the
+/// server's object (the server normalised a field a member set), the body sent stands
+/// in for it, with the written resourceVersion. One state is held at a time.
+struct SerialStates<'a> {
+    fresh: &'a Value,
+    first_change: usize,
+    /// The members from this index on have had their states.
+    next: usize,
+    /// The running result of the fold as sent, undone back to the member before `next`.
+    sent: Value,
+    /// The same from the object the API server answered with, while undoing applies.
+    written: Option<Value>,
+    /// The resourceVersion of the write.
+    version: String,
+}
+
+fn serial_states<'a>(
+    fresh: &'a Value,
+    verdicts: &[Verdict],
+    write: Option<(Value, Value)>,
+) -> SerialStates<'a> {
+    let (first_change, sent, written) = match write {
+        Some((sent, written)) => {
+            let first = verdicts
+                .iter()
+                .position(|v| matches!(v, Verdict::Changed(_)))
+                .unwrap_or(verdicts.len());
+            (first, sent, Some(written))
+        }
+        None => (verdicts.len(), Value::Null, None),
+    };
+    SerialStates {
+        fresh,
+        first_change,
+        next: verdicts.len(),
+        version: written.as_ref().map(resource_version).unwrap_or_default(),
+        sent,
+        written,
+    }
+}
+
+impl SerialStates<'_> {
+    /// The state of the member before the one last given, whose verdict is `verdict`.
+    fn next_back(&mut self, verdict: &Verdict) -> Value {
+        self.next = self.next.checked_sub(1).expect("one state per member");
+        let at = self.next;
+        if at < self.first_change {
+            return self.fresh.clone();
+        }
+        let state = match &self.written {
+            Some(written) => written.clone(),
+            None => {
+                let mut state = self.sent.clone();
+                state["metadata"]["resourceVersion"] = Value::String(self.version.clone());
+                state
+            }
+        };
+        // Step back over this member's own change, for the member before it.
+        if let Verdict::Changed(undo) = verdict {
+            json_patch::patch(&mut self.sent, undo)
+                .expect("an undo applies to the body it was taken from");
+            if let Some(written) = &mut self.written
+                && json_patch::patch(written, undo).is_err()
+            {
+                self.written = None;
+            }
+        }
+        state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Group commit's semantics: a batch's fold equals writing its members one at a
+    //! time, in order, for random members (merge patches, JSON Patches with `test`,
+    //! patches that do not apply, CEL increments, CEL preconditions, idempotency keys).
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::backoff::Backoff;
+    use crate::engine::MAX_MEMBERS;
+    use crate::mutation::{Cel, Mutation};
+    use crate::target::{ApiVersion, FieldManager, Kind, Name, Namespace, Target};
+
+    fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
+        WriteSpec {
+            target: Target {
+                api_version: ApiVersion::parse("v", "v1").unwrap(),
+                kind: Kind::parse("k", "ConfigMap").unwrap(),
+                namespace: Namespace::parse("n", "default").unwrap(),
+                name: Name::parse("n", "o").unwrap(),
+            },
+            subresource: Subresource::Main,
+            mutation: Some(mutation),
+            preconditions: super::super::Preconditions {
+                cel,
+                ..Default::default()
+            },
+            policy: super::super::Policy {
+                max_attempts: 5,
+                backoff: Backoff {
+                    initial: Duration::from_millis(10),
+                    max: Duration::from_secs(1),
+                },
+            },
+            field_manager: FieldManager::parse("f", "safewrite").unwrap(),
+            dry_run: false,
+            create_if_missing: None,
+            idempotency_key: key.map(str::to_string),
+            write_alone: false,
+        }
+    }
+
+    fn random_member(rng: &mut fastrand::Rng, increment: &Cel, guard: &Cel) -> WriteSpec {
+        let pick = rng.u64(..);
+        let mut values = fastrand::Rng::with_seed(pick);
+        let mut value = || json!(["0", "1", "2"][values.usize(..3)]);
+        let mutation = match rng.usize(..5) {
+            0 => Mutation::MergePatch(json!({"data": {"a": value()}})),
+            1 => {
+                let b = if rng.bool() { Value::Null } else { value() };
+                Mutation::MergePatch(json!({"data": {"b": b}}))
+            }
+            2 => Mutation::JsonPatch(
+                serde_json::from_value(json!([
+                    {"op": "test", "path": "/data/a", "value": value()},
+                    {"op": "replace", "path": "/data/a", "value": value()}
+                ]))
+                .unwrap(),
+            ),
+            3 => Mutation::JsonPatch(
+                serde_json::from_value(json!([{"op": "remove", "path": "/data/b"}])).unwrap(),
+            ),
+            _ => Mutation::Cel(increment.clone()),
+        };
+        let precondition = rng.bool().then(|| guard.clone()).filter(|_| rng.bool());
+        let key = ["k1", "k2", "k3", "k4"][rng.usize(..4)];
+        spec(mutation, precondition, rng.bool().then_some(key))
+    }
+
+    /// A verdict's name, for comparing (failures by kind).
+    fn name(verdict: &Verdict) -> String {
+        match verdict {
+            Verdict::Changed(_) => "changed".into(),
+            Verdict::Unchanged => "unchanged".into(),
+            Verdict::AlreadyApplied => "already_applied".into(),
+            Verdict::Aborted => "aborted".into(),
+            Verdict::Failed(failure) => format!("failed:{}", failure.kind()),
+        }
+    }
+
+    /// Folds `specs` (declarative members) over `fresh`.
+    async fn fold_specs(fresh: &Value, specs: &[&WriteSpec]) -> (Value, Vec<Verdict>) {
+        let mut turns: Vec<Turn> = specs
+            .iter()
+            .map(|spec| Turn {
+                attempt: 1,
+                maker: Maker {
+                    spec,
+                    own: None,
+                    deadline: None,
+                },
+            })
+            .collect();
+        fold(fresh, false, &mut turns).await
+    }
+
+    fn without_version(mut object: Value) -> Value {
+        object["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        object
+    }
+
+    #[tokio::test]
+    async fn a_batch_equals_its_members_written_one_at_a_time() {
+        let increment =
+            Cel::compile("c", r#"{"data": {"a": string(int(object.data.a) + 1)}}"#).unwrap();
+        let guard = Cel::compile("p", r#"object.data.a != "2""#).unwrap();
+        let mut rng = fastrand::Rng::with_seed(20261123);
+        let mut seen = std::collections::BTreeSet::new();
+        for case in 0..400 {
+            let fresh = json!({
+                "metadata": {"name": "o", "resourceVersion": "1"},
+                "data": {"a": "0", "b": "0"}
+            });
+            let members: Vec<WriteSpec> = (0..rng.usize(1..10))
+                .map(|_| random_member(&mut rng, &increment, &guard))
+                .collect();
+
+            // One at a time: each member reads what the one before it wrote.
+            // One at a time: each member reads what the one before it wrote, and its
+            // answer is the object right after its turn.
+            let mut state = fresh.clone();
+            let mut one_by_one = Vec::new();
+            let mut own_states = Vec::new();
+            for (version, member) in (2..).zip(&members) {
+                let (body, mut verdicts) = fold_specs(&state, &[member]).await;
+                let verdict = verdicts.pop().unwrap();
+                if matches!(verdict, Verdict::Changed(_)) {
+                    state = body;
+                    state["metadata"]["resourceVersion"] = json!(version.to_string());
+                }
+                one_by_one.push(name(&verdict));
+                own_states.push(state.clone());
+            }
+
+            let specs: Vec<_> = members.iter().collect();
+            let (body, verdicts) = fold_specs(&fresh, &specs).await;
+            let batched: Vec<String> = verdicts.iter().map(name).collect();
+            assert_eq!(batched, one_by_one, "case {case}: outcomes");
+            assert_eq!(
+                without_version(body.clone()),
+                without_version(state),
+                "case {case}: final object"
+            );
+
+            // Each member's answer is its own state: the server's object (its version
+            // and its own fields) with the later members' changes undone.
+            let mut written = body.clone();
+            written["metadata"]["resourceVersion"] = json!("99");
+            written["metadata"]["managedFields"] = json!([{"manager": "server"}]);
+            let first_change = verdicts
+                .iter()
+                .position(|v| matches!(v, Verdict::Changed(_)))
+                .unwrap_or(verdicts.len());
+            let mut states = serial_states(&fresh, &verdicts, Some((body, written)));
+            let mut answers: Vec<Value> =
+                verdicts.iter().rev().map(|v| states.next_back(v)).collect();
+            answers.reverse();
+            for (i, (answer, own)) in answers.into_iter().zip(&own_states).enumerate() {
+                let (version, server_fields) = if i < first_change {
+                    ("1", false)
+                } else {
+                    ("99", true)
+                };
+                assert_eq!(
+                    answer["metadata"]["resourceVersion"], version,
+                    "case {case}: member {i}"
+                );
+                let mut answer = without_version(answer);
+                let fields = answer["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
+                assert_eq!(fields.is_some(), server_fields, "case {case}: member {i}");
+                assert_eq!(
+                    answer,
+                    without_version(own.clone()),
+                    "case {case}: member {i}'s state"
+                );
+            }
+            seen.extend(batched);
+        }
+        // The generator reaches every kind of verdict.
+        for kind in [
+            "changed",
+            "unchanged",
+            "already_applied",
+            "failed:precondition_failed",
+            "failed:mutation_failed",
+        ] {
+            assert!(seen.contains(kind), "{kind} never happened: {seen:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_state_the_servers_object_cannot_give_comes_from_the_body_sent() {
+        let fresh = json!({"metadata": {"name": "o", "resourceVersion": "7"}, "data": {"a": "0"}});
+        let set =
+            |k: &str, v: &str| spec(Mutation::MergePatch(json!({"data": {k: v}})), None, None);
+        let (first, second) = (set("a", "1"), set("b", "2"));
+        let (body, verdicts) = fold_specs(&fresh, &[&first, &second]).await;
+        // The server dropped data.b (and added data.c), so undoing the second member's
+        // change cannot apply to its object: the body sent stands in, at version 8.
+        let written = json!({"metadata": {"name": "o", "resourceVersion": "8"}, "data": {"a": "1", "c": "s"}});
+        let mut states = serial_states(&fresh, &verdicts, Some((body, written.clone())));
+        assert_eq!(states.next_back(&verdicts[1]), written);
+        assert_eq!(
+            states.next_back(&verdicts[0]),
+            json!({"metadata": {"name": "o", "resourceVersion": "8"}, "data": {"a": "1"}})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_member_is_left_out_and_the_others_see_each_other() {
+        let fresh = json!({"metadata": {"name": "o", "resourceVersion": "7"}, "data": {"a": "0"}});
+        let set = |v: &str| spec(Mutation::MergePatch(json!({"data": {"a": v}})), None, None);
+        let missing = spec(
+            Mutation::JsonPatch(
+                serde_json::from_value(json!([{"op": "remove", "path": "/data/zzz"}])).unwrap(),
+            ),
+            None,
+            None,
+        );
+        let (first, second, third) = (set("1"), missing, set("1"));
+        let (body, verdicts) = fold_specs(&fresh, &[&first, &second, &third]).await;
+        assert_eq!(body["data"]["a"], "1");
+        assert_eq!(
+            body["metadata"]["resourceVersion"], "7",
+            "written at the version read"
+        );
+        let names: Vec<String> = verdicts.iter().map(name).collect();
+        assert_eq!(names, ["changed", "failed:mutation_failed", "unchanged"]);
+    }
+
+    #[tokio::test]
+    async fn every_member_key_is_recorded_in_the_one_write() {
+        let fresh = json!({"metadata": {"name": "o", "resourceVersion": "7"}, "data": {"a": "0"}});
+        let members: Vec<WriteSpec> = (0..MAX_MEMBERS)
+            .map(|i| {
+                spec(
+                    Mutation::MergePatch(json!({"data": {format!("k{i}"): "x"}})),
+                    None,
+                    Some(&format!("key-{i}")),
+                )
+            })
+            .collect();
+        let specs: Vec<_> = members.iter().collect();
+        let (body, _) = fold_specs(&fresh, &specs).await;
+        for i in 0..MAX_MEMBERS {
+            assert!(idempotency::applied(&body, &format!("key-{i}")), "key-{i}");
+        }
+    }
+}

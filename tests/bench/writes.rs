@@ -273,11 +273,17 @@ async fn transact_increment(
     }
     let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
     request.set_timeout(Duration::from_secs(30));
-    let Ok(answers) = client.transact(request).await else {
-        return false;
+    let answers = match client.transact(request).await {
+        Ok(answers) => answers,
+        Err(status) => return failed(&status),
     };
     let mut answers = answers.into_inner();
-    while let Ok(Some(answer)) = answers.message().await {
+    loop {
+        let answer = match answers.message().await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => return false,
+            Err(status) => return failed(&status),
+        };
         match answer.message {
             Some(Resp::Fresh(fresh)) => {
                 let mut object: serde_json::Value =
@@ -299,6 +305,19 @@ async fn transact_increment(
             }
             None => return false,
         }
+    }
+}
+
+/// Prints the first failed call's status (once per bench), so that a row's failures
+/// say what they were; false.
+fn failed(status: &tonic::Status) -> bool {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "bench: a call failed: {:?}: {}",
+            status.code(),
+            status.message()
+        );
     }
     false
 }
@@ -543,7 +562,7 @@ impl Bench {
                         Some(Safewrite { alone, .. }) => client
                             .update_with_retry(increment(&ns, &name, alone))
                             .await
-                            .is_ok(),
+                            .map_or_else(|status| failed(&status), |_| true),
                     };
                     if ok {
                         latencies.push(started.elapsed());

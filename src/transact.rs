@@ -10,6 +10,7 @@
 //! (reason `TRANSACTION_IDLE`), so that a silent stream cannot hold a place among the
 //! RPCs in flight. The place is taken only once `begin` has arrived.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -74,15 +75,16 @@ pub fn run(
     let task_span = span.clone();
     let task = async move {
         let _admission = admission; // the transaction counts as in flight until its task ends
-        let mut mutator = StreamMutator {
+        let refused = Arc::new(Mutex::new(None));
+        let mutator = StreamMutator {
             inbound,
             outbound: tx.clone(),
             deadline,
             limits,
-            refused: None,
+            refused: refused.clone(),
         };
         let outcome = tokio::select! {
-            outcome = engine.write_with(&spec, &mut mutator, deadline) => outcome,
+            outcome = engine.write_with(&spec, mutator, deadline) => outcome,
             // The caller is gone: stop wherever the loop is (reading, backing off).
             _ = closed.closed() => {
                 let gone = Status::cancelled("the caller went away; nothing was written after that");
@@ -90,7 +92,7 @@ pub fn run(
                 return;
             }
         };
-        let refused = mutator.refused.take();
+        let refused = refused.lock().expect("refused").take();
         let result =
             outcome
                 .map(|written| write_result(written, &span))
@@ -128,7 +130,7 @@ struct StreamMutator {
     limits: Limits,
     /// Why the caller's stream ended the loop, when that is not a write failure: the
     /// loop fails with `Failure::Cancelled`, and this says what to answer instead.
-    refused: Option<Refused>,
+    refused: Arc<Mutex<Option<Refused>>>,
 }
 
 /// A transaction ended by its caller's stream rather than by the write.
@@ -170,7 +172,7 @@ impl Mutator for StreamMutator {
                 });
             }
             Err(_) => {
-                self.refused = Some(Refused::Idle);
+                *self.refused.lock().expect("refused") = Some(Refused::Idle);
                 return Err(Failure::Cancelled(
                     "the caller did not answer the fresh object within --transact-idle-timeout"
                         .into(),
@@ -195,7 +197,7 @@ impl Mutator for StreamMutator {
             Err(status) => {
                 let failure =
                     Failure::Cancelled(format!("the caller's stream failed: {}", status.message()));
-                self.refused = Some(Refused::Stream(status));
+                *self.refused.lock().expect("refused") = Some(Refused::Stream(status));
                 return Err(failure);
             }
         };

@@ -3,6 +3,8 @@
 //! API server. The request is validated into a `WriteSpec` by the sidecar's validation,
 //! and failures become the statuses the sidecar would answer.
 
+use std::sync::{Arc, Mutex};
+
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -65,12 +67,13 @@ pub async fn write(
     let written = match &request.exec {
         None => engine.write(&spec, Some(deadline)).await,
         Some(command) => {
-            let mut mutator = ExecMutator {
+            let aborted = Arc::new(Mutex::new(None));
+            let mutator = ExecMutator {
                 command: command.clone(),
-                aborted: None,
+                aborted: aborted.clone(),
             };
-            let written = engine.write_with(&spec, &mut mutator, Some(deadline)).await;
-            if let Some(why) = mutator.aborted {
+            let written = engine.write_with(&spec, mutator, Some(deadline)).await;
+            if let Some(why) = aborted.lock().expect("aborted").take() {
                 return Err(Fail::new(Class::ExecFailed, why));
             }
             written
@@ -87,7 +90,7 @@ pub async fn write(
 struct ExecMutator {
     command: String,
     /// How the command ended when it aborted the write.
-    aborted: Option<String>,
+    aborted: Arc<Mutex<Option<String>>>,
 }
 
 impl Mutator for ExecMutator {
@@ -95,7 +98,7 @@ impl Mutator for ExecMutator {
         match exec::run(&self.command, fresh.to_string()).await {
             Proposal::Object(object) => Ok(Change::Object(object)),
             Proposal::Abort(why) => {
-                self.aborted = Some(why);
+                *self.aborted.lock().expect("aborted") = Some(why);
                 Ok(Change::Abort)
             }
             Proposal::Invalid(why) => Err(Failure::Invalid(FieldViolation::new("--exec", why))),

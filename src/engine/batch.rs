@@ -14,13 +14,19 @@
 //! - when the object does not exist, the members before the first create-if-missing
 //!   fail NotFound, and that one goes alone (a create cannot be shared).
 //!
+//! A member may be the caller's own code (Transact, `--exec`) instead of a declarative
+//! mutation: it is offered the running result and its proposal joins the fold like any
+//! other change, so K transactions on one object cost about one write, not K racing
+//! ones. Those queue apart from declarative writes to the object (the [`Key`] says
+//! which), because a transaction's code may itself make a declarative write to the
+//! object while its batch holds it.
+//!
 //! There is no timer: a lone write starts at once, and company only forms while a write
 //! is in flight. A batch holds at most [`MAX_MEMBERS`]. Each object with a queue has one
 //! driver task, so a caller that goes away (its RPC dropped) cannot stop the others'
 //! writes; a member whose caller went away or whose deadline passed leaves before the
 //! next attempt, and nothing is written on its behalf after that point.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -49,18 +55,18 @@ const _: () = assert!(idempotency::REMEMBERED >= 16 * MAX_MEMBERS);
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Key {
     path: String,
+    /// Writes of the caller's own code, which queue apart (see the module header).
+    own_code: bool,
     subresource: Subresource,
     field_manager: String,
     dry_run: bool,
 }
 
-/// One request waiting in, or carried by, a batch. A write made alone is the one
-/// member of its batch; only such a member may carry the caller's own code (`own`),
-/// and only members without it wait in a queue (`'static`).
-pub(super) struct Member<'m> {
-    pub spec: Cow<'m, WriteSpec>,
+/// One request waiting in, or carried by, a batch.
+pub(super) struct Member {
+    pub spec: WriteSpec,
     /// The caller's own code, when it supplies the change instead of `spec.mutation`.
-    pub own: Option<&'m mut (dyn OwnCode + 'm)>,
+    pub own: Option<Box<dyn OwnCode>>,
     pub resolved: Arc<Resolved>,
     pub request: ObjectPath,
     pub attempts: Attempts,
@@ -68,18 +74,19 @@ pub(super) struct Member<'m> {
     /// member's and link the others'.
     pub span: Span,
     answer: oneshot::Sender<Result<Written, WriteError>>,
-    /// Must be written on its own (a create, or isolating an offender).
+    /// Must be written on its own (a create, isolating an offender, or a write that
+    /// may not share).
     pub alone: bool,
 }
 
 /// The answer of a member, once its batch has one for it.
 pub(super) type Answered = oneshot::Receiver<Result<Written, WriteError>>;
 
-impl<'m> Member<'m> {
+impl Member {
     /// A member in the current span, and where its answer will arrive.
     pub(super) fn new(
-        spec: Cow<'m, WriteSpec>,
-        own: Option<&'m mut (dyn OwnCode + 'm)>,
+        spec: WriteSpec,
+        own: Option<Box<dyn OwnCode>>,
         resolved: Arc<Resolved>,
         request: ObjectPath,
         attempts: Attempts,
@@ -103,12 +110,12 @@ impl<'m> Member<'m> {
     }
 
     /// What makes this member's change in its current attempt.
-    pub(super) fn turn(&mut self) -> Turn<'_, 'm> {
+    pub(super) fn turn(&mut self) -> Turn<'_> {
         Turn {
             attempt: self.attempts.made(),
             maker: Maker {
                 spec: &self.spec,
-                own: self.own.as_deref_mut(),
+                own: self.own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
                 deadline: self.attempts.deadline,
             },
         }
@@ -139,16 +146,20 @@ impl<'m> Member<'m> {
 /// The queues of the objects being written.
 #[derive(Default)]
 pub(super) struct Batcher {
-    queues: Mutex<HashMap<Key, VecDeque<Member<'static>>>>,
+    queues: Mutex<HashMap<Key, VecDeque<Member>>>,
 }
 
 impl Batcher {
-    /// Queues the write and waits for its answer. The first write to an object starts
-    /// the object's driver, which takes its first batch at once.
+    /// Queues the write (made by the caller's `own` code, or by the spec's mutation)
+    /// and waits for its answer; `alone` when it may not share a batch. The first write
+    /// to an object goes at once, on the caller's task.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn join(
         &self,
         engine: &Engine,
         spec: &WriteSpec,
+        own: Option<Box<dyn OwnCode>>,
+        alone: bool,
         resolved: Arc<Resolved>,
         request: ObjectPath,
         attempts: Attempts,
@@ -156,12 +167,13 @@ impl Batcher {
         let deadline = attempts.deadline;
         let key = Key {
             path: request.as_str().to_string(),
+            own_code: own.is_some(),
             subresource: spec.subresource,
             field_manager: spec.field_manager.to_string(),
             dry_run: spec.dry_run,
         };
-        let (member, answered) =
-            Member::new(Cow::Owned(spec.clone()), None, resolved, request, attempts);
+        let (mut member, answered) = Member::new(spec.clone(), own, resolved, request, attempts);
+        member.alone = alone;
         let start = {
             let mut queues = self.queues.lock().expect("batch queues");
             match queues.get_mut(&key) {
@@ -214,7 +226,7 @@ impl Batcher {
     /// The next batch of `key`'s queue: one member that must go alone, or the members
     /// up to the next such one, at most [`MAX_MEMBERS`]. `None` (and the queue removed)
     /// when it is empty.
-    fn next(&self, key: &Key) -> Option<Vec<Member<'static>>> {
+    fn next(&self, key: &Key) -> Option<Vec<Member>> {
         let mut queues = self.queues.lock().expect("batch queues");
         let queue = queues.get_mut(key)?;
         let Some(first) = queue.pop_front() else {
@@ -229,7 +241,7 @@ impl Batcher {
     }
 
     /// The write that created `key`'s queue, alone: the first member.
-    fn next_own(&self, key: &Key) -> Vec<Member<'static>> {
+    fn next_own(&self, key: &Key) -> Vec<Member> {
         let mut queues = self.queues.lock().expect("batch queues");
         let queue = queues.get_mut(key).expect("the queue this write created");
         vec![queue.pop_front().expect("the write that created the queue")]
@@ -250,25 +262,21 @@ impl Batcher {
     }
 
     /// Adds the members that arrived since `batch` was taken (up to the cap).
-    pub(super) fn top_up(&self, key: &Key, batch: &mut Vec<Member<'static>>) {
+    pub(super) fn top_up(&self, key: &Key, batch: &mut Vec<Member>) {
         let mut queues = self.queues.lock().expect("batch queues");
         if let Some(queue) = queues.get_mut(key) {
             self.top_up_locked(queue, batch);
         }
     }
 
-    fn top_up_locked(
-        &self,
-        queue: &mut VecDeque<Member<'static>>,
-        batch: &mut Vec<Member<'static>>,
-    ) {
+    fn top_up_locked(&self, queue: &mut VecDeque<Member>, batch: &mut Vec<Member>) {
         while batch.len() < MAX_MEMBERS && queue.front().is_some_and(|m| !m.alone) {
             batch.extend(queue.pop_front());
         }
     }
 
     /// Puts members back at the front of `key`'s queue, in order.
-    pub(super) fn requeue(&self, key: &Key, members: Vec<Member<'static>>) {
+    pub(super) fn requeue(&self, key: &Key, members: Vec<Member>) {
         let mut queues = self.queues.lock().expect("batch queues");
         let queue = queues.entry(key.clone()).or_default();
         for member in members.into_iter().rev() {
@@ -334,17 +342,15 @@ async fn drive(engine: Engine, key: Key) {
     guard.done = true;
 }
 
-/// Writes one request on its own: a batch of one that nothing joins, with the caller's
-/// own code (`own`) or the spec's mutation making its change.
-pub(super) async fn alone<'m>(
+/// Writes one request on its own: a batch of one that nothing joins.
+pub(super) async fn alone(
     engine: &Engine,
-    spec: &'m WriteSpec,
-    own: Option<&'m mut (dyn OwnCode + 'm)>,
+    spec: &WriteSpec,
     resolved: Arc<Resolved>,
     request: ObjectPath,
     attempts: Attempts,
 ) -> Result<Written, WriteError> {
-    let (member, answered) = Member::new(Cow::Borrowed(spec), own, resolved, request, attempts);
+    let (member, answered) = Member::new(spec.clone(), None, resolved, request, attempts);
     run(engine, vec![member], &Alone).await;
     answered.await.unwrap_or_else(|_| {
         Err(WriteError {

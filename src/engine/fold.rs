@@ -37,13 +37,13 @@ impl<M: Mutator> OwnCode for M {
 }
 
 /// What makes one member's change: its declarative mutation, or the caller's own code.
-pub(super) struct Maker<'a, 'm> {
+pub(super) struct Maker<'a> {
     pub spec: &'a WriteSpec,
-    pub own: Option<&'a mut (dyn OwnCode + 'm)>,
+    pub own: Option<&'a mut dyn OwnCode>,
     pub deadline: Option<Instant>,
 }
 
-impl Mutator for Maker<'_, '_> {
+impl Mutator for Maker<'_> {
     async fn mutate(
         &mut self,
         attempt: u32,
@@ -65,9 +65,9 @@ impl Mutator for Maker<'_, '_> {
 }
 
 /// One member's turn in a fold: its attempt's number and what makes its change.
-pub(super) struct Turn<'a, 'm> {
+pub(super) struct Turn<'a> {
     pub attempt: u32,
-    pub maker: Maker<'a, 'm>,
+    pub maker: Maker<'a>,
 }
 
 /// What the running result of a batch made of one member.
@@ -111,7 +111,7 @@ pub(super) fn verdict_of_the_object(failure: &Failure) -> bool {
 pub(super) async fn fold(
     fresh: &Value,
     has_status: bool,
-    turns: &mut [Turn<'_, '_>],
+    turns: &mut [Turn<'_>],
 ) -> (Value, Vec<Verdict>) {
     let version = resource_version(fresh);
     let mut running = fresh.clone();
@@ -131,7 +131,7 @@ pub(super) async fn fold(
 }
 
 async fn apply_member(
-    turn: &mut Turn<'_, '_>,
+    turn: &mut Turn<'_>,
     running: &mut Value,
     has_status: bool,
     version: &str,
@@ -176,7 +176,7 @@ async fn apply_member(
 /// the API server answered with). Each member's answer is what it would have got
 /// written alone in batch order ([`serial_states`]).
 pub(super) fn answer_each(
-    members: Vec<Member<'_>>,
+    members: Vec<Member>,
     verdicts: Vec<Verdict>,
     fresh: &Value,
     write: Option<(Value, Value)>,

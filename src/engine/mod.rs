@@ -14,7 +14,6 @@
 //!   and its span.
 //! - `memory`: the objects remembered from earlier reads and writes, written from
 //!   without a GET.
-//! - `turns`: writes made alone to one object take turns instead of racing.
 //! - `decide`: how an attempt ended and whether to retry, as pure functions.
 //! - `attempts`: the per-request state the loop threads through.
 //! - `body`: the bodies sent for the main resource and the status subresource.
@@ -34,7 +33,6 @@ mod run;
 mod spec;
 #[cfg(test)]
 mod tests;
-mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,9 +44,7 @@ use self::attempt::{attempt_span, record_failure};
 use self::attempts::Attempts;
 use self::batch::Batcher;
 use self::error::{Unresolved, unresolved};
-use self::fold::OwnCode;
 use self::memory::Memory;
-use self::turns::Turns;
 use crate::client::discovery::{Discovery, Resolved};
 use crate::mutation::FieldViolation;
 use crate::target::{ObjectPath, ResourcePath};
@@ -79,7 +75,6 @@ pub struct Engine {
     budget: Arc<TpsBudget>,
     batcher: Arc<Batcher>,
     memory: Arc<Memory>,
-    turns: Arc<Turns>,
 }
 
 impl Engine {
@@ -95,7 +90,6 @@ impl Engine {
             memory: Arc::new(Memory::new(config.memory_bytes, config.remember_secrets)),
             config: Arc::new(config),
             batcher: Arc::new(Batcher::default()),
-            turns: Arc::new(Turns::default()),
         }
     }
 
@@ -115,22 +109,13 @@ impl Engine {
         if !(self.config.group_commit && spec.may_group()) {
             return self.write_alone(spec, deadline).await;
         }
-        let deadline = crate::client::answer_by(deadline);
-        self.budget.deposit();
-        let mut attempts = Attempts::new(self.budget.clone(), spec.policy, deadline);
-        if let Some(late) = attempts.late_from_the_start() {
-            return Err(attempts.fail(late));
-        }
-        let (resolved, request) = match self.resolve_target(spec, &mut attempts).await {
-            Ok(found) => found,
-            Err(failure) => return Err(attempts.fail(failure)),
-        };
+        let (resolved, request, attempts) = self.begin(spec, deadline).await?;
         self.batcher
-            .join(self, spec, resolved, request, attempts)
+            .join(self, spec, None, false, resolved, request, attempts)
             .await
     }
 
-    /// Runs the loop for `spec`'s declarative mutation alone.
+    /// Runs the loop for `spec`'s declarative mutation alone: a batch of one.
     pub(crate) async fn write_alone(
         &self,
         spec: &WriteSpec,
@@ -142,58 +127,57 @@ impl Engine {
                 attempts: Vec::new(),
             });
         }
-        self.write_alone_with(spec, None, deadline).await
+        let (resolved, request, attempts) = self.begin(spec, deadline).await?;
+        batch::alone(self, spec, resolved, request, attempts).await
     }
 
-    /// Runs the loop alone with `mutator`, the caller's own code (Transact, `--exec`),
-    /// supplying each attempt's change, after waiting for its turn among the others to
-    /// the same object ([`turns`]).
-    pub async fn write_with<M: Mutator>(
+    /// Runs the loop with `mutator`, the caller's own code (Transact, `--exec`),
+    /// supplying each attempt's change. Such writes to one object queue in arrival order
+    /// and share a batch (each offered the object as the ones before it left it) unless
+    /// the write may not share: group commit off, `write_alone`, an exact
+    /// resourceVersion.
+    pub async fn write_with<M: Mutator + 'static>(
         &self,
         spec: &WriteSpec,
-        mutator: &mut M,
+        mutator: M,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
-        self.write_alone_with(spec, Some(mutator), deadline).await
+        let alone = !self.config.group_commit
+            || spec.write_alone
+            || spec.preconditions.resource_version.is_some();
+        let (resolved, request, attempts) = self.begin(spec, deadline).await?;
+        self.batcher
+            .join(
+                self,
+                spec,
+                Some(Box::new(mutator)),
+                alone,
+                resolved,
+                request,
+                attempts,
+            )
+            .await
     }
 
-    /// Runs the loop for `spec` alone, a batch of one, with the caller's own code
-    /// (`own`) or the spec's mutation making each attempt's change (server-side apply
-    /// goes to the API server instead). The caller's own code waits first for its turn
-    /// among the others to the same object: declarative writes made alone do not (a
-    /// Transact's code may make one to the object its turn holds).
-    async fn write_alone_with<'m>(
+    /// The start of every write: the deadline the engine works to (a little before the
+    /// caller's, so that it gets this loop's DEADLINE_EXCEEDED, with the attempts,
+    /// rather than its own bare one), its deposit in the retry budget, and the target
+    /// resolved.
+    async fn begin(
         &self,
-        spec: &'m WriteSpec,
-        own: Option<&'m mut (dyn OwnCode + 'm)>,
+        spec: &WriteSpec,
         deadline: Option<Instant>,
-    ) -> Result<Written, WriteError> {
-        // Answer a little before the caller's deadline, so that it gets this loop's
-        // DEADLINE_EXCEEDED (with the attempts) rather than its own bare one.
+    ) -> Result<(Arc<Resolved>, ObjectPath, Attempts), WriteError> {
         let deadline = crate::client::answer_by(deadline);
         self.budget.deposit();
         let mut attempts = Attempts::new(self.budget.clone(), spec.policy, deadline);
         if let Some(late) = attempts.late_from_the_start() {
             return Err(attempts.fail(late));
         }
-        let (resolved, request) = match self.resolve_target(spec, &mut attempts).await {
-            Ok(found) => found,
-            Err(failure) => return Err(attempts.fail(failure)),
-        };
-        let _turn = match own {
-            Some(_) => match self.turns.take(request.as_str(), attempts.deadline).await {
-                Some(turn) => Some(turn),
-                None => {
-                    let made = attempts.made();
-                    return Err(attempts.fail(Failure::Deadline {
-                        attempts: made,
-                        last: "the deadline passed while the write waited for the writes to the same object before it".into(),
-                    }));
-                }
-            },
-            None => None,
-        };
-        batch::alone(self, spec, own, resolved, request, attempts).await
+        match self.resolve_target(spec, &mut attempts).await {
+            Ok((resolved, request)) => Ok((resolved, request, attempts)),
+            Err(failure) => Err(attempts.fail(failure)),
+        }
     }
 
     /// Resolves the kind through discovery and builds the object's request path.

@@ -22,7 +22,7 @@ use super::batch::{Batcher, Key, Member};
 use super::body::resource_version;
 use super::decide::{Step, is_ambiguous};
 use super::error::Failure;
-use super::fold::{Maker, Verdict, answer_each, fold, verdict_of_the_object};
+use super::fold::{Maker, OwnCode, Verdict, answer_each, fold, verdict_of_the_object};
 use super::memory::Source;
 use super::spec::{Subresource, WriteSpec};
 use crate::classify::Decision;
@@ -31,12 +31,12 @@ use crate::mutation::Mutation;
 use crate::target::Verb;
 
 /// Where a batch's members come from between attempts, and where those sent back go.
-pub(super) trait Company<'m>: Sync {
+pub(super) trait Company: Sync {
     /// Adds the members that arrived since the batch was taken.
-    fn top_up(&self, members: &mut Vec<Member<'m>>);
+    fn top_up(&self, members: &mut Vec<Member>);
     /// Takes back members that go after the others (a create, isolating an offender);
     /// those it cannot take go again at once.
-    fn send_back(&self, members: Vec<Member<'m>>) -> Vec<Member<'m>>;
+    fn send_back(&self, members: Vec<Member>) -> Vec<Member>;
 }
 
 /// An object's queue of group commit.
@@ -47,14 +47,14 @@ pub(super) struct Queue<'a> {
     pub top_up: bool,
 }
 
-impl Company<'static> for Queue<'_> {
-    fn top_up(&self, members: &mut Vec<Member<'static>>) {
+impl Company for Queue<'_> {
+    fn top_up(&self, members: &mut Vec<Member>) {
         if self.top_up {
             self.batcher.top_up(self.key, members);
         }
     }
 
-    fn send_back(&self, members: Vec<Member<'static>>) -> Vec<Member<'static>> {
+    fn send_back(&self, members: Vec<Member>) -> Vec<Member> {
         self.batcher.requeue(self.key, members);
         Vec::new()
     }
@@ -63,21 +63,17 @@ impl Company<'static> for Queue<'_> {
 /// A write made alone: nobody joins it.
 pub(super) struct Alone;
 
-impl<'m> Company<'m> for Alone {
-    fn top_up(&self, _: &mut Vec<Member<'m>>) {}
+impl Company for Alone {
+    fn top_up(&self, _: &mut Vec<Member>) {}
 
-    fn send_back(&self, members: Vec<Member<'m>>) -> Vec<Member<'m>> {
+    fn send_back(&self, members: Vec<Member>) -> Vec<Member> {
         members
     }
 }
 
 /// Runs one batch until every member has its answer, has gone back to `company`, or
 /// has left.
-pub(super) async fn run<'m>(
-    engine: &Engine,
-    mut members: Vec<Member<'m>>,
-    company: &dyn Company<'m>,
-) {
+pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn Company) {
     loop {
         // Those whose caller went away or whose deadline passed leave now: nothing is
         // written on their behalf after this point.
@@ -148,17 +144,17 @@ pub(super) async fn run<'m>(
 }
 
 /// How one attempt of a batch ended.
-enum Attempted<'m> {
+enum Attempted {
     /// Every member has its answer.
     Answered,
     /// These members go after the others (a create, isolation).
-    SendBack(Vec<Member<'m>>),
+    SendBack(Vec<Member>),
     /// These members retry after the decision's backoff; the rest have their answers.
-    Retry(Decision, Failure, Vec<Member<'m>>),
+    Retry(Decision, Failure, Vec<Member>),
 }
 
 /// The end of an attempt of one member, as the batch's.
-fn single(member: Member<'_>, step: Step) -> Attempted<'_> {
+fn single(member: Member, step: Step) -> Attempted {
     match step {
         Step::Done(done) => member.answer(Ok(done)),
         Step::Fail(failure) => member.answer(Err(failure)),
@@ -170,7 +166,7 @@ fn single(member: Member<'_>, step: Step) -> Attempted<'_> {
 }
 
 /// One attempt of a batch: one read (or the remembered copy), the fold, one write.
-async fn attempt<'m>(engine: &Engine, mut members: Vec<Member<'m>>) -> Attempted<'m> {
+async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
     // Server-side apply is merged by the API server: always alone, its own attempt.
     if let [member] = &mut members[..]
         && let Some(Mutation::Apply {
@@ -282,13 +278,13 @@ async fn attempt<'m>(engine: &Engine, mut members: Vec<Member<'m>>) -> Attempted
 /// The fold changed nothing, so nothing is written: every answer is decided by the
 /// object read, once a live read confirms a remembered copy. A member's failure of its
 /// own (see [`Verdict::decided_by_the_object`]) is answered at once.
-async fn unwritten<'m>(
+async fn unwritten(
     engine: &Engine,
-    members: Vec<Member<'m>>,
+    members: Vec<Member>,
     verdicts: Vec<Verdict>,
     fresh: &Value,
     source: Source,
-) -> Attempted<'m> {
+) -> Attempted {
     if source == Source::Live {
         answer_each(members, verdicts, fresh, None);
         return Attempted::Answered;
@@ -323,7 +319,7 @@ async fn unwritten<'m>(
 
 /// The latest of the members' deadlines (none if one has none): the batch's requests
 /// may take that long; each member's own wait ends at its own deadline.
-fn latest_deadline(members: &[Member<'_>]) -> Option<Instant> {
+fn latest_deadline(members: &[Member]) -> Option<Instant> {
     let mut latest = None;
     for member in members {
         match (latest, member.attempts.deadline) {
@@ -337,7 +333,7 @@ fn latest_deadline(members: &[Member<'_>]) -> Option<Instant> {
 
 /// The batch was decided on a remembered copy that turned out stale: every member goes
 /// again at once, from a live read.
-fn stale(mut members: Vec<Member<'_>>) -> Attempted<'_> {
+fn stale(mut members: Vec<Member>) -> Attempted {
     for member in &mut members {
         member.attempts.read_live = true;
     }
@@ -346,7 +342,7 @@ fn stale(mut members: Vec<Member<'_>>) -> Attempted<'_> {
 
 /// A read that ended the attempt (refused, with its answer, or unanswered): every
 /// member retries or fails with it.
-fn end_all<'m>(mut members: Vec<Member<'m>>, answer: Option<&Answer>, step: Step) -> Attempted<'m> {
+fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Attempted {
     if let Some(answer) = answer {
         for member in &mut members {
             note_answer(member.attempts.current(), answer);
@@ -368,7 +364,7 @@ fn end_all<'m>(mut members: Vec<Member<'m>>, answer: Option<&Answer>, step: Step
 /// with the 404, as they would have one at a time; that one creates the object on its
 /// own (a create is not shared), and the rest go back to be written to the object it
 /// created.
-async fn missing<'m>(engine: &Engine, members: Vec<Member<'m>>, answer: &Answer) -> Attempted<'m> {
+async fn missing(engine: &Engine, members: Vec<Member>, answer: &Answer) -> Attempted {
     let mut members = members.into_iter();
     let mut creator = None;
     for mut member in members.by_ref() {
@@ -402,7 +398,7 @@ async fn missing<'m>(engine: &Engine, members: Vec<Member<'m>>, answer: &Answer)
             .expect("a creator has a template");
         let mut maker = Maker {
             spec,
-            own: own.as_deref_mut(),
+            own: own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
             deadline: attempts.deadline,
         };
         engine
@@ -431,12 +427,12 @@ async fn missing<'m>(engine: &Engine, members: Vec<Member<'m>>, answer: &Answer)
 /// retry the whole batch. Otherwise the refusal may be one member's doing: with one
 /// member changing the object, it fails and the others go back to be written without
 /// it; with several, each is written alone so that only the offender fails.
-fn refused<'m>(
-    members: Vec<Member<'m>>,
+fn refused(
+    members: Vec<Member>,
     verdicts: &[Verdict],
     changed: usize,
     answer: &Answer,
-) -> Attempted<'m> {
+) -> Attempted {
     if is_ambiguous(answer) {
         // A timeout answer may come after the write was stored: each member whose change
         // it carried is what the same answer would make of it alone.
@@ -487,13 +483,13 @@ fn refused<'m>(
 /// whose change it carried is what [`Step::unanswered_write`] makes of it alone (an
 /// unknown outcome without an idempotency key); the rest retry when the failure is
 /// retryable (the next read tells what was applied).
-fn unanswered<'m>(
-    members: Vec<Member<'m>>,
+fn unanswered(
+    members: Vec<Member>,
     verdicts: &[Verdict],
     failure: Failure,
     decision: Decision,
     maybe_sent: bool,
-) -> Attempted<'m> {
+) -> Attempted {
     settle(members, verdicts, |member, changed| {
         Step::unanswered_write(
             &member.spec,
@@ -507,11 +503,11 @@ fn unanswered<'m>(
 /// Each member's own step after a write that may or may not have been applied
 /// (`changed`: the write carried its change): those whose step ends are answered, the
 /// rest retry together.
-fn settle<'m>(
-    members: Vec<Member<'m>>,
+fn settle(
+    members: Vec<Member>,
     verdicts: &[Verdict],
-    step_of: impl Fn(&Member<'m>, bool) -> Step,
-) -> Attempted<'m> {
+    step_of: impl Fn(&Member, bool) -> Step,
+) -> Attempted {
     let (mut retry, mut going_on) = (None, Vec::new());
     for (member, verdict) in members.into_iter().zip(verdicts) {
         match step_of(&member, matches!(verdict, Verdict::Changed(_))) {

@@ -304,7 +304,7 @@ async fn write(
         Way::Own => {
             let mut spec = spec.clone();
             spec.mutation = None;
-            engine.write_with(&spec, &mut Own, deadline).await
+            engine.write_with(&spec, Own, deadline).await
         }
     }
 }

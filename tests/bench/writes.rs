@@ -301,6 +301,10 @@ async fn transact_increment(
                 }
             }
             Some(Resp::Result(result)) => {
+                // Close this side and read the stream to its end (its status), as a
+                // gRPC client does: a stream dropped before its trailers is reset.
+                drop(tx);
+                while let Ok(Some(_)) = answers.message().await {}
                 return result.outcome() == pb::Outcome::Updated;
             }
             None => return false,

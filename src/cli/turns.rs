@@ -1,7 +1,7 @@
 //! In-process writers on one machine take turns per object: each holds an advisory lock
 //! on a file named after the object while it reads, mutates and writes, so that shell
 //! loops writing one object at once do not spend their time conflicting and backing off
-//! (the sidecar's writers take turns the same way, in memory). The lock is only a
+//! (the sidecar orders its writers to one object the same way, in memory). The lock is only a
 //! courtesy: correctness still comes from the resourceVersion of every write, a writer
 //! that waited half its time goes ahead without its turn, and a writer elsewhere (another
 //! machine, a sidecar) is not asked.

@@ -269,7 +269,7 @@ async fn sixteen_by_fifty(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicting_writers_lose_no_update() {
     let env = Env::new("lost-update").await;
-    // Writes made alone through one sidecar take turns; through two, they conflict.
+    // Writes made alone are not ordered by the sidecar: through one or two, they conflict.
     let other = Sidecar::start(&[
         "--kubeconfig",
         ControlPlane::shared().admin_kubeconfig().to_str().unwrap(),

@@ -428,7 +428,7 @@ async fn past_max_in_flight_rpcs_are_shed_and_oversized_requests_refused() {
         .unwrap();
 
     // Two transactions held open (waiting for our proposal) fill the sidecar; each on
-    // its own object, since transactions to one object take turns.
+    // its own object, since transactions to one object queue behind one another.
     let mut held = Vec::new();
     for i in 0..2 {
         let own = pb::ObjectRef {

@@ -129,7 +129,7 @@ async fn increments(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transactions_from_one_sidecar_take_turns_and_lose_no_update() {
+async fn transactions_from_one_sidecar_are_committed_together_and_lose_no_update() {
     let (sidecar, ns, api) = setup("tx-lost-update").await;
     make(&api, "counter").await;
     let answers = increments(&[&sidecar], &ns, 8, 25).await;
@@ -141,8 +141,8 @@ async fn transactions_from_one_sidecar_take_turns_and_lose_no_update() {
         (1..=200).collect::<Vec<_>>(),
         "each caller is told its own"
     );
-    // They take turns, each offered the object as the one before it wrote it: no
-    // transaction met a conflict.
+    // They are committed together, each offered the object as the ones before it left
+    // it: no transaction met a conflict.
     let retried: Vec<_> = answers
         .iter()
         .filter(|(_, attempts)| *attempts > 1)
@@ -394,10 +394,10 @@ async fn a_stalled_caller_holds_the_others_no_longer_than_the_idle_timeout() {
         .into_inner();
     let offered = stalled.message().await.unwrap().unwrap();
     assert!(matches!(offered.message, Some(Resp::Fresh(_))));
-    // The next caller waits for its turn, then goes once the stalled one's ends.
+    // The next caller waits in the queue, then goes once the stalled one has ended.
     let result = transact(&mut client, begin(&ns, "counter", false), increment)
         .await
-        .expect("the next caller is written once the stalled one's turn ends");
+        .expect("the next caller is written once the stalled one has ended");
     assert_eq!(result.outcome(), pb::Outcome::Updated);
     let err = stalled.message().await.unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded);

@@ -923,9 +923,11 @@ type FreshObject struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The attempt this object belongs to, starting at 1. Echo it in the proposal.
 	Attempt uint32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	// The object as JSON, as the API server returned it.
+	// The object as JSON: as the API server returned it, or, when this transaction shares
+	// a write with others before it, as their proposals left it.
 	ObjectJson string `protobuf:"bytes,2,opt,name=object_json,json=objectJson,proto3" json:"object_json,omitempty"`
-	// The object's metadata.resourceVersion, which the write will carry.
+	// The object's metadata.resourceVersion as read, which the write will carry (a shared
+	// write gives every member's result the written one).
 	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	// True when the object did not exist and create-if-missing supplied it; the write
 	// will be a create.

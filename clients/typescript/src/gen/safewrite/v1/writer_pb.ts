@@ -373,14 +373,16 @@ export type FreshObject = Message<"safewrite.v1.FreshObject"> & {
   attempt: number;
 
   /**
-   * The object as JSON, as the API server returned it.
+   * The object as JSON: as the API server returned it, or, when this transaction shares
+   * a write with others before it, as their proposals left it.
    *
    * @generated from field: string object_json = 2;
    */
   objectJson: string;
 
   /**
-   * The object's metadata.resourceVersion, which the write will carry.
+   * The object's metadata.resourceVersion as read, which the write will carry (a shared
+   * write gives every member's result the written one).
    *
    * @generated from field: string resource_version = 3;
    */
@@ -1230,7 +1232,9 @@ export const WriterService: GenService<{
    * mutation, or abort); safewrite writes it with the resourceVersion it sent, and on a
    * conflict streams the next fresh object. The stream ends with a result, or with an
    * error status. A caller that disconnects or sends a malformed message mid-transaction
-   * causes no write after that point.
+   * causes no write after that point. Transactions on one object through one sidecar
+   * are committed together: each is offered the object as the ones before it left it,
+   * their proposals go in one write, and each result is the caller's own.
    *
    * @generated from rpc safewrite.v1.WriterService.Transact
    */

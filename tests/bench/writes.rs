@@ -19,7 +19,8 @@
 //! server) increments another key of it every 50 ms, each contender writes for a fixed
 //! time. The bench prints goodput, failures (increments a contender gave up on), API
 //! requests per successful increment (the API server's own `apiserver_request_total`
-//! for configmaps, less the outside writer's own), p50/p99 latency, CPU time per
+//! for configmaps, less the outside writer's own), attempts per increment (mean and
+//! most, for kube-rs and safewrite), p50/p99 latency, CPU time per
 //! successful increment and peak RSS (the sidecar's for safewrite, the Go process's for
 //! the Go contenders), the sidecar's memory hit rate and stale copies, the final
 //! counters against the successes counted, and each safewrite row's ratio to the best
@@ -192,6 +193,8 @@ impl Scenario {
 struct Run {
     successes: u64,
     failures: u64,
+    /// Attempts per successful increment, mean and most, where the contender tells.
+    attempts: Option<(f64, u32)>,
     p50_ms: f64,
     p99_ms: f64,
     /// The Go process's CPU time over its writing, and its peak RSS.
@@ -253,7 +256,7 @@ async fn transact_increment(
     client: &mut WriterServiceClient<Channel>,
     ns: &str,
     name: &str,
-) -> bool {
+) -> Option<u32> {
     use pb::transact_proposal::Change;
     use pb::transact_request::Message as Req;
     use pb::transact_response::Message as Resp;
@@ -269,7 +272,7 @@ async fn transact_increment(
         })),
     };
     if tx.send(begin).await.is_err() {
-        return false;
+        return None;
     }
     let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
     request.set_timeout(Duration::from_secs(30));
@@ -281,7 +284,7 @@ async fn transact_increment(
     loop {
         let answer = match answers.message().await {
             Ok(Some(answer)) => answer,
-            Ok(None) => return false,
+            Ok(None) => return None,
             Err(status) => return failed(&status),
         };
         match answer.message {
@@ -297,7 +300,7 @@ async fn transact_increment(
                     })),
                 };
                 if tx.send(proposal).await.is_err() {
-                    return false;
+                    return None;
                 }
             }
             Some(Resp::Result(result)) => {
@@ -305,16 +308,16 @@ async fn transact_increment(
                 // gRPC client does: a stream dropped before its trailers is reset.
                 drop(tx);
                 while let Ok(Some(_)) = answers.message().await {}
-                return result.outcome() == pb::Outcome::Updated;
+                return (result.outcome() == pb::Outcome::Updated).then_some(result.attempts);
             }
-            None => return false,
+            None => return None,
         }
     }
 }
 
 /// Prints the first failed call's status (once per bench), so that a row's failures
-/// say what they were; false.
-fn failed(status: &tonic::Status) -> bool {
+/// say what they were; none.
+fn failed<T>(status: &tonic::Status) -> Option<T> {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
         eprintln!(
@@ -323,31 +326,35 @@ fn failed(status: &tonic::Status) -> bool {
             status.message()
         );
     }
-    false
+    None
 }
 
 /// kube-rs: GET, change, PUT; on 409 Conflict re-read and retry with jittered
 /// exponential backoff (10 ms doubling to 1 s), at most 50 attempts.
-async fn direct_increment(api: &Api<ConfigMap>, name: &str, rng: &mut fastrand::Rng) -> bool {
+async fn direct_increment(
+    api: &Api<ConfigMap>,
+    name: &str,
+    rng: &mut fastrand::Rng,
+) -> Option<u32> {
     for attempt in 1..=50u32 {
         let Ok(mut cm) = api.get(name).await else {
-            return false;
+            return None;
         };
         let data = cm.data.get_or_insert_with(Default::default);
         let n: u64 = data.get("n").map(|v| v.parse().unwrap()).unwrap_or(0);
         data.insert("n".into(), (n + 1).to_string());
         match api.replace(name, &PostParams::default(), &cm).await {
-            Ok(_) => return true,
+            Ok(_) => return Some(attempt),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let ceiling = Duration::from_millis(10)
                     .saturating_mul(1 << attempt.min(7))
                     .min(Duration::from_secs(1));
                 tokio::time::sleep(ceiling.mul_f64(rng.f64())).await;
             }
-            Err(_) => return false,
+            Err(_) => return None,
         }
     }
-    false
+    None
 }
 
 /// The outside writer: every 50 ms, a JSON merge patch (kube-rs, straight to the API
@@ -535,6 +542,7 @@ impl Bench {
             failures: line["failures"].as_u64().unwrap(),
             p50_ms: line["p50_ms"].as_f64().unwrap(),
             p99_ms: line["p99_ms"].as_f64().unwrap(),
+            attempts: None,
             process: Some((
                 line["cpu_seconds"].as_f64().unwrap(),
                 line["max_rss_kib"].as_u64().unwrap(),
@@ -556,9 +564,10 @@ impl Bench {
             tasks.push(tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed(w as u64);
                 let (mut latencies, mut failures) = (Vec::new(), 0u64);
+                let mut attempts = Vec::new();
                 while Instant::now() < until {
                     let started = Instant::now();
-                    let ok = match safewrite {
+                    let made = match safewrite {
                         None => direct_increment(&api, &name, &mut rng).await,
                         Some(Safewrite { transact: true, .. }) => {
                             transact_increment(&mut client, &ns, &name).await
@@ -566,27 +575,37 @@ impl Bench {
                         Some(Safewrite { alone, .. }) => client
                             .update_with_retry(increment(&ns, &name, alone))
                             .await
-                            .map_or_else(|status| failed(&status), |_| true),
+                            .map_or_else(
+                                |status| failed(&status),
+                                |r| r.into_inner().result.map(|r| r.attempts),
+                            ),
                     };
-                    if ok {
-                        latencies.push(started.elapsed());
-                    } else {
-                        failures += 1;
+                    match made {
+                        Some(made) => {
+                            latencies.push(started.elapsed());
+                            attempts.push(made);
+                        }
+                        None => failures += 1,
                     }
                 }
-                (latencies, failures)
+                (latencies, failures, attempts)
             }));
         }
-        let (mut latencies, mut failures) = (Vec::new(), 0);
+        let (mut latencies, mut failures, mut attempts) = (Vec::new(), 0, Vec::new());
         for task in tasks {
-            let (l, f) = task.await.unwrap();
+            let (l, f, a) = task.await.unwrap();
             latencies.extend(l);
             failures += f;
+            attempts.extend(a);
         }
         latencies.sort();
+        let most = attempts.iter().copied().max().unwrap_or(0);
+        let mean =
+            attempts.iter().map(|&a| f64::from(a)).sum::<f64>() / attempts.len().max(1) as f64;
         Run {
             successes: latencies.len() as u64,
             failures,
+            attempts: Some((mean, most)),
             p50_ms: percentile(&latencies, 0.5),
             p99_ms: percentile(&latencies, 0.99),
             process: None,
@@ -668,17 +687,18 @@ async fn main() {
         "safewrite benchmark: read-dependent increments, {seconds} s per run, one control plane, sidecar release build with --qps 5000 --burst 10000 (client-go the same)"
     );
     println!(
-        "req/write: the API server's configmap requests per successful increment (the outside writer's own excluded), GET/w the reads among them; \
+        "req/write: the API server's configmap requests per successful increment (the outside writer's own excluded), GET/w the reads among them; att/max: attempts per successful increment, mean/most (where the contender tells); \
          CPU and RSS: the sidecar's for safewrite (RSS: its peak during the run), the Go process's for the Go contenders; \
          hit: the sidecar's memory hits / lookups; vs: goodput over the best client-go variant (cg) and the controller-runtime style (cr)\n"
     );
     println!(
-        "{:<27} {:>9} {:>7} {:>9} {:>6} {:>8} {:>8} {:>13} {:>7} {:>7} {:>8} {:>6} {:>6} {:>8} {:>9}",
+        "{:<27} {:>9} {:>7} {:>9} {:>6} {:>8} {:>8} {:>8} {:>13} {:>7} {:>7} {:>8} {:>6} {:>6} {:>8} {:>9}",
         "contender",
         "writes/s",
         "failed",
         "req/write",
         "GET/w",
+        "att/max",
         "p50 ms",
         "p99 ms",
         "final/expect",
@@ -790,12 +810,14 @@ async fn main() {
                 _ => or_dash(rss_mib, 1),
             };
             println!(
-                "  {:<25} {:>9.1} {:>7} {:>9.2} {:>6.2} {:>8.1} {:>8.1} {:>13} {:>7} {:>7} {:>8} {:>6} {:>6} {:>8} {:>9}",
+                "  {:<25} {:>9.1} {:>7} {:>9.2} {:>6.2} {:>8} {:>8.1} {:>8.1} {:>13} {:>7} {:>7} {:>8} {:>6} {:>6} {:>8} {:>9}",
                 contender.label(),
                 goodput,
                 run.failures,
                 per_write,
                 reads_per_write,
+                run.attempts
+                    .map_or("-".to_string(), |(mean, most)| format!("{mean:.2}/{most}")),
                 run.p50_ms,
                 run.p99_ms,
                 format!("{total}/{}", run.successes),

@@ -89,28 +89,21 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
     proxy.reset_all();
     let before = proxy.accepted();
     let outage = Instant::now();
-    let (mut transport, mut open, mut fast) = (0, 0, 0);
+    let (mut transport, mut open) = (0, 0);
     while outage.elapsed() < Duration::from_secs(3) {
-        let started = Instant::now();
         let err = client.update_with_retry(increment(&ns)).await.unwrap_err();
         assert_eq!(err.code(), Code::Unavailable, "{err:?}");
         match reason(&err).as_str() {
             "CIRCUIT_OPEN" => {
+                // Failed fast: nothing was sent (that it takes no time is tested in
+                // paused time in src/engine/tests.rs).
+                assert!(err.message().contains("nothing was sent"), "{err:?}");
                 open += 1;
-                // Answered without waiting; counted, as one slow answer on a loaded
-                // machine says nothing.
-                if started.elapsed() < Duration::from_millis(100) {
-                    fast += 1;
-                }
             }
             _ => transport += 1,
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(
-        fast * 10 >= open * 9,
-        "{fast} of {open} CIRCUIT_OPEN answers came within 100 ms"
-    );
     let reached = proxy.accepted() - before;
     eprintln!(
         "3 s outage: {transport} RPCs met the fault, {open} failed fast on the open breaker; {reached} connections reached the proxy"
@@ -309,7 +302,6 @@ async fn a_hung_api_server_opens_the_breaker_and_writes_resume_within_a_cooldown
     };
     let mut timeouts = 0;
     loop {
-        let started = Instant::now();
         let err = client.update_with_retry(one_attempt()).await.unwrap_err();
         // The first write after the healthy one is sent from the remembered copy, so
         // the hang swallows a PUT (its outcome unknown); the copy is then forgotten and
@@ -318,8 +310,7 @@ async fn a_hung_api_server_opens_the_breaker_and_writes_resume_within_a_cooldown
         assert!(err.code() == Code::Unavailable || unknown_write, "{err:?}");
         if reason(&err) == "CIRCUIT_OPEN" {
             // Not a timeout (500 ms): nothing was sent.
-            let took = started.elapsed();
-            assert!(took < Duration::from_millis(250), "not fast: {took:?}");
+            assert!(err.message().contains("nothing was sent"), "{err:?}");
             break;
         }
         assert!(err.message().contains("did not answer within"), "{err:?}");

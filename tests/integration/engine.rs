@@ -1060,14 +1060,11 @@ async fn transport_faults_are_retried_then_unavailable_and_deadlines_are_never_s
         ..Default::default()
     });
     request.set_timeout(Duration::from_millis(1500));
-    let started = Instant::now();
     let err = client.update_with_retry(request).await.unwrap_err();
-    let elapsed = started.elapsed();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
-    assert!(
-        elapsed < Duration::from_millis(1500),
-        "answered after the deadline: {elapsed:?}"
-    );
+    // The sidecar's own answer, before the caller's deadline (a late one would be the
+    // caller's bare DEADLINE_EXCEEDED, without the attempts); that no backoff passes the
+    // deadline is tested in paused time in src/engine/tests.rs.
     assert!(
         !details(&err).failure.unwrap().attempt_records.is_empty(),
         "attempts so far are reported"

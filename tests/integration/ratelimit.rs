@@ -114,10 +114,11 @@ async fn the_api_server_never_sees_more_than_the_configured_rate() {
     let version = api.get("starved").await.unwrap().metadata.resource_version;
     let mut request = tonic::Request::new(increment(&ns, "starved"));
     request.set_timeout(Duration::from_millis(300));
-    let started = Instant::now();
     let err = client.update_with_retry(request).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
-    assert!(started.elapsed() < Duration::from_millis(300), "it waited");
+    // Refused at once, not after a wait that would pass the deadline (the decision is
+    // tested in paused time in src/client/ratelimit.rs): the sidecar's own answer.
+    assert_eq!(support::error_reason(&err), "RATE_LIMITED", "{err:?}");
     let details = tonic_types::pb::Status::decode(err.details()).unwrap();
     let retry = details
         .details

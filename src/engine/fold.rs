@@ -287,36 +287,21 @@ mod tests {
     use super::*;
     use crate::backoff::Backoff;
     use crate::engine::MAX_MEMBERS;
+    use crate::engine::spec::configmap_write;
     use crate::mutation::{Cel, Mutation};
-    use crate::target::{ApiVersion, FieldManager, Kind, Name, Namespace, Target};
 
     fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
-        WriteSpec {
-            target: Target {
-                api_version: ApiVersion::parse("v", "v1").unwrap(),
-                kind: Kind::parse("k", "ConfigMap").unwrap(),
-                namespace: Namespace::parse("n", "default").unwrap(),
-                name: Name::parse("n", "o").unwrap(),
+        let policy = super::super::Policy {
+            max_attempts: 5,
+            backoff: Backoff {
+                initial: Duration::from_millis(10),
+                max: Duration::from_secs(1),
             },
-            subresource: Subresource::Main,
-            mutation: Some(mutation),
-            preconditions: super::super::Preconditions {
-                cel,
-                ..Default::default()
-            },
-            policy: super::super::Policy {
-                max_attempts: 5,
-                backoff: Backoff {
-                    initial: Duration::from_millis(10),
-                    max: Duration::from_secs(1),
-                },
-            },
-            field_manager: FieldManager::parse("f", "safewrite").unwrap(),
-            dry_run: false,
-            create_if_missing: None,
-            idempotency_key: key.map(str::to_string),
-            write_alone: false,
-        }
+        };
+        let mut spec = configmap_write(mutation, policy);
+        spec.preconditions.cel = cel;
+        spec.idempotency_key = key.map(str::to_string);
+        spec
     }
 
     fn random_member(rng: &mut fastrand::Rng, increment: &Cel, guard: &Cel) -> WriteSpec {

@@ -153,3 +153,26 @@ impl Mutator for Declarative<'_> {
             .map_err(|error| mutation_failure(error, current))
     }
 }
+
+/// A write of `mutation` to ConfigMap `default/o`, for the engine's tests.
+#[cfg(test)]
+pub(super) fn configmap_write(mutation: Mutation, policy: Policy) -> WriteSpec {
+    use crate::target::{ApiVersion, Kind, Name, Namespace};
+    WriteSpec {
+        target: Target {
+            api_version: ApiVersion::parse("v", "v1").unwrap(),
+            kind: Kind::parse("k", "ConfigMap").unwrap(),
+            namespace: Namespace::parse("n", "default").unwrap(),
+            name: Name::parse("n", "o").unwrap(),
+        },
+        subresource: Subresource::Main,
+        mutation: Some(mutation),
+        preconditions: Preconditions::default(),
+        policy,
+        field_manager: FieldManager::parse("f", "safewrite").unwrap(),
+        dry_run: false,
+        create_if_missing: None,
+        idempotency_key: None,
+        write_alone: false,
+    }
+}

@@ -21,7 +21,7 @@ use crate::client::breaker::BreakerConfig;
 use crate::client::timeout::Handoff;
 use crate::client::{StackConfig, over};
 use crate::mutation::{Cel, Mutation};
-use crate::target::{ApiVersion, FieldManager, Kind, Name, Namespace};
+use crate::target::FieldManager;
 
 const OBJECT: &str = "/api/v1/namespaces/default/configmaps/o";
 
@@ -238,26 +238,13 @@ const BACKOFF: Backoff = Backoff {
 
 fn increment(key: Option<&str>) -> WriteSpec {
     let cel = Cel::compile("c", r#"{"data": {"n": string(int(object.data.n) + 1)}}"#).unwrap();
-    WriteSpec {
-        target: Target {
-            api_version: ApiVersion::parse("v", "v1").unwrap(),
-            kind: Kind::parse("k", "ConfigMap").unwrap(),
-            namespace: Namespace::parse("n", "default").unwrap(),
-            name: Name::parse("n", "o").unwrap(),
-        },
-        subresource: Subresource::Main,
-        mutation: Some(Mutation::Cel(cel)),
-        preconditions: Preconditions::default(),
-        policy: Policy {
-            max_attempts: 10,
-            backoff: BACKOFF,
-        },
-        field_manager: FieldManager::parse("f", "safewrite").unwrap(),
-        dry_run: false,
-        create_if_missing: None,
-        idempotency_key: key.map(str::to_string),
-        write_alone: false,
-    }
+    let policy = Policy {
+        max_attempts: 10,
+        backoff: BACKOFF,
+    };
+    let mut spec = spec::configmap_write(Mutation::Cel(cel), policy);
+    spec.idempotency_key = key.map(str::to_string);
+    spec
 }
 
 /// A merge patch setting `data.m`: evaluated on the loop's task, where paused time

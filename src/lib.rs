@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod mutation;
 pub mod policy;
 pub mod process;
+pub mod reasons;
 pub mod receive;
 pub mod respond;
 pub mod server;

@@ -344,14 +344,14 @@ pub fn code_name(code: tonic::Code) -> &'static str {
 }
 
 /// The `reason` label of an ErrorInfo reason: the reason itself when it is one the
-/// sidecar sends ([`crate::respond::REASONS`]: its own, the Kubernetes Status reasons,
+/// sidecar sends ([`crate::reasons::REASONS`]: its own, the Kubernetes Status reasons,
 /// `HTTP_<code>` for common codes), `none` when there is none (success, or a status
 /// without details), `other` for anything else, so that the label's values stay a
 /// bounded set whatever an API server or a proxy answers.
 pub fn reason_label(reason: Option<&str>) -> &'static str {
     match reason {
         None | Some("") => "none",
-        Some(reason) => crate::respond::REASONS
+        Some(reason) => crate::reasons::REASONS
             .iter()
             .find(|known| **known == reason)
             .copied()

@@ -6,8 +6,8 @@
 //! could not read (too large, malformed), idle transactions, writes the policy denies and
 //! calls without the shared token.
 //!
-//! [`REASONS`] lists every ErrorInfo reason an answer can carry: the bounded set of the
-//! `reason` label of `safewrite_rpcs_total`.
+//! [`REASONS`] (in `crate::reasons`) lists every ErrorInfo reason an answer can carry:
+//! the bounded set of the `reason` label of `safewrite_rpcs_total`.
 
 use std::time::Duration;
 
@@ -26,70 +26,7 @@ use crate::receive::Refused;
 /// The ErrorInfo domain of every error safewrite returns.
 pub const DOMAIN: &str = "safewrite.dev";
 
-/// Every ErrorInfo reason safewrite sends: its own (chosen in this module and in
-/// `auth`), the Kubernetes Status reasons it passes on, and `HTTP_<code>` for the
-/// answers without a reason that it classifies. Any other reason (an answer of an odd
-/// proxy) is counted as `other` in the metrics.
-pub const REASONS: &[&str] = &[
-    // safewrite's own
-    "INVALID_REQUEST",
-    "UNKNOWN_KIND",
-    "PRECONDITION_FAILED",
-    "INVALID_CEL",
-    "CEL_BUSY",
-    "DEADLINE_EXCEEDED",
-    "MUTATION_DOES_NOT_APPLY",
-    "RESOURCE_VERSION_MISMATCH",
-    "API_SERVER_UNREACHABLE",
-    "WRITE_OUTCOME_UNKNOWN",
-    "RETRY_BUDGET_EXHAUSTED",
-    "CIRCUIT_OPEN",
-    "RATE_LIMITED",
-    "TRANSACTION_CANCELLED",
-    "TRANSACTION_IDLE",
-    "BAD_ANSWER",
-    "OVERLOADED",
-    "REQUEST_TOO_LARGE",
-    "MALFORMED_REQUEST",
-    "UNIMPLEMENTED",
-    "REQUEST_NOT_READ",
-    "POLICY_DENIED",
-    "TOKEN_REQUIRED",
-    "TOKEN_INVALID",
-    "FIELD_MANAGER_CONFLICT",
-    // the API server's Status reasons (metav1.StatusReason)
-    "Unauthorized",
-    "Forbidden",
-    "NotFound",
-    "AlreadyExists",
-    "Conflict",
-    "Gone",
-    "Invalid",
-    "ServerTimeout",
-    "StoreReadError",
-    "Timeout",
-    "TooManyRequests",
-    "BadRequest",
-    "MethodNotAllowed",
-    "NotAcceptable",
-    "RequestEntityTooLarge",
-    "UnsupportedMediaType",
-    "InternalError",
-    "Expired",
-    "ServiceUnavailable",
-    // answers without a reason
-    "HTTP_400",
-    "HTTP_401",
-    "HTTP_403",
-    "HTTP_404",
-    "HTTP_409",
-    "HTTP_422",
-    "HTTP_429",
-    "HTTP_500",
-    "HTTP_502",
-    "HTTP_503",
-    "HTTP_504",
-];
+pub use crate::reasons::REASONS;
 
 /// The details to attach, beside code and message.
 #[derive(Default)]
@@ -535,22 +472,6 @@ pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
     )
 }
 
-#[cfg(test)]
-#[test]
-fn a_cel_expression_that_does_not_compile_is_invalid_cel() {
-    for (field, reason) in [
-        ("mutation.cel.expression", "INVALID_CEL"),
-        ("preconditions.cel", "INVALID_CEL"),
-        ("proposal.mutation.cel.expression", "INVALID_CEL"),
-        ("target.name", "INVALID_REQUEST"),
-    ] {
-        let status = invalid_request(&FieldViolation::new(field, "no"));
-        assert_eq!(status.code(), Code::InvalidArgument);
-        let info = tonic_types::StatusExt::get_details_error_info(&status).unwrap();
-        assert_eq!(info.reason, reason, "{field}");
-    }
-}
-
 /// The status for a request message that tonic's decoder refused (`status`) before
 /// safewrite could read it: OUT_OF_RANGE (reason `REQUEST_TOO_LARGE`) for a message over
 /// `--max-request-bytes`, INVALID_ARGUMENT (reason `MALFORMED_REQUEST`) for one that does
@@ -831,18 +752,36 @@ fn build(
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_cel_expression_that_does_not_compile_is_invalid_cel() {
+        for (field, reason) in [
+            ("mutation.cel.expression", "INVALID_CEL"),
+            ("preconditions.cel", "INVALID_CEL"),
+            ("proposal.mutation.cel.expression", "INVALID_CEL"),
+            ("target.name", "INVALID_REQUEST"),
+        ] {
+            let status = invalid_request(&FieldViolation::new(field, "no"));
+            assert_eq!(status.code(), Code::InvalidArgument);
+            let info = tonic_types::StatusExt::get_details_error_info(&status).unwrap();
+            assert_eq!(info.reason, reason, "{field}");
+        }
+    }
+
     /// Every reason literal chosen in this file is in [`REASONS`], so that the metrics'
     /// `reason` label names it rather than `other`.
     #[test]
     fn every_reason_chosen_here_is_listed() {
         let source = include_str!("respond.rs");
-        let code = source.split("#[cfg(test)]").next().unwrap();
-        let listed_from = code.find("pub const REASONS").unwrap();
-        let listed_to = listed_from + code[listed_from..].find("];").unwrap();
-        let code = format!("{}{}", &code[..listed_from], &code[listed_to..]);
+        // All of the file before its tests, which are its last item.
+        let code = source.split("\n#[cfg(test)]").next().unwrap();
+        assert_eq!(
+            source.matches("\n#[cfg(test)]").count(),
+            1,
+            "a test outside `mod tests` would hide the code after it"
+        );
         let literal = regex::Regex::new(r#""([A-Z][A-Z_]{3,})""#).unwrap();
         let mut found = 0;
-        for reason in literal.captures_iter(&code) {
+        for reason in literal.captures_iter(code) {
             found += 1;
             assert!(
                 REASONS.contains(&&reason[1]),

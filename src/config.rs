@@ -1,81 +1,13 @@
-//! Command-line and environment configuration. Every flag can also be set from the
-//! environment variable named in `--help`; flags win over the environment.
+//! The options of `safewrite serve` (the command line itself is parsed in `main.rs`;
+//! each piece's own options live with it: `telemetry::LogArgs`, `health::HealthArgs`).
+//! Every flag can also be set from the environment variable named in `--help`; flags
+//! win over the environment.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-
-/// A gRPC sidecar that makes Kubernetes writes safe under concurrency.
-#[derive(Debug, Parser)]
-#[command(name = "safewrite", version, about)]
-pub struct Cli {
-    #[command(flatten)]
-    pub log: LogArgs,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-// Parsed once per process: the size of a variant does not matter.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Serve the safewrite.v1.WriterService gRPC API (plus grpc.health.v1 and reflection).
-    Serve(ServeArgs),
-    /// Add the safewrite native sidecar to the pod templates of manifests (files,
-    /// directories or `-`), as the injection policy would; writes them to stdout.
-    Inject(crate::inject::InjectArgs),
-    /// Check a running sidecar's grpc.health.v1 status, for exec probes: prints one line,
-    /// exits 0 when it is SERVING and 1 otherwise.
-    Health(HealthArgs),
-    /// Read-modify-write one object from the shell, conflict-safe: re-read and re-apply
-    /// the change on every conflict (through the sidecar at SAFEWRITE_ADDRESS, or
-    /// in-process). Exit codes and examples: safewrite update --help.
-    Update(crate::cli::WriteArgs),
-    /// Like update, for the status subresource: only .status is written.
-    PatchStatus(crate::cli::WriteArgs),
-}
-
-/// Options of `safewrite health`.
-#[derive(Debug, Clone, Args)]
-pub struct HealthArgs {
-    /// The sidecar's address: host:port, http://host:port or unix:///path/to/socket.
-    #[arg(long, env = "SAFEWRITE_ADDRESS", default_value = "127.0.0.1:50051", value_parser = crate::health::Address::parse)]
-    pub address: crate::health::Address,
-
-    /// The service whose health to check; empty for the whole server.
-    #[arg(long, default_value = "")]
-    pub service: String,
-
-    /// How long to wait for the connection and the answer together.
-    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
-    pub timeout: Duration,
-
-    /// File holding the sidecar's shared token, sent as `authorization: Bearer` (health
-    /// needs none; the same variable as `serve` so one setting serves both).
-    #[arg(long, env = "SAFEWRITE_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-}
-
-/// Logging options, shared by every subcommand.
-#[derive(Debug, Clone, Args)]
-pub struct LogArgs {
-    /// Log filter in tracing-subscriber's EnvFilter syntax, e.g. "info,safewrite=debug".
-    #[arg(long, env = "SAFEWRITE_LOG", default_value = "info", global = true)]
-    pub log_filter: String,
-    /// Log line format.
-    #[arg(long, env = "SAFEWRITE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+use clap::Args;
 
 /// Options of `safewrite serve`.
 #[derive(Debug, Clone, Args)]
@@ -96,8 +28,8 @@ pub struct ServeArgs {
 
     /// Permissions of the unix socket (octal), set before it accepts connections. Callers
     /// need write permission to connect.
-    #[arg(long, env = "SAFEWRITE_UNIX_SOCKET_MODE", default_value = "0660", value_parser = parse_mode)]
-    pub unix_socket_mode: SocketMode,
+    #[arg(long, env = "SAFEWRITE_UNIX_SOCKET_MODE", default_value = "0660", value_parser = crate::unix_socket::parse_mode)]
+    pub unix_socket_mode: crate::unix_socket::SocketMode,
 
     /// Group owning the unix socket (a name from /etc/group, or a numeric gid), set before
     /// it accepts connections, e.g. the pod's fsGroup.
@@ -167,7 +99,7 @@ pub struct ServeArgs {
 
     /// How long a request message may take to arrive whole once its first byte came;
     /// past it the request is ended (reason REQUEST_NOT_READ) and its bytes freed.
-    #[arg(long, env = "SAFEWRITE_RECEIVE_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "SAFEWRITE_RECEIVE_TIMEOUT", default_value = "10s", value_parser = crate::health::parse_positive_duration)]
     pub receive_timeout: Duration,
 
     /// Most gRPC connections open at once (TCP and unix socket together). When the cap is
@@ -183,11 +115,11 @@ pub struct ServeArgs {
 
     /// How long a new connection may take to open: to send the HTTP/2 preface (gRPC) or a
     /// whole request head (metrics). Slower ones are closed.
-    #[arg(long, env = "SAFEWRITE_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "SAFEWRITE_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = crate::health::parse_positive_duration)]
     pub handshake_timeout: Duration,
 
     /// How long a connection may stay open with no request in flight before it is closed.
-    #[arg(long, env = "SAFEWRITE_IDLE_TIMEOUT", default_value = "5m", value_parser = parse_positive_duration)]
+    #[arg(long, env = "SAFEWRITE_IDLE_TIMEOUT", default_value = "5m", value_parser = crate::health::parse_positive_duration)]
     pub idle_timeout: Duration,
 
     /// Interval of HTTP/2 PINGs and TCP keepalive probes on gRPC connections, which find
@@ -196,13 +128,13 @@ pub struct ServeArgs {
     pub keepalive_interval: Duration,
 
     /// How long a PING may go unanswered before its connection is closed.
-    #[arg(long, env = "SAFEWRITE_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "SAFEWRITE_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = crate::health::parse_positive_duration)]
     pub keepalive_timeout: Duration,
 
     /// How long a Transact stream may keep safewrite waiting: for its begin after it
     /// opened, and for each proposal after a fresh object. Past it the transaction ends
     /// with DEADLINE_EXCEEDED (reason TRANSACTION_IDLE) and frees its place in flight.
-    #[arg(long, env = "SAFEWRITE_TRANSACT_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "SAFEWRITE_TRANSACT_IDLE_TIMEOUT", default_value = "10s", value_parser = crate::health::parse_positive_duration)]
     pub transact_idle_timeout: Duration,
 
     /// Consecutive faults (transport errors, timeouts, 429, 5xx) that open the circuit
@@ -301,38 +233,12 @@ pub enum MetricsListen {
     At(SocketAddr),
 }
 
-/// Permission bits of the unix socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SocketMode(pub u32);
-
-impl std::fmt::Display for SocketMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:04o}", self.0)
-    }
-}
-
-fn parse_mode(value: &str) -> Result<SocketMode, String> {
-    let digits = value.strip_prefix("0o").unwrap_or(value);
-    match u32::from_str_radix(digits, 8) {
-        Ok(mode) if mode <= 0o777 && !digits.is_empty() => Ok(SocketMode(mode)),
-        _ => Err(format!("{value:?} is not an octal mode such as 0660")),
-    }
-}
-
 fn parse_rule(value: &str) -> Result<crate::policy::Rule, String> {
     crate::policy::Rule::parse(value).map_err(|e| e.to_string())
 }
 
 fn parse_field_manager(value: &str) -> Result<crate::target::FieldManager, String> {
     crate::target::FieldManager::parse("--field-manager", value).map_err(|v| v.description)
-}
-
-fn parse_positive_duration(value: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(value) {
-        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn parse_metrics_listen(value: &str) -> Result<MetricsListen, String> {

@@ -13,12 +13,41 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Args;
 use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use crate::config::HealthArgs;
+/// Options of `safewrite health`.
+#[derive(Debug, Clone, Args)]
+pub struct HealthArgs {
+    /// The sidecar's address: host:port, http://host:port or unix:///path/to/socket.
+    #[arg(long, env = "SAFEWRITE_ADDRESS", default_value = "127.0.0.1:50051", value_parser = Address::parse)]
+    pub address: Address,
+
+    /// The service whose health to check; empty for the whole server.
+    #[arg(long, default_value = "")]
+    pub service: String,
+
+    /// How long to wait for the connection and the answer together.
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    pub timeout: Duration,
+
+    /// File holding the sidecar's shared token, sent as `authorization: Bearer` (health
+    /// needs none; the same variable as `serve` so one setting serves both).
+    #[arg(long, env = "SAFEWRITE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// Parses a duration longer than zero (`--timeout` here, and serve's timeouts).
+pub fn parse_positive_duration(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 /// Where a sidecar serves gRPC.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,8 +2,40 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, Parser};
-use safewrite::config::{Cli, Command};
+use clap::{CommandFactory as _, Parser, Subcommand};
+use safewrite::config::ServeArgs;
+use safewrite::health::HealthArgs;
+use safewrite::telemetry::LogArgs;
+
+/// A gRPC sidecar that makes Kubernetes writes safe under concurrency.
+#[derive(Debug, Parser)]
+#[command(name = "safewrite", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+// Parsed once per process: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the safewrite.v1.WriterService gRPC API (plus grpc.health.v1 and reflection).
+    Serve(ServeArgs),
+    /// Add the safewrite native sidecar to the pod templates of manifests (files,
+    /// directories or `-`), as the injection policy would; writes them to stdout.
+    Inject(safewrite::inject::InjectArgs),
+    /// Check a running sidecar's grpc.health.v1 status, for exec probes: prints one line,
+    /// exits 0 when it is SERVING and 1 otherwise.
+    Health(HealthArgs),
+    /// Read-modify-write one object from the shell, conflict-safe: re-read and re-apply
+    /// the change on every conflict (through the sidecar at SAFEWRITE_ADDRESS, or
+    /// in-process). Exit codes and examples: safewrite update --help.
+    Update(safewrite::cli::WriteArgs),
+    /// Like update, for the status subresource: only .status is written.
+    PatchStatus(safewrite::cli::WriteArgs),
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

@@ -47,7 +47,26 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-use crate::config::{LogArgs, LogFormat};
+use clap::{Args, ValueEnum};
+
+/// Logging options, shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Log filter in tracing-subscriber's EnvFilter syntax, e.g. "info,safewrite=debug".
+    #[arg(long, env = "SAFEWRITE_LOG", default_value = "info", global = true)]
+    pub log_filter: String,
+    /// Log line format.
+    #[arg(long, env = "SAFEWRITE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Why telemetry could not be set up. Each is a configuration problem.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,24 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
-use crate::config::SocketMode;
+/// Permission bits of the unix socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketMode(pub u32);
+
+impl std::fmt::Display for SocketMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04o}", self.0)
+    }
+}
+
+/// Parses `--unix-socket-mode`: octal permission bits such as 0660.
+pub fn parse_mode(value: &str) -> Result<SocketMode, String> {
+    let digits = value.strip_prefix("0o").unwrap_or(value);
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o777 && !digits.is_empty() => Ok(SocketMode(mode)),
+        _ => Err(format!("{value:?} is not an octal mode such as 0660")),
+    }
+}
 
 /// Why the unix socket could not be set up. Each is a configuration or environment
 /// problem reported in one line at start.

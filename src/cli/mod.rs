@@ -317,9 +317,9 @@ pub fn run(verb: Verb, args: WriteArgs) -> ExitCode {
     // Logs and traces only when asked for: a shell command prints its result and, on
     // failure, one line.
     let telemetry = if wants_telemetry() {
-        let log = crate::config::LogArgs {
+        let log = crate::telemetry::LogArgs {
             log_filter: std::env::var("SAFEWRITE_LOG").unwrap_or_else(|_| "warn".into()),
-            log_format: crate::config::LogFormat::Text,
+            log_format: crate::telemetry::LogFormat::Text,
         };
         match runtime.block_on(async { crate::telemetry::init(&log) }) {
             Ok(telemetry) => Some(telemetry),

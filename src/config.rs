@@ -55,30 +55,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
-    /// Kubeconfig file to use. Without it the API server is found the way Kubernetes
-    /// tools find it: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
-    #[arg(long, env = "SAFEWRITE_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Kubeconfig context to use instead of the current context.
-    #[arg(long, env = "SAFEWRITE_CONTEXT")]
-    pub context: Option<String>,
+    /// How the API server is reached and paced.
+    #[command(flatten)]
+    pub client: crate::client::connect::ClientArgs,
 
     /// How long in-flight RPCs may take to finish after SIGTERM/SIGINT before they are
     /// cut off. A second signal cuts them off at once.
     #[arg(long, env = "SAFEWRITE_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
-
-    /// Requests per second to the API server, on average, shared by all callers (reads,
-    /// writes, retries and discovery alike) [default: 100]. Unless --qps or --burst is
-    /// given, the limit steps aside while the API server answers with API Priority and
-    /// Fairness headers: its own 429s and Retry-After pace the sidecar then.
-    #[arg(long, env = "SAFEWRITE_QPS", value_parser = clap::value_parser!(u32).range(1..))]
-    pub qps: Option<u32>,
-
-    /// Requests to the API server allowed at once above the average rate [default: 200].
-    #[arg(long, env = "SAFEWRITE_BURST", value_parser = clap::value_parser!(u32).range(1..))]
-    pub burst: Option<u32>,
 
     /// Most RPCs in flight at once; past it, new RPCs are refused at once with
     /// RESOURCE_EXHAUSTED instead of queueing without bound.
@@ -137,19 +121,6 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_TRANSACT_IDLE_TIMEOUT", default_value = "10s", value_parser = crate::health::parse_positive_duration)]
     pub transact_idle_timeout: Duration,
 
-    /// Consecutive faults (transport errors, timeouts, 429, 5xx) that open the circuit
-    /// breaker; while open, requests fail fast and nothing is sent.
-    #[arg(long, env = "SAFEWRITE_BREAKER_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
-    pub breaker_failures: u32,
-
-    /// How long the breaker stays open before one probe; doubled after a failed probe.
-    #[arg(long, env = "SAFEWRITE_BREAKER_COOLDOWN", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub breaker_cooldown: Duration,
-
-    /// The longest cool-down of the breaker.
-    #[arg(long, env = "SAFEWRITE_BREAKER_MAX_COOLDOWN", default_value = "30s", value_parser = humantime::parse_duration)]
-    pub breaker_max_cooldown: Duration,
-
     /// Share of requests that retries of faults (429, 5xx, transport) may add, across
     /// all callers over a 10 s window (0.2 = 20%). Conflict retries are not counted.
     #[arg(long, env = "SAFEWRITE_RETRY_BUDGET_PERCENT", default_value_t = 0.2)]
@@ -193,10 +164,6 @@ pub struct ServeArgs {
     /// Cap on any single backoff.
     #[arg(long, env = "SAFEWRITE_MAX_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration)]
     pub max_backoff: Duration,
-
-    /// The longest any single request to the API server may take.
-    #[arg(long, env = "SAFEWRITE_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub request_timeout: Duration,
 
     /// Field manager recorded for writes whose request names none.
     #[arg(long, env = "SAFEWRITE_FIELD_MANAGER", default_value = "safewrite", value_parser = parse_field_manager)]

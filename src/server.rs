@@ -430,7 +430,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .as_deref()
         .map(unix_socket::resolve_group)
         .transpose()?;
-    let client = kube_client::connect(&args).await?;
+    let client = kube_client::connect(&args.client).await?;
 
     let tcp = TcpListener::bind(args.listen)
         .await
@@ -603,7 +603,7 @@ pub fn engine_config(args: &ServeArgs) -> EngineConfig {
             initial: args.initial_backoff,
             max: args.max_backoff,
         },
-        request_timeout: args.request_timeout,
+        request_timeout: args.client.request_timeout,
         field_manager: args.field_manager.clone(),
         retry_budget_percent: args.retry_budget_percent,
         retry_budget_min_per_second: args.retry_budget_min_per_second,

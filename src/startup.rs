@@ -20,8 +20,8 @@ pub async fn log(args: &ServeArgs, policy: &Policy, token: Option<&Token>) {
     info!(
         version = %env!("CARGO_PKG_VERSION"),
         %api_server,
-        kubeconfig = %args.kubeconfig.as_deref().map_or("inferred".into(), |p| p.display().to_string()),
-        context = %args.context.as_deref().unwrap_or("current"),
+        kubeconfig = %args.client.kubeconfig.as_deref().map_or("inferred".into(), |p| p.display().to_string()),
+        context = %args.client.context.as_deref().unwrap_or("current"),
         "safewrite starting"
     );
     let optional =
@@ -45,14 +45,14 @@ pub async fn log(args: &ServeArgs, policy: &Policy, token: Option<&Token>) {
         "config: serving"
     );
     info!(
-        qps = args.qps.unwrap_or(crate::client::connect::DEFAULT_QPS),
-        burst = args.burst.unwrap_or(crate::client::connect::DEFAULT_BURST),
-        qps_steps_aside_for_apf = args.qps.is_none() && args.burst.is_none(),
+        qps = args.client.qps.unwrap_or(crate::client::connect::DEFAULT_QPS),
+        burst = args.client.burst.unwrap_or(crate::client::connect::DEFAULT_BURST),
+        qps_steps_aside_for_apf = args.client.qps.is_none() && args.client.burst.is_none(),
         max_attempts = args.max_attempts,
         backoff = %format!("{}..{}", humantime::format_duration(args.initial_backoff), humantime::format_duration(args.max_backoff)),
-        request_timeout = %humantime::format_duration(args.request_timeout),
-        breaker_failures = args.breaker_failures,
-        breaker_cooldown = %format!("{}..{}", humantime::format_duration(args.breaker_cooldown), humantime::format_duration(args.breaker_max_cooldown)),
+        request_timeout = %humantime::format_duration(args.client.request_timeout),
+        breaker_failures = args.client.breaker_failures,
+        breaker_cooldown = %format!("{}..{}", humantime::format_duration(args.client.breaker_cooldown), humantime::format_duration(args.client.breaker_max_cooldown)),
         retry_budget = %format!("{}%+{}/s", args.retry_budget_percent * 100.0, args.retry_budget_min_per_second),
         field_manager = &*args.field_manager,
         "config: writes"
@@ -101,17 +101,17 @@ pub async fn log(args: &ServeArgs, policy: &Policy, token: Option<&Token>) {
 async fn api_server(args: &ServeArgs) -> String {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let options = KubeConfigOptions {
-        context: args.context.clone(),
+        context: args.client.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match &args.kubeconfig {
+    let config = match &args.client.kubeconfig {
         Some(path) => match Kubeconfig::read_from(path) {
             Ok(kubeconfig) => kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
                 .ok(),
             Err(_) => None,
         },
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await.ok(),
+        None if args.client.context.is_some() => kube::Config::from_kubeconfig(&options).await.ok(),
         None => kube::Config::infer().await.ok(),
     };
     config.map_or("unknown".into(), |c| c.cluster_url.to_string())

@@ -22,7 +22,7 @@ use crate::validate::{RequestParts, validate_parts};
 /// A kubeconfig that cannot be found or used, or a bad `SAFEWRITE_*` setting.
 pub async fn engine(args: &WriteArgs) -> Result<(kube::Client, Engine), Fail> {
     let serve = super::serve_settings(args)?;
-    let client = crate::client::connect(&serve)
+    let client = crate::client::connect(&serve.client)
         .await
         .map_err(|e| Fail::invalid(super::one_line(&e)))?;
     let engine = Engine::new(client.clone(), crate::server::engine_config(&serve));

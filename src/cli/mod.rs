@@ -409,10 +409,10 @@ fn serve_settings(args: &WriteArgs) -> Result<crate::config::ServeArgs, Fail> {
         })?
         .serve;
     if args.kubeconfig.is_some() {
-        serve.kubeconfig = args.kubeconfig.clone();
+        serve.client.kubeconfig = args.kubeconfig.clone();
     }
     if args.context.is_some() {
-        serve.context = args.context.clone();
+        serve.client.context = args.context.clone();
     }
     Ok(serve)
 }

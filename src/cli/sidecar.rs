@@ -15,7 +15,7 @@ use crate::pb::writer_service_client::WriterServiceClient;
 /// for kinds the built-in table does not know, and for the default namespace.
 pub async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
     let serve = super::serve_settings(args).ok()?;
-    if serve.kubeconfig.is_none()
+    if serve.client.kubeconfig.is_none()
         && std::env::var_os("KUBECONFIG").is_none()
         && std::env::var_os("KUBERNETES_SERVICE_HOST").is_none()
         && !std::env::var_os("HOME")
@@ -23,7 +23,7 @@ pub async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
     {
         return None;
     }
-    crate::client::connect(&serve).await.ok()
+    crate::client::connect(&serve.client).await.ok()
 }
 
 /// Sends `request` to the sidecar at `address`, answering by `deadline`.

@@ -5,13 +5,15 @@
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
 
 use kube::Config;
 use kube::config::{InferConfigError, KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 use super::StackConfig;
 use super::breaker::BreakerConfig;
-use crate::config::ServeArgs;
 
 /// The rate limit when `--qps` is not given (client-go's is 5; a sidecar serves many).
 pub const DEFAULT_QPS: u32 = 100;
@@ -62,11 +64,52 @@ pub enum ConnectError {
     Proxy(String),
 }
 
-/// Builds the client described by the serve flags over the stack of [`super`].
+/// The options of the API-server client (`safewrite serve` and the in-process CLI).
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Kubeconfig file to use. Without it the API server is found the way Kubernetes
+    /// tools find it: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
+    #[arg(long, env = "SAFEWRITE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use instead of the current context.
+    #[arg(long, env = "SAFEWRITE_CONTEXT")]
+    pub context: Option<String>,
+
+    /// Requests per second to the API server, on average, shared by all callers (reads,
+    /// writes, retries and discovery alike) [default: 100]. Unless --qps or --burst is
+    /// given, the limit steps aside while the API server answers with API Priority and
+    /// Fairness headers: its own 429s and Retry-After pace the sidecar then.
+    #[arg(long, env = "SAFEWRITE_QPS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub qps: Option<u32>,
+
+    /// Requests to the API server allowed at once above the average rate [default: 200].
+    #[arg(long, env = "SAFEWRITE_BURST", value_parser = clap::value_parser!(u32).range(1..))]
+    pub burst: Option<u32>,
+
+    /// Consecutive faults (transport errors, timeouts, 429, 5xx) that open the circuit
+    /// breaker; while open, requests fail fast and nothing is sent.
+    #[arg(long, env = "SAFEWRITE_BREAKER_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub breaker_failures: u32,
+
+    /// How long the breaker stays open before one probe; doubled after a failed probe.
+    #[arg(long, env = "SAFEWRITE_BREAKER_COOLDOWN", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub breaker_cooldown: Duration,
+
+    /// The longest cool-down of the breaker.
+    #[arg(long, env = "SAFEWRITE_BREAKER_MAX_COOLDOWN", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub breaker_max_cooldown: Duration,
+
+    /// The longest any single request to the API server may take.
+    #[arg(long, env = "SAFEWRITE_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+}
+
+/// Builds the client these options describe over the stack of [`super`].
 ///
 /// # Errors
 /// A [`ConnectError`] for a kubeconfig that cannot be found, read or used.
-pub async fn connect(args: &ServeArgs) -> Result<kube::Client, ConnectError> {
+pub async fn connect(args: &ClientArgs) -> Result<kube::Client, ConnectError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()

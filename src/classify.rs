@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use kube::core::Status;
 
-use crate::client::RequestError;
 use crate::client::fault;
+use crate::client::{Answer, RequestError};
 
 /// What the engine does with an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,10 +200,9 @@ pub fn classify_error(error: &RequestError) -> Decision {
     }
 }
 
-/// Parses a `Retry-After` header given in seconds (the HTTP-date form is not used by the
-/// API server and is ignored).
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+/// The decision for an API server's answer.
+pub fn decision(answer: &Answer) -> Decision {
+    classify(answer.code, answer.status().as_ref(), answer.retry_after)
 }
 
 #[cfg(test)]
@@ -381,6 +380,7 @@ mod tests {
 
     #[test]
     fn retry_after_header_parses_seconds_only() {
+        use crate::client::apiserver::parse_retry_after;
         assert_eq!(parse_retry_after(" 7 "), Some(Duration::from_secs(7)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     }

@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use super::breaker::CircuitOpen;
 use super::ratelimit::WouldExceedDeadline;
 use super::{Deadline, RequestTimeout};
-use crate::classify::{self, Decision};
 
 /// The API server's answer to one request.
 #[derive(Debug, Clone)]
@@ -27,13 +26,19 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+/// Parses a `Retry-After` header given in seconds (the HTTP-date form is not used by the
+/// API server and is ignored).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
 impl Answer {
     /// An answer from its HTTP code, headers and whole body.
     pub fn new(code: u16, headers: &http::HeaderMap, body: Bytes) -> Self {
         let retry_after = headers
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(classify::parse_retry_after);
+            .and_then(parse_retry_after);
         Self {
             code,
             retry_after,
@@ -47,11 +52,6 @@ impl Answer {
             return None;
         }
         serde_json::from_slice::<Status>(&self.body).ok()
-    }
-
-    /// The decision for this answer.
-    pub fn decision(&self) -> Decision {
-        classify::classify(self.code, self.status().as_ref(), self.retry_after)
     }
 
     /// The body as a JSON object (for successful answers).

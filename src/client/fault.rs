@@ -4,7 +4,7 @@
 //! request itself (409, 422, 404, 403, 401, 400...) are not faults, and neither is a
 //! request the sidecar refused itself (rate limit, open breaker): it never reached the
 //! server. The circuit breaker counts faults, the metrics and spans label them, and the
-//! engine's retry decision ([`crate::classify::classify_error`]) asks the same function.
+//! engine's retry decision (`classify::classify_error`) asks the same function.
 
 use std::error::Error as StdError;
 

@@ -31,7 +31,7 @@ impl Step {
     /// A non-success answer: retry it or end with it. With `strict` (the caller's exact
     /// resourceVersion) a conflict is a compare-and-swap failure, never retried.
     pub(super) fn from_answer(answer: &Answer, strict: Option<&str>) -> Step {
-        let decision = answer.decision();
+        let decision = crate::classify::decision(answer);
         if let Some(expected) = strict
             && decision == Decision::Conflict
         {

@@ -159,7 +159,7 @@ pub(super) fn unresolved(
 ) -> Unresolved {
     match error {
         DiscoveryError::Refused { answer, .. } => {
-            let decision = answer.decision();
+            let decision = crate::classify::decision(&answer);
             let failure = Failure::Api {
                 decision: decision.clone(),
                 code: answer.code,

@@ -29,7 +29,7 @@
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::mutation::FieldViolation;
+use crate::target::FieldViolation;
 
 /// The annotation that holds the recent keys' digests, oldest first.
 pub const ANNOTATION: &str = "safewrite.dev/applied-keys";

@@ -3,7 +3,6 @@
 
 pub mod auth;
 pub mod backoff;
-pub mod cel;
 pub mod classify;
 pub mod cli;
 pub mod client;
@@ -15,7 +14,6 @@ pub mod idempotency;
 pub mod inject;
 pub mod listen;
 pub mod metrics;
-pub mod mutation;
 pub mod policy;
 pub mod process;
 pub mod reasons;

@@ -18,8 +18,8 @@ use tonic_types::pb as rpc;
 
 use crate::classify::Decision;
 use crate::client::discovery::DiscoveryError;
+use crate::engine::mutation::{ApplyError, FieldViolation};
 use crate::engine::{AttemptRecord, Failure, Outcome, WriteError};
-use crate::mutation::{ApplyError, FieldViolation};
 use crate::pb;
 use crate::receive::Refused;
 

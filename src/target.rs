@@ -10,7 +10,25 @@
 use std::fmt;
 use std::ops::Deref;
 
-use crate::mutation::FieldViolation;
+/// A request field that does not validate: becomes INVALID_ARGUMENT with a BadRequest
+/// field violation, before any request reaches the API server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {description}")]
+pub struct FieldViolation {
+    /// The request field, as a path (`mutation.cel.expression`).
+    pub field: String,
+    /// What is wrong and what to do.
+    pub description: String,
+}
+
+impl FieldViolation {
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            description: description.into(),
+        }
+    }
+}
 
 /// The longest object name Kubernetes accepts (a DNS-1123 subdomain's limit).
 pub const MAX_NAME_LEN: usize = 253;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use safewrite::cel::Cel;
+use safewrite::engine::cel::Cel;
 use std::sync::LazyLock;
 
 #[path = "common.rs"]

@@ -10,7 +10,7 @@ use super::result::AttemptRecord;
 use crate::classify::{self, Decision};
 use crate::client::apiserver::RequestError;
 use crate::client::discovery::DiscoveryError;
-use crate::mutation::{ApplyError, FieldViolation};
+use crate::engine::mutation::{ApplyError, FieldViolation};
 
 /// A failed write: why, and the attempts made.
 #[derive(Debug, thiserror::Error)]

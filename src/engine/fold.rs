@@ -287,8 +287,8 @@ mod tests {
     use super::*;
     use crate::backoff::Backoff;
     use crate::engine::MAX_MEMBERS;
+    use crate::engine::mutation::{Cel, Mutation};
     use crate::engine::spec::configmap_write;
-    use crate::mutation::{Cel, Mutation};
 
     fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
         let policy = super::super::Policy {

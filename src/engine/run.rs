@@ -27,7 +27,7 @@ use super::memory::Source;
 use super::spec::{Subresource, WriteSpec};
 use crate::classify::Decision;
 use crate::client::apiserver::Answer;
-use crate::mutation::Mutation;
+use crate::engine::mutation::Mutation;
 use crate::target::Verb;
 
 /// Where a batch's members come from between attempts, and where those sent back go.

@@ -45,7 +45,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::mutation::{ApplyError, FieldViolation};
+use crate::engine::mutation::{ApplyError, FieldViolation};
 
 mod compile;
 mod estimate;
@@ -303,7 +303,7 @@ impl Cel {
         match self.evaluate(fresh, deadline).await? {
             Value::Bool(b) => Ok(b),
             other => Err(ApplyError::CelNotABool(
-                crate::mutation::type_name(&other).into(),
+                crate::engine::mutation::type_name(&other).into(),
             )),
         }
     }

@@ -5,40 +5,22 @@
 //! - JSON merge patch (RFC 7386).
 //! - CEL: an expression over `object` (the fresh object) returning a map that is merged
 //!   into it, so read-dependent changes ("increment", "append if absent") work from any
-//!   language. Compiled and evaluated by [`crate::cel`], which bounds stack, cost,
+//!   language. Compiled and evaluated by [`crate::engine::cel`], which bounds stack, cost,
 //!   memory, time and concurrency (see there).
 //! - Server-side apply: carried as a configuration; the API server merges it.
 
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::cel::short;
-pub use crate::cel::{CEL_MAX_SOURCE, CEL_TIME_LIMIT, Cel};
+use crate::engine::cel::short;
+pub use crate::engine::cel::{CEL_MAX_SOURCE, CEL_TIME_LIMIT, Cel};
 
 /// The longest excerpt of the request a message quotes (a message is sent back in gRPC
 /// metadata, which has a size limit).
 const EXCERPT: usize = 160;
 use crate::pb;
 
-/// A request field that does not validate: becomes INVALID_ARGUMENT with a BadRequest
-/// field violation, before any request reaches the API server.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {description}")]
-pub struct FieldViolation {
-    /// The request field, as a path (`mutation.cel.expression`).
-    pub field: String,
-    /// What is wrong and what to do.
-    pub description: String,
-}
-
-impl FieldViolation {
-    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            description: description.into(),
-        }
-    }
-}
+pub use crate::target::FieldViolation;
 
 /// Why a mutation could not be applied to the fresh object. Depends on the object, not
 /// only on the request: reported as FAILED_PRECONDITION with the current object, except

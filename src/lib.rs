@@ -7,7 +7,6 @@ pub mod classify;
 pub mod cli;
 pub mod client;
 pub mod config;
-pub mod edge;
 pub mod engine;
 pub mod health;
 pub mod idempotency;
@@ -18,15 +17,13 @@ pub mod policy;
 pub mod process;
 pub mod reasons;
 pub mod receive;
-pub mod respond;
-pub mod server;
+pub mod runtime;
+pub mod service;
 pub mod shutdown;
 pub mod startup;
 pub mod target;
 pub mod telemetry;
-pub mod transact;
 pub mod unix_socket;
-pub mod validate;
 
 /// Generated protobuf messages and the tonic service for `safewrite.v1`.
 pub mod pb {

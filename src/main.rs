@@ -68,7 +68,7 @@ fn main() -> ExitCode {
         Ok(telemetry) => telemetry,
         Err(err) => return fail(&err),
     };
-    let result = runtime.block_on(safewrite::server::serve(args));
+    let result = runtime.block_on(safewrite::runtime::serve(args));
     // From this thread, with the runtime alive: the last spans are flushed.
     telemetry.shutdown();
     match result {

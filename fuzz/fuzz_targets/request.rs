@@ -1,5 +1,5 @@
 //! Decodes arbitrary bytes as an `UpdateWithRetryRequest` and runs it through the
-//! request validation of the service edge (`safewrite::validate::validate`): any
+//! request validation of the service edge (`safewrite::service::validate::validate`): any
 //! request must be either refused with a short field violation or turned into a
 //! `WriteSpec`.
 #![no_main]
@@ -13,7 +13,7 @@ use safewrite::backoff::Backoff;
 use safewrite::engine::{EngineConfig, Subresource};
 use safewrite::pb;
 use safewrite::target::FieldManager;
-use safewrite::validate::{RequestParts, validate};
+use safewrite::service::validate::{RequestParts, validate};
 
 #[path = "common.rs"]
 mod common;

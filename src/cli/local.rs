@@ -13,8 +13,8 @@ use super::{Class, Fail, Request, Verb, WriteArgs};
 use crate::engine::mutation::FieldViolation;
 use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
 use crate::pb;
-use crate::respond;
-use crate::validate::{RequestParts, validate_parts};
+use crate::service::respond;
+use crate::service::validate::{RequestParts, validate_parts};
 
 /// The client (for discovery) and the engine over it.
 ///
@@ -25,7 +25,7 @@ pub async fn engine(args: &WriteArgs) -> Result<(kube::Client, Engine), Fail> {
     let client = crate::client::connect(&serve.client)
         .await
         .map_err(|e| Fail::invalid(super::one_line(&e)))?;
-    let engine = Engine::new(client.clone(), crate::server::engine_config(&serve));
+    let engine = Engine::new(client.clone(), crate::runtime::engine_config(&serve));
     Ok((client, engine))
 }
 
@@ -80,7 +80,10 @@ pub async fn write(
         }
     };
     match written {
-        Ok(written) => Ok(crate::server::write_result(written, &tracing::Span::none())),
+        Ok(written) => Ok(crate::service::write_result(
+            written,
+            &tracing::Span::none(),
+        )),
         Err(error) => Err(Fail::status(&respond::to_status(&error))),
     }
 }

@@ -659,7 +659,7 @@ async fn main() {
         "--burst",
         "10000",
         "--log-filter",
-        "warn,safewrite::server=info",
+        "warn,safewrite::runtime=info",
     ];
     let remembering = Sidecar::start(&flags);
     let forgetting = Sidecar::start(&[&flags[..], &["--no-memory"][..]].concat());

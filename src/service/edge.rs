@@ -24,8 +24,9 @@ use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic_types::StatusExt as _;
 
+use super::respond;
 use crate::auth::Token;
-use crate::{metrics, receive, respond, telemetry};
+use crate::{metrics, receive, telemetry};
 
 /// Wraps the tonic service of `safewrite.v1.WriterService`; see the module docs.
 #[derive(Clone)]
@@ -159,7 +160,7 @@ where
                 Ok(status.into_http())
             });
         }
-        if let Some(timeout) = crate::server::grpc_timeout_of(request.headers())
+        if let Some(timeout) = crate::service::grpc_timeout_of(request.headers())
             && timeout < crate::client::MIN_ANSWER_MARGIN
         {
             let span = telemetry::rpc_span(method, &trace_context(request.headers()));

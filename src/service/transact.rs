@@ -23,8 +23,8 @@ use tonic::{Status, Streaming};
 use crate::engine::mutation::{self, FieldViolation, Mutation};
 use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
 use crate::pb;
-use crate::respond;
-use crate::server::{Admission, finish_rpc, write_result};
+use crate::service::respond;
+use crate::service::{Admission, finish_rpc, write_result};
 use tracing::{Instrument as _, Span};
 
 /// The bounds a transaction's caller must keep.

@@ -1,0 +1,320 @@
+//! `safewrite serve`: everything built from the flags (the API-server client, the engine,
+//! the policy, the token, the listeners) and run until a termination signal: the gRPC
+//! server (`safewrite.v1.WriterService`, `grpc.health.v1` and server reflection) on a
+//! loopback TCP address and optionally a unix socket (its mode and group set before it
+//! accepts a connection), with readiness tracking and two-stage graceful shutdown.
+//! Connections are bounded by `listen` (cap, handshake and idle timeouts, accept backoff)
+//! and HTTP/2 and TCP keepalive.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use tokio::sync::watch;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::Routes;
+use tonic::transport::Server;
+use tonic::transport::server::{TcpConnectInfo, TcpIncoming, UdsConnectInfo};
+use tonic_health::ServingStatus;
+use tower::layer::util::{Identity, Stack};
+use tracing::{info, warn};
+
+use crate::auth::{Token, TokenError};
+use crate::backoff::Backoff;
+use crate::client::readiness;
+use crate::client::{self as kube_client, ConnectError};
+use crate::config::{MetricsListen, ServeArgs};
+use crate::engine::{Engine, EngineConfig};
+use crate::listen::{self, Limits, Pool, TrackLayer};
+use crate::metrics;
+use crate::pb;
+use crate::pb::writer_service_server::WriterServiceServer;
+use crate::policy::{Policy, PolicyError};
+use crate::receive::{self, ReceiveLayer};
+use crate::service::WriterService;
+use crate::service::edge::Edge;
+use crate::service::transact;
+use crate::shutdown::Signals;
+use crate::startup;
+use crate::unix_socket::{self, SocketError};
+
+/// Why the server could not start or stopped with an error. Each is a configuration or
+/// environment problem reported in one line by `main`.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// No Kubernetes client could be configured.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// The TCP address could not be bound (in use, not local, no permission).
+    #[error("failed to listen on {addr} (choose another address with --listen)")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    /// The unix socket could not be bound, is in use, or could not get its mode or group.
+    #[error(transparent)]
+    UnixSocket(#[from] SocketError),
+    /// The policy (`--policy`) could not be loaded.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The token file (`--token-file`) could not be used.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// Signal handlers could not be installed.
+    #[error("failed to install signal handlers")]
+    Signals(#[source] io::Error),
+    /// The reflection service could not be built from the embedded descriptors.
+    #[error("failed to build the reflection service")]
+    Reflection(#[source] tonic_reflection::server::Error),
+    /// The metrics address could not be bound.
+    #[error(
+        "failed to listen for metrics on {addr} (choose another address with --metrics-listen, or off)"
+    )]
+    MetricsListen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    /// A listener failed while serving.
+    #[error("failed to serve gRPC")]
+    Transport(#[source] tonic::transport::Error),
+}
+
+/// Configuration problems (kubeconfig, listen address, unix socket) before serving; a
+/// transport failure while serving.
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+    let mut signals = Signals::new().map_err(ServeError::Signals)?;
+    let policy = Policy::load(&args.allow, args.policy.as_deref())?;
+    let token = args.token_file.as_deref().map(Token::load).transpose()?;
+    let socket_group = args
+        .unix_socket_group
+        .as_deref()
+        .map(unix_socket::resolve_group)
+        .transpose()?;
+    let client = kube_client::connect(&args.client).await?;
+
+    let tcp = TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: args.listen,
+            source,
+        })?;
+    let local = tcp.local_addr().map_err(|source| ServeError::Listen {
+        addr: args.listen,
+        source,
+    })?;
+    let unix = match &args.unix_socket {
+        Some(path) => Some((
+            unix_socket::bind(path, args.unix_socket_mode, socket_group).await?,
+            path.clone(),
+        )),
+        None => None,
+    };
+
+    let metrics_listener = match args.metrics_listen {
+        MetricsListen::Off => None,
+        MetricsListen::At(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::MetricsListen { addr, source })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| ServeError::MetricsListen { addr, source })?;
+            Some((listener, local))
+        }
+    };
+
+    // Configuration that fails ends the process with one line; from here on it serves.
+    startup::log(&args, &policy, token.as_ref()).await;
+
+    let (reporter, health) = tonic_health::server::health_reporter();
+    readiness::set_all(&reporter, ServingStatus::NotServing).await;
+    let readiness_client = client.clone();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(readiness::run(
+        readiness_client,
+        reporter.clone(),
+        args.readiness_interval,
+        stop_rx.clone(),
+    ));
+
+    let writer = WriterService::new(
+        Engine::new(client, engine_config(&args)),
+        args.max_in_flight as usize,
+        transact::Limits {
+            idle: args.transact_idle_timeout,
+            max_request_bytes: args.max_request_bytes as usize,
+        },
+        policy,
+    );
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(ServeError::Reflection)?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(ServeError::Reflection)?;
+    let max_request_bytes = args.max_request_bytes as usize;
+    let routes = Routes::new(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(Edge::new(
+            WriterServiceServer::new(writer).max_decoding_message_size(max_request_bytes),
+            max_request_bytes,
+            token.clone(),
+        ))
+        .prepare();
+    if let Some(token) = token {
+        tokio::spawn(token.reload(stop_rx.clone()));
+    }
+
+    // One budget for the request bytes in flight on both gRPC listeners.
+    let receiving = receive::Budget::new(args.max_receiving_bytes as usize, args.receive_timeout);
+    // One pool for the gRPC listeners (TCP and unix socket), one for /metrics.
+    let (grpc_limits, metrics_limits) = connection_limits(&args);
+    let grpc = Pool::new("grpc", grpc_limits);
+    // The metrics address is logged first: a supervisor that waits for the gRPC address
+    // then knows both.
+    if let Some((listener, address)) = metrics_listener {
+        let pool = Pool::new("metrics", metrics_limits);
+        let health = tonic_health::server::HealthService::from_health_reporter(reporter.clone());
+        tokio::spawn(metrics::serve(listener, pool, health, stop_rx.clone()));
+        info!(%address, transport = "http", path = "/metrics", "metrics listening");
+    }
+    let mut servers = tokio::task::JoinSet::new();
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    servers.spawn(
+        grpc_server::<TcpConnectInfo>(&args, &receiving).serve_with_incoming_shutdown(
+            routes.clone(),
+            grpc.incoming(
+                // No Nagle: a unary RPC is one small write each way, and waiting for the
+                // peer's delayed ACK would add ~40 ms to every call.
+                TcpIncoming::from(tcp)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(keepalive(&args)),
+            ),
+            stopped(stop_rx.clone()),
+        ),
+    );
+    info!(address = %local, transport = "tcp", "listening");
+    if let Some((listener, path)) = unix {
+        servers.spawn(
+            grpc_server::<UdsConnectInfo>(&args, &receiving).serve_with_incoming_shutdown(
+                routes,
+                grpc.incoming(UnixListenerStream::new(listener)),
+                stopped(stop_rx.clone()),
+            ),
+        );
+        info!(
+            address = %path.display(),
+            transport = "unix",
+            mode = %args.unix_socket_mode,
+            "listening"
+        );
+    }
+
+    // Serve until a signal, or until a listener fails on its own.
+    let early = tokio::select! {
+        name = signals.recv() => {
+            info!(signal = name, grace = ?args.shutdown_grace, "draining in-flight RPCs");
+            None
+        }
+        Some(result) = servers.join_next() => Some(result),
+    };
+    readiness::set_all(&reporter, ServingStatus::NotServing).await;
+    let _ = stop_tx.send(true);
+
+    let mut outcome = Ok(());
+    if let Some(Ok(Err(err))) = early {
+        outcome = Err(ServeError::Transport(err));
+    }
+    let drain = async {
+        while let Some(result) = servers.join_next().await {
+            if let Ok(Err(err)) = result {
+                warn!(error = %err, "listener failed while draining");
+            }
+        }
+    };
+    tokio::select! {
+        _ = drain => info!("drained; exiting"),
+        _ = tokio::time::sleep(args.shutdown_grace) => {
+            warn!(grace = ?args.shutdown_grace, "grace period over; cutting off in-flight RPCs");
+        }
+        name = signals.recv() => warn!(signal = name, "second signal; cutting off in-flight RPCs"),
+    }
+    if let Some(path) = &args.unix_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    outcome
+}
+
+/// The engine's settings from the serve flags (also those of an in-process
+/// `safewrite update`, which reads the same `SAFEWRITE_*` variables).
+pub fn engine_config(args: &ServeArgs) -> EngineConfig {
+    EngineConfig {
+        max_attempts: args.max_attempts,
+        backoff: Backoff {
+            initial: args.initial_backoff,
+            max: args.max_backoff,
+        },
+        request_timeout: args.client.request_timeout,
+        field_manager: args.field_manager.clone(),
+        retry_budget_percent: args.retry_budget_percent,
+        retry_budget_min_per_second: args.retry_budget_min_per_second,
+        group_commit: !args.no_group_commit,
+        memory_bytes: if args.no_memory {
+            0
+        } else {
+            args.memory_bytes as usize
+        },
+        remember_secrets: args.remember_secrets,
+    }
+}
+
+/// The interval of HTTP/2 PINGs and TCP keepalive probes; none when set to zero.
+fn keepalive(args: &ServeArgs) -> Option<Duration> {
+    (!args.keepalive_interval.is_zero()).then_some(args.keepalive_interval)
+}
+
+/// A tonic server for connections whose info is `I`: HTTP/2 keepalive (a peer that does
+/// not answer a PING within the timeout is dropped), a bound on the streams of one
+/// connection (tonic would otherwise allow any number; it is above `--max-in-flight`, so
+/// that callers past that are refused with RESOURCE_EXHAUSTED rather than queued unseen
+/// in their HTTP/2 client), every request counted on its connection for the idle
+/// timeout, and every request message metered against the receive budget while it
+/// arrives (`crate::receive`).
+fn grpc_server<I>(
+    args: &ServeArgs,
+    receiving: &receive::Budget,
+) -> Server<Stack<ReceiveLayer, Stack<TrackLayer<I>, Identity>>> {
+    Server::builder()
+        .http2_keepalive_interval(keepalive(args))
+        .http2_keepalive_timeout(Some(args.keepalive_timeout))
+        .max_concurrent_streams(args.max_in_flight.saturating_mul(2).max(200))
+        .layer(TrackLayer::new())
+        .layer(ReceiveLayer(receiving.clone()))
+}
+
+/// The bounds of the gRPC and metrics connections.
+fn connection_limits(args: &ServeArgs) -> (Limits, Limits) {
+    let limits = |max_connections: u32, handshake_bytes| Limits {
+        max_connections: max_connections as usize,
+        handshake_timeout: args.handshake_timeout,
+        idle_timeout: args.idle_timeout,
+        handshake_bytes,
+    };
+    (
+        limits(args.max_connections, listen::HTTP2_PREFACE_LEN),
+        limits(args.metrics_max_connections, listen::FIRST_REQUEST),
+    )
+}

@@ -1,0 +1,238 @@
+//! The `safewrite.v1.WriterService` service: requests validated at the boundary
+//! (`validate`), checked against the `policy`, run by the engine (`transact` for the
+//! interactive stream), every failure answered by `respond`; what tonic refuses before a
+//! handler runs, and calls without the shared token, are answered by `edge`.
+
+pub mod edge;
+pub mod respond;
+mod rpc;
+pub mod transact;
+pub mod validate;
+
+pub use rpc::{
+    Admission, finish_rpc, grpc_timeout, grpc_timeout_of, outcome_name, record_target,
+    subresource_label, write_result,
+};
+pub use validate::{RequestParts, validate, validate_parts};
+
+use std::pin::Pin;
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument as _;
+
+use crate::engine::{self, Engine, Subresource};
+use crate::metrics;
+use crate::pb;
+use crate::policy::{Operation, Policy};
+use crate::service::edge::Reached;
+use crate::telemetry;
+
+/// The `safewrite.v1.WriterService` implementation.
+#[derive(Clone)]
+pub struct WriterService {
+    engine: Engine,
+    in_flight: Arc<Semaphore>,
+    max_in_flight: usize,
+    transact: transact::Limits,
+    policy: Arc<Policy>,
+}
+
+type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
+
+impl WriterService {
+    /// A service that runs at most `max_in_flight` RPCs at once, holds transactions'
+    /// callers to `transact`, and writes only what `policy` allows.
+    pub fn new(
+        engine: Engine,
+        max_in_flight: usize,
+        transact: transact::Limits,
+        policy: Policy,
+    ) -> Self {
+        Self {
+            engine,
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
+            transact,
+            policy: Arc::new(policy),
+        }
+    }
+
+    /// A place among the RPCs in flight, or RESOURCE_EXHAUSTED at once (load shedding).
+    fn admit(&self) -> Result<Admission, Status> {
+        let permit = self
+            .in_flight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| respond::overloaded(self.max_in_flight))?;
+        Ok(Admission {
+            _permit: permit,
+            _gauge: metrics::get().in_flight(),
+        })
+    }
+
+    /// Runs a unary RPC in its span: validates the request, checks it against the
+    /// policy, runs the engine, maps the result, and records the RPC in its span and the
+    /// metrics.
+    async fn run(
+        &self,
+        method: &'static str,
+        metadata: &tonic::metadata::MetadataMap,
+        parts: RequestParts<'_>,
+        subresource: Subresource,
+        operation: Operation,
+    ) -> Result<pb::WriteResult, Status> {
+        let span = telemetry::rpc_span(method, metadata);
+        let started = std::time::Instant::now();
+        let result = async {
+            let _admission = self.admit()?;
+            let spec = validate(parts, subresource, self.engine.config())
+                .map_err(|v| respond::invalid_request(&v))?;
+            record_target(&span, &spec.target);
+            self.permit(&spec, operation)?;
+            let deadline = grpc_timeout(metadata).map(|t| tokio::time::Instant::now() + t);
+            self.engine
+                .write(&spec, deadline)
+                .await
+                .map(|written| write_result(written, &span))
+                .map_err(|err| respond::to_status(&err))
+        }
+        .instrument(span.clone())
+        .await;
+        finish_rpc(&span, method, Some(subresource), started, result.as_ref());
+        result
+    }
+
+    /// Whether the policy allows `operation` of the validated write; PERMISSION_DENIED
+    /// (reason `POLICY_DENIED`) before anything is sent when it does not.
+    fn permit(&self, spec: &engine::WriteSpec, operation: Operation) -> Result<(), Status> {
+        self.policy.check(spec, operation).map_err(|denied| {
+            tracing::debug!(
+                operation = denied.operation.name(),
+                kind = %denied.kind,
+                rule = %denied.rule,
+                "write denied by the policy"
+            );
+            respond::policy_denied(&denied)
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl pb::writer_service_server::WriterService for WriterService {
+    async fn update_with_retry(
+        &self,
+        request: Request<pb::UpdateWithRetryRequest>,
+    ) -> Result<Response<pb::UpdateWithRetryResponse>, Status> {
+        let (metadata, extensions, body) = request.into_parts();
+        Reached::mark(&extensions);
+        let parts = RequestParts {
+            target: body.target.as_ref(),
+            mutation: body.mutation.as_ref(),
+            preconditions: body.preconditions.as_ref(),
+            retry_policy: body.retry_policy.as_ref(),
+            options: body.options.as_ref(),
+        };
+        let result = self
+            .run(
+                "UpdateWithRetry",
+                &metadata,
+                parts,
+                Subresource::Main,
+                Operation::Update,
+            )
+            .await?;
+        Ok(Response::new(pb::UpdateWithRetryResponse {
+            result: Some(result),
+        }))
+    }
+
+    async fn patch_status(
+        &self,
+        request: Request<pb::PatchStatusRequest>,
+    ) -> Result<Response<pb::PatchStatusResponse>, Status> {
+        let (metadata, extensions, body) = request.into_parts();
+        Reached::mark(&extensions);
+        let parts = RequestParts {
+            target: body.target.as_ref(),
+            mutation: body.mutation.as_ref(),
+            preconditions: body.preconditions.as_ref(),
+            retry_policy: body.retry_policy.as_ref(),
+            options: body.options.as_ref(),
+        };
+        let result = self
+            .run(
+                "PatchStatus",
+                &metadata,
+                parts,
+                Subresource::Status,
+                Operation::PatchStatus,
+            )
+            .await?;
+        Ok(Response::new(pb::PatchStatusResponse {
+            result: Some(result),
+        }))
+    }
+
+    type TransactStream = TransactStream;
+
+    async fn transact(
+        &self,
+        request: Request<Streaming<pb::TransactRequest>>,
+    ) -> Result<Response<Self::TransactStream>, Status> {
+        Reached::mark(request.extensions());
+        let span = telemetry::rpc_span("Transact", request.metadata());
+        let started = std::time::Instant::now();
+        let opened = async {
+            let deadline =
+                grpc_timeout(request.metadata()).map(|t| tokio::time::Instant::now() + t);
+            let mut inbound = request.into_inner();
+            // No place among the RPCs in flight until the caller has said what it wants:
+            // a silent stream holds none, and is ended by the idle bound.
+            let begin = transact::begin(&mut inbound, self.transact)
+                .await
+                .map_err(|status| (status, None))?;
+            let subresource = if begin.status {
+                Subresource::Status
+            } else {
+                Subresource::Main
+            };
+            let admission = self.admit().map_err(|status| (status, Some(subresource)))?;
+            let parts = RequestParts {
+                target: begin.target.as_ref(),
+                mutation: None,
+                preconditions: begin.preconditions.as_ref(),
+                retry_policy: begin.retry_policy.as_ref(),
+                options: begin.options.as_ref(),
+            };
+            let spec = validate_parts(parts, subresource, self.engine.config(), false)
+                .map_err(|v| (respond::invalid_request(&v), Some(subresource)))?;
+            record_target(&span, &spec.target);
+            self.permit(&spec, Operation::Transact)
+                .map_err(|status| (status, Some(subresource)))?;
+            Ok::<_, (Status, Option<Subresource>)>((spec, inbound, deadline, admission))
+        }
+        .instrument(span.clone())
+        .await;
+        let (spec, inbound, deadline, admission) = match opened {
+            Ok(opened) => opened,
+            Err((status, subresource)) => {
+                finish_rpc(&span, "Transact", subresource, started, Err(&status));
+                return Err(status);
+            }
+        };
+        let stream = transact::run(
+            self.engine.clone(),
+            spec,
+            inbound,
+            deadline,
+            self.transact,
+            admission,
+            (span, started),
+        );
+        Ok(Response::new(Box::pin(stream)))
+    }
+}

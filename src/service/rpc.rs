@@ -1,0 +1,135 @@
+//! Per-RPC bookkeeping shared by the unary RPCs, Transact and the edge: an RPC's place
+//! in flight, its span's fields, its metrics when it ends, its result message, and the
+//! caller's deadline from `grpc-timeout`.
+
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+use tonic::Status;
+use tonic_types::StatusExt as _;
+use tracing::Span;
+
+use super::respond;
+use crate::engine::{self, Subresource, Written};
+use crate::metrics;
+use crate::pb;
+use crate::telemetry;
+
+/// An RPC's place among those in flight; it is given back when dropped.
+pub struct Admission {
+    pub(super) _permit: OwnedSemaphorePermit,
+    pub(super) _gauge: metrics::InFlight,
+}
+
+/// The result message of a finished write.
+pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
+    pb::WriteResult {
+        outcome: respond::outcome(written.outcome) as i32,
+        object_json: written.object.to_string(),
+        resource_version: written.resource_version,
+        attempts: written.attempts.len() as u32,
+        attempt_records: respond::records(&written.attempts),
+        trace_id: telemetry::trace_id(span),
+        already_applied: written.already_applied,
+    }
+}
+
+/// A short lowercase name of a result's outcome, for spans and metrics.
+/// The names are the engine's ([`engine::Outcome::name`]).
+pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str {
+    let outcome = match outcome {
+        pb::Outcome::Updated => engine::Outcome::Updated,
+        pb::Outcome::Unchanged => engine::Outcome::Unchanged,
+        pb::Outcome::Created => engine::Outcome::Created,
+        pb::Outcome::Aborted => engine::Outcome::Aborted,
+        pb::Outcome::Unspecified => return "unspecified",
+    };
+    outcome.name(already_applied)
+}
+
+/// Records the target's identity (never its contents) on the RPC span. Only a validated
+/// target is recorded: a caller's raw strings never reach spans or logs.
+pub fn record_target(span: &Span, target: &crate::target::Target) {
+    if !target.namespace.is_empty() {
+        span.record("k8s.namespace.name", &*target.namespace);
+    }
+    span.record("safewrite.target.api_version", &*target.api_version);
+    span.record("safewrite.target.kind", &*target.kind);
+    span.record("safewrite.target.name", &*target.name);
+}
+
+/// The metrics label of a subresource; `unknown` before the request named one.
+pub fn subresource_label(subresource: Option<Subresource>) -> &'static str {
+    match subresource {
+        Some(Subresource::Main) => "main",
+        Some(Subresource::Status) => "status",
+        None => "unknown",
+    }
+}
+
+/// Records a finished RPC on `subresource` (when it is known): its code, outcome and
+/// attempts on its span, and in the metrics.
+pub fn finish_rpc(
+    span: &Span,
+    method: &'static str,
+    subresource: Option<Subresource>,
+    started: std::time::Instant,
+    result: Result<&pb::WriteResult, &Status>,
+) {
+    let metrics = metrics::get();
+    let subresource = subresource_label(subresource);
+    let (code, reason, attempts) = match result {
+        Ok(result) => {
+            let outcome = outcome_name(result.outcome(), result.already_applied);
+            span.record("safewrite.outcome", outcome);
+            span.record("safewrite.already_applied", result.already_applied);
+            metrics.outcome(outcome, subresource);
+            telemetry::record_rpc_end(span, tonic::Code::Ok, None);
+            (tonic::Code::Ok, None, result.attempts)
+        }
+        Err(status) => {
+            let info = status.get_details_error_info();
+            let attempts = info
+                .as_ref()
+                .and_then(|i| i.metadata.get("attempts"))
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(0);
+            telemetry::record_rpc_end(
+                span,
+                status.code(),
+                info.as_ref().map(|i| i.reason.as_str()),
+            );
+            (status.code(), info.map(|i| i.reason), attempts)
+        }
+    };
+    span.record("safewrite.attempts", i64::from(attempts));
+    metrics.rpc_done(
+        method,
+        subresource,
+        code,
+        reason.as_deref(),
+        attempts,
+        started.elapsed(),
+    );
+}
+
+/// The caller's deadline from the `grpc-timeout` header (e.g. "1500m" = 1.5 s).
+pub fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    grpc_timeout_of(metadata.as_ref())
+}
+
+/// [`grpc_timeout`] of a request's HTTP headers.
+pub fn grpc_timeout_of(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}

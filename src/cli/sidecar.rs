@@ -58,25 +58,21 @@ pub async fn write(
     if let Some(command) = &request.exec {
         return transact(&mut client, call, request, command).await;
     }
+    // The two requests carry the same fields.
+    let fields = pb::PatchStatusRequest {
+        target: Some(request.target.clone()),
+        mutation: request.mutation.clone(),
+        preconditions: Some(request.preconditions.clone()),
+        retry_policy: Some(request.retry_policy),
+        options: Some(request.options.clone()),
+    };
     let answer = match request.verb {
         Verb::Update => client
-            .update_with_retry(call.of(pb::UpdateWithRetryRequest {
-                target: Some(request.target.clone()),
-                mutation: request.mutation.clone(),
-                preconditions: Some(request.preconditions.clone()),
-                retry_policy: Some(request.retry_policy),
-                options: Some(request.options.clone()),
-            }))
+            .update_with_retry(call.of(pb::UpdateWithRetryRequest::from(fields)))
             .await
             .map(|answer| answer.into_inner().result),
         Verb::PatchStatus => client
-            .patch_status(call.of(pb::PatchStatusRequest {
-                target: Some(request.target.clone()),
-                mutation: request.mutation.clone(),
-                preconditions: Some(request.preconditions.clone()),
-                retry_policy: Some(request.retry_policy),
-                options: Some(request.options.clone()),
-            }))
+            .patch_status(call.of(fields))
             .await
             .map(|answer| answer.into_inner().result),
     };

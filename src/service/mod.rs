@@ -129,18 +129,11 @@ impl pb::writer_service_server::WriterService for WriterService {
     ) -> Result<Response<pb::UpdateWithRetryResponse>, Status> {
         let (metadata, extensions, body) = request.into_parts();
         Reached::mark(&extensions);
-        let parts = RequestParts {
-            target: body.target.as_ref(),
-            mutation: body.mutation.as_ref(),
-            preconditions: body.preconditions.as_ref(),
-            retry_policy: body.retry_policy.as_ref(),
-            options: body.options.as_ref(),
-        };
         let result = self
             .run(
                 "UpdateWithRetry",
                 &metadata,
-                parts,
+                RequestParts::from(&body),
                 Subresource::Main,
                 Operation::Update,
             )
@@ -156,18 +149,13 @@ impl pb::writer_service_server::WriterService for WriterService {
     ) -> Result<Response<pb::PatchStatusResponse>, Status> {
         let (metadata, extensions, body) = request.into_parts();
         Reached::mark(&extensions);
-        let parts = RequestParts {
-            target: body.target.as_ref(),
-            mutation: body.mutation.as_ref(),
-            preconditions: body.preconditions.as_ref(),
-            retry_policy: body.retry_policy.as_ref(),
-            options: body.options.as_ref(),
-        };
+        // The same fields as UpdateWithRetry's, for the status subresource.
+        let body = pb::UpdateWithRetryRequest::from(body);
         let result = self
             .run(
                 "PatchStatus",
                 &metadata,
-                parts,
+                RequestParts::from(&body),
                 Subresource::Status,
                 Operation::PatchStatus,
             )

@@ -28,6 +28,32 @@ pub struct RequestParts<'a> {
     pub options: Option<&'a pb::WriteOptions>,
 }
 
+impl<'a> From<&'a pb::UpdateWithRetryRequest> for RequestParts<'a> {
+    fn from(body: &'a pb::UpdateWithRetryRequest) -> Self {
+        RequestParts {
+            target: body.target.as_ref(),
+            mutation: body.mutation.as_ref(),
+            preconditions: body.preconditions.as_ref(),
+            retry_policy: body.retry_policy.as_ref(),
+            options: body.options.as_ref(),
+        }
+    }
+}
+
+/// A PatchStatus request carries the fields of an UpdateWithRetry one, for the status
+/// subresource.
+impl From<pb::PatchStatusRequest> for pb::UpdateWithRetryRequest {
+    fn from(body: pb::PatchStatusRequest) -> Self {
+        pb::UpdateWithRetryRequest {
+            target: body.target,
+            mutation: body.mutation,
+            preconditions: body.preconditions,
+            retry_policy: body.retry_policy,
+            options: body.options,
+        }
+    }
+}
+
 /// Checks a request and compiles it into a `WriteSpec`.
 ///
 /// # Errors

@@ -306,11 +306,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         if request.extensions().get::<Readiness>().is_some() {
-            let answer = inner.call(request);
-            return Box::pin(async move { answer.await.map_err(Into::into) });
+            return super::pass(inner, request);
         }
         let breaker = self.breaker.clone();
         Box::pin(async move {

@@ -62,6 +62,28 @@ pub struct RequestTimeout(pub Duration);
 #[derive(Debug, Clone, Copy)]
 pub struct Readiness;
 
+/// The service a layer's `call` was made on, for the call's future to own; a clone
+/// stays behind for the next `poll_ready` (tower: only the service polled ready may be
+/// called).
+fn take_ready<S: Clone>(service: &mut S) -> S {
+    let clone = service.clone();
+    std::mem::replace(service, clone)
+}
+
+/// A layer stepping aside for `request` (the readiness probe): `inner`'s answer as is.
+fn pass<S, Req>(
+    mut inner: S,
+    request: Req,
+) -> futures::future::BoxFuture<'static, Result<S::Response, tower::BoxError>>
+where
+    S: tower::Service<Req>,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError>,
+{
+    let answer = inner.call(request);
+    Box::pin(async move { answer.await.map_err(Into::into) })
+}
+
 /// Settings of the stack, from the serve flags.
 #[derive(Debug, Clone, Copy)]
 pub struct StackConfig {

@@ -53,8 +53,7 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         let method = request.method().clone();
         let verb = metrics::verb(&method, request.uri().path());
         // The path names the object (namespace, resource, name), never its contents.

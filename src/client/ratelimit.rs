@@ -247,12 +247,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        // The ready service goes into the future; a fresh clone stays behind.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         if request.extensions().get::<Readiness>().is_some() {
-            let answer = inner.call(request);
-            return Box::pin(async move { answer.await.map_err(Into::into) });
+            return super::pass(inner, request);
         }
         let pacing = self.pacing.clone();
         if pacing.steps_aside() {

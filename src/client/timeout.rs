@@ -79,8 +79,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         let now = Instant::now();
         let bound = request
             .extensions()

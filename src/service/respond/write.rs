@@ -1,0 +1,295 @@
+//! A failed write's status: one constructor per failure class, each with its message
+//! beside it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tonic::Code;
+
+use super::Answer;
+use crate::classify::Decision;
+use crate::client::RequestError;
+use crate::client::discovery::DiscoveryError;
+use crate::engine::mutation::{ApplyError, FieldViolation};
+use crate::engine::{Failure, WriteError};
+
+/// Maps a failed write to its gRPC status. The one place codes are chosen for writes.
+pub fn to_status(err: &WriteError) -> tonic::Status {
+    let attempts = err.attempts.len();
+    let failure = &err.failure;
+    let answer = match failure {
+        Failure::Invalid(violation) => invalid(violation),
+        Failure::UnknownKind(error) => unknown_kind(error),
+        Failure::PreconditionFailed { reason, current } => precondition_failed(reason, current),
+        Failure::Mutation { error, current } => mutation_failed(error, current),
+        Failure::ResourceVersionMismatch { current, .. } => Answer::new(
+            Code::Aborted,
+            "RESOURCE_VERSION_MISMATCH",
+            format!("{failure}; nothing was written"),
+        )
+        .current(current.clone()),
+        Failure::Api {
+            decision,
+            code,
+            reason,
+            message,
+            status,
+        } => api(decision, *code, reason, message, status.as_deref(), attempts),
+        Failure::Transport { error } => unreachable(error, attempts),
+        Failure::Deadline { .. } => Answer::new(
+            Code::DeadlineExceeded,
+            "DEADLINE_EXCEEDED",
+            format!("{failure}; give the call a longer deadline"),
+        ),
+        Failure::OutcomeUnknown { .. } => Answer::new(
+            Code::Unknown,
+            "WRITE_OUTCOME_UNKNOWN",
+            format!("{failure} (attempt {attempts})"),
+        ),
+        Failure::RetryBudget { .. } => Answer::new(
+            Code::Unavailable,
+            "RETRY_BUDGET_EXHAUSTED",
+            format!("{failure} (after {attempts} attempt(s)); retry later"),
+        )
+        .retry_after(Duration::from_secs(1)),
+        Failure::CircuitOpen { retry_after } => Answer::new(
+            Code::Unavailable,
+            "CIRCUIT_OPEN",
+            format!("{failure}; nothing was sent; retry after the RetryInfo delay"),
+        )
+        .retry_after(*retry_after),
+        Failure::RateLimited { wait } => Answer::new(
+            Code::ResourceExhausted,
+            "RATE_LIMITED",
+            format!(
+                "{failure}; nothing more was sent; retry after the RetryInfo delay, or give the call a longer deadline"
+            ),
+        )
+        .retry_after(*wait),
+        Failure::Cancelled(why) => Answer::new(
+            Code::Cancelled,
+            "TRANSACTION_CANCELLED",
+            format!("{why}; nothing was written after that point"),
+        ),
+        Failure::BadAnswer(error) => Answer::new(Code::Internal, "BAD_ANSWER", error.to_string()),
+    };
+    answer.status(&err.attempts)
+}
+
+/// A request that does not fit the resolved kind.
+fn invalid(violation: &FieldViolation) -> Answer {
+    Answer::new(
+        Code::InvalidArgument,
+        "INVALID_REQUEST",
+        format!("invalid request: {violation}; nothing was sent"),
+    )
+    .violation(violation.clone())
+}
+
+/// A kind that is not served, or an apiVersion that does not parse.
+fn unknown_kind(error: &DiscoveryError) -> Answer {
+    if let DiscoveryError::BadApiVersion(v) = error {
+        return Answer::new(
+            Code::InvalidArgument,
+            "INVALID_REQUEST",
+            format!("invalid request: apiVersion {v:?} does not parse; nothing was sent"),
+        )
+        .violation(FieldViolation::new(
+            "target.api_version",
+            format!("{v:?} is not of the form \"v1\" or \"group/version\""),
+        ));
+    }
+    Answer::new(
+        Code::NotFound,
+        "UNKNOWN_KIND",
+        format!(
+            "{error}: check target.api_version and target.kind (is its CRD installed?); nothing was sent"
+        ),
+    )
+}
+
+/// A precondition false on the fresh object.
+fn precondition_failed(reason: &str, current: &Value) -> Answer {
+    Answer::new(
+        Code::FailedPrecondition,
+        "PRECONDITION_FAILED",
+        format!(
+            "precondition failed: {reason}; nothing was written (the current object is in the WriteFailure detail)"
+        ),
+    )
+    .current(Some(current.clone()))
+}
+
+/// A mutation that could not be applied: a CEL expression past its bounds is the
+/// request's fault; anything else depends on the object.
+fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
+    match error {
+        ApplyError::CelNotAMap(_)
+        | ApplyError::CelNotABool(_)
+        | ApplyError::CelTooSlow(_)
+        | ApplyError::CelTooCostly { .. }
+        | ApplyError::CelResultTooLarge { .. }
+        | ApplyError::CelTooManySteps(_) => {
+            let field = if matches!(error, ApplyError::CelNotABool(_)) {
+                "preconditions.cel"
+            } else {
+                "mutation.cel.expression"
+            };
+            Answer::new(
+                Code::InvalidArgument,
+                "INVALID_CEL",
+                format!("{error}; nothing was written"),
+            )
+            .violation(FieldViolation::new(field, error.to_string()))
+        }
+        ApplyError::CelBusy => Answer::new(
+            Code::ResourceExhausted,
+            "CEL_BUSY",
+            format!("{error}; nothing was written"),
+        )
+        .retry_after(Duration::from_secs(1)),
+        ApplyError::CelDeadline => Answer::new(
+            Code::DeadlineExceeded,
+            "DEADLINE_EXCEEDED",
+            format!("{error}; nothing was written; give the call a longer deadline"),
+        ),
+        _ => Answer::new(
+            Code::FailedPrecondition,
+            "MUTATION_DOES_NOT_APPLY",
+            format!(
+                "{error}; nothing was written (the current object is in the WriteFailure detail)"
+            ),
+        )
+        .current(Some(current.clone())),
+    }
+}
+
+/// No answer from the API server, and retries ran out.
+fn unreachable(error: &RequestError, attempts: usize) -> Answer {
+    Answer::new(
+        Code::Unavailable,
+        "API_SERVER_UNREACHABLE",
+        format!("{error} (after {attempts} attempt(s)); retry later"),
+    )
+    .retry_after(Duration::from_secs(1))
+}
+
+/// The API server's answer that ended the loop. Its reason is the answer's own (or
+/// `HTTP_<code>` without one), but for a field manager conflict.
+fn api(
+    decision: &Decision,
+    code: u16,
+    reason: &str,
+    message: &str,
+    status: Option<&kube::core::Status>,
+    attempts: usize,
+) -> Answer {
+    let said = format!("{code} {reason}: {message}");
+    let passed_on = if reason.is_empty() {
+        format!("HTTP_{code}")
+    } else {
+        reason.to_string()
+    };
+    let answer = |grpc: Code, message: String| {
+        Answer::new(grpc, &passed_on, message).metadata("http_status", code.to_string())
+    };
+    match decision {
+        Decision::Conflict | Decision::Stale => answer(
+            Code::Aborted,
+            format!(
+                "the object kept changing: {attempts} attempt(s) each met a conflict ({said}); raise retry_policy.max_attempts, or requeue and try later"
+            ),
+        ),
+        Decision::AlreadyExists => answer(
+            Code::Aborted,
+            format!(
+                "the object was created and deleted concurrently {attempts} time(s) ({said}); try again"
+            ),
+        ),
+        Decision::FieldManagerConflict { fields } => Answer::new(
+            Code::Aborted,
+            "FIELD_MANAGER_CONFLICT",
+            format!(
+                "server-side apply conflicts with other field managers on: {}; set apply.force to take these fields over, or leave them out of the configuration; nothing was written",
+                fields.join(", ")
+            ),
+        )
+        .metadata("http_status", code.to_string()),
+        Decision::DisruptionBudget => answer(
+            Code::FailedPrecondition,
+            format!(
+                "the API server refused it to protect a PodDisruptionBudget ({said}); this is not throttling: try again once the budget allows a disruption"
+            ),
+        ),
+        Decision::Throttled { retry_after } => answer(
+            Code::Unavailable,
+            format!(
+                "the API server kept throttling after {attempts} attempt(s) ({said}); retry after the RetryInfo delay"
+            ),
+        )
+        .retry_after(retry_after.unwrap_or(Duration::from_secs(1))),
+        Decision::Unavailable { retry_after } => answer(
+            Code::Unavailable,
+            format!(
+                "the API server is unavailable after {attempts} attempt(s) ({said}); retry later"
+            ),
+        )
+        .retry_after(retry_after.unwrap_or(Duration::from_secs(1))),
+        Decision::Internal => answer(
+            Code::Internal,
+            format!(
+                "the API server failed internally ({said}), e.g. an admission webhook; it was retried a few times"
+            ),
+        ),
+        Decision::Invalid => {
+            let mut invalid = answer(
+                Code::InvalidArgument,
+                format!(
+                    "the API server refused the object as invalid ({said}); fix the fields named in the BadRequest detail; not retried"
+                ),
+            );
+            let causes = status.and_then(|s| s.details.as_ref()).map(|d| &d.causes);
+            for cause in causes.into_iter().flatten() {
+                let field = if cause.field.is_empty() {
+                    "object"
+                } else {
+                    cause.field.as_str()
+                };
+                let why = if cause.message.is_empty() {
+                    &cause.reason
+                } else {
+                    &cause.message
+                };
+                // The API server may repeat a cause; say each once.
+                invalid = invalid.violation(FieldViolation::new(field, why.clone()));
+            }
+            invalid
+        }
+        Decision::BadRequest => answer(
+            Code::InvalidArgument,
+            format!("the API server refused the request ({said}); not retried"),
+        ),
+        Decision::Unauthenticated => answer(
+            Code::Unauthenticated,
+            format!(
+                "the API server did not accept the sidecar's credentials ({said}); check its kubeconfig or service account"
+            ),
+        ),
+        Decision::Forbidden => answer(
+            Code::PermissionDenied,
+            format!(
+                "the sidecar's identity may not do this ({said}); grant it the verb on this resource with RBAC"
+            ),
+        ),
+        Decision::NotFound => answer(
+            Code::NotFound,
+            format!(
+                "the object does not exist ({said}); set options.create_if_missing_json to create it"
+            ),
+        ),
+        Decision::Success | Decision::Unexpected => answer(
+            Code::Internal,
+            format!("unexpected answer from the API server ({said})"),
+        ),
+    }
+}

@@ -160,7 +160,8 @@ where
                 Ok(status.into_http())
             });
         }
-        if let Some(timeout) = crate::service::grpc_timeout_of(request.headers())
+        let timeout = crate::service::grpc_timeout_of(request.headers());
+        if let Some(timeout) = timeout
             && timeout < crate::client::MIN_ANSWER_MARGIN
         {
             let span = telemetry::rpc_span(method, &trace_context(request.headers()));
@@ -170,6 +171,9 @@ where
         }
         let reached = Reached::default();
         request.extensions_mut().insert(reached.clone());
+        request
+            .extensions_mut()
+            .insert(crate::service::CallDeadline::after(timeout));
         // Only the trace context is needed, and only for a refusal.
         let trace = trace_context(request.headers());
         let max_request_bytes = self.max_request_bytes;

@@ -10,7 +10,7 @@ pub mod transact;
 pub mod validate;
 
 pub use rpc::{
-    Admission, finish_rpc, grpc_timeout, grpc_timeout_of, outcome_name, record_target,
+    Admission, CallDeadline, finish_rpc, grpc_timeout_of, outcome_name, record_target,
     subresource_label, write_result,
 };
 pub use validate::{RequestParts, validate, validate_parts};
@@ -74,13 +74,13 @@ impl WriterService {
         })
     }
 
-    /// Runs a unary RPC in its span: validates the request, checks it against the
-    /// policy, runs the engine, maps the result, and records the RPC in its span and the
-    /// metrics.
+    /// Runs a unary RPC (its metadata and the caller's deadline) in its span: validates
+    /// the request, checks it against the policy, runs the engine, maps the result, and
+    /// records the RPC in its span and the metrics.
     async fn run(
         &self,
         method: &'static str,
-        metadata: &tonic::metadata::MetadataMap,
+        (metadata, deadline): (&tonic::metadata::MetadataMap, Option<tokio::time::Instant>),
         parts: RequestParts<'_>,
         subresource: Subresource,
         operation: Operation,
@@ -93,7 +93,6 @@ impl WriterService {
                 .map_err(|v| respond::invalid_request(&v))?;
             record_target(&span, &spec.target);
             self.permit(&spec, operation)?;
-            let deadline = grpc_timeout(metadata).map(|t| tokio::time::Instant::now() + t);
             self.engine
                 .write(&spec, deadline)
                 .await
@@ -132,7 +131,7 @@ impl pb::writer_service_server::WriterService for WriterService {
         let result = self
             .run(
                 "UpdateWithRetry",
-                &metadata,
+                (&metadata, CallDeadline::of(&extensions)),
                 RequestParts::from(&body),
                 Subresource::Main,
                 Operation::Update,
@@ -154,7 +153,7 @@ impl pb::writer_service_server::WriterService for WriterService {
         let result = self
             .run(
                 "PatchStatus",
-                &metadata,
+                (&metadata, CallDeadline::of(&extensions)),
                 RequestParts::from(&body),
                 Subresource::Status,
                 Operation::PatchStatus,
@@ -175,8 +174,7 @@ impl pb::writer_service_server::WriterService for WriterService {
         let span = telemetry::rpc_span("Transact", request.metadata());
         let started = std::time::Instant::now();
         let opened = async {
-            let deadline =
-                grpc_timeout(request.metadata()).map(|t| tokio::time::Instant::now() + t);
+            let deadline = CallDeadline::of(request.extensions());
             let mut inbound = request.into_inner();
             // No place among the RPCs in flight until the caller has said what it wants:
             // a silent stream holds none, and is ended by the idle bound.

@@ -79,7 +79,9 @@ class WriterServiceServicer(object):
         mutation, or abort); safewrite writes it with the resourceVersion it sent, and on a
         conflict streams the next fresh object. The stream ends with a result, or with an
         error status. A caller that disconnects or sends a malformed message mid-transaction
-        causes no write after that point.
+        causes no write after that point. Transactions on one object through one sidecar
+        are committed together: each is offered the object as the ones before it left it,
+        their proposals go in one write, and each result is the caller's own.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

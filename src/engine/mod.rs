@@ -9,6 +9,8 @@
 //! - `run`: the loop, one for every write: a batch of members (one, for a write made
 //!   alone) read once, folded, written once, each member answered or retried.
 //! - `fold`: what a batch's members make of the object read, and each one's answer.
+//! - `ends`: how an attempt's end (refused, unanswered, missing, stale) becomes each
+//!   member's answer or retry.
 //! - `batch`: group commit: concurrent writes to one object queue to share a batch.
 //! - `attempt`: the requests an attempt makes (read, write, create, server-side apply)
 //!   and its span.
@@ -26,6 +28,7 @@ mod batch;
 mod body;
 pub mod cel;
 mod decide;
+mod ends;
 mod error;
 mod fold;
 mod memory;

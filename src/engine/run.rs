@@ -16,17 +16,17 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::Engine;
 use super::attempt::{
-    AfterWrite, Confirmed, Read, Sent, attempt_span, note_answer, record_failure, stale_copy,
+    AfterWrite, Confirmed, Read, Sent, attempt_span, note_answer, record_failure,
 };
 use super::batch::{Batcher, Key, Member};
 use super::body::resource_version;
 use super::decide::{Step, is_ambiguous};
+use super::ends::{end_all, missing, refused, stale, unanswered};
 use super::error::Failure;
-use super::fold::{Maker, OwnCode, Verdict, answer_each, fold, verdict_of_the_object};
+use super::fold::{Verdict, answer_each, fold, verdict_of_the_object};
 use super::memory::Source;
-use super::spec::{Subresource, WriteSpec};
+use super::spec::Subresource;
 use crate::classify::Decision;
-use crate::client::apiserver::Answer;
 use crate::engine::mutation::Mutation;
 use crate::target::Verb;
 
@@ -144,7 +144,7 @@ pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn
 }
 
 /// How one attempt of a batch ended.
-enum Attempted {
+pub(super) enum Attempted {
     /// Every member has its answer.
     Answered,
     /// These members go after the others (a create, isolation).
@@ -154,7 +154,7 @@ enum Attempted {
 }
 
 /// The end of an attempt of one member, as the batch's.
-fn single(member: Member, step: Step) -> Attempted {
+pub(super) fn single(member: Member, step: Step) -> Attempted {
     match step {
         Step::Done(done) => member.answer(Ok(done)),
         Step::Fail(failure) => member.answer(Err(failure)),
@@ -277,7 +277,7 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
 
 /// The fold changed nothing, so nothing is written: every answer is decided by the
 /// object read, once a live read confirms a remembered copy. A member's failure of its
-/// own (see [`Verdict::decided_by_the_object`]) is answered at once.
+/// own (see [`verdict_of_the_object`]) is answered at once.
 async fn unwritten(
     engine: &Engine,
     members: Vec<Member>,
@@ -329,198 +329,4 @@ fn latest_deadline(members: &[Member]) -> Option<Instant> {
         }
     }
     latest
-}
-
-/// The batch was decided on a remembered copy that turned out stale: every member goes
-/// again at once, from a live read.
-fn stale(mut members: Vec<Member>) -> Attempted {
-    for member in &mut members {
-        member.attempts.read_live = true;
-    }
-    Attempted::Retry(Decision::Stale, stale_copy(), members)
-}
-
-/// A read that ended the attempt (refused, with its answer, or unanswered): every
-/// member retries or fails with it.
-fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Attempted {
-    if let Some(answer) = answer {
-        for member in &mut members {
-            note_answer(member.attempts.current(), answer);
-        }
-    }
-    match step {
-        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
-        Step::Fail(failure) => {
-            for member in members {
-                member.answer(Err(failure.clone()));
-            }
-            Attempted::Answered
-        }
-        Step::Done(_) => unreachable!("a read does not finish a write"),
-    }
-}
-
-/// The object does not exist: the members before the first that may create it fail
-/// with the 404, as they would have one at a time; that one creates the object on its
-/// own (a create is not shared), and the rest go back to be written to the object it
-/// created.
-async fn missing(engine: &Engine, members: Vec<Member>, answer: &Answer) -> Attempted {
-    let mut members = members.into_iter();
-    let mut creator = None;
-    for mut member in members.by_ref() {
-        if member.spec.create_if_missing.is_some() {
-            creator = Some(member);
-            break;
-        }
-        note_answer(member.attempts.current(), answer);
-        match Step::from_answer(answer, None) {
-            Step::Fail(failure) | Step::Retry(_, failure) => member.answer(Err(failure)),
-            Step::Done(_) => unreachable!("a 404 does not finish a write"),
-        }
-    }
-    let Some(mut creator) = creator else {
-        return Attempted::Answered;
-    };
-    let rest: Vec<Member> = members.collect();
-    creator.attempts.current().batch_size = 1;
-    let step = {
-        let Member {
-            spec,
-            own,
-            request,
-            attempts,
-            ..
-        } = &mut creator;
-        let spec: &WriteSpec = spec;
-        let template = spec
-            .create_if_missing
-            .as_ref()
-            .expect("a creator has a template");
-        let mut maker = Maker {
-            spec,
-            own: own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
-            deadline: attempts.deadline,
-        };
-        engine
-            .create(spec, request, template, &mut maker, attempts)
-            .await
-    };
-    match step {
-        Step::Done(done) => creator.answer(Ok(done)),
-        Step::Fail(failure) => creator.answer(Err(failure)),
-        // Someone else created it first (AlreadyExists) or a fault: the creator goes
-        // back with the others, to be retried as a member (the object may exist now).
-        Step::Retry(decision, failure) => {
-            let mut back = vec![creator];
-            back.extend(rest);
-            return Attempted::Retry(decision, failure, back);
-        }
-    }
-    if rest.is_empty() {
-        Attempted::Answered
-    } else {
-        Attempted::SendBack(rest)
-    }
-}
-
-/// The API server refused the batch's write. Retryable answers (a conflict above all)
-/// retry the whole batch. Otherwise the refusal may be one member's doing: with one
-/// member changing the object, it fails and the others go back to be written without
-/// it; with several, each is written alone so that only the offender fails.
-fn refused(
-    members: Vec<Member>,
-    verdicts: &[Verdict],
-    changed: usize,
-    answer: &Answer,
-) -> Attempted {
-    if is_ambiguous(answer) {
-        // A timeout answer may come after the write was stored: each member whose change
-        // it carried is what the same answer would make of it alone.
-        return settle(members, verdicts, |member, changed| {
-            if changed {
-                Step::write_refused(&member.spec, answer)
-            } else {
-                Step::from_answer(answer, None)
-            }
-        });
-    }
-    // Only a member written alone may name an exact resourceVersion.
-    let strict = match &members[..] {
-        [member] => member.spec.preconditions.resource_version.clone(),
-        _ => None,
-    };
-    match Step::from_answer(answer, strict.as_deref()) {
-        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
-        Step::Done(_) => unreachable!("a refusal does not finish a write"),
-        Step::Fail(failure) if changed == 1 => {
-            let mut back = Vec::new();
-            for (member, verdict) in members.into_iter().zip(verdicts) {
-                if matches!(verdict, Verdict::Changed(_)) {
-                    member.answer(Err(failure.clone()));
-                } else {
-                    back.push(member);
-                }
-            }
-            if back.is_empty() {
-                Attempted::Answered
-            } else {
-                Attempted::SendBack(back)
-            }
-        }
-        Step::Fail(_) => Attempted::SendBack(
-            members
-                .into_iter()
-                .map(|mut m| {
-                    m.alone = true;
-                    m
-                })
-                .collect(),
-        ),
-    }
-}
-
-/// The batch's write got no answer. If it may have reached the API server, each member
-/// whose change it carried is what [`Step::unanswered_write`] makes of it alone (an
-/// unknown outcome without an idempotency key); the rest retry when the failure is
-/// retryable (the next read tells what was applied).
-fn unanswered(
-    members: Vec<Member>,
-    verdicts: &[Verdict],
-    failure: Failure,
-    decision: Decision,
-    maybe_sent: bool,
-) -> Attempted {
-    settle(members, verdicts, |member, changed| {
-        Step::unanswered_write(
-            &member.spec,
-            failure.clone(),
-            decision.clone(),
-            maybe_sent && changed,
-        )
-    })
-}
-
-/// Each member's own step after a write that may or may not have been applied
-/// (`changed`: the write carried its change): those whose step ends are answered, the
-/// rest retry together.
-fn settle(
-    members: Vec<Member>,
-    verdicts: &[Verdict],
-    step_of: impl Fn(&Member, bool) -> Step,
-) -> Attempted {
-    let (mut retry, mut going_on) = (None, Vec::new());
-    for (member, verdict) in members.into_iter().zip(verdicts) {
-        match step_of(&member, matches!(verdict, Verdict::Changed(_))) {
-            Step::Retry(decision, failure) => {
-                retry.get_or_insert((decision, failure));
-                going_on.push(member);
-            }
-            Step::Fail(failure) => member.answer(Err(failure)),
-            Step::Done(_) => unreachable!("a failure does not finish a write"),
-        }
-    }
-    match retry {
-        Some((decision, failure)) => Attempted::Retry(decision, failure, going_on),
-        None => Attempted::Answered,
-    }
 }

@@ -26,16 +26,10 @@
 //! `subresource` is `main` or `status`, or `unknown` for an RPC refused before it named
 //! one (a Transact whose begin never arrived or did not parse).
 
-use std::convert::Infallible;
+use std::sync::OnceLock;
 use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::StreamExt as _;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -43,19 +37,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tonic::transport::server::TcpIncoming;
-use tonic_health::pb::HealthCheckRequest;
-use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_server::Health as _;
-use tonic_health::server::HealthService;
-use tracing::debug;
-
-use crate::listen::{Pool, Tracked};
 
 type Labels = Vec<(&'static str, String)>;
 type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+mod endpoint;
+
+pub use endpoint::serve;
 
 fn latency() -> Histogram {
     Histogram::new([
@@ -421,89 +409,6 @@ fn is_collection(path: &str) -> bool {
         Some(&"apis") => n <= 4 || (n == 6 && segments[3] == "namespaces"),
         _ => false,
     }
-}
-
-/// Serves `GET /metrics`, `/livez` and `/readyz` (from `health`, the server's
-/// grpc.health.v1 status) on `listener` until `stop` turns true, over HTTP/1
-/// connections held to `pool`'s cap and timeouts; hyper also bounds the time to read
-/// each request head (the pool's handshake timeout).
-pub async fn serve(
-    listener: TcpListener,
-    pool: Arc<Pool>,
-    health: HealthService,
-    mut stop: watch::Receiver<bool>,
-) {
-    let health = Arc::new(health);
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(pool.limits().handshake_timeout);
-    let incoming = pool.incoming(TcpIncoming::from(listener).with_nodelay(Some(true)));
-    let mut incoming = std::pin::pin!(incoming);
-    loop {
-        let conn = tokio::select! {
-            conn = incoming.next() => conn,
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let Some(Ok(conn)) = conn else { return };
-        let activity = conn.activity();
-        let builder = builder.clone();
-        let health = health.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                // In flight until the response body is written.
-                let active = Some(activity.start());
-                let health = health.clone();
-                async move {
-                    let text = |status: http::StatusCode, body: &'static str| {
-                        http::Response::builder()
-                            .status(status)
-                            .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
-                            .body(Full::new(Bytes::from_static(body.as_bytes())))
-                    };
-                    let response = match request.uri().path() {
-                        "/metrics" => http::Response::builder()
-                            .header(
-                                http::header::CONTENT_TYPE,
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )
-                            .body(Full::new(Bytes::from(get().render()))),
-                        "/livez" => text(http::StatusCode::OK, "ok\n"),
-                        "/readyz" => {
-                            if serving(&health).await {
-                                text(http::StatusCode::OK, "ok\n")
-                            } else {
-                                text(
-                                    http::StatusCode::SERVICE_UNAVAILABLE,
-                                    "not ready: the API server is not ready (or the sidecar is draining)\n",
-                                )
-                            }
-                        }
-                        _ => text(
-                            http::StatusCode::NOT_FOUND,
-                            "metrics are at /metrics; probes at /livez and /readyz\n",
-                        ),
-                    };
-                    let response = response.expect("static response parts");
-                    Ok::<_, Infallible>(response.map(|body| Tracked::new(body, active)))
-                }
-            });
-            if let Err(error) = builder.serve_connection(TokioIo::new(conn), service).await {
-                debug!(%error, "metrics connection ended");
-            }
-        });
-    }
-}
-
-/// Whether grpc.health.v1 says the whole server ("") is SERVING.
-async fn serving(health: &HealthService) -> bool {
-    let request = tonic::Request::new(HealthCheckRequest {
-        service: String::new(),
-    });
-    health
-        .check(request)
-        .await
-        .is_ok_and(|answer| answer.into_inner().status() == ServingStatus::Serving)
 }
 
 #[cfg(test)]

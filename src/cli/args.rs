@@ -1,0 +1,166 @@
+//! The flags of `safewrite update` and `safewrite patch-status`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::Output;
+use crate::health::Address;
+
+/// The help text after the flags: exit codes and examples.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  written, created, or unchanged (nothing to write)
+  1  the --exec command exited non-zero: nothing was written
+  2  invalid: a bad flag or value, KIND/NAME, JSON, CEL or object (INVALID_ARGUMENT)
+  3  precondition failed: --if, --uid or a JSON Patch test is false, or the change does
+     not apply to the object (FAILED_PRECONDITION); nothing was written
+  4  conflict: still conflicting after --max-attempts, or --resource-version is not the
+     object's (ABORTED); nothing was written
+  5  not found: the object (without --create-if-missing) or its kind (NOT_FOUND)
+  6  denied: RBAC or the sidecar's policy refused, or credentials/token are wrong
+     (PERMISSION_DENIED, UNAUTHENTICATED)
+  7  unavailable, or the outcome is unknown: API server or sidecar unreachable, deadline
+     passed, overloaded (UNAVAILABLE, UNKNOWN, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED...)
+
+Modes: with SAFEWRITE_ADDRESS or --address the write goes through that sidecar (its
+retry, classification, rate limit, breaker and policy); otherwise it runs the same engine
+in this process against the API server of --kubeconfig, KUBECONFIG, ~/.kube/config or
+the in-cluster service account.
+
+Kinds: as kubectl takes them (configmap/x, cm/x, configmaps/x, ConfigMap/x,
+deployments.apps/x, widgets.example.com/x), resolved through API discovery. Through a
+sidecar without a kubeconfig, only the built-in kinds' names are known (configmaps/cm,
+secrets, pods/po, services/svc, deployments/deploy, statefulsets/sts, jobs, cronjobs/cj,
+...); name any other kind by its Kind with --api-version (e.g. Widget/x --api-version
+example.com/v1, and -n '' when it is cluster-scoped).
+
+-o jsonpath=TEMPLATE supports a subset: text with {.field.path} and {.list[0].field}
+(and {.metadata.labels['app.kubernetes.io/name']}); strings print bare, other values as
+JSON, a missing field as nothing.
+
+Examples:
+  # Increment a counter with jq; conflicts re-read and re-run jq
+  safewrite update cm/counter --exec 'jq \".data.n |= (tonumber + 1 | tostring)\"'
+
+  # Scale up only while the Deployment is not paused
+  safewrite update deployments.apps/web --if '!has(object.spec.paused) || !object.spec.paused' \\
+      --cel '{\"spec\": {\"replicas\": object.spec.replicas + 1}}'
+
+  # Create-or-update: create from the manifest when missing, then merge the change
+  safewrite update cm/settings --create-if-missing settings.yaml --merge '{\"data\": {\"mode\": \"on\"}}'
+
+  # Set a status condition of a custom resource, printing the new resourceVersion
+  safewrite patch-status widgets.example.com/w1 --merge '{\"status\": {\"ready\": true}}' \\
+      -o jsonpath='{.metadata.resourceVersion}'";
+
+/// Options of `safewrite update` and `safewrite patch-status`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct WriteArgs {
+    /// The object, as kubectl names it: KIND/NAME (e.g. cm/counter, deployments.apps/web).
+    #[arg(value_name = "KIND/NAME")]
+    pub object: String,
+
+    /// Namespace of the object [default: the kubeconfig context's, else "default"].
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+
+    /// apiVersion of the kind (e.g. apps/v1); needed for kinds named by Kind without
+    /// discovery.
+    #[arg(long)]
+    pub api_version: Option<String>,
+
+    #[command(flatten)]
+    pub change: Change,
+
+    /// Precondition: a CEL expression over `object` that must be true on the fresh object
+    /// before each attempt (else exit 3, nothing written).
+    #[arg(long = "if", value_name = "CEL")]
+    pub precondition: Option<String>,
+
+    /// Precondition: the object's metadata.uid must be this.
+    #[arg(long)]
+    pub uid: Option<String>,
+
+    /// Strict compare-and-swap: the object must be at this resourceVersion (else exit 4).
+    #[arg(long)]
+    pub resource_version: Option<String>,
+
+    /// Create the object from this JSON or YAML file (`-` for stdin) when it is missing;
+    /// the change is applied to it first.
+    #[arg(long, value_name = "FILE|-")]
+    pub create_if_missing: Option<String>,
+
+    /// Recorded on the object with the change, so that running the command again (after
+    /// a lost answer, or a retried script) changes it at most once.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+
+    /// Send the write with dryRun=All: validated and admitted, not stored.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Field manager recorded for the write [default: safewrite].
+    #[arg(long)]
+    pub field_manager: Option<String>,
+
+    /// How long the whole command may take (attempts, backoff and --exec runs included).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    /// Attempts (the first included) before a conflict is given up [default: 50].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_attempts: Option<u32>,
+
+    /// Print the written object: json, yaml, name (e.g. configmap/x) or
+    /// jsonpath=TEMPLATE. Without it, one line such as `configmap/x updated`.
+    #[arg(short = 'o', long, value_parser = Output::parse)]
+    pub output: Option<Output>,
+
+    /// Write through the sidecar at this address (host:port, unix:///path) instead of
+    /// in-process.
+    #[arg(long, env = "SAFEWRITE_ADDRESS", value_parser = Address::parse)]
+    pub address: Option<Address>,
+
+    /// File holding the sidecar's shared token, sent as `authorization: Bearer`.
+    #[arg(long, env = "SAFEWRITE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, then in-cluster].
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use instead of the current context.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+/// The change: exactly one of these (checked in [`super::run`], to say so in one line).
+#[derive(Debug, Clone, Args)]
+#[group(multiple = false)]
+pub struct Change {
+    /// A CEL expression over `object` giving a merge patch, e.g.
+    /// '{"data": {"n": string(int(object.data.n) + 1)}}'.
+    #[arg(long, value_name = "EXPR")]
+    pub cel: Option<String>,
+
+    /// A JSON merge patch (RFC 7386), e.g. '{"data": {"mode": "on"}}'.
+    #[arg(long, value_name = "JSON")]
+    pub merge: Option<String>,
+
+    /// A JSON Patch (RFC 6902); its `test` operations are preconditions.
+    #[arg(long, value_name = "JSON")]
+    pub json_patch: Option<String>,
+
+    /// Server-side apply of this JSON or YAML file (`-` for stdin), with --force-conflicts.
+    #[arg(long, value_name = "FILE|-")]
+    pub apply: Option<String>,
+
+    /// Run CMD with `sh -c` on every attempt, the fresh object (JSON) on its stdin; its
+    /// stdout (JSON) is the new object. Exiting non-zero aborts (exit 1, nothing
+    /// written); printing the object unchanged writes nothing.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+}

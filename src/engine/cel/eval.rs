@@ -11,8 +11,8 @@ use cel::context::VariableResolver;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::compile::bounded_display;
 use super::estimate::Estimator;
+use super::source::bounded_display;
 use super::*;
 
 pub(super) type Job = Box<dyn FnOnce() + Send>;

@@ -50,13 +50,14 @@ use crate::engine::mutation::{ApplyError, FieldViolation};
 mod compile;
 mod estimate;
 mod eval;
+mod source;
 #[cfg(test)]
 mod tests;
 
-pub use compile::short;
 use compile::{compile_here, names_object};
 use estimate::Estimator;
 use eval::{COMPILERS, Job, POOL, run};
+pub use source::short;
 
 /// The longest CEL source accepted.
 pub const CEL_MAX_SOURCE: usize = 16 * 1024;

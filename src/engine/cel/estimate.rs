@@ -7,71 +7,9 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, Expr, LiteralValue, operators};
 use serde_json::Value;
 
+use super::bound::Bound;
 use super::compile::{Kind, comprehension_kind, entry_exprs, optional_call};
 use super::*;
-
-/// An upper bound of a value: its size (units, see [`VALUE`]), its length (elements of
-/// a list or map, bytes of a string) and the size of its largest element.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Bound {
-    pub(super) size: u64,
-    len: u64,
-    elem: u64,
-}
-
-impl Bound {
-    const SCALAR: Bound = Bound {
-        size: VALUE,
-        len: 0,
-        elem: 0,
-    };
-
-    /// Any value of at most `size` units.
-    fn within(size: u64) -> Bound {
-        Bound {
-            size,
-            len: size,
-            elem: size,
-        }
-    }
-
-    fn text(len: u64) -> Bound {
-        Bound {
-            size: VALUE.saturating_add(len),
-            len,
-            elem: 0,
-        }
-    }
-
-    fn element(self) -> Bound {
-        Bound::within(self.elem)
-    }
-
-    fn join(self, other: Bound) -> Bound {
-        Bound {
-            size: self.size.max(other.size),
-            len: self.len.max(other.len),
-            elem: self.elem.max(other.elem),
-        }
-    }
-
-    fn is_scalar(self) -> bool {
-        self.size <= VALUE && self.len == 0
-    }
-
-    /// How many steps iterating it may take.
-    fn iterations(self) -> u64 {
-        self.len.min(self.size / VALUE)
-    }
-
-    fn optional(self) -> Bound {
-        Bound {
-            size: VALUE.saturating_add(self.size),
-            len: 1,
-            elem: self.size,
-        }
-    }
-}
 
 /// The estimate of one node: what evaluating it may cost, a bound of its value, and,
 /// when it is read from `object` by a static path, the nodes of the fresh object it is

@@ -47,6 +47,7 @@ use tokio::time::Instant;
 
 use crate::engine::mutation::{ApplyError, FieldViolation};
 
+mod bound;
 mod compile;
 mod estimate;
 mod eval;

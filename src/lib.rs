@@ -3,17 +3,14 @@
 
 pub mod auth;
 pub mod backoff;
-pub mod classify;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod engine;
 pub mod health;
-pub mod idempotency;
 pub mod inject;
 pub mod listen;
 pub mod metrics;
-pub mod policy;
 pub mod process;
 pub mod reasons;
 pub mod receive;

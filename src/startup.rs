@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use crate::auth::Token;
 use crate::config::{MetricsListen, ServeArgs};
-use crate::policy::Policy;
+use crate::engine::policy::Policy;
 
 /// Logs the start: the version and the API server, the effective configuration (never
 /// a secret: paths, not the token or the kubeconfig's contents), the policy, and loud

@@ -15,10 +15,10 @@ use super::error::{Failure, mutation_failure, request_failure};
 use super::memory::Source;
 use super::result::{AttemptRecord, Done, Outcome};
 use super::spec::{Change, Mutator, Preconditions, Subresource, WriteSpec};
-use crate::classify::Decision;
 use crate::client::apiserver::{self, Answer};
 use crate::client::discovery;
-use crate::idempotency;
+use crate::engine::classify::Decision;
+use crate::engine::idempotency;
 use crate::target::{ObjectPath, Verb, WriteParams};
 
 /// The outcome of one API request inside the loop.

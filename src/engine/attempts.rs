@@ -12,7 +12,7 @@ use super::decide::{self, Standing};
 use super::error::{Failure, WriteError};
 use super::result::{AttemptRecord, Done, Written};
 use super::spec::Policy;
-use crate::classify::Decision;
+use crate::engine::classify::Decision;
 
 /// Per-request state of the loop.
 pub(super) struct Attempts {

@@ -42,7 +42,7 @@ use super::result::{Done, Written};
 use super::run::{Alone, Queue, run};
 use super::spec::{Subresource, WriteSpec};
 use crate::client::discovery::Resolved;
-use crate::idempotency;
+use crate::engine::idempotency;
 use crate::target::ObjectPath;
 
 /// The most requests one write carries. The idempotency window

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use super::error::Failure;
 use super::result::Done;
 use super::spec::{Policy, WriteSpec};
-use crate::classify::{Decision, INTERNAL_ERROR_RETRIES};
 use crate::client::apiserver::Answer;
+use crate::engine::classify::{Decision, INTERNAL_ERROR_RETRIES};
 
 /// What one attempt decided.
 pub(super) enum Step {
@@ -31,7 +31,7 @@ impl Step {
     /// A non-success answer: retry it or end with it. With `strict` (the caller's exact
     /// resourceVersion) a conflict is a compare-and-swap failure, never retried.
     pub(super) fn from_answer(answer: &Answer, strict: Option<&str>) -> Step {
-        let decision = crate::classify::decision(answer);
+        let decision = crate::engine::classify::decision(answer);
         if let Some(expected) = strict
             && decision == Decision::Conflict
         {

@@ -9,8 +9,8 @@ use super::error::Failure;
 use super::fold::{Maker, OwnCode, Verdict};
 use super::run::Attempted;
 use super::spec::WriteSpec;
-use crate::classify::Decision;
 use crate::client::apiserver::Answer;
+use crate::engine::classify::Decision;
 
 /// The batch was decided on a remembered copy that turned out stale: every member goes
 /// again at once, from a live read.

@@ -7,9 +7,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::result::AttemptRecord;
-use crate::classify::{self, Decision};
 use crate::client::apiserver::RequestError;
 use crate::client::discovery::DiscoveryError;
+use crate::engine::classify::{self, Decision};
 use crate::engine::mutation::{ApplyError, FieldViolation};
 
 /// A failed write: why, and the attempts made.
@@ -159,7 +159,7 @@ pub(super) fn unresolved(
 ) -> Unresolved {
     match error {
         DiscoveryError::Refused { answer, .. } => {
-            let decision = crate::classify::decision(&answer);
+            let decision = crate::engine::classify::decision(&answer);
             let failure = Failure::Api {
                 decision: decision.clone(),
                 code: answer.code,

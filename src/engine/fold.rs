@@ -12,7 +12,7 @@ use super::body::{main_body, resource_version, status_body};
 use super::error::Failure;
 use super::result::{Done, Outcome};
 use super::spec::{Change, Declarative, Mutator, Subresource, WriteSpec};
-use crate::idempotency;
+use crate::engine::idempotency;
 
 /// The caller's own code as a member's mutation (Transact, `--exec`): a [`Mutator`]
 /// behind a pointer, so that one loop carries it and declarative members alike.

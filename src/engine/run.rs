@@ -26,7 +26,7 @@ use super::error::Failure;
 use super::fold::{Verdict, answer_each, fold, verdict_of_the_object};
 use super::memory::Source;
 use super::spec::Subresource;
-use crate::classify::Decision;
+use crate::engine::classify::Decision;
 use crate::engine::mutation::Mutation;
 use crate::target::Verb;
 
@@ -256,7 +256,7 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
             // A refusal of what a remembered copy made (a 422 on a field since changed)
             // stands only once a live read shows the copy current.
             if source == Source::Remembered && !is_ambiguous(&answer) {
-                let final_refusal = !crate::classify::decision(&answer).is_retryable();
+                let final_refusal = !crate::engine::classify::decision(&answer).is_retryable();
                 if final_refusal {
                     match engine.confirm(&request, &version, deadline, made).await {
                         Confirmed::Current => {}

@@ -82,7 +82,7 @@ pub struct WriteSpec {
     /// Created (after the mutation is applied to it) when the target is missing.
     pub create_if_missing: Option<Value>,
     /// Recorded on the object with the change, so that the change is made at most once
-    /// (see [`crate::idempotency`]); only for the main resource.
+    /// (see [`crate::engine::idempotency`]); only for the main resource.
     pub idempotency_key: Option<String>,
     /// The caller asked for this write to go on its own, never in a group commit.
     pub write_alone: bool,

@@ -24,10 +24,10 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
+use crate::engine::policy::{Operation, Policy};
 use crate::engine::{self, Engine, Subresource};
 use crate::metrics;
 use crate::pb;
-use crate::policy::{Operation, Policy};
 use crate::service::edge::Reached;
 use crate::telemetry;
 

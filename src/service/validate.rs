@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::backoff::Backoff;
+use crate::engine::idempotency;
 use crate::engine::mutation::{self, Cel, FieldViolation, Mutation};
 use crate::engine::{EngineConfig, Policy, Preconditions, Subresource, WriteSpec};
-use crate::idempotency;
 use crate::pb;
 use crate::target::{self, ApiVersion, FieldManager, Kind, Name, Namespace, Target};
 

@@ -379,7 +379,7 @@ async fn callers_that_leave_a_group_cost_no_one_else_their_write() {
         .expect("a number");
     let applied = keys
         .iter()
-        .filter(|(key, _)| safewrite::idempotency::applied(&object, key))
+        .filter(|(key, _)| safewrite::engine::idempotency::applied(&object, key))
         .count() as u64;
     let (ok, dropped, ended) = (
         ok.load(Ordering::Relaxed),
@@ -392,7 +392,7 @@ async fn callers_that_leave_a_group_cost_no_one_else_their_write() {
     for (key, answered_ok) in &keys {
         if *answered_ok {
             assert!(
-                safewrite::idempotency::applied(&object, key),
+                safewrite::engine::idempotency::applied(&object, key),
                 "{key} was answered OK but is not on the object"
             );
         }

@@ -7,9 +7,9 @@ use serde_json::Value;
 use tonic::Code;
 
 use super::Answer;
-use crate::classify::Decision;
 use crate::client::RequestError;
 use crate::client::discovery::DiscoveryError;
+use crate::engine::classify::Decision;
 use crate::engine::mutation::{ApplyError, FieldViolation};
 use crate::engine::{Failure, WriteError};
 

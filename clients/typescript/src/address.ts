@@ -1,25 +1,23 @@
 /**
  * Where the sidecar is: the address given, else the SAFEWRITE_ADDRESS environment
- * variable, as a gRPC target for grpc-js.
+ * variable, else the sidecar's default, as a gRPC target for grpc-js.
  */
 
 /** The environment variable that says where the sidecar listens. */
 export const ADDRESS_ENV = "SAFEWRITE_ADDRESS";
 
+/** Where the sidecar listens unless told otherwise (`safewrite serve --listen`). */
+export const DEFAULT_ADDRESS = "127.0.0.1:50051";
+
 /**
  * The grpc-js target for an address: `host:port`, `http://host:port`, `unix:///path`
- * or a bare absolute socket path. An empty or missing address takes SAFEWRITE_ADDRESS.
+ * or a bare absolute socket path. An empty or missing address takes SAFEWRITE_ADDRESS,
+ * else {@link DEFAULT_ADDRESS}, as the Python and Go clients do.
  *
- * @throws Error when neither an address nor SAFEWRITE_ADDRESS is given.
+ * @throws Error when the address is not one of those forms.
  */
 export function resolveAddress(address: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
-  const given = (address ?? "").trim() || (env[ADDRESS_ENV] ?? "").trim();
-  if (given === "") {
-    throw new Error(
-      `no safewrite sidecar address: pass one to new Client(address) or set ${ADDRESS_ENV} ` +
-        `(e.g. 127.0.0.1:50051 or unix:///run/safewrite/safewrite.sock)`,
-    );
-  }
+  const given = (address ?? "").trim() || (env[ADDRESS_ENV] ?? "").trim() || DEFAULT_ADDRESS;
   if (given.startsWith("unix:")) {
     return given;
   }

@@ -166,8 +166,9 @@ describe("addresses", () => {
     }
   });
 
-  it("says to set SAFEWRITE_ADDRESS when there is none", () => {
-    assert.throws(() => resolveAddress(undefined, {}), /set SAFEWRITE_ADDRESS/);
+  it("takes SAFEWRITE_ADDRESS, else the sidecar's default, when no address is given", () => {
+    assert.equal(resolveAddress(undefined, {}), "127.0.0.1:50051");
+    assert.equal(resolveAddress("  ", { SAFEWRITE_ADDRESS: " " }), "127.0.0.1:50051");
     assert.equal(resolveAddress("", { SAFEWRITE_ADDRESS: "127.0.0.1:9" }), "127.0.0.1:9");
     assert.equal(resolveAddress("http://127.0.0.1:9", {}), "127.0.0.1:9");
     assert.equal(resolveAddress("/run/s.sock", {}), "unix:///run/s.sock");

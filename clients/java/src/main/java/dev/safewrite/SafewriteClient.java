@@ -45,6 +45,12 @@ public final class SafewriteClient implements AutoCloseable {
   /** The environment variable naming the sidecar's address when none is given. */
   public static final String ADDRESS_ENV = "SAFEWRITE_ADDRESS";
 
+  /**
+   * Where the sidecar listens unless told otherwise ({@code safewrite serve --listen}): the address
+   * when none is given and {@code SAFEWRITE_ADDRESS} is unset, as in the Python and Go clients.
+   */
+  public static final String DEFAULT_ADDRESS = "127.0.0.1:50051";
+
   /** Bounds one answer of the sidecar: objects as JSON stay far below, but over 4 MiB. */
   private static final int MAX_RESPONSE_BYTES = 64 << 20;
 
@@ -73,9 +79,8 @@ public final class SafewriteClient implements AutoCloseable {
   }
 
   /**
-   * A client of the sidecar named by the environment variable {@code SAFEWRITE_ADDRESS}.
-   *
-   * @throws IllegalStateException when the variable is unset or empty
+   * A client of the sidecar named by the environment variable {@code SAFEWRITE_ADDRESS}, else at
+   * {@link #DEFAULT_ADDRESS}.
    */
   public static SafewriteClient connect() {
     return builder().build();
@@ -84,7 +89,7 @@ public final class SafewriteClient implements AutoCloseable {
   /**
    * A client of the sidecar at {@code address}: {@code host:port}, {@code http://host:port}, {@code
    * unix:///path/to/socket} or an absolute socket path; {@code null} or empty means {@code
-   * SAFEWRITE_ADDRESS}. Connects lazily, on the first call.
+   * SAFEWRITE_ADDRESS}, else {@link #DEFAULT_ADDRESS}. Connects lazily, on the first call.
    */
   public static SafewriteClient connect(String address) {
     return builder().address(address).build();
@@ -253,18 +258,16 @@ public final class SafewriteClient implements AutoCloseable {
 
   /**
    * The gRPC target for an address, as {@link #connect(String)} takes it; {@code env} is read for
-   * {@code SAFEWRITE_ADDRESS} when the address is empty.
+   * {@code SAFEWRITE_ADDRESS} when the address is empty, and {@link #DEFAULT_ADDRESS} stands in
+   * when that is unset or empty too.
    */
   static String target(String address, Map<String, String> env) {
     String given = address == null ? "" : address.strip();
     if (given.isEmpty()) {
       given = Objects.requireNonNullElse(env.get(ADDRESS_ENV), "").strip();
-      if (given.isEmpty()) {
-        throw new IllegalStateException(
-            "no safewrite sidecar address: pass one (\"host:port\" or "
-                + "\"unix:///path/to/socket\") or set "
-                + ADDRESS_ENV);
-      }
+    }
+    if (given.isEmpty()) {
+      given = DEFAULT_ADDRESS;
     }
     if (given.startsWith("http://")) {
       given = given.substring("http://".length());
@@ -367,8 +370,7 @@ public final class SafewriteClient implements AutoCloseable {
     }
 
     /**
-     * @throws IllegalStateException when no channel and no address is given and {@code
-     *     SAFEWRITE_ADDRESS} is unset, or when both a channel and an address are given
+     * @throws IllegalStateException when both a channel and an address are given
      */
     public SafewriteClient build() {
       if (channel != null) {

@@ -208,12 +208,10 @@ class OfflineTest {
   @Test
   void addressComesFromTheArgumentThenTheEnvironment() {
     Map<String, String> none = Map.of();
-    IllegalStateException missing =
-        assertThrows(IllegalStateException.class, () -> SafewriteClient.target(null, none));
-    assertTrue(missing.getMessage().contains("SAFEWRITE_ADDRESS"), missing.getMessage());
-    assertThrows(
-        IllegalStateException.class,
-        () -> SafewriteClient.builder().env(Map.of("SAFEWRITE_ADDRESS", "  ")).build());
+    // Neither: the sidecar's default, as in the Python and Go clients.
+    assertEquals("dns:///127.0.0.1:50051", SafewriteClient.target(null, none));
+    assertEquals(
+        "dns:///127.0.0.1:50051", SafewriteClient.target(" ", Map.of("SAFEWRITE_ADDRESS", "  ")));
     Map<String, String> env = Map.of("SAFEWRITE_ADDRESS", "127.0.0.1:50051");
     assertEquals("dns:///127.0.0.1:50051", SafewriteClient.target("", env));
     assertEquals("dns:///localhost:7000", SafewriteClient.target("localhost:7000", env));

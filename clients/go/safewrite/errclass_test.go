@@ -235,6 +235,10 @@ func TestNotFound(t *testing.T) {
 	if swErr := asError(t, err); !errors.Is(err, safewrite.ErrNotFound) || swErr.Code != codes.NotFound || swErr.Reason != "NotFound" {
 		t.Fatalf("error %v, want ErrNotFound with reason NotFound", err)
 	}
+	// The advice names this client's option, not the proto's field.
+	if msg := asError(t, err).Message; !strings.Contains(msg, "safewrite.WithCreateIfMissing") || strings.Contains(msg, "create_if_missing_json") {
+		t.Fatalf("message %q, want it to name safewrite.WithCreateIfMissing", msg)
+	}
 
 	gadget := safewrite.ObjectRef{APIVersion: "test.safewrite.dev/v1", Kind: "Gadget", Namespace: ref.Namespace, Name: "x"}
 	_, err = c.Update(ctx, gadget, safewrite.MergePatch("{}"))

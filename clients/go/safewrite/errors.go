@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -269,7 +270,9 @@ func FromError(err error) error {
 }
 
 func fromStatus(st *status.Status) *Error {
-	e := &Error{Code: st.Code(), Message: st.Message(), status: st}
+	// The sidecar's advice names the proto's field; the caller sets this client's option.
+	message := strings.ReplaceAll(st.Message(), "options.create_if_missing_json", "safewrite.WithCreateIfMissing")
+	e := &Error{Code: st.Code(), Message: message, status: st}
 	for _, detail := range st.Details() {
 		switch d := detail.(type) {
 		case *errdetails.ErrorInfo:

@@ -107,6 +107,9 @@ def test_not_found(client: sw.Client, configmap_ref: sw.ObjectRef) -> None:
         client.update(configmap_ref, cel=INCREMENT)
     assert info.value.code == grpc.StatusCode.NOT_FOUND
     assert info.value.reason == "NotFound"
+    # The advice names this client's option, not the proto's field.
+    assert "create_if_missing=" in info.value.message, info.value.message
+    assert "create_if_missing_json" not in info.value.message
 
     with pytest.raises(sw.NotFoundError) as kind_info:
         client.update(

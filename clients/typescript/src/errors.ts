@@ -298,7 +298,9 @@ export function makeError(
   options: { cause?: unknown; idempotent?: boolean } = {},
 ): SafewriteError {
   const cls = errorClass(code, details.failureReason ?? Reason.UNSPECIFIED, details.reason);
-  return new cls(code, message, details, options);
+  // The sidecar's advice names the proto's field; the caller sets this client's option.
+  const own = message.replaceAll("options.create_if_missing_json", "the createIfMissing option");
+  return new cls(code, own, details, options);
 }
 
 /** Converts an error of a grpc-js call, decoding the rich details of its trailers. */

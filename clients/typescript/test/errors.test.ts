@@ -48,6 +48,9 @@ describe("errors", () => {
     assert.equal(err.failureReason, Reason.API_SERVER);
     assert.equal(err.errorMetadata["http_status"], "404");
     assert.equal(err.attempts, 1);
+    // The advice names this client's option, not the proto's field.
+    assert.match(err.message, /the createIfMissing option/);
+    assert.doesNotMatch(err.message, /create_if_missing_json/);
     assert.match(err.traceId, /^[0-9a-f]{32}$/);
     assert.equal(err.retryable, false);
     assert.match(String(err), /NotFoundError: NOT_FOUND \(NotFound\): /);

@@ -431,7 +431,12 @@ def from_status(
         if not kwargs.get("write_failure_reason") and kwargs.get("domain") == DOMAIN:
             # A sidecar older than WriteFailure.reason: the ErrorInfo reason names it.
             kwargs["write_failure_reason"] = _reason_value(kwargs.get("reason"))
+    message = message.replace(_PROTO_CREATE_OPTION, "create_if_missing=")
     return error_class(code, kwargs.get("reason"))(code, message, **kwargs)
+
+
+# The sidecar's advice names the proto's field; the caller sets this client's option.
+_PROTO_CREATE_OPTION = "options.create_if_missing_json"
 
 
 def from_rpc_error(err: Any, *, idempotent: bool = False) -> SafewriteError:

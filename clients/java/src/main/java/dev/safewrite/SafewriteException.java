@@ -62,7 +62,12 @@ public abstract class SafewriteException extends RuntimeException {
   /** The sidecar's message: what happened and what to do. */
   public String description() {
     String description = details.status.getDescription();
-    return description == null ? "" : description;
+    return description == null ? "" : ownOptions(description);
+  }
+
+  /** The sidecar's advice names the proto's field; the caller sets this client's option. */
+  private static String ownOptions(String description) {
+    return description.replace("options.create_if_missing_json", "WriteOption.createIfMissing");
   }
 
   /**
@@ -163,7 +168,7 @@ public abstract class SafewriteException extends RuntimeException {
     }
     String description = details.status.getDescription();
     if (description != null && !description.isEmpty()) {
-      text.append(": ").append(description);
+      text.append(": ").append(ownOptions(description));
     }
     return text.toString();
   }

@@ -39,6 +39,10 @@ class ErrorsTest {
     assertEquals(Reason.REASON_API_SERVER, e.writeFailureReason());
     assertFalse(e.isRetryable());
     assertTrue(e.getMessage().startsWith("safewrite: NOT_FOUND (NotFound): "), e.getMessage());
+    // The advice names this client's option, not the proto's field.
+    assertTrue(e.getMessage().contains("WriteOption.createIfMissing"), e.getMessage());
+    assertTrue(e.description().contains("WriteOption.createIfMissing"), e.description());
+    assertFalse(e.getMessage().contains("create_if_missing_json"), e.getMessage());
   }
 
   @Test

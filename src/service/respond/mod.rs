@@ -53,7 +53,15 @@ struct Answer {
 }
 
 impl Answer {
-    fn new(code: Code, reason: &str, message: String) -> Self {
+    /// An answer with one of safewrite's own reasons: a value of the proto's `Reason`, so
+    /// that every reason the sidecar chooses is one its clients know, by type.
+    fn new(code: Code, reason: pb::Reason, message: String) -> Self {
+        let name = reason.as_str_name();
+        Answer::passed_on(code, name.strip_prefix("REASON_").unwrap_or(name), message)
+    }
+
+    /// An answer whose reason the API server chose (its Status reason, or `HTTP_<code>`).
+    fn passed_on(code: Code, reason: &str, message: String) -> Self {
         Answer {
             code,
             message,
@@ -221,32 +229,36 @@ mod tests {
         }
     }
 
-    /// Every reason literal chosen in this module is in [`REASONS`], so that the metrics'
-    /// `reason` label names it rather than `other`.
+    /// The reasons respond chooses are values of the proto's `Reason` (its constructors
+    /// take nothing else), spelled as the enum's names; with `own_reasons_are_the_proto_enum`
+    /// below, each is in [`REASONS`], so that the metrics' `reason` label names it rather
+    /// than `other`.
     #[test]
     fn every_reason_chosen_here_is_listed() {
-        let mine = include_str!("mod.rs");
-        // All of this file before its tests, which are its last item.
-        assert_eq!(
-            mine.matches("\n#[cfg(test)]").count(),
-            1,
-            "a test outside `mod tests` would hide the code after it"
-        );
-        let mine = mine.split("\n#[cfg(test)]").next().unwrap();
-        let code = [mine, include_str!("write.rs"), include_str!("refusal.rs")].concat();
-        let literal = regex::Regex::new(r#""([A-Z][A-Z_]{3,})""#).unwrap();
-        let mut found = 0;
-        for reason in literal.captures_iter(&code) {
-            found += 1;
-            assert!(
-                REASONS.contains(&&reason[1]),
-                "{} is not in REASONS",
-                &reason[1]
+        for number in 1.. {
+            let Some(reason) = pb::Reason::try_from(number).ok() else {
+                break;
+            };
+            let status = Answer::new(Code::Internal, reason, String::new()).status(&[]);
+            let info = tonic_types::StatusExt::get_details_error_info(&status).unwrap();
+            assert_eq!(
+                format!("REASON_{}", info.reason),
+                reason.as_str_name(),
+                "{reason:?}"
             );
+            if reason != pb::Reason::ApiServer {
+                assert!(REASONS.contains(&info.reason.as_str()), "{}", info.reason);
+                assert_eq!(reason_of(&info.reason), reason);
+            }
         }
-        assert!(found > 20, "only {found} reasons found");
-        for refusal in [crate::auth::Refusal::Missing, crate::auth::Refusal::Invalid] {
-            assert!(REASONS.contains(&refusal.reason()));
+        for (refusal, reason) in [
+            (crate::auth::Refusal::Missing, pb::Reason::TokenRequired),
+            (crate::auth::Refusal::Invalid, pb::Reason::TokenInvalid),
+        ] {
+            let status = unauthenticated(refusal);
+            let info = tonic_types::StatusExt::get_details_error_info(&status).unwrap();
+            assert_eq!(info.reason, refusal.reason());
+            assert_eq!(reason_of(&info.reason), reason);
         }
     }
 

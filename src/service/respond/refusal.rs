@@ -9,6 +9,7 @@ use tonic::Code;
 use super::Answer;
 use crate::engine::mutation::FieldViolation;
 use crate::engine::{AttemptRecord, Failure, WriteError};
+use crate::pb::Reason;
 use crate::receive::Refused;
 
 /// DEADLINE_EXCEEDED (no attempts) for a call whose deadline, `timeout`, is shorter than
@@ -32,7 +33,7 @@ pub fn no_time(timeout: Duration) -> tonic::Status {
 pub fn overloaded(max: usize) -> tonic::Status {
     Answer::new(
         Code::ResourceExhausted,
-        "OVERLOADED",
+        Reason::Overloaded,
         format!(
             "safewrite already has {max} RPCs in flight (--max-in-flight); nothing was sent; retry after the RetryInfo delay"
         ),
@@ -52,7 +53,7 @@ pub fn policy_denied(denied: &crate::engine::policy::Denied) -> tonic::Status {
     };
     Answer::new(
         Code::PermissionDenied,
-        "POLICY_DENIED",
+        Reason::PolicyDenied,
         format!(
             "the sidecar's policy does not allow {} of {} {:?} {place} ({} resource): {}; nothing was sent; to allow it, start safewrite with {} (or add the rule to its --policy file)",
             denied.operation.name(),
@@ -79,9 +80,13 @@ pub fn unauthenticated(refusal: crate::auth::Refusal) -> tonic::Status {
         crate::auth::Refusal::Missing => "this sidecar requires a token and the call carries none",
         crate::auth::Refusal::Invalid => "the call's token is not this sidecar's",
     };
+    let reason = match refusal {
+        crate::auth::Refusal::Missing => Reason::TokenRequired,
+        crate::auth::Refusal::Invalid => Reason::TokenInvalid,
+    };
     Answer::new(
         Code::Unauthenticated,
-        refusal.reason(),
+        reason,
         format!(
             "{said}: send gRPC metadata `authorization: Bearer <token>` with the token of the sidecar's --token-file; nothing was sent"
         ),
@@ -95,9 +100,9 @@ pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
     // evaluate is: the proto's Reason says so, and clients tell the two apart by it.
     let cel = violation.field.ends_with(".cel") || violation.field.ends_with(".cel.expression");
     let reason = if cel {
-        "INVALID_CEL"
+        Reason::InvalidCel
     } else {
-        "INVALID_REQUEST"
+        Reason::InvalidRequest
     };
     Answer::new(
         Code::InvalidArgument,
@@ -131,14 +136,14 @@ pub fn unread_message(
         let answer = match refused {
             Refused::Budget { limit } => Answer::new(
                 Code::ResourceExhausted,
-                "OVERLOADED",
+                Reason::Overloaded,
                 format!("{refused}; {outcome}; retry after the RetryInfo delay"),
             )
             .retry_after(Duration::from_millis(100))
             .metadata("limit_bytes", limit),
             Refused::Timeout { .. } => Answer::new(
                 Code::DeadlineExceeded,
-                "REQUEST_NOT_READ",
+                Reason::RequestNotRead,
                 format!("{refused}; {outcome}"),
             ),
         };
@@ -159,7 +164,7 @@ pub fn unread_message(
             };
             let mut answer = Answer::new(
                 Code::OutOfRange,
-                "REQUEST_TOO_LARGE",
+                Reason::RequestTooLarge,
                 format!(
                     "{size}, over the limit of {max_request_bytes} bytes (--max-request-bytes); {outcome}"
                 ),
@@ -175,7 +180,7 @@ pub fn unread_message(
         Code::Internal if std::error::Error::source(status).is_none() => Some(
             Answer::new(
                 Code::InvalidArgument,
-                "MALFORMED_REQUEST",
+                Reason::MalformedRequest,
                 format!(
                     "malformed request: {} (is the client built from the same safewrite.v1 proto?); {outcome}",
                     status.message()
@@ -195,7 +200,7 @@ pub fn refused_request(status: &tonic::Status) -> tonic::Status {
     let answer = match status.code() {
         Code::Unimplemented => Answer::new(
             Code::Unimplemented,
-            "UNIMPLEMENTED",
+            Reason::Unimplemented,
             format!(
                 "not implemented by safewrite: {}; nothing was sent",
                 match status.message() {
@@ -206,7 +211,7 @@ pub fn refused_request(status: &tonic::Status) -> tonic::Status {
         ),
         code => Answer::new(
             code,
-            "REQUEST_NOT_READ",
+            Reason::RequestNotRead,
             format!(
                 "the request could not be read: {}; nothing was sent",
                 status.message()
@@ -234,7 +239,7 @@ pub fn transact_idle(
     let bound = humantime::format_duration(bound);
     Answer::new(
         Code::DeadlineExceeded,
-        "TRANSACTION_IDLE",
+        Reason::TransactionIdle,
         format!(
             "the transaction's caller sent no {waiting_for} within {bound} (--transact-idle-timeout); {outcome}"
         ),

@@ -12,6 +12,7 @@ use crate::client::discovery::DiscoveryError;
 use crate::engine::classify::Decision;
 use crate::engine::mutation::{ApplyError, FieldViolation};
 use crate::engine::{Failure, WriteError};
+use crate::pb::Reason;
 
 /// Maps a failed write to its gRPC status. The one place codes are chosen for writes.
 pub fn to_status(err: &WriteError) -> tonic::Status {
@@ -24,7 +25,7 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
         Failure::Mutation { error, current } => mutation_failed(error, current),
         Failure::ResourceVersionMismatch { current, .. } => Answer::new(
             Code::Aborted,
-            "RESOURCE_VERSION_MISMATCH",
+            Reason::ResourceVersionMismatch,
             format!("{failure}; nothing was written"),
         )
         .current(current.clone()),
@@ -38,29 +39,29 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
         Failure::Transport { error } => unreachable(error, attempts),
         Failure::Deadline { .. } => Answer::new(
             Code::DeadlineExceeded,
-            "DEADLINE_EXCEEDED",
+            Reason::DeadlineExceeded,
             format!("{failure}; give the call a longer deadline"),
         ),
         Failure::OutcomeUnknown { .. } => Answer::new(
             Code::Unknown,
-            "WRITE_OUTCOME_UNKNOWN",
+            Reason::WriteOutcomeUnknown,
             format!("{failure} (attempt {attempts})"),
         ),
         Failure::RetryBudget { .. } => Answer::new(
             Code::Unavailable,
-            "RETRY_BUDGET_EXHAUSTED",
+            Reason::RetryBudgetExhausted,
             format!("{failure} (after {attempts} attempt(s)); retry later"),
         )
         .retry_after(Duration::from_secs(1)),
         Failure::CircuitOpen { retry_after } => Answer::new(
             Code::Unavailable,
-            "CIRCUIT_OPEN",
+            Reason::CircuitOpen,
             format!("{failure}; nothing was sent; retry after the RetryInfo delay"),
         )
         .retry_after(*retry_after),
         Failure::RateLimited { wait } => Answer::new(
             Code::ResourceExhausted,
-            "RATE_LIMITED",
+            Reason::RateLimited,
             format!(
                 "{failure}; nothing more was sent; retry after the RetryInfo delay, or give the call a longer deadline"
             ),
@@ -68,10 +69,10 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
         .retry_after(*wait),
         Failure::Cancelled(why) => Answer::new(
             Code::Cancelled,
-            "TRANSACTION_CANCELLED",
+            Reason::TransactionCancelled,
             format!("{why}; nothing was written after that point"),
         ),
-        Failure::BadAnswer(error) => Answer::new(Code::Internal, "BAD_ANSWER", error.to_string()),
+        Failure::BadAnswer(error) => Answer::new(Code::Internal, Reason::BadAnswer, error.to_string()),
     };
     answer.status(&err.attempts)
 }
@@ -80,7 +81,7 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
 fn invalid(violation: &FieldViolation) -> Answer {
     Answer::new(
         Code::InvalidArgument,
-        "INVALID_REQUEST",
+        Reason::InvalidRequest,
         format!("invalid request: {violation}; nothing was sent"),
     )
     .violation(violation.clone())
@@ -91,7 +92,7 @@ fn unknown_kind(error: &DiscoveryError) -> Answer {
     if let DiscoveryError::BadApiVersion(v) = error {
         return Answer::new(
             Code::InvalidArgument,
-            "INVALID_REQUEST",
+            Reason::InvalidRequest,
             format!("invalid request: apiVersion {v:?} does not parse; nothing was sent"),
         )
         .violation(FieldViolation::new(
@@ -101,7 +102,7 @@ fn unknown_kind(error: &DiscoveryError) -> Answer {
     }
     Answer::new(
         Code::NotFound,
-        "UNKNOWN_KIND",
+        Reason::UnknownKind,
         format!(
             "{error}: check target.api_version and target.kind (is its CRD installed?); nothing was sent"
         ),
@@ -112,7 +113,7 @@ fn unknown_kind(error: &DiscoveryError) -> Answer {
 fn precondition_failed(reason: &str, current: &Value) -> Answer {
     Answer::new(
         Code::FailedPrecondition,
-        "PRECONDITION_FAILED",
+        Reason::PreconditionFailed,
         format!(
             "precondition failed: {reason}; nothing was written (the current object is in the WriteFailure detail)"
         ),
@@ -137,25 +138,25 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
             };
             Answer::new(
                 Code::InvalidArgument,
-                "INVALID_CEL",
+                Reason::InvalidCel,
                 format!("{error}; nothing was written"),
             )
             .violation(FieldViolation::new(field, error.to_string()))
         }
         ApplyError::CelBusy => Answer::new(
             Code::ResourceExhausted,
-            "CEL_BUSY",
+            Reason::CelBusy,
             format!("{error}; nothing was written"),
         )
         .retry_after(Duration::from_secs(1)),
         ApplyError::CelDeadline => Answer::new(
             Code::DeadlineExceeded,
-            "DEADLINE_EXCEEDED",
+            Reason::DeadlineExceeded,
             format!("{error}; nothing was written; give the call a longer deadline"),
         ),
         _ => Answer::new(
             Code::FailedPrecondition,
-            "MUTATION_DOES_NOT_APPLY",
+            Reason::MutationDoesNotApply,
             format!(
                 "{error}; nothing was written (the current object is in the WriteFailure detail)"
             ),
@@ -168,7 +169,7 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
 fn unreachable(error: &RequestError, attempts: usize) -> Answer {
     Answer::new(
         Code::Unavailable,
-        "API_SERVER_UNREACHABLE",
+        Reason::ApiServerUnreachable,
         format!("{error} (after {attempts} attempt(s)); retry later"),
     )
     .retry_after(Duration::from_secs(1))
@@ -191,7 +192,7 @@ fn api(
         reason.to_string()
     };
     let answer = |grpc: Code, message: String| {
-        Answer::new(grpc, &passed_on, message).metadata("http_status", code.to_string())
+        Answer::passed_on(grpc, &passed_on, message).metadata("http_status", code.to_string())
     };
     match decision {
         Decision::Conflict | Decision::Stale => answer(
@@ -208,7 +209,7 @@ fn api(
         ),
         Decision::FieldManagerConflict { fields } => Answer::new(
             Code::Aborted,
-            "FIELD_MANAGER_CONFLICT",
+            Reason::FieldManagerConflict,
             format!(
                 "server-side apply conflicts with other field managers on: {}; set apply.force to take these fields over, or leave them out of the configuration; nothing was written",
                 fields.join(", ")

@@ -68,6 +68,27 @@ async fn transact(
     panic!("the stream ended without a result")
 }
 
+/// Opens a transaction and answers its first fresh object for the wrong attempt: the
+/// status the transaction ends with.
+async fn answer_the_wrong_attempt(
+    client: &mut WriterServiceClient<Channel>,
+    opening: pb::TransactRequest,
+) -> tonic::Status {
+    let (tx, rx) = mpsc::channel(2);
+    tx.send(opening).await.unwrap();
+    let mut answers = client
+        .transact(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let fresh = answers.message().await.unwrap().unwrap();
+    assert!(matches!(fresh.message, Some(Resp::Fresh(_))));
+    tx.send(propose(9, Proposed::ObjectJson("{}".into())))
+        .await
+        .unwrap();
+    answers.message().await.unwrap_err()
+}
+
 /// The caller's own read-dependent code: increment data.n.
 fn increment(_: u32, mut object: Value) -> Proposed {
     let n: u64 = object["data"]["n"].as_str().unwrap().parse().unwrap();
@@ -218,19 +239,7 @@ async fn protocol_errors_write_nothing() {
     let mut client = WriterServiceClient::new(sidecar.channel().await);
 
     // A proposal for the wrong attempt.
-    let (tx, rx) = mpsc::channel(2);
-    tx.send(begin(&ns, "e", false)).await.unwrap();
-    let mut answers = client
-        .transact(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    let fresh = answers.message().await.unwrap().unwrap();
-    assert!(matches!(fresh.message, Some(Resp::Fresh(_))));
-    tx.send(propose(9, Proposed::ObjectJson("{}".into())))
-        .await
-        .unwrap();
-    let err = answers.message().await.unwrap_err();
+    let err = answer_the_wrong_attempt(&mut client, begin(&ns, "e", false)).await;
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert!(err.message().contains("proposal.attempt"), "{err:?}");
 
@@ -421,19 +430,7 @@ async fn a_protocol_error_on_a_stale_copy_ends_the_transaction() {
 
     // Offered the stale copy, the caller answers the wrong attempt: that ends it. It is
     // not offered the live object again, and nothing more is written.
-    let (tx, rx) = mpsc::channel(2);
-    tx.send(begin(&ns, "s", false)).await.unwrap();
-    let mut answers = client
-        .transact(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    let fresh = answers.message().await.unwrap().unwrap();
-    assert!(matches!(fresh.message, Some(Resp::Fresh(_))));
-    tx.send(propose(9, Proposed::ObjectJson("{}".into())))
-        .await
-        .unwrap();
-    let err = answers.message().await.unwrap_err();
+    let err = answer_the_wrong_attempt(&mut client, begin(&ns, "s", false)).await;
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert_eq!(value(&api, "s").await, 10);
 }

@@ -153,6 +153,13 @@ fn build(
     attempts: &[AttemptRecord],
 ) -> tonic::Status {
     let reason = reason_of(&details.reason);
+    // A RetryInfo says "the same call may succeed after this delay": only what the
+    // proto's retry options call RETRY_LATER may carry one.
+    debug_assert!(
+        details.retry_after.is_none() || crate::reasons::advice(reason, code) == pb::Retry::Later,
+        "a RetryInfo on {:?} ({code:?}), which no retry alone can fix",
+        details.reason
+    );
     let mut anys = vec![any(
         "google.rpc.ErrorInfo",
         &rpc::ErrorInfo {

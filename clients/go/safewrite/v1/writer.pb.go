@@ -14,6 +14,7 @@ package safewritev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	descriptorpb "google.golang.org/protobuf/types/descriptorpb"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
@@ -95,6 +96,11 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 // REASON_API_SERVER and ErrorInfo.reason is the Kubernetes Status reason as the API
 // server sent it ("NotFound", "Conflict", "Invalid", "Forbidden", ...), or
 // "HTTP_<status>" when the answer carried none.
+//
+// Each value's `retry` option says what a caller may do after a failure with it; for
+// REASON_API_SERVER and REASON_UNSPECIFIED (no safewrite details, e.g. the sidecar was
+// not reached) the gRPC code decides, as the enum's `retry_by_code` option says. The
+// sidecar and every client library take their advice from these options.
 type Reason int32
 
 const (
@@ -110,7 +116,8 @@ const (
 	Reason_REASON_INVALID_CEL Reason = 4
 	// Every CEL evaluation slot stayed busy until the deadline. Retry later.
 	Reason_REASON_CEL_BUSY Reason = 5
-	// The caller's deadline passed before the write was done.
+	// The caller's deadline passed before the write was done, and no write is in doubt (a
+	// write whose answer the deadline cut off is REASON_WRITE_OUTCOME_UNKNOWN).
 	Reason_REASON_DEADLINE_EXCEEDED Reason = 6
 	// The mutation cannot be applied to the fresh object (e.g. a JSON Patch path that does not exist).
 	Reason_REASON_MUTATION_DOES_NOT_APPLY Reason = 7
@@ -130,7 +137,8 @@ const (
 	Reason_REASON_TRANSACTION_CANCELLED Reason = 14
 	// A Transact stream stayed silent longer than the sidecar's idle timeout.
 	Reason_REASON_TRANSACTION_IDLE Reason = 15
-	// The API server's answer could not be read.
+	// The API server's answer could not be read; when it answered a write, that write may
+	// have been applied.
 	Reason_REASON_BAD_ANSWER Reason = 16
 	// The sidecar has as many RPCs in flight as it allows. Retry with backoff.
 	Reason_REASON_OVERLOADED Reason = 17
@@ -241,6 +249,72 @@ func (x Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
+// Retry is what a caller may do after a failure: whether the same call, sent again, may
+// succeed and is safe. The value for each Reason is that value's `retry` option.
+type Retry int32
+
+const (
+	// Never set on a Reason.
+	Retry_RETRY_UNSPECIFIED Retry = 0
+	// Only a different request can succeed: change the request, the object, the caller's
+	// rights or the sidecar's configuration first.
+	Retry_RETRY_NEVER Retry = 1
+	// The same call may succeed later: after the RetryInfo delay when there is one, else
+	// with backoff.
+	Retry_RETRY_LATER Retry = 2
+	// A write may have been applied: the same call is safe again only when it carried an
+	// idempotency key (then the sidecar applies the change at most once); without one,
+	// read the object before deciding.
+	Retry_RETRY_WITH_IDEMPOTENCY_KEY Retry = 3
+	// The gRPC code decides, as Reason's `retry_by_code` option says.
+	Retry_RETRY_BY_CODE Retry = 4
+)
+
+// Enum value maps for Retry.
+var (
+	Retry_name = map[int32]string{
+		0: "RETRY_UNSPECIFIED",
+		1: "RETRY_NEVER",
+		2: "RETRY_LATER",
+		3: "RETRY_WITH_IDEMPOTENCY_KEY",
+		4: "RETRY_BY_CODE",
+	}
+	Retry_value = map[string]int32{
+		"RETRY_UNSPECIFIED":          0,
+		"RETRY_NEVER":                1,
+		"RETRY_LATER":                2,
+		"RETRY_WITH_IDEMPOTENCY_KEY": 3,
+		"RETRY_BY_CODE":              4,
+	}
+)
+
+func (x Retry) Enum() *Retry {
+	p := new(Retry)
+	*p = x
+	return p
+}
+
+func (x Retry) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Retry) Descriptor() protoreflect.EnumDescriptor {
+	return file_safewrite_v1_writer_proto_enumTypes[2].Descriptor()
+}
+
+func (Retry) Type() protoreflect.EnumType {
+	return &file_safewrite_v1_writer_proto_enumTypes[2]
+}
+
+func (x Retry) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Retry.Descriptor instead.
+func (Retry) EnumDescriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 // UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -1918,11 +1992,102 @@ func (x *WriteFailure) GetReason() Reason {
 	return Reason_REASON_UNSPECIFIED
 }
 
+// RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
+// code in neither list is RETRY_NEVER.
+type RetryByCode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC status codes (google.rpc.Code numbers) that are RETRY_WITH_IDEMPOTENCY_KEY.
+	WithIdempotencyKey []int32 `protobuf:"varint,1,rep,packed,name=with_idempotency_key,json=withIdempotencyKey,proto3" json:"with_idempotency_key,omitempty"`
+	// The gRPC status codes that are RETRY_LATER.
+	Later         []int32 `protobuf:"varint,2,rep,packed,name=later,proto3" json:"later,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryByCode) Reset() {
+	*x = RetryByCode{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryByCode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryByCode) ProtoMessage() {}
+
+func (x *RetryByCode) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryByCode.ProtoReflect.Descriptor instead.
+func (*RetryByCode) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RetryByCode) GetWithIdempotencyKey() []int32 {
+	if x != nil {
+		return x.WithIdempotencyKey
+	}
+	return nil
+}
+
+func (x *RetryByCode) GetLater() []int32 {
+	if x != nil {
+		return x.Later
+	}
+	return nil
+}
+
+var file_safewrite_v1_writer_proto_extTypes = []protoimpl.ExtensionInfo{
+	{
+		ExtendedType:  (*descriptorpb.EnumValueOptions)(nil),
+		ExtensionType: (*Retry)(nil),
+		Field:         50001,
+		Name:          "safewrite.v1.retry",
+		Tag:           "varint,50001,opt,name=retry,enum=safewrite.v1.Retry",
+		Filename:      "safewrite/v1/writer.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.EnumOptions)(nil),
+		ExtensionType: (*RetryByCode)(nil),
+		Field:         50001,
+		Name:          "safewrite.v1.retry_by_code",
+		Tag:           "bytes,50001,opt,name=retry_by_code",
+		Filename:      "safewrite/v1/writer.proto",
+	},
+}
+
+// Extension fields to descriptorpb.EnumValueOptions.
+var (
+	// On each Reason value: what a caller may do after a failure with it.
+	//
+	// optional safewrite.v1.Retry retry = 50001;
+	E_Retry = &file_safewrite_v1_writer_proto_extTypes[0]
+)
+
+// Extension fields to descriptorpb.EnumOptions.
+var (
+	// On Reason: the advice for REASON_API_SERVER and REASON_UNSPECIFIED, by gRPC code.
+	//
+	// optional safewrite.v1.RetryByCode retry_by_code = 50001;
+	E_RetryByCode = &file_safewrite_v1_writer_proto_extTypes[1]
+)
+
 var File_safewrite_v1_writer_proto protoreflect.FileDescriptor
 
 const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\n" +
-	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb4\x02\n" +
+	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xb4\x02\n" +
 	"\x16UpdateWithRetryRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.safewrite.v1.ObjectRefR\x06target\x122\n" +
 	"\bmutation\x18\x02 \x01(\v2\x16.safewrite.v1.MutationR\bmutation\x12A\n" +
@@ -2035,46 +2200,59 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x0fattempt_records\x18\x01 \x03(\v2\x1b.safewrite.v1.AttemptRecordR\x0eattemptRecords\x12.\n" +
 	"\x13current_object_json\x18\x02 \x01(\tR\x11currentObjectJson\x12\x19\n" +
 	"\btrace_id\x18\x03 \x01(\tR\atraceId\x12,\n" +
-	"\x06reason\x18\x04 \x01(\x0e2\x14.safewrite.v1.ReasonR\x06reason*x\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x14.safewrite.v1.ReasonR\x06reason\"U\n" +
+	"\vRetryByCode\x120\n" +
+	"\x14with_idempotency_key\x18\x01 \x03(\x05R\x12withIdempotencyKey\x12\x14\n" +
+	"\x05later\x18\x02 \x03(\x05R\x05later*x\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_UPDATED\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_UNCHANGED\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_CREATED\x10\x03\x12\x13\n" +
-	"\x0fOUTCOME_ABORTED\x10\x04*\x8d\x06\n" +
-	"\x06Reason\x12\x16\n" +
-	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
-	"\x16REASON_INVALID_REQUEST\x10\x01\x12\x17\n" +
-	"\x13REASON_UNKNOWN_KIND\x10\x02\x12\x1e\n" +
-	"\x1aREASON_PRECONDITION_FAILED\x10\x03\x12\x16\n" +
-	"\x12REASON_INVALID_CEL\x10\x04\x12\x13\n" +
-	"\x0fREASON_CEL_BUSY\x10\x05\x12\x1c\n" +
-	"\x18REASON_DEADLINE_EXCEEDED\x10\x06\x12\"\n" +
-	"\x1eREASON_MUTATION_DOES_NOT_APPLY\x10\a\x12$\n" +
-	" REASON_RESOURCE_VERSION_MISMATCH\x10\b\x12!\n" +
-	"\x1dREASON_API_SERVER_UNREACHABLE\x10\t\x12 \n" +
+	"\x0fOUTCOME_ABORTED\x10\x04*\xc0\a\n" +
+	"\x06Reason\x12\x1c\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x1a\x04\x88\xb5\x18\x04\x12 \n" +
+	"\x16REASON_INVALID_REQUEST\x10\x01\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
+	"\x13REASON_UNKNOWN_KIND\x10\x02\x1a\x04\x88\xb5\x18\x01\x12$\n" +
+	"\x1aREASON_PRECONDITION_FAILED\x10\x03\x1a\x04\x88\xb5\x18\x01\x12\x1c\n" +
+	"\x12REASON_INVALID_CEL\x10\x04\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
+	"\x0fREASON_CEL_BUSY\x10\x05\x1a\x04\x88\xb5\x18\x02\x12\"\n" +
+	"\x18REASON_DEADLINE_EXCEEDED\x10\x06\x1a\x04\x88\xb5\x18\x02\x12(\n" +
+	"\x1eREASON_MUTATION_DOES_NOT_APPLY\x10\a\x1a\x04\x88\xb5\x18\x01\x12*\n" +
+	" REASON_RESOURCE_VERSION_MISMATCH\x10\b\x1a\x04\x88\xb5\x18\x01\x12'\n" +
+	"\x1dREASON_API_SERVER_UNREACHABLE\x10\t\x1a\x04\x88\xb5\x18\x02\x12&\n" +
 	"\x1cREASON_WRITE_OUTCOME_UNKNOWN\x10\n" +
-	"\x12!\n" +
-	"\x1dREASON_RETRY_BUDGET_EXHAUSTED\x10\v\x12\x17\n" +
-	"\x13REASON_CIRCUIT_OPEN\x10\f\x12\x17\n" +
-	"\x13REASON_RATE_LIMITED\x10\r\x12 \n" +
-	"\x1cREASON_TRANSACTION_CANCELLED\x10\x0e\x12\x1b\n" +
-	"\x17REASON_TRANSACTION_IDLE\x10\x0f\x12\x15\n" +
-	"\x11REASON_BAD_ANSWER\x10\x10\x12\x15\n" +
-	"\x11REASON_OVERLOADED\x10\x11\x12\x1c\n" +
-	"\x18REASON_REQUEST_TOO_LARGE\x10\x12\x12\x1c\n" +
-	"\x18REASON_MALFORMED_REQUEST\x10\x13\x12\x18\n" +
-	"\x14REASON_UNIMPLEMENTED\x10\x14\x12\x1b\n" +
-	"\x17REASON_REQUEST_NOT_READ\x10\x15\x12\x18\n" +
-	"\x14REASON_POLICY_DENIED\x10\x16\x12\x19\n" +
-	"\x15REASON_TOKEN_REQUIRED\x10\x17\x12\x18\n" +
-	"\x14REASON_TOKEN_INVALID\x10\x18\x12!\n" +
-	"\x1dREASON_FIELD_MANAGER_CONFLICT\x10\x19\x12\x15\n" +
-	"\x11REASON_API_SERVER\x10\x1a2\x92\x02\n" +
+	"\x1a\x04\x88\xb5\x18\x03\x12'\n" +
+	"\x1dREASON_RETRY_BUDGET_EXHAUSTED\x10\v\x1a\x04\x88\xb5\x18\x02\x12\x1d\n" +
+	"\x13REASON_CIRCUIT_OPEN\x10\f\x1a\x04\x88\xb5\x18\x02\x12\x1d\n" +
+	"\x13REASON_RATE_LIMITED\x10\r\x1a\x04\x88\xb5\x18\x02\x12&\n" +
+	"\x1cREASON_TRANSACTION_CANCELLED\x10\x0e\x1a\x04\x88\xb5\x18\x01\x12!\n" +
+	"\x17REASON_TRANSACTION_IDLE\x10\x0f\x1a\x04\x88\xb5\x18\x02\x12\x1b\n" +
+	"\x11REASON_BAD_ANSWER\x10\x10\x1a\x04\x88\xb5\x18\x03\x12\x1b\n" +
+	"\x11REASON_OVERLOADED\x10\x11\x1a\x04\x88\xb5\x18\x02\x12\"\n" +
+	"\x18REASON_REQUEST_TOO_LARGE\x10\x12\x1a\x04\x88\xb5\x18\x01\x12\"\n" +
+	"\x18REASON_MALFORMED_REQUEST\x10\x13\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
+	"\x14REASON_UNIMPLEMENTED\x10\x14\x1a\x04\x88\xb5\x18\x01\x12!\n" +
+	"\x17REASON_REQUEST_NOT_READ\x10\x15\x1a\x04\x88\xb5\x18\x02\x12\x1e\n" +
+	"\x14REASON_POLICY_DENIED\x10\x16\x1a\x04\x88\xb5\x18\x01\x12\x1f\n" +
+	"\x15REASON_TOKEN_REQUIRED\x10\x17\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
+	"\x14REASON_TOKEN_INVALID\x10\x18\x1a\x04\x88\xb5\x18\x01\x12'\n" +
+	"\x1dREASON_FIELD_MANAGER_CONFLICT\x10\x19\x1a\x04\x88\xb5\x18\x01\x12\x1b\n" +
+	"\x11REASON_API_SERVER\x10\x1a\x1a\x04\x88\xb5\x18\x04\x1a\x0f\x8a\xb5\x18\v\n" +
+	"\x03\x01\x02\x04\x12\x04\b\n" +
+	"\r\x0e*s\n" +
+	"\x05Retry\x12\x15\n" +
+	"\x11RETRY_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vRETRY_NEVER\x10\x01\x12\x0f\n" +
+	"\vRETRY_LATER\x10\x02\x12\x1e\n" +
+	"\x1aRETRY_WITH_IDEMPOTENCY_KEY\x10\x03\x12\x11\n" +
+	"\rRETRY_BY_CODE\x10\x042\x92\x02\n" +
 	"\rWriterService\x12^\n" +
 	"\x0fUpdateWithRetry\x12$.safewrite.v1.UpdateWithRetryRequest\x1a%.safewrite.v1.UpdateWithRetryResponse\x12R\n" +
 	"\vPatchStatus\x12 .safewrite.v1.PatchStatusRequest\x1a!.safewrite.v1.PatchStatusResponse\x12M\n" +
-	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01BT\n" +
+	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01:N\n" +
+	"\x05retry\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\x0e2\x13.safewrite.v1.RetryR\x05retry:]\n" +
+	"\rretry_by_code\x12\x1c.google.protobuf.EnumOptions\x18ц\x03 \x01(\v2\x19.safewrite.v1.RetryByCodeR\vretryByCodeBT\n" +
 	"\x10dev.safewrite.v1B\vWriterProtoP\x01Z1safewrite.dev/clients/go/safewrite/v1;safewritev1b\x06proto3"
 
 var (
@@ -2089,79 +2267,87 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 	return file_safewrite_v1_writer_proto_rawDescData
 }
 
-var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_safewrite_v1_writer_proto_goTypes = []any{
-	(Outcome)(0),                    // 0: safewrite.v1.Outcome
-	(Reason)(0),                     // 1: safewrite.v1.Reason
-	(*UpdateWithRetryRequest)(nil),  // 2: safewrite.v1.UpdateWithRetryRequest
-	(*UpdateWithRetryResponse)(nil), // 3: safewrite.v1.UpdateWithRetryResponse
-	(*PatchStatusRequest)(nil),      // 4: safewrite.v1.PatchStatusRequest
-	(*PatchStatusResponse)(nil),     // 5: safewrite.v1.PatchStatusResponse
-	(*TransactRequest)(nil),         // 6: safewrite.v1.TransactRequest
-	(*TransactBegin)(nil),           // 7: safewrite.v1.TransactBegin
-	(*TransactProposal)(nil),        // 8: safewrite.v1.TransactProposal
-	(*TransactAbort)(nil),           // 9: safewrite.v1.TransactAbort
-	(*TransactResponse)(nil),        // 10: safewrite.v1.TransactResponse
-	(*FreshObject)(nil),             // 11: safewrite.v1.FreshObject
-	(*ObjectRef)(nil),               // 12: safewrite.v1.ObjectRef
-	(*Mutation)(nil),                // 13: safewrite.v1.Mutation
-	(*JsonPatch)(nil),               // 14: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),              // 15: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),         // 16: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),             // 17: safewrite.v1.CelMutation
-	(*Preconditions)(nil),           // 18: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),             // 19: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),            // 20: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),             // 21: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),           // 22: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),            // 23: safewrite.v1.WriteFailure
-	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
+	(Outcome)(0),                          // 0: safewrite.v1.Outcome
+	(Reason)(0),                           // 1: safewrite.v1.Reason
+	(Retry)(0),                            // 2: safewrite.v1.Retry
+	(*UpdateWithRetryRequest)(nil),        // 3: safewrite.v1.UpdateWithRetryRequest
+	(*UpdateWithRetryResponse)(nil),       // 4: safewrite.v1.UpdateWithRetryResponse
+	(*PatchStatusRequest)(nil),            // 5: safewrite.v1.PatchStatusRequest
+	(*PatchStatusResponse)(nil),           // 6: safewrite.v1.PatchStatusResponse
+	(*TransactRequest)(nil),               // 7: safewrite.v1.TransactRequest
+	(*TransactBegin)(nil),                 // 8: safewrite.v1.TransactBegin
+	(*TransactProposal)(nil),              // 9: safewrite.v1.TransactProposal
+	(*TransactAbort)(nil),                 // 10: safewrite.v1.TransactAbort
+	(*TransactResponse)(nil),              // 11: safewrite.v1.TransactResponse
+	(*FreshObject)(nil),                   // 12: safewrite.v1.FreshObject
+	(*ObjectRef)(nil),                     // 13: safewrite.v1.ObjectRef
+	(*Mutation)(nil),                      // 14: safewrite.v1.Mutation
+	(*JsonPatch)(nil),                     // 15: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),                    // 16: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),               // 17: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),                   // 18: safewrite.v1.CelMutation
+	(*Preconditions)(nil),                 // 19: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),                   // 20: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),                  // 21: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),                   // 22: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),                 // 23: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),                  // 24: safewrite.v1.WriteFailure
+	(*RetryByCode)(nil),                   // 25: safewrite.v1.RetryByCode
+	(*durationpb.Duration)(nil),           // 26: google.protobuf.Duration
+	(*descriptorpb.EnumValueOptions)(nil), // 27: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 28: google.protobuf.EnumOptions
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
-	12, // 0: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
-	13, // 1: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	18, // 2: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	19, // 3: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	20, // 4: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	21, // 5: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
-	12, // 6: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
-	13, // 7: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	18, // 8: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	19, // 9: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	20, // 10: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	21, // 11: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
-	7,  // 12: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
-	8,  // 13: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
-	12, // 14: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	18, // 15: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	19, // 16: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	20, // 17: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
-	13, // 18: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
-	9,  // 19: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
-	11, // 20: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	21, // 21: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	14, // 22: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	15, // 23: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	16, // 24: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	17, // 25: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	24, // 26: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	24, // 27: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	13, // 0: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
+	14, // 1: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
+	19, // 2: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	20, // 3: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	21, // 4: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	22, // 5: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	13, // 6: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
+	14, // 7: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
+	19, // 8: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	20, // 9: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	21, // 10: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	22, // 11: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	8,  // 12: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
+	9,  // 13: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
+	13, // 14: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
+	19, // 15: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	20, // 16: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	21, // 17: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	14, // 18: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
+	10, // 19: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
+	12, // 20: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
+	22, // 21: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	15, // 22: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	16, // 23: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	17, // 24: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	18, // 25: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	26, // 26: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	26, // 27: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
 	0,  // 28: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	22, // 29: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	24, // 30: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	22, // 31: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	23, // 29: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	26, // 30: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	23, // 31: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
 	1,  // 32: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
-	2,  // 33: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	4,  // 34: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	6,  // 35: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	3,  // 36: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	5,  // 37: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	10, // 38: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	36, // [36:39] is the sub-list for method output_type
-	33, // [33:36] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
+	27, // 33: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
+	28, // 34: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
+	2,  // 35: safewrite.v1.retry:type_name -> safewrite.v1.Retry
+	25, // 36: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
+	3,  // 37: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	5,  // 38: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	7,  // 39: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	4,  // 40: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	6,  // 41: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	11, // 42: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	40, // [40:43] is the sub-list for method output_type
+	37, // [37:40] is the sub-list for method input_type
+	35, // [35:37] is the sub-list for extension type_name
+	33, // [33:35] is the sub-list for extension extendee
 	0,  // [0:33] is the sub-list for field type_name
 }
 
@@ -2194,15 +2380,16 @@ func file_safewrite_v1_writer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   22,
-			NumExtensions: 0,
+			NumEnums:      3,
+			NumMessages:   23,
+			NumExtensions: 2,
 			NumServices:   1,
 		},
 		GoTypes:           file_safewrite_v1_writer_proto_goTypes,
 		DependencyIndexes: file_safewrite_v1_writer_proto_depIdxs,
 		EnumInfos:         file_safewrite_v1_writer_proto_enumTypes,
 		MessageInfos:      file_safewrite_v1_writer_proto_msgTypes,
+		ExtensionInfos:    file_safewrite_v1_writer_proto_extTypes,
 	}.Build()
 	File_safewrite_v1_writer_proto = out.File
 	file_safewrite_v1_writer_proto_goTypes = nil

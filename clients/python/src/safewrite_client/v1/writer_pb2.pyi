@@ -1,3 +1,4 @@
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -38,6 +39,15 @@ REASON_UNIMPLEMENTED: Reason
 REASON_UNKNOWN_KIND: Reason
 REASON_UNSPECIFIED: Reason
 REASON_WRITE_OUTCOME_UNKNOWN: Reason
+RETRY_BY_CODE: Retry
+RETRY_BY_CODE_FIELD_NUMBER: _ClassVar[int]
+RETRY_FIELD_NUMBER: _ClassVar[int]
+RETRY_LATER: Retry
+RETRY_NEVER: Retry
+RETRY_UNSPECIFIED: Retry
+RETRY_WITH_IDEMPOTENCY_KEY: Retry
+retry: _descriptor.FieldDescriptor
+retry_by_code: _descriptor.FieldDescriptor
 
 class AttemptRecord(_message.Message):
     __slots__ = ["backoff", "batch_size", "http_status", "number", "reason", "resource_version_read"]
@@ -138,6 +148,14 @@ class Preconditions(_message.Message):
     resource_version: str
     uid: str
     def __init__(self, uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., cel: _Optional[str] = ...) -> None: ...
+
+class RetryByCode(_message.Message):
+    __slots__ = ["later", "with_idempotency_key"]
+    LATER_FIELD_NUMBER: _ClassVar[int]
+    WITH_IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    later: _containers.RepeatedScalarFieldContainer[int]
+    with_idempotency_key: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, with_idempotency_key: _Optional[_Iterable[int]] = ..., later: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ["initial_backoff", "max_attempts", "max_backoff", "requeue"]
@@ -275,4 +293,7 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Retry(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -7,17 +7,17 @@
 // @generated from file safewrite/v1/writer.proto (package safewrite.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { GenEnum, GenExtension, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, extDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Duration, EnumOptions, EnumValueOptions } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_descriptor, file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAkizAEKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAQgYKBGtpbmQiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIoQBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uKngKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQqjQYKBlJlYXNvbhIWChJSRUFTT05fVU5TUEVDSUZJRUQQABIaChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAESFwoTUkVBU09OX1VOS05PV05fS0lORBACEh4KGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMSFgoSUkVBU09OX0lOVkFMSURfQ0VMEAQSEwoPUkVBU09OX0NFTF9CVVNZEAUSHAoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYSIgoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcSJAogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBIhCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJEiAKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChIhCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALEhcKE1JFQVNPTl9DSVJDVUlUX09QRU4QDBIXChNSRUFTT05fUkFURV9MSU1JVEVEEA0SIAocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOEhsKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8SFQoRUkVBU09OX0JBRF9BTlNXRVIQEBIVChFSRUFTT05fT1ZFUkxPQURFRBAREhwKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASEhwKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATEhgKFFJFQVNPTl9VTklNUExFTUVOVEVEEBQSGwoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRIYChRSRUFTT05fUE9MSUNZX0RFTklFRBAWEhkKFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXEhgKFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgSIQodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRIVChFSRUFTT05fQVBJX1NFUlZFUhAaMpICCg1Xcml0ZXJTZXJ2aWNlEl4KD1VwZGF0ZVdpdGhSZXRyeRIkLnNhZmV3cml0ZS52MS5VcGRhdGVXaXRoUmV0cnlSZXF1ZXN0GiUuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlElIKC1BhdGNoU3RhdHVzEiAuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVxdWVzdBohLnNhZmV3cml0ZS52MS5QYXRjaFN0YXR1c1Jlc3BvbnNlEk0KCFRyYW5zYWN0Eh0uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVxdWVzdBoeLnNhZmV3cml0ZS52MS5UcmFuc2FjdFJlc3BvbnNlKAEwAUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAkizAEKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAQgYKBGtpbmQiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIoQBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKngKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQqwAcKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQykgIKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABOk4KBXJldHJ5EiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY0YYDIAEoDjITLnNhZmV3cml0ZS52MS5SZXRyeVIFcmV0cnk6XQoNcmV0cnlfYnlfY29kZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5QnlDb2RlUgtyZXRyeUJ5Q29kZUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
 
 /**
  * UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -932,6 +932,35 @@ export const WriteFailureSchema: GenMessage<WriteFailure> = /*@__PURE__*/
   messageDesc(file_safewrite_v1_writer, 21);
 
 /**
+ * RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
+ * code in neither list is RETRY_NEVER.
+ *
+ * @generated from message safewrite.v1.RetryByCode
+ */
+export type RetryByCode = Message<"safewrite.v1.RetryByCode"> & {
+  /**
+   * The gRPC status codes (google.rpc.Code numbers) that are RETRY_WITH_IDEMPOTENCY_KEY.
+   *
+   * @generated from field: repeated int32 with_idempotency_key = 1;
+   */
+  withIdempotencyKey: number[];
+
+  /**
+   * The gRPC status codes that are RETRY_LATER.
+   *
+   * @generated from field: repeated int32 later = 2;
+   */
+  later: number[];
+};
+
+/**
+ * Describes the message safewrite.v1.RetryByCode.
+ * Use `create(RetryByCodeSchema)` to create a new message.
+ */
+export const RetryByCodeSchema: GenMessage<RetryByCode> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 22);
+
+/**
  * Outcome says what a successful RPC did.
  *
  * @generated from enum safewrite.v1.Outcome
@@ -988,6 +1017,11 @@ export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
  * server sent it ("NotFound", "Conflict", "Invalid", "Forbidden", ...), or
  * "HTTP_<status>" when the answer carried none.
  *
+ * Each value's `retry` option says what a caller may do after a failure with it; for
+ * REASON_API_SERVER and REASON_UNSPECIFIED (no safewrite details, e.g. the sidecar was
+ * not reached) the gRPC code decides, as the enum's `retry_by_code` option says. The
+ * sidecar and every client library take their advice from these options.
+ *
  * @generated from enum safewrite.v1.Reason
  */
 export enum Reason {
@@ -1034,7 +1068,8 @@ export enum Reason {
   CEL_BUSY = 5,
 
   /**
-   * The caller's deadline passed before the write was done.
+   * The caller's deadline passed before the write was done, and no write is in doubt (a
+   * write whose answer the deadline cut off is REASON_WRITE_OUTCOME_UNKNOWN).
    *
    * @generated from enum value: REASON_DEADLINE_EXCEEDED = 6;
    */
@@ -1104,7 +1139,8 @@ export enum Reason {
   TRANSACTION_IDLE = 15,
 
   /**
-   * The API server's answer could not be read.
+   * The API server's answer could not be read; when it answered a write, that write may
+   * have been applied.
    *
    * @generated from enum value: REASON_BAD_ANSWER = 16;
    */
@@ -1188,6 +1224,59 @@ export const ReasonSchema: GenEnum<Reason> = /*@__PURE__*/
   enumDesc(file_safewrite_v1_writer, 1);
 
 /**
+ * Retry is what a caller may do after a failure: whether the same call, sent again, may
+ * succeed and is safe. The value for each Reason is that value's `retry` option.
+ *
+ * @generated from enum safewrite.v1.Retry
+ */
+export enum Retry {
+  /**
+   * Never set on a Reason.
+   *
+   * @generated from enum value: RETRY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Only a different request can succeed: change the request, the object, the caller's
+   * rights or the sidecar's configuration first.
+   *
+   * @generated from enum value: RETRY_NEVER = 1;
+   */
+  NEVER = 1,
+
+  /**
+   * The same call may succeed later: after the RetryInfo delay when there is one, else
+   * with backoff.
+   *
+   * @generated from enum value: RETRY_LATER = 2;
+   */
+  LATER = 2,
+
+  /**
+   * A write may have been applied: the same call is safe again only when it carried an
+   * idempotency key (then the sidecar applies the change at most once); without one,
+   * read the object before deciding.
+   *
+   * @generated from enum value: RETRY_WITH_IDEMPOTENCY_KEY = 3;
+   */
+  WITH_IDEMPOTENCY_KEY = 3,
+
+  /**
+   * The gRPC code decides, as Reason's `retry_by_code` option says.
+   *
+   * @generated from enum value: RETRY_BY_CODE = 4;
+   */
+  BY_CODE = 4,
+}
+
+/**
+ * Describes the enum safewrite.v1.Retry.
+ */
+export const RetrySchema: GenEnum<Retry> = /*@__PURE__*/
+  enumDesc(file_safewrite_v1_writer, 2);
+
+/**
  * WriterService performs read-modify-write of Kubernetes objects on behalf of a controller.
  *
  * Every RPC runs the same loop against the API server: read the fresh object, check the
@@ -1245,4 +1334,20 @@ export const WriterService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * On each Reason value: what a caller may do after a failure with it.
+ *
+ * @generated from extension: safewrite.v1.Retry retry = 50001;
+ */
+export const retry: GenExtension<EnumValueOptions, Retry> = /*@__PURE__*/
+  extDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * On Reason: the advice for REASON_API_SERVER and REASON_UNSPECIFIED, by gRPC code.
+ *
+ * @generated from extension: safewrite.v1.RetryByCode retry_by_code = 50001;
+ */
+export const retry_by_code: GenExtension<EnumOptions, RetryByCode> = /*@__PURE__*/
+  extDesc(file_safewrite_v1_writer, 1);
 

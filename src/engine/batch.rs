@@ -208,15 +208,24 @@ impl Batcher {
         match answered {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(WriteError {
-                failure: Failure::Cancelled(
-                    "the group commit carrying this write ended without an answer; read the object to find out whether it was applied".into(),
-                ),
+                failure: Failure::OutcomeUnknown {
+                    last: "the group commit carrying this write ended without an answer".into(),
+                },
+                attempts: Vec::new(),
+            }),
+            // The deadline passed while the write was queued or in flight with others:
+            // with an idempotency key, sending it again is safe; without one, its
+            // outcome is what the caller must find out.
+            Err(_) if spec.retry_is_safe() => Err(WriteError {
+                failure: Failure::Deadline {
+                    attempts: 0,
+                    last: "the write carrying this request was still queued or in flight with others (group commit)".into(),
+                },
                 attempts: Vec::new(),
             }),
             Err(_) => Err(WriteError {
-                failure: Failure::Deadline {
-                    attempts: 0,
-                    last: "the write carrying this request was still in flight with others (group commit); its outcome is unknown: read the object".into(),
+                failure: Failure::OutcomeUnknown {
+                    last: "the deadline passed with this request's write still queued or in flight with others (group commit)".into(),
                 },
                 attempts: Vec::new(),
             }),

@@ -69,14 +69,16 @@ impl Step {
                     last: error.to_string(),
                 })
             }
-            Failure::Deadline { attempts, last } => Step::Fail(Failure::Deadline {
-                attempts,
-                last: if maybe_sent && !safe {
-                    format!("{last} (the last write's outcome is unknown: read the object)")
-                } else {
-                    last
-                },
-            }),
+            // A deadline that cut a write's answer off leaves its outcome unknown: that,
+            // not the deadline, is what the caller must act on (DEADLINE_EXCEEDED means
+            // no write is in doubt; see the proto's retry options).
+            Failure::Deadline { attempts, last } if maybe_sent && !safe => {
+                Step::Fail(Failure::OutcomeUnknown {
+                    last: format!(
+                        "the deadline passed after {attempts} attempt(s) with the last write in flight; {last}"
+                    ),
+                })
+            }
             failure => Step::from_failure(failure, decision),
         }
     }

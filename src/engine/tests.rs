@@ -430,20 +430,30 @@ async fn an_unanswered_write_is_unknown_without_a_key_and_applied_once_with_one(
 async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
     for way in WAYS {
         // A write that is never answered ends at the engine's deadline, a margin before
-        // the caller's.
-        let fake = FakeApi::with_counter(0);
-        let engine = engine_over(&fake, 5);
-        fake.writes(&[Fault::Hang]);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let answer_by = crate::client::answer_by(Some(deadline)).unwrap();
-        let error = write(&engine, way, &set_m(), Some(deadline))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(error.failure, Failure::Deadline { .. }),
-            "{way:?}: {error:?}"
-        );
-        assert_eq!(Instant::now(), answer_by, "{way:?}");
+        // the caller's. Without an idempotency key its outcome is what is unknown; with
+        // one, sending it again is safe and the answer is the deadline.
+        for (spec, keyed) in [(set_m(), false), (increment(Some("k1")), true)] {
+            let fake = FakeApi::with_counter(0);
+            let engine = engine_over(&fake, 5);
+            fake.writes(&[Fault::Hang]);
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let answer_by = crate::client::answer_by(Some(deadline)).unwrap();
+            let error = write(&engine, way, &spec, Some(deadline))
+                .await
+                .unwrap_err();
+            if keyed {
+                assert!(
+                    matches!(error.failure, Failure::Deadline { .. }),
+                    "{way:?}: {error:?}"
+                );
+            } else {
+                assert!(
+                    matches!(&error.failure, Failure::OutcomeUnknown { last } if last.contains("deadline")),
+                    "{way:?}: {error:?}"
+                );
+            }
+            assert_eq!(Instant::now(), answer_by, "{way:?}");
+        }
 
         // Conflicts without end: the loop stops before a backoff would pass the
         // deadline, never after it.

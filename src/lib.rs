@@ -5,7 +5,6 @@ pub mod auth;
 pub mod backoff;
 pub mod cli;
 pub mod client;
-pub mod config;
 pub mod engine;
 pub mod health;
 pub mod inject;
@@ -13,14 +12,10 @@ pub mod listen;
 pub mod metrics;
 pub mod process;
 pub mod reasons;
-pub mod receive;
 pub mod runtime;
 pub mod service;
-pub mod shutdown;
-pub mod startup;
 pub mod target;
 pub mod telemetry;
-pub mod unix_socket;
 
 /// Generated protobuf messages and the tonic service for `safewrite.v1`.
 pub mod pb {

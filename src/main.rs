@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand};
-use safewrite::config::ServeArgs;
 use safewrite::health::HealthArgs;
+use safewrite::runtime::config::ServeArgs;
 use safewrite::telemetry::LogArgs;
 
 /// A gRPC sidecar that makes Kubernetes writes safe under concurrency.

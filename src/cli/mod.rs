@@ -232,11 +232,11 @@ async fn write(verb: Verb, args: WriteArgs) -> Result<(Request, pb::WriteResult)
 /// The serve settings (`SAFEWRITE_*` variables and defaults) with this command's
 /// kubeconfig and context: the in-process engine and its client stack are built from them
 /// as the sidecar's are.
-fn serve_settings(args: &WriteArgs) -> Result<crate::config::ServeArgs, Fail> {
+fn serve_settings(args: &WriteArgs) -> Result<crate::runtime::config::ServeArgs, Fail> {
     #[derive(clap::Parser)]
     struct Defaults {
         #[command(flatten)]
-        serve: crate::config::ServeArgs,
+        serve: crate::runtime::config::ServeArgs,
     }
     let mut serve = <Defaults as clap::Parser>::try_parse_from(["safewrite"])
         .map_err(|e| {

@@ -24,9 +24,10 @@ use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic_types::StatusExt as _;
 
+use super::receive;
 use super::respond;
 use crate::auth::Token;
-use crate::{metrics, receive, telemetry};
+use crate::{metrics, telemetry};
 
 /// Wraps the tonic service of `safewrite.v1.WriterService`; see the module docs.
 #[derive(Clone)]

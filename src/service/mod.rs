@@ -4,6 +4,7 @@
 //! handler runs, and calls without the shared token, are answered by `edge`.
 
 pub mod edge;
+pub mod receive;
 pub mod respond;
 mod rpc;
 pub mod transact;

@@ -10,7 +10,7 @@ use super::Answer;
 use crate::engine::mutation::FieldViolation;
 use crate::engine::{AttemptRecord, Failure, WriteError};
 use crate::pb::Reason;
-use crate::receive::Refused;
+use crate::service::receive::Refused;
 
 /// DEADLINE_EXCEEDED (no attempts) for a call whose deadline, `timeout`, is shorter than
 /// the sidecar needs to answer it ([`crate::client::MIN_ANSWER_MARGIN`]): answered before
@@ -119,7 +119,7 @@ pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
 /// not decode (bad protobuf, bad compression flag, truncated, missing);
 /// RESOURCE_EXHAUSTED (reason `OVERLOADED`) for one that did not fit in
 /// `--max-receiving-bytes`, and DEADLINE_EXCEEDED (reason `REQUEST_NOT_READ`) for one
-/// that did not arrive within `--receive-timeout` (see [`crate::receive`]). None when
+/// that did not arrive within `--receive-timeout` (see [`crate::service::receive`]). None when
 /// `status` is not about the message but about its transport (the caller's stream
 /// failed): see [`refused_request`]. `attempts` are those of a transaction in progress.
 pub fn unread_message(

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use tracing::{info, warn};
 
+use super::config::{MetricsListen, ServeArgs};
 use crate::auth::Token;
-use crate::config::{MetricsListen, ServeArgs};
 use crate::engine::policy::Policy;
 
 /// Logs the start: the version and the API server, the effective configuration (never

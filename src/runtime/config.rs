@@ -28,8 +28,8 @@ pub struct ServeArgs {
 
     /// Permissions of the unix socket (octal), set before it accepts connections. Callers
     /// need write permission to connect.
-    #[arg(long, env = "SAFEWRITE_UNIX_SOCKET_MODE", default_value = "0660", value_parser = crate::unix_socket::parse_mode)]
-    pub unix_socket_mode: crate::unix_socket::SocketMode,
+    #[arg(long, env = "SAFEWRITE_UNIX_SOCKET_MODE", default_value = "0660", value_parser = crate::runtime::unix_socket::parse_mode)]
+    pub unix_socket_mode: crate::runtime::unix_socket::SocketMode,
 
     /// Group owning the unix socket (a name from /etc/group, or a numeric gid), set before
     /// it accepts connections, e.g. the pod's fsGroup.

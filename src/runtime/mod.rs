@@ -5,6 +5,15 @@
 //! accepts a connection), with readiness tracking and two-stage graceful shutdown.
 //! Connections are bounded by `listen` (cap, handshake and idle timeouts, accept backoff)
 //! and HTTP/2 and TCP keepalive.
+//!
+//! Its parts: `config` (the flags of `safewrite serve`), `startup` (what is logged and
+//! checked before serving), `unix_socket` (the socket's mode and group) and `shutdown`
+//! (the signals).
+
+pub mod config;
+pub mod shutdown;
+pub mod startup;
+pub mod unix_socket;
 
 use std::io;
 use std::net::SocketAddr;
@@ -25,20 +34,19 @@ use crate::auth::{Token, TokenError};
 use crate::backoff::Backoff;
 use crate::client::readiness;
 use crate::client::{self as kube_client, ConnectError};
-use crate::config::{MetricsListen, ServeArgs};
 use crate::engine::policy::{Policy, PolicyError};
 use crate::engine::{Engine, EngineConfig};
 use crate::listen::{self, Limits, Pool, TrackLayer};
 use crate::metrics;
 use crate::pb;
 use crate::pb::writer_service_server::WriterServiceServer;
-use crate::receive::{self, ReceiveLayer};
 use crate::service::WriterService;
 use crate::service::edge::Edge;
+use crate::service::receive::{self, ReceiveLayer};
 use crate::service::transact;
-use crate::shutdown::Signals;
-use crate::startup;
-use crate::unix_socket::{self, SocketError};
+use config::{MetricsListen, ServeArgs};
+use shutdown::Signals;
+use unix_socket::SocketError;
 
 /// Why the server could not start or stopped with an error. Each is a configuration or
 /// environment problem reported in one line by `main`.
@@ -292,7 +300,7 @@ fn keepalive(args: &ServeArgs) -> Option<Duration> {
 /// that callers past that are refused with RESOURCE_EXHAUSTED rather than queued unseen
 /// in their HTTP/2 client), every request counted on its connection for the idle
 /// timeout, and every request message metered against the receive budget while it
-/// arrives (`crate::receive`).
+/// arrives (`crate::service::receive`).
 fn grpc_server<I>(
     args: &ServeArgs,
     receiving: &receive::Budget,

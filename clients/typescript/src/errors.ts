@@ -9,9 +9,9 @@ import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js
 
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "./gen/google/rpc/status_pb.js";
-import { Reason, WriteFailureSchema, type AttemptRecord as AttemptRecordMessage } from "./gen/safewrite/v1/writer_pb.js";
+import { Reason, Retry, WriteFailureSchema, type AttemptRecord as AttemptRecordMessage } from "./gen/safewrite/v1/writer_pb.js";
 import type { KubeObject } from "./mutation.js";
-import { reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
+import { codeAdvice, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
 
 /** The ErrorInfo domain of every error the sidecar returns. */
 export const DOMAIN = "safewrite.dev";
@@ -139,36 +139,29 @@ export class SafewriteError extends Error {
     return Number.isInteger(counted) ? counted : 0;
   }
 
-  /** What the caller may do, from {@link failureReason}. */
+  /**
+   * What the caller may do: the advice of {@link failureReason} (the proto's `(retry)`
+   * option), and when that leaves it to the gRPC code, the code's (`(retry_by_code)`).
+   * Never `Retry.BY_CODE`.
+   */
   get advice(): RetryAdvice {
-    return retryAdvice(this.failureReason);
+    const advice = retryAdvice(this.failureReason);
+    return advice === Retry.BY_CODE ? codeAdvice(this.code) : advice;
   }
 
   /**
    * Whether sending the same call again (after {@link retryDelayMs}) may succeed and is
-   * safe: a write of unknown outcome counts only when the call carried an idempotency key.
+   * safe: {@link advice} LATER, or WITH_IDEMPOTENCY_KEY when the call carried an
+   * idempotency key.
    */
   get retryable(): boolean {
     switch (this.advice) {
-      case "retry":
+      case Retry.LATER:
         return true;
-      case "retry-with-key":
+      case Retry.WITH_IDEMPOTENCY_KEY:
         return this.idempotent;
-      case "never":
+      default:
         return false;
-      case "by-code":
-        switch (this.code) {
-          case GrpcStatus.UNAVAILABLE:
-          case GrpcStatus.RESOURCE_EXHAUSTED:
-          case GrpcStatus.ABORTED: // conflicts that outlasted the retry policy: requeue
-          case GrpcStatus.INTERNAL:
-            return true;
-          case GrpcStatus.DEADLINE_EXCEEDED:
-          case GrpcStatus.UNKNOWN:
-            return this.idempotent;
-          default:
-            return false;
-        }
     }
   }
 
@@ -194,13 +187,17 @@ export class PermissionDeniedError extends SafewriteError {}
 export class UnauthenticatedError extends SafewriteError {}
 /** NOT_FOUND: the object does not exist (see `createIfMissing`), or its kind is unknown (reason `UNKNOWN_KIND`). */
 export class NotFoundError extends SafewriteError {}
-/** DEADLINE_EXCEEDED: the call's deadline passed; `attemptRecords` holds the attempts so far. */
+/**
+ * DEADLINE_EXCEEDED: the call's deadline passed with no write in doubt (a deadline that cut
+ * off a write's answer is an {@link OutcomeUnknownError} when the call carried no
+ * idempotency key); `attemptRecords` holds the attempts so far.
+ */
 export class DeadlineExceededError extends SafewriteError {}
 /** CANCELLED: the call was cancelled (its AbortSignal fired, or the transaction ended early). */
 export class CancelledError extends SafewriteError {}
 /**
- * UNKNOWN with reason `WRITE_OUTCOME_UNKNOWN`: a write was sent but its answer was lost; it may
- * have been applied. `retryable` is true only when the call carried an idempotency key (then the
+ * UNKNOWN with reason `WRITE_OUTCOME_UNKNOWN`: a write was sent but its answer was lost (or the
+ * call's deadline cut it off); it may have been applied. `retryable` is true only when the call carried an idempotency key (then the
  * same call with the same key applies the change at most once); without one, read the object
  * before deciding, or make such calls with an `idempotencyKey`.
  */

@@ -34,6 +34,7 @@ export {
   decodeDetails,
   DOMAIN,
   errorClass,
+  fromServiceError,
   InternalError,
   InvalidError,
   NotFoundError,
@@ -50,7 +51,7 @@ export {
   type ErrorDetails,
   type FieldViolation,
 } from "./errors.js";
-export { Reason, ReasonSchema, OutcomeSchema } from "./gen/safewrite/v1/writer_pb.js";
-export { REASON_ADVICE, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
+export { Reason, ReasonSchema, OutcomeSchema, Retry, RetrySchema } from "./gen/safewrite/v1/writer_pb.js";
+export { codeAdvice, REASON_ADVICE, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
 export { tracingAvailable } from "./tracing.js";
 export { status as GrpcStatus } from "@grpc/grpc-js";

@@ -1,56 +1,54 @@
 /**
- * What a caller may do after a failure, per {@link Reason} of the proto. The table is
- * typed `Record<Reason, RetryAdvice>` over the generated enum, so a Reason added to the
- * proto and regenerated does not compile until it is classified here (and a test checks
- * every value of the enum's descriptor at run time too).
+ * Retry advice, read from the proto rather than kept here: each {@link Reason} value's
+ * `(retry)` option and the enum's `(retry_by_code)` option in
+ * proto/safewrite/v1/writer.proto, as the generated code carries them. A Reason added to
+ * the proto brings its advice with it when the code is regenerated.
  */
-import { Reason } from "./gen/safewrite/v1/writer_pb.js";
+import { getOption } from "@bufbuild/protobuf";
+import { status as GrpcStatus } from "@grpc/grpc-js";
+
+import { Reason, ReasonSchema, Retry, retry, retry_by_code } from "./gen/safewrite/v1/writer_pb.js";
 
 /**
- * - `"retry"`: the same call may succeed later (after `retryDelayMs` when given).
- * - `"retry-with-key"`: a write may have been applied; sending it again is safe only
- *   with the same idempotency key.
- * - `"by-code"`: the API server decided; the gRPC code says (UNAVAILABLE, conflicts
- *   that outlasted the retry policy and INTERNAL are retryable, the rest not).
- * - `"never"`: the same call fails the same way; change the request, the object or the
- *   sidecar's configuration.
+ * What a caller may do after a failure: the proto's `Retry` enum.
+ *
+ * - `Retry.LATER`: the same call may succeed later (after `retryDelayMs` when given).
+ * - `Retry.WITH_IDEMPOTENCY_KEY`: a write may have been applied; sending it again is
+ *   safe only with the same idempotency key.
+ * - `Retry.BY_CODE`: the gRPC code decides (see {@link codeAdvice}).
+ * - `Retry.NEVER`: the same call fails the same way; change the request, the object or
+ *   the sidecar's configuration.
  */
-export type RetryAdvice = "retry" | "retry-with-key" | "by-code" | "never";
+export type RetryAdvice = Retry;
 
-/** The advice for every Reason the proto defines. */
-export const REASON_ADVICE: Readonly<Record<Reason, RetryAdvice>> = {
-  [Reason.UNSPECIFIED]: "by-code",
-  [Reason.INVALID_REQUEST]: "never",
-  [Reason.UNKNOWN_KIND]: "never",
-  [Reason.PRECONDITION_FAILED]: "never",
-  [Reason.INVALID_CEL]: "never",
-  [Reason.CEL_BUSY]: "retry",
-  [Reason.DEADLINE_EXCEEDED]: "retry-with-key",
-  [Reason.MUTATION_DOES_NOT_APPLY]: "never",
-  [Reason.RESOURCE_VERSION_MISMATCH]: "never",
-  [Reason.API_SERVER_UNREACHABLE]: "retry",
-  [Reason.WRITE_OUTCOME_UNKNOWN]: "retry-with-key",
-  [Reason.RETRY_BUDGET_EXHAUSTED]: "retry",
-  [Reason.CIRCUIT_OPEN]: "retry",
-  [Reason.RATE_LIMITED]: "retry",
-  [Reason.TRANSACTION_CANCELLED]: "never",
-  [Reason.TRANSACTION_IDLE]: "retry",
-  [Reason.BAD_ANSWER]: "retry-with-key",
-  [Reason.OVERLOADED]: "retry",
-  [Reason.REQUEST_TOO_LARGE]: "never",
-  [Reason.MALFORMED_REQUEST]: "never",
-  [Reason.UNIMPLEMENTED]: "never",
-  [Reason.REQUEST_NOT_READ]: "retry",
-  [Reason.POLICY_DENIED]: "never",
-  [Reason.TOKEN_REQUIRED]: "never",
-  [Reason.TOKEN_INVALID]: "never",
-  [Reason.FIELD_MANAGER_CONFLICT]: "never",
-  [Reason.API_SERVER]: "by-code",
-};
+/** The `(retry)` option of a Reason value; BY_CODE when it has none. */
+function optionOf(value: (typeof ReasonSchema.values)[number]): RetryAdvice {
+  const advice = getOption(value, retry);
+  return advice === Retry.UNSPECIFIED ? Retry.BY_CODE : advice;
+}
 
-/** The advice for a reason; a reason newer than this client is judged by its code. */
+/** The advice of every Reason the proto defines, from its `(retry)` option. */
+export const REASON_ADVICE: Readonly<Record<Reason, RetryAdvice>> = Object.freeze(
+  Object.fromEntries(ReasonSchema.values.map((value) => [value.number, optionOf(value)])) as Record<Reason, RetryAdvice>,
+);
+
+/** The `(retry_by_code)` option of the Reason enum. */
+const BY_CODE = getOption(ReasonSchema, retry_by_code);
+
+/** The advice for a reason; a reason newer than this client is judged by its code (BY_CODE). */
 export function retryAdvice(reason: Reason): RetryAdvice {
-  return REASON_ADVICE[reason] ?? "by-code";
+  return REASON_ADVICE[reason] ?? Retry.BY_CODE;
+}
+
+/**
+ * The advice of a gRPC code, for the reasons whose advice is BY_CODE: WITH_IDEMPOTENCY_KEY,
+ * LATER or, for a code the `(retry_by_code)` option lists in neither, NEVER.
+ */
+export function codeAdvice(code: GrpcStatus): RetryAdvice {
+  if (BY_CODE.withIdempotencyKey.includes(code)) {
+    return Retry.WITH_IDEMPOTENCY_KEY;
+  }
+  return BY_CODE.later.includes(code) ? Retry.LATER : Retry.NEVER;
 }
 
 /** The name of a Reason as ErrorInfo spells it (without the REASON_ prefix), e.g. "CIRCUIT_OPEN". */

@@ -16,6 +16,7 @@ import {
   PreconditionFailedError,
   Reason,
   RequestTooLargeError,
+  Retry,
   SafewriteError,
   UnavailableError,
 } from "@safewrite/client";
@@ -62,7 +63,7 @@ describe("errors", () => {
     assert.equal(err.reason, "UNKNOWN_KIND");
     assert.equal(err.failureReason, Reason.UNKNOWN_KIND);
     assert.equal(err.failureReasonName, "UNKNOWN_KIND");
-    assert.equal(err.advice, "never");
+    assert.equal(err.advice, Retry.NEVER);
   });
 
   it("InvalidError naming the field of a hostile namespace; nothing is sent", async () => {

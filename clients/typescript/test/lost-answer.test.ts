@@ -17,6 +17,7 @@ import {
   Outcome,
   OutcomeUnknownError,
   Reason,
+  Retry,
   type KubeObject,
   type ObjectRef,
 } from "@safewrite/client";
@@ -48,7 +49,7 @@ function lostUnkeyed(err: unknown): true {
   assert.equal(err.code, GrpcStatus.UNKNOWN);
   assert.equal(err.reason, "WRITE_OUTCOME_UNKNOWN");
   assert.equal(err.failureReason, Reason.WRITE_OUTCOME_UNKNOWN);
-  assert.equal(err.advice, "retry-with-key");
+  assert.equal(err.advice, Retry.WITH_IDEMPOTENCY_KEY);
   // The change may have been applied: the same call sent again could apply it twice.
   assert.equal(err.idempotent, false);
   assert.equal(err.retryable, false);

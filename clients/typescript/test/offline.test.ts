@@ -1,15 +1,16 @@
-/** What needs no sidecar: the Reason table, error decoding, mutations and options, generated code. */
+/** What needs no sidecar: retry advice from the proto, error decoding, mutations and options, generated code. */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, it } from "node:test";
 
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, getOption, hasOption, toBinary } from "@bufbuild/protobuf";
 import { anyPack, durationFromMs, type Any } from "@bufbuild/protobuf/wkt";
 import {
   apply,
   cel,
   CancelledError,
+  codeAdvice,
   ConflictError,
   decodeDetails,
   DeadlineExceededError,
@@ -29,26 +30,27 @@ import {
   reasonName,
   RequestTooLargeError,
   ResourceExhaustedError,
+  Retry,
   retryAdvice,
   SafewriteError,
   UnauthenticatedError,
   UnavailableError,
   UnimplementedError,
 } from "@safewrite/client";
-import { AttemptRecordSchema, WriteFailureSchema } from "@safewrite/client/v1";
+import { AttemptRecordSchema, retry, retry_by_code, WriteFailureSchema } from "@safewrite/client/v1";
 
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "@safewrite/client/gen/google/rpc/error_details_pb";
 import { StatusSchema } from "@safewrite/client/gen/google/rpc/status_pb";
 import { packageRoot } from "./support.js";
 
 describe("reasons", () => {
-  it("every Reason value of the proto has retry advice", () => {
+  it("takes every Reason value's advice from its (retry) option in the proto", () => {
     const values = ReasonSchema.values;
     assert.ok(values.length >= 27, "the generated enum lists the proto's values");
     for (const value of values) {
-      const advice = REASON_ADVICE[value.number as Reason];
-      assert.ok(advice !== undefined, `${value.name} (${value.number}) is unknown to REASON_ADVICE`);
-      assert.equal(retryAdvice(value.number as Reason), advice);
+      assert.ok(hasOption(value, retry), `${value.name} (${value.number}) has no (retry) option`);
+      assert.equal(REASON_ADVICE[value.number as Reason], getOption(value, retry), value.name);
+      assert.equal(retryAdvice(value.number as Reason), getOption(value, retry), value.name);
     }
     assert.equal(Object.keys(REASON_ADVICE).length, values.length, "no advice for a value the proto lacks");
   });
@@ -60,7 +62,24 @@ describe("reasons", () => {
   });
 
   it("judges a reason newer than this client by its code", () => {
-    assert.equal(retryAdvice(999 as Reason), "by-code");
+    assert.equal(retryAdvice(999 as Reason), Retry.BY_CODE);
+    const unavailable = new SafewriteError(GrpcStatus.UNAVAILABLE, "m", { failureReason: 999 as Reason });
+    assert.equal(unavailable.advice, Retry.LATER);
+    assert.equal(unavailable.retryable, true);
+    const invalid = new SafewriteError(GrpcStatus.INVALID_ARGUMENT, "m", { failureReason: 999 as Reason });
+    assert.equal(invalid.retryable, false);
+  });
+
+  it("advises by code as the enum's (retry_by_code) option lists the codes", () => {
+    const byCode = getOption(ReasonSchema, retry_by_code);
+    assert.ok(byCode.withIdempotencyKey.length > 0 && byCode.later.length > 0, "the option is set");
+    for (const code of byCode.withIdempotencyKey) {
+      assert.equal(codeAdvice(code), Retry.WITH_IDEMPOTENCY_KEY, GrpcStatus[code]);
+    }
+    for (const code of byCode.later) {
+      assert.equal(codeAdvice(code), Retry.LATER, GrpcStatus[code]);
+    }
+    assert.equal(codeAdvice(GrpcStatus.NOT_FOUND), Retry.NEVER, "a code in neither list");
   });
 });
 
@@ -119,7 +138,7 @@ describe("error details", () => {
     [GrpcStatus.PERMISSION_DENIED, Reason.POLICY_DENIED, PermissionDeniedError, false],
     [GrpcStatus.UNAUTHENTICATED, Reason.TOKEN_REQUIRED, UnauthenticatedError, false],
     [GrpcStatus.NOT_FOUND, Reason.UNKNOWN_KIND, NotFoundError, false],
-    [GrpcStatus.DEADLINE_EXCEEDED, Reason.DEADLINE_EXCEEDED, DeadlineExceededError, false],
+    [GrpcStatus.DEADLINE_EXCEEDED, Reason.DEADLINE_EXCEEDED, DeadlineExceededError, true],
     [GrpcStatus.DEADLINE_EXCEEDED, Reason.TRANSACTION_IDLE, DeadlineExceededError, true],
     [GrpcStatus.CANCELLED, Reason.TRANSACTION_CANCELLED, CancelledError, false],
     [GrpcStatus.UNKNOWN, Reason.WRITE_OUTCOME_UNKNOWN, OutcomeUnknownError, false],

@@ -1,6 +1,7 @@
 /**
  * The shared conformance cases (../conformance/cases.json, see its README) through this
- * client's public API, one subtest per case. The per-case matrix is also written to
+ * client's public API, one subtest per case, and its retry advice table through this
+ * client's error decoding, one subtest per row. The per-case matrix is also written to
  * build/conformance-matrix.txt for test.sh to print.
  */
 import assert from "node:assert/strict";
@@ -8,16 +9,19 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { after, describe, it } from "node:test";
 
-import { fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { durationMs } from "@bufbuild/protobuf/wkt";
+import { create, fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
+import { anyPack, durationMs } from "@bufbuild/protobuf/wkt";
+import { Metadata, type ServiceError } from "@grpc/grpc-js";
 import {
   abort,
   apply,
   cel,
+  fromServiceError,
   GrpcStatus,
   jsonPatch,
   mergePatch,
   OutcomeSchema,
+  Reason,
   ReasonSchema,
   SafewriteError,
   type Mutation,
@@ -31,12 +35,15 @@ import {
   TransactBeginSchema,
   TransactProposalSchema,
   UpdateWithRetryRequestSchema,
+  WriteFailureSchema,
   type Mutation as MutationMessage,
   type ObjectRef as ObjectRefMessage,
   type Preconditions as PreconditionsMessage,
   type RetryPolicy as RetryPolicyMessage,
   type WriteOptions as WriteOptionsMessage,
 } from "@safewrite/client/v1";
+import { ErrorInfoSchema } from "@safewrite/client/gen/google/rpc/error_details_pb";
+import { StatusSchema } from "@safewrite/client/gen/google/rpc/status_pb";
 
 import { adminClient, namespace, packageRoot } from "./support.js";
 
@@ -61,9 +68,20 @@ interface Case {
   name: string;
   steps: Step[];
 }
+/** A row of the advice table: a failure and whether the same call may be sent again. */
+interface AdviceRow {
+  /** A Reason value's name, e.g. "REASON_CIRCUIT_OPEN". */
+  reason: string;
+  /** The gRPC code's name the sidecar sends it with, e.g. "UNAVAILABLE". */
+  code: string;
+  retryable: boolean;
+  retryable_with_key: boolean;
+}
 
 const casesPath = `${packageRoot}../conformance/cases.json`;
-const cases = (JSON.parse(readFileSync(casesPath, "utf8")) as { cases: Case[] }).cases;
+const file = JSON.parse(readFileSync(casesPath, "utf8")) as { cases: Case[]; advice: { cases: AdviceRow[] } };
+const cases = file.cases;
+const adviceRows = file.advice.cases;
 const client = adminClient();
 const matrix: string[] = [];
 
@@ -243,6 +261,54 @@ function check(step: Step, outcome: Result | SafewriteError): void {
     assertSubset(want.object, outcome.object);
   }
 }
+
+/**
+ * The error of a grpc-js call failing as the sidecar fails it: the code, and in the
+ * grpc-status-details-bin trailer a google.rpc.Status with ErrorInfo and WriteFailure
+ * (none for REASON_UNSPECIFIED: a failure without safewrite details).
+ */
+function serviceError(code: GrpcStatus, reason: Reason): ServiceError {
+  const metadata = new Metadata();
+  if (reason !== Reason.UNSPECIFIED) {
+    const name = ReasonSchema.value[reason]!.name.replace(/^REASON_/, "");
+    const status = create(StatusSchema, {
+      code,
+      message: "advice row",
+      details: [
+        anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: name, domain: "safewrite.dev" })),
+        anyPack(WriteFailureSchema, create(WriteFailureSchema, { reason })),
+      ],
+    });
+    metadata.set("grpc-status-details-bin", Buffer.from(toBinary(StatusSchema, status)));
+  }
+  return Object.assign(new Error(`${code} ${GrpcStatus[code]}: advice row`), { code, details: "advice row", metadata });
+}
+
+describe("retry advice", () => {
+  it("has a row for every Reason value this client knows", () => {
+    const covered = new Set(adviceRows.map((row) => row.reason));
+    const missing = ReasonSchema.values.filter((value) => !covered.has(value.name)).map((value) => value.name);
+    assert.deepEqual(missing, [], "Reason values without a row in the advice table");
+  });
+
+  let passed = 0;
+  after(() => matrix.push(`${passed === adviceRows.length ? "pass" : "FAIL"}  retry advice: ${passed} of ${adviceRows.length} rows`));
+  for (const row of adviceRows) {
+    it(`${row.reason} with ${row.code}: retryable ${row.retryable}, with a key ${row.retryable_with_key}`, () => {
+      const reason = ReasonSchema.values.find((value) => value.name === row.reason);
+      assert.ok(reason !== undefined, `${row.reason} is not a Reason value of this client`);
+      const code = GrpcStatus[row.code as keyof typeof GrpcStatus];
+      assert.ok(code !== undefined, `${row.code} is not a gRPC code`);
+      const err = serviceError(code, reason.number as Reason);
+      const without = fromServiceError(err, false);
+      assert.equal(without.code, code, "code");
+      assert.equal(without.failureReason, reason.number, "WriteFailure.reason");
+      assert.equal(without.retryable, row.retryable, "retryable without an idempotency key");
+      assert.equal(fromServiceError(err, true).retryable, row.retryable_with_key, "retryable with an idempotency key");
+      passed++;
+    });
+  }
+});
 
 describe("conformance", () => {
   assert.ok(cases.length > 0, `no cases in ${casesPath}`);

@@ -84,8 +84,8 @@ public final class Mutation {
 
   /**
    * A server-side apply configuration: an object with apiVersion, kind, metadata.name and the
-   * fields this manager owns. Needs a field manager ({@link WriteOption#fieldManager}); a conflict
-   * with another manager's fields fails with {@link ConflictException} (reason {@code
+   * fields this manager owns. Needs a field manager ({@link WriteConfig.Builder#fieldManager}); a
+   * conflict with another manager's fields fails with {@link ConflictException} (reason {@code
    * FIELD_MANAGER_CONFLICT}) unless {@code force} takes them.
    */
   public static Mutation apply(String configurationJson, boolean force) {

@@ -31,10 +31,14 @@ import java.util.function.Function;
  * within the call's deadline. A change that changes nothing writes nothing. A failed call throws a
  * {@link SafewriteException} subclass.
  *
- * <p>Deadlines: a call is bounded by its {@link WriteOption#timeout(Duration)}, else the client's
- * {@link Builder#defaultTimeout(Duration)}, and always by the deadline of the current {@link
- * io.grpc.Context}; the sidecar gets the soonest as the gRPC deadline. Cancelling the Context (or
- * interrupting the thread) cancels the call.
+ * <p>Options: each call takes a {@link WriteConfig} (preconditions, retry policy,
+ * create-if-missing, idempotency key, timeout, ...), or the same options one at a time as {@link
+ * WriteOption}s.
+ *
+ * <p>Deadlines: a call is bounded by its {@link WriteConfig.Builder#timeout(Duration)}, else the
+ * client's {@link Builder#defaultTimeout(Duration)}, and always by the deadline of the current
+ * {@link io.grpc.Context}; the sidecar gets the soonest as the gRPC deadline. Cancelling the
+ * Context (or interrupting the thread) cancels the call.
  *
  * <p>Metadata: every call carries {@code authorization: Bearer <token>} when the client has a
  * {@link Builder#token(String)}, and, unless {@link Builder#propagateTrace(boolean)} turns it off,
@@ -114,16 +118,26 @@ public final class SafewriteClient implements AutoCloseable {
    *
    * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
    */
-  public Result update(ObjectRef ref, Mutation mutation, WriteOption... options) {
+  public Result update(ObjectRef ref, Mutation mutation, WriteConfig config) {
     Objects.requireNonNull(ref, "ref");
     Objects.requireNonNull(mutation, "mutation");
-    WriteConfig config = WriteConfig.of(options);
+    Objects.requireNonNull(config, "config");
     UpdateWithRetryRequest.Builder request =
         UpdateWithRetryRequest.newBuilder()
             .setTarget(ref.toProto())
             .setMutation(mutation.toProto());
     config.fill(request::setPreconditions, request::setRetryPolicy, request::setOptions);
     return update(request.build(), config.timeout);
+  }
+
+  /**
+   * {@link #update(ObjectRef, Mutation, WriteConfig)} with the options given one at a time (none:
+   * the defaults).
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result update(ObjectRef ref, Mutation mutation, WriteOption... options) {
+    return update(ref, mutation, WriteConfig.of(options));
   }
 
   /**
@@ -147,14 +161,23 @@ public final class SafewriteClient implements AutoCloseable {
    *
    * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
    */
-  public Result patchStatus(ObjectRef ref, Mutation mutation, WriteOption... options) {
+  public Result patchStatus(ObjectRef ref, Mutation mutation, WriteConfig config) {
     Objects.requireNonNull(ref, "ref");
     Objects.requireNonNull(mutation, "mutation");
-    WriteConfig config = WriteConfig.of(options);
+    Objects.requireNonNull(config, "config");
     PatchStatusRequest.Builder request =
         PatchStatusRequest.newBuilder().setTarget(ref.toProto()).setMutation(mutation.toProto());
     config.fill(request::setPreconditions, request::setRetryPolicy, request::setOptions);
     return patchStatus(request.build(), config.timeout);
+  }
+
+  /**
+   * {@link #patchStatus(ObjectRef, Mutation, WriteConfig)} with the options given one at a time.
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result patchStatus(ObjectRef ref, Mutation mutation, WriteOption... options) {
+    return patchStatus(ref, mutation, WriteConfig.of(options));
   }
 
   /** Sends a {@code PatchStatus} request as built with the generated types. */
@@ -196,13 +219,26 @@ public final class SafewriteClient implements AutoCloseable {
    *
    * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
    */
+  public Result transact(ObjectRef ref, TransactFunction function, WriteConfig config) {
+    return transact(ref, false, function, config);
+  }
+
+  /**
+   * {@link #transact(ObjectRef, TransactFunction, WriteConfig)} with the options given one at a
+   * time.
+   */
   public Result transact(ObjectRef ref, TransactFunction function, WriteOption... options) {
-    return transact(ref, false, function, options);
+    return transact(ref, false, function, WriteConfig.of(options));
   }
 
   /** {@link #transact} writing the function's changes to the status subresource only. */
+  public Result transactStatus(ObjectRef ref, TransactFunction function, WriteConfig config) {
+    return transact(ref, true, function, config);
+  }
+
+  /** {@link #transactStatus(ObjectRef, TransactFunction, WriteConfig)}, options one at a time. */
   public Result transactStatus(ObjectRef ref, TransactFunction function, WriteOption... options) {
-    return transact(ref, true, function, options);
+    return transact(ref, true, function, WriteConfig.of(options));
   }
 
   /** Runs a transaction opened with a {@code TransactBegin} built with the generated types. */
@@ -211,9 +247,9 @@ public final class SafewriteClient implements AutoCloseable {
   }
 
   private Result transact(
-      ObjectRef ref, boolean status, TransactFunction function, WriteOption... options) {
+      ObjectRef ref, boolean status, TransactFunction function, WriteConfig config) {
     Objects.requireNonNull(ref, "ref");
-    WriteConfig config = WriteConfig.of(options);
+    Objects.requireNonNull(config, "config");
     TransactBegin.Builder begin =
         TransactBegin.newBuilder().setTarget(ref.toProto()).setStatus(status);
     config.fill(begin::setPreconditions, begin::setRetryPolicy, begin::setOptions);
@@ -344,13 +380,13 @@ public final class SafewriteClient implements AutoCloseable {
       return this;
     }
 
-    /** Bounds every call that sets no {@link WriteOption#timeout(Duration)} of its own. */
+    /**
+     * Bounds every call that sets no {@link WriteConfig.Builder#timeout(Duration)} of its own.
+     *
+     * @throws IllegalArgumentException when the timeout is not positive
+     */
     public Builder defaultTimeout(Duration timeout) {
-      Objects.requireNonNull(timeout, "timeout");
-      if (timeout.isNegative() || timeout.isZero()) {
-        throw new IllegalArgumentException("a timeout must be positive: " + timeout);
-      }
-      this.defaultTimeout = timeout;
+      this.defaultTimeout = WriteConfig.positive(timeout);
       return this;
     }
 

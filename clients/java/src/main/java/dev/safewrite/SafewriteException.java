@@ -67,7 +67,7 @@ public abstract class SafewriteException extends RuntimeException {
 
   /** The sidecar's advice names the proto's field; the caller sets this client's option. */
   private static String ownOptions(String description) {
-    return description.replace("options.create_if_missing_json", "WriteOption.createIfMissing");
+    return description.replace("options.create_if_missing_json", "createIfMissing");
   }
 
   /**

@@ -1,60 +1,231 @@
 package dev.safewrite;
 
+import com.google.gson.JsonObject;
 import dev.safewrite.v1.Preconditions;
-import dev.safewrite.v1.RetryPolicy;
 import dev.safewrite.v1.WriteOptions;
 import java.time.Duration;
+import java.util.Objects;
 import java.util.function.Consumer;
 
-/** The options of one call, as its {@link WriteOption}s leave them. */
-final class WriteConfig {
-  final Preconditions.Builder preconditions = Preconditions.newBuilder();
-  final WriteOptions.Builder options = WriteOptions.newBuilder();
-  RetryPolicy retryPolicy;
-  Duration timeout;
+/**
+ * The options of a call: preconditions, the retry policy, write options and the call's timeout.
+ * Immutable, built with {@link #builder()}, and passed to {@link SafewriteClient#update(ObjectRef,
+ * Mutation, WriteConfig)}, {@link SafewriteClient#patchStatus(ObjectRef, Mutation, WriteConfig)} or
+ * {@link SafewriteClient#transact(ObjectRef, TransactFunction, WriteConfig)}; one config may serve
+ * any number of calls (an idempotency key, though, names one change).
+ *
+ * <pre>{@code
+ * WriteConfig config = WriteConfig.builder()
+ *     .createIfMissing("{\"data\": {\"n\": \"0\"}}")
+ *     .idempotencyKey(UUID.randomUUID().toString())
+ *     .timeout(Duration.ofSeconds(10))
+ *     .build();
+ * client.update(ref, mutation, config);
+ * }</pre>
+ *
+ * <p>Unset parts take the defaults: no preconditions, the sidecar's retry policy, and the client's
+ * {@link SafewriteClient.Builder#defaultTimeout(Duration)}. {@link WriteOption}s set the same
+ * options one at a time, as arguments of the call.
+ */
+public final class WriteConfig {
+  private static final WriteConfig DEFAULTS = builder().build();
 
-  WriteConfig() {}
+  final Preconditions preconditions;
+  final WriteOptions options;
 
+  /** Null: the sidecar's default policy. */
+  final dev.safewrite.v1.RetryPolicy retryPolicy;
+
+  /** Null: the client's default timeout, if any. */
+  final Duration timeout;
+
+  private WriteConfig(Builder builder) {
+    this.preconditions = builder.preconditions.build();
+    this.options = builder.options.build();
+    this.retryPolicy = builder.retryPolicy;
+    this.timeout = builder.timeout;
+  }
+
+  /** A builder with nothing set. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** A builder starting from this config's options, e.g. to give a copy another idempotency key. */
+  public Builder toBuilder() {
+    Builder builder = new Builder();
+    builder.preconditions.mergeFrom(preconditions);
+    builder.options.mergeFrom(options);
+    builder.retryPolicy = retryPolicy;
+    builder.timeout = timeout;
+    return builder;
+  }
+
+  /** The config the {@link WriteOption}s leave, applied in order; none: the defaults. */
   static WriteConfig of(WriteOption... opts) {
-    WriteConfig config = new WriteConfig();
-    if (opts != null) {
-      for (WriteOption opt : opts) {
-        if (opt != null) {
-          opt.applyTo(config);
-        }
+    if (opts == null || opts.length == 0) {
+      return DEFAULTS;
+    }
+    Builder builder = new Builder();
+    for (WriteOption opt : opts) {
+      if (opt != null) {
+        opt.applyTo(builder);
       }
     }
-    return config;
+    return builder.build();
   }
 
   /**
-   * Hands each part of the request that the options set to its setter of a request builder
+   * Hands each part of the request that this config sets to its setter of a request builder
    * (UpdateWithRetry, PatchStatus or TransactBegin); parts left unset are not touched.
    */
   void fill(
       Consumer<Preconditions> setPreconditions,
-      Consumer<RetryPolicy> setRetryPolicy,
+      Consumer<dev.safewrite.v1.RetryPolicy> setRetryPolicy,
       Consumer<WriteOptions> setOptions) {
-    if (hasPreconditions()) {
-      setPreconditions.accept(preconditions.build());
+    if (!preconditions.equals(Preconditions.getDefaultInstance())) {
+      setPreconditions.accept(preconditions);
     }
     if (retryPolicy != null) {
       setRetryPolicy.accept(retryPolicy);
     }
     if (hasOptions()) {
-      setOptions.accept(options.build());
+      setOptions.accept(options);
     }
   }
 
-  boolean hasPreconditions() {
-    return !preconditions.build().equals(Preconditions.getDefaultInstance());
-  }
-
   boolean hasOptions() {
-    return !options.build().equals(WriteOptions.getDefaultInstance());
+    return !options.equals(WriteOptions.getDefaultInstance());
   }
 
-  boolean hasIdempotencyKey() {
-    return !options.getIdempotencyKey().isEmpty();
+  @Override
+  public String toString() {
+    StringBuilder text = new StringBuilder("WriteConfig(");
+    text.append(oneLine(preconditions)).append(oneLine(options));
+    if (retryPolicy != null) {
+      text.append("retry_policy { ").append(oneLine(retryPolicy)).append("} ");
+    }
+    if (timeout != null) {
+      text.append("timeout: ").append(timeout);
+    }
+    return text.toString().strip() + ")";
+  }
+
+  private static String oneLine(com.google.protobuf.Message message) {
+    String text = message.toString().replace('\n', ' ').strip();
+    return text.isEmpty() ? "" : text + " ";
+  }
+
+  /** The one check of a timeout, for calls and the client's default. */
+  static Duration positive(Duration timeout) {
+    Objects.requireNonNull(timeout, "timeout");
+    if (timeout.isNegative() || timeout.isZero()) {
+      throw new IllegalArgumentException("a timeout must be positive: " + timeout);
+    }
+    return timeout;
+  }
+
+  /** Builds a {@link WriteConfig}; setting an option again replaces it. */
+  public static final class Builder {
+    private final Preconditions.Builder preconditions = Preconditions.newBuilder();
+    private final WriteOptions.Builder options = WriteOptions.newBuilder();
+    private dev.safewrite.v1.RetryPolicy retryPolicy;
+    private Duration timeout;
+
+    private Builder() {}
+
+    /** Precondition: the object's metadata.uid must equal {@code uid}. */
+    public Builder uid(String uid) {
+      preconditions.setUid(Objects.requireNonNull(uid, "uid"));
+      return this;
+    }
+
+    /**
+     * Strict compare-and-swap: the object's metadata.resourceVersion must equal {@code
+     * resourceVersion}; otherwise the call fails at once with {@link ConflictException} (reason
+     * {@code RESOURCE_VERSION_MISMATCH}), nothing written, no retry.
+     */
+    public Builder resourceVersion(String resourceVersion) {
+      preconditions.setResourceVersion(Objects.requireNonNull(resourceVersion, "resourceVersion"));
+      return this;
+    }
+
+    /**
+     * Precondition: a CEL expression over {@code object} that must return true, e.g. {@code
+     * object.data.phase == "ready"}. When false, the call fails with {@link
+     * PreconditionFailedException} carrying the current object.
+     */
+    public Builder preconditionCel(String expression) {
+      preconditions.setCel(Objects.requireNonNull(expression, "expression"));
+      return this;
+    }
+
+    /** The retry policy of this call; see {@link RetryPolicy}. Unset: the sidecar's. */
+    public Builder retryPolicy(RetryPolicy policy) {
+      this.retryPolicy = Objects.requireNonNull(policy, "policy").toProto();
+      return this;
+    }
+
+    /** The field manager recorded in managedFields; required for server-side apply. */
+    public Builder fieldManager(String manager) {
+      options.setFieldManager(Objects.requireNonNull(manager, "manager"));
+      return this;
+    }
+
+    /** Whether the API server validates and admits the write without persisting it. */
+    public Builder dryRun(boolean dryRun) {
+      options.setDryRun(dryRun);
+      return this;
+    }
+
+    /**
+     * The object to create, as JSON, when the target does not exist; the mutation is applied to it
+     * first, so "create or change" applies the change once either way. apiVersion, kind, name and
+     * namespace come from the target when absent. Not for status.
+     */
+    public Builder createIfMissing(String objectJson) {
+      options.setCreateIfMissingJson(Objects.requireNonNull(objectJson, "objectJson"));
+      return this;
+    }
+
+    /** {@link #createIfMissing(String)} with a Gson object. */
+    public Builder createIfMissing(JsonObject object) {
+      return createIfMissing(Json.text(Objects.requireNonNull(object, "object")));
+    }
+
+    /**
+     * Makes this change exactly-once across lost answers: the sidecar records the key on the object
+     * with the change, and a later attempt or call that finds it answers {@link
+     * Result#alreadyApplied()} instead of changing the object again. It also makes a failure whose
+     * write may have been applied retryable ({@link SafewriteException#isRetryable()}). One key per
+     * intended change (e.g. a UUID), 1 to 128 characters of {@code [A-Za-z0-9._:-]}. Not accepted
+     * with server-side apply nor for the status subresource.
+     */
+    public Builder idempotencyKey(String key) {
+      options.setIdempotencyKey(Objects.requireNonNull(key, "key"));
+      return this;
+    }
+
+    /** Whether to send this write on its own instead of committing it with concurrent ones. */
+    public Builder writeAlone(boolean writeAlone) {
+      options.setWriteAlone(writeAlone);
+      return this;
+    }
+
+    /**
+     * Bounds the call, every attempt and backoff included; the sidecar gets it as the gRPC deadline
+     * and never sleeps past it. The deadline of the current {@link io.grpc.Context} bounds the call
+     * too, whichever is sooner. Unset: the client's default timeout.
+     *
+     * @throws IllegalArgumentException when the timeout is not positive
+     */
+    public Builder timeout(Duration timeout) {
+      this.timeout = positive(timeout);
+      return this;
+    }
+
+    public WriteConfig build() {
+      return new WriteConfig(this);
+    }
   }
 }

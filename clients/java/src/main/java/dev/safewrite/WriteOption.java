@@ -6,31 +6,31 @@ import java.util.Objects;
 import java.util.function.Consumer;
 
 /**
- * One option of a write: a precondition, the retry policy, a write option or the call's timeout.
- * Pass any number of them to {@link SafewriteClient#update}, {@link SafewriteClient#patchStatus}
- * and {@link SafewriteClient#transact}; a later option of the same kind replaces an earlier one.
+ * One option of a write, as an argument of the call: the shorthand of {@link WriteConfig.Builder}'s
+ * method of the same name. Pass any number of them to {@link SafewriteClient#update}, {@link
+ * SafewriteClient#patchStatus} and {@link SafewriteClient#transact}; a later option of the same
+ * kind replaces an earlier one.
  *
  * <pre>{@code
  * import static dev.safewrite.WriteOption.*;
- * client.update(ref, mutation, createIfMissing("{}"), idempotencyKey(key),
- *     timeout(Duration.ofSeconds(10)));
+ * client.update(ref, mutation, createIfMissing("{}"), timeout(Duration.ofSeconds(10)));
  * }</pre>
  */
 public final class WriteOption {
-  private final Consumer<WriteConfig> apply;
+  private final Consumer<WriteConfig.Builder> apply;
 
-  private WriteOption(Consumer<WriteConfig> apply) {
+  private WriteOption(Consumer<WriteConfig.Builder> apply) {
     this.apply = apply;
   }
 
-  void applyTo(WriteConfig config) {
+  void applyTo(WriteConfig.Builder config) {
     apply.accept(config);
   }
 
   /** Precondition: the object's metadata.uid must equal {@code uid}. */
   public static WriteOption uid(String uid) {
     Objects.requireNonNull(uid, "uid");
-    return new WriteOption(config -> config.preconditions.setUid(uid));
+    return new WriteOption(config -> config.uid(uid));
   }
 
   /**
@@ -40,7 +40,7 @@ public final class WriteOption {
    */
   public static WriteOption resourceVersion(String resourceVersion) {
     Objects.requireNonNull(resourceVersion, "resourceVersion");
-    return new WriteOption(config -> config.preconditions.setResourceVersion(resourceVersion));
+    return new WriteOption(config -> config.resourceVersion(resourceVersion));
   }
 
   /**
@@ -50,24 +50,24 @@ public final class WriteOption {
    */
   public static WriteOption preconditionCel(String expression) {
     Objects.requireNonNull(expression, "expression");
-    return new WriteOption(config -> config.preconditions.setCel(expression));
+    return new WriteOption(config -> config.preconditionCel(expression));
   }
 
   /** The retry policy of this call; see {@link RetryPolicy}. */
   public static WriteOption retryPolicy(RetryPolicy policy) {
     Objects.requireNonNull(policy, "policy");
-    return new WriteOption(config -> config.retryPolicy = policy.toProto());
+    return new WriteOption(config -> config.retryPolicy(policy));
   }
 
   /** The field manager recorded in managedFields; required for server-side apply. */
   public static WriteOption fieldManager(String manager) {
     Objects.requireNonNull(manager, "manager");
-    return new WriteOption(config -> config.options.setFieldManager(manager));
+    return new WriteOption(config -> config.fieldManager(manager));
   }
 
   /** The API server validates and admits the write without persisting it. */
   public static WriteOption dryRun() {
-    return new WriteOption(config -> config.options.setDryRun(true));
+    return new WriteOption(config -> config.dryRun(true));
   }
 
   /**
@@ -77,7 +77,7 @@ public final class WriteOption {
    */
   public static WriteOption createIfMissing(String objectJson) {
     Objects.requireNonNull(objectJson, "objectJson");
-    return new WriteOption(config -> config.options.setCreateIfMissingJson(objectJson));
+    return new WriteOption(config -> config.createIfMissing(objectJson));
   }
 
   /** {@link #createIfMissing(String)} with a Gson object. */
@@ -94,12 +94,12 @@ public final class WriteOption {
    */
   public static WriteOption idempotencyKey(String key) {
     Objects.requireNonNull(key, "key");
-    return new WriteOption(config -> config.options.setIdempotencyKey(key));
+    return new WriteOption(config -> config.idempotencyKey(key));
   }
 
   /** Send this write on its own instead of committing it together with concurrent ones. */
   public static WriteOption writeAlone() {
-    return new WriteOption(config -> config.options.setWriteAlone(true));
+    return new WriteOption(config -> config.writeAlone(true));
   }
 
   /**
@@ -108,10 +108,7 @@ public final class WriteOption {
    * too, whichever is sooner.
    */
   public static WriteOption timeout(Duration timeout) {
-    Objects.requireNonNull(timeout, "timeout");
-    if (timeout.isNegative() || timeout.isZero()) {
-      throw new IllegalArgumentException("a timeout must be positive: " + timeout);
-    }
-    return new WriteOption(config -> config.timeout = timeout);
+    WriteConfig.positive(timeout);
+    return new WriteOption(config -> config.timeout(timeout));
   }
 }

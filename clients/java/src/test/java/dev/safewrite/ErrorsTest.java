@@ -40,8 +40,8 @@ class ErrorsTest {
     assertFalse(e.isRetryable());
     assertTrue(e.getMessage().startsWith("safewrite: NOT_FOUND (NotFound): "), e.getMessage());
     // The advice names this client's option, not the proto's field.
-    assertTrue(e.getMessage().contains("WriteOption.createIfMissing"), e.getMessage());
-    assertTrue(e.description().contains("WriteOption.createIfMissing"), e.description());
+    assertTrue(e.getMessage().contains("set createIfMissing to create it"), e.getMessage());
+    assertTrue(e.description().contains("set createIfMissing to create it"), e.description());
     assertFalse(e.getMessage().contains("create_if_missing_json"), e.getMessage());
   }
 

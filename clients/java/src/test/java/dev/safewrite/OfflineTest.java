@@ -249,6 +249,54 @@ class OfflineTest {
   }
 
   @Test
+  void writeConfigBuilderSetsWhatTheOptionsSet() {
+    RetryPolicy policy = RetryPolicy.builder().maxAttempts(3).build();
+    WriteConfig built =
+        WriteConfig.builder()
+            .uid("u")
+            .resourceVersion("5")
+            .preconditionCel("true")
+            .retryPolicy(policy)
+            .fieldManager("m")
+            .dryRun(true)
+            .createIfMissing("{}")
+            .idempotencyKey("k")
+            .writeAlone(true)
+            .timeout(Duration.ofSeconds(3))
+            .build();
+    WriteConfig options =
+        WriteConfig.of(
+            WriteOption.uid("u"),
+            WriteOption.resourceVersion("5"),
+            WriteOption.preconditionCel("true"),
+            WriteOption.retryPolicy(policy),
+            WriteOption.fieldManager("m"),
+            WriteOption.dryRun(),
+            WriteOption.createIfMissing("{}"),
+            WriteOption.idempotencyKey("k"),
+            WriteOption.writeAlone(),
+            WriteOption.timeout(Duration.ofSeconds(3)));
+    assertEquals(options.toString(), built.toString());
+    assertEquals(built.preconditions, options.preconditions);
+    assertEquals(built.options, options.options);
+    assertEquals(built.retryPolicy, options.retryPolicy);
+    assertEquals(built.timeout, options.timeout);
+
+    WriteConfig other = built.toBuilder().idempotencyKey("k2").build();
+    assertEquals("k2", other.options.getIdempotencyKey());
+    assertEquals("k", built.options.getIdempotencyKey(), "a built config does not change");
+    assertEquals(built.preconditions, other.preconditions);
+    assertEquals(Duration.ofSeconds(3), other.timeout);
+    assertEquals(
+        "WriteConfig(timeout: PT1S)",
+        WriteConfig.builder().timeout(Duration.ofSeconds(1)).build().toString());
+    assertEquals("WriteConfig()", WriteConfig.builder().build().toString());
+    assertThrows(
+        IllegalArgumentException.class, () -> WriteConfig.builder().timeout(Duration.ofMillis(-1)));
+    assertThrows(NullPointerException.class, () -> WriteConfig.builder().idempotencyKey(null));
+  }
+
+  @Test
   void buildersMakeTheMessagesTheSidecarExpects() {
     assertEquals(
         "[{\"op\":\"test\",\"path\":\"/data/n\",\"value\":\"1\"},{\"op\":\"remove\",\"path\":\"/a\"},"

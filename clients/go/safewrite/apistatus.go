@@ -2,12 +2,11 @@ package safewrite
 
 // What a failure means to Kubernetes code: the metav1.Status of an *Error, so that the
 // predicates of k8s.io/apimachinery/pkg/api/errors (IsNotFound, IsConflict, ...) and
-// controller-runtime's client.IgnoreNotFound work on it, and whether sending the call
-// again may succeed. Both are decided per Reason in reasonClass, one switch over the
-// proto's enum.
+// controller-runtime's client.IgnoreNotFound work on it, decided per Reason in
+// reasonClass, one switch over the proto's enum. Whether the call may be sent again is
+// the proto's to say (advice.go).
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -35,13 +34,8 @@ type class struct {
 	// invalid: Invalid (422) when the error names fields, else BadRequest (400).
 	invalid bool
 	// byAnswer: the API server's answer (ErrorInfo reason, http_status), else the gRPC
-	// code, decides the Status and whether a retry may succeed.
+	// code, decides the Status.
 	byAnswer bool
-	// retryable: the same call, sent again later, may succeed.
-	retryable bool
-	// keyed: a write's outcome is unknown; the same call may be sent again (and is
-	// retryable) only when it carried an idempotency key.
-	keyed bool
 }
 
 // reasonClass returns the class of r. ok is false for a value this client does not
@@ -70,16 +64,16 @@ func reasonClass(r Reason) (c class, ok bool) {
 		return class{reason: metav1.StatusReasonInvalid, code: 422}, true
 	case safewritev1.Reason_REASON_CEL_BUSY, safewritev1.Reason_REASON_RATE_LIMITED,
 		safewritev1.Reason_REASON_OVERLOADED:
-		return class{reason: metav1.StatusReasonTooManyRequests, code: 429, retryable: true}, true
+		return class{reason: metav1.StatusReasonTooManyRequests, code: 429}, true
 	case safewritev1.Reason_REASON_DEADLINE_EXCEEDED, safewritev1.Reason_REASON_TRANSACTION_IDLE:
-		return class{reason: metav1.StatusReasonTimeout, code: 504, retryable: true}, true
+		return class{reason: metav1.StatusReasonTimeout, code: 504}, true
 	case safewritev1.Reason_REASON_API_SERVER_UNREACHABLE,
 		safewritev1.Reason_REASON_RETRY_BUDGET_EXHAUSTED,
 		safewritev1.Reason_REASON_CIRCUIT_OPEN:
-		return class{reason: metav1.StatusReasonServiceUnavailable, code: 503, retryable: true}, true
+		return class{reason: metav1.StatusReasonServiceUnavailable, code: 503}, true
 	case safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN:
-		// "may still be in progress"; sending it again is safe only with an idempotency key.
-		return class{reason: metav1.StatusReasonTimeout, code: 504, keyed: true}, true
+		// As the API server answers a write that "may still be in progress".
+		return class{reason: metav1.StatusReasonTimeout, code: 504}, true
 	case safewritev1.Reason_REASON_BAD_ANSWER:
 		return class{reason: metav1.StatusReasonInternalError, code: 500}, true
 	case safewritev1.Reason_REASON_REQUEST_TOO_LARGE:
@@ -104,9 +98,9 @@ func codeClass(code codes.Code) class {
 	case codes.NotFound:
 		return class{reason: metav1.StatusReasonNotFound, code: 404}
 	case codes.AlreadyExists:
-		return class{reason: metav1.StatusReasonAlreadyExists, code: 409, retryable: true}
+		return class{reason: metav1.StatusReasonAlreadyExists, code: 409}
 	case codes.Aborted:
-		return class{reason: metav1.StatusReasonConflict, code: 409, retryable: true}
+		return class{reason: metav1.StatusReasonConflict, code: 409}
 	case codes.FailedPrecondition:
 		return class{reason: metav1.StatusReasonConflict, code: 409}
 	case codes.PermissionDenied:
@@ -114,11 +108,11 @@ func codeClass(code codes.Code) class {
 	case codes.Unauthenticated:
 		return class{reason: metav1.StatusReasonUnauthorized, code: 401}
 	case codes.ResourceExhausted:
-		return class{reason: metav1.StatusReasonTooManyRequests, code: 429, retryable: true}
+		return class{reason: metav1.StatusReasonTooManyRequests, code: 429}
 	case codes.Unavailable:
-		return class{reason: metav1.StatusReasonServiceUnavailable, code: 503, retryable: true}
+		return class{reason: metav1.StatusReasonServiceUnavailable, code: 503}
 	case codes.DeadlineExceeded:
-		return class{reason: metav1.StatusReasonTimeout, code: 504, retryable: true}
+		return class{reason: metav1.StatusReasonTimeout, code: 504}
 	case codes.Canceled:
 		return class{reason: metav1.StatusReasonUnknown, code: StatusClientClosedRequest}
 	case codes.Unimplemented:
@@ -133,9 +127,6 @@ func codeClass(code codes.Code) class {
 func (e *Error) class() class {
 	c, ok := reasonClass(e.ReasonCode)
 	if ok && !c.byAnswer {
-		if c.keyed {
-			c.retryable = e.Idempotent
-		}
 		return c
 	}
 	fallback := codeClass(e.Code)
@@ -144,7 +135,7 @@ func (e *Error) class() class {
 	}
 	// The API server's Status reason as it sent it, or HTTP_<code> when it sent none.
 	answer := class{reason: metav1.StatusReason(e.Reason)}
-	httpCode, codeKnown := e.Metadata["http_status"], true
+	httpCode := e.Metadata["http_status"]
 	if rest, ok := strings.CutPrefix(e.Reason, "HTTP_"); ok {
 		answer.reason = metav1.StatusReasonUnknown
 		if httpCode == "" {
@@ -154,18 +145,7 @@ func (e *Error) class() class {
 	if n, err := strconv.ParseInt(httpCode, 10, 32); err == nil && n > 0 {
 		answer.code = int32(n)
 	} else {
-		answer.code, codeKnown = fallback.code, false
-	}
-	switch {
-	case answer.reason == metav1.StatusReasonConflict || answer.reason == metav1.StatusReasonAlreadyExists:
-		answer.retryable = true // contention: a later call re-reads and may go through
-	case codeKnown:
-		switch answer.code {
-		case 429, 500, 502, 503, 504:
-			answer.retryable = true
-		}
-	default:
-		answer.retryable = fallback.retryable
+		answer.code = fallback.code
 	}
 	return answer
 }
@@ -224,21 +204,4 @@ func (e *Error) Status() metav1.Status {
 		st.Details = details
 	}
 	return st
-}
-
-// Retryable reports whether the same call, sent again later, may succeed with nothing
-// else changed: the failure was contention (conflicts outlasting the retry policy), an
-// outage, throttling or load shedding, or a deadline, not something about the request
-// or the object. A write whose outcome is unknown ([ErrOutcomeUnknown]) is retryable
-// only when the call carried an idempotency key ([Error.Idempotent], from
-// [WithIdempotencyKey]): then the same call with the same key applies the change at
-// most once. Without a key the change may have been applied and a second call could
-// apply a read-dependent change twice: read the object before deciding. Wait
-// [Error.RetryDelay] first when [Error.HasRetryDelay].
-func (e *Error) Retryable() bool { return e.class().retryable }
-
-// Retryable reports whether err is an [*Error] for which [Error.Retryable] holds.
-func Retryable(err error) bool {
-	var swErr *Error
-	return errors.As(err, &swErr) && swErr.Retryable()
 }

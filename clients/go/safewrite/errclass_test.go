@@ -313,6 +313,11 @@ func TestDeadlineReachesTheSidecar(t *testing.T) {
 	if swErr.Reason != "DEADLINE_EXCEEDED" || swErr.Domain != safewrite.Domain || swErr.Attempts < 1 {
 		t.Fatalf("reason %q, domain %q, %d attempt(s): want the sidecar's own answer with its attempts", swErr.Reason, swErr.Domain, swErr.Attempts)
 	}
+	// No write was in doubt (the last one was answered 409): the same call may be sent
+	// again later, key or not.
+	if !swErr.Retryable() {
+		t.Fatalf("the sidecar's DEADLINE_EXCEEDED is not retryable: %v", err)
+	}
 	if elapsed > 19*time.Second {
 		t.Fatalf("the answer took %v: the sidecar did not know the 20s deadline", elapsed)
 	}

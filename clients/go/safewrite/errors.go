@@ -53,17 +53,22 @@ var (
 	// or its kind is unknown to the API server (reason UNKNOWN_KIND).
 	ErrNotFound = errors.New("safewrite: not found")
 	// ErrDeadlineExceeded (DEADLINE_EXCEEDED): the call's deadline passed. An [*Error] with this
-	// code also matches [context.DeadlineExceeded].
+	// code also matches [context.DeadlineExceeded]. The sidecar's own answer (reason
+	// DEADLINE_EXCEEDED) says no write is in doubt, and [Error.Retryable] is true; a call
+	// its context cut off on this side (no reason) may have left a write in flight, and
+	// is retryable only with an idempotency key.
 	ErrDeadlineExceeded = errors.New("safewrite: deadline exceeded")
 	// ErrCanceled (CANCELLED): the call was canceled. An [*Error] with this code also
-	// matches [context.Canceled].
+	// matches [context.Canceled]. Like a deadline met on this side, it is retryable only
+	// with an idempotency key; a transaction its caller ended (reason
+	// TRANSACTION_CANCELLED) is not retryable.
 	ErrCanceled = errors.New("safewrite: canceled")
 	// ErrOutcomeUnknown (UNKNOWN with reason WRITE_OUTCOME_UNKNOWN): the sidecar sent a
-	// write but its answer was lost, so it may or may not have been applied, and the
-	// sidecar did not retry it (the call had no idempotency key). [Error.Retryable] is
-	// then false: read the object to find out before deciding. A call with
-	// [WithIdempotencyKey] may simply be sent again with the same key (should one end
-	// here, [Error.Retryable] is true).
+	// write but its answer was lost, or the call's deadline cut it off, so it may or may
+	// not have been applied, and the sidecar did not retry it (the call had no
+	// idempotency key). [Error.Retryable] is then false: read the object to find out
+	// before deciding. A call with [WithIdempotencyKey] may simply be sent again with the
+	// same key (should one end here, [Error.Retryable] is true).
 	ErrOutcomeUnknown = errors.New("safewrite: write outcome unknown")
 	// ErrInternal (INTERNAL, DATA_LOSS, any other UNKNOWN): the API server failed
 	// internally (e.g. an admission webhook), or an answer was not understood.

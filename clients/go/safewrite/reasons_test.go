@@ -1,9 +1,10 @@
 package safewrite
 
 // The client's view of every Reason of the proto, with no sidecar: each value is known
-// to the mapping (a proto with a new value fails here until the client maps it), is
-// read back from a status as the sidecar sends it, and gives a Status the apierrors
-// predicates read as intended.
+// to the Status mapping (a proto with a new value fails here until the client maps it)
+// and carries its retry advice, is read back from a status as the sidecar sends it, and
+// gives a Status the apierrors predicates read as intended. (Retryable is checked row by
+// row against the shared advice table in conformance_test.go.)
 
 import (
 	"errors"
@@ -59,8 +60,11 @@ func TestEveryReasonIsKnown(t *testing.T) {
 		reason := Reason(number)
 		c, ok := reasonClass(reason)
 		if !ok {
-			t.Errorf("%s is not mapped by reasonClass: give it a Status and a retry classification", name)
+			t.Errorf("%s is not mapped by reasonClass: give it a Status", name)
 			continue
+		}
+		if retry := advice.byReason[reason]; retry == safewritev1.Retry_RETRY_UNSPECIFIED {
+			t.Errorf("%s has no (retry) option in the proto", name)
 		}
 		if reason == safewritev1.Reason_REASON_UNSPECIFIED {
 			continue
@@ -108,6 +112,10 @@ func TestStatusMapping(t *testing.T) {
 		{"api NotFound", sidecarError(t, codes.NotFound, "NotFound", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "404"}), "NotFound", 404, false},
 		{"api Conflict", sidecarError(t, codes.Aborted, "Conflict", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "409"}), "Conflict", 409, true},
 		{"api AlreadyExists", sidecarError(t, codes.Aborted, "AlreadyExists", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "409"}), "AlreadyExists", 409, true},
+		// The gRPC code decides the API server's answers, not the HTTP status.
+		{"api AlreadyExists as ALREADY_EXISTS", sidecarError(t, codes.AlreadyExists, "AlreadyExists", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "409"}), "AlreadyExists", 409, false},
+		{"api 504 as DEADLINE_EXCEEDED", sidecarError(t, codes.DeadlineExceeded, "Timeout", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "504"}), "Timeout", 504, false},
+		{"api 504 as DEADLINE_EXCEEDED, keyed", keyed(sidecarError(t, codes.DeadlineExceeded, "Timeout", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "504"})), "Timeout", 504, true},
 		{"api Invalid", sidecarError(t, codes.InvalidArgument, "Invalid", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "422"}, violation), "Invalid", 422, false},
 		{"api BadRequest", sidecarError(t, codes.InvalidArgument, "BadRequest", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "400"}), "BadRequest", 400, false},
 		{"api Forbidden", sidecarError(t, codes.PermissionDenied, "Forbidden", safewritev1.Reason_REASON_API_SERVER, true, map[string]string{"http_status": "403"}), "Forbidden", 403, false},
@@ -134,10 +142,18 @@ func TestStatusMapping(t *testing.T) {
 		{"outcome unknown, keyed", keyed(sidecarError(t, codes.Unknown, "WRITE_OUTCOME_UNKNOWN", safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN, true, nil)), "Timeout", 504, true},
 		// The key changes nothing else.
 		{"invalid request, keyed", keyed(sidecarError(t, codes.InvalidArgument, "INVALID_REQUEST", safewritev1.Reason_REASON_INVALID_REQUEST, true, nil)), "BadRequest", 400, false},
+		{"bad answer", sidecarError(t, codes.Internal, "BAD_ANSWER", safewritev1.Reason_REASON_BAD_ANSWER, true, nil), "InternalError", 500, false},
+		{"bad answer, keyed", keyed(sidecarError(t, codes.Internal, "BAD_ANSWER", safewritev1.Reason_REASON_BAD_ANSWER, true, nil)), "InternalError", 500, true},
+		{"transaction cancelled", keyed(sidecarError(t, codes.Canceled, "TRANSACTION_CANCELLED", safewritev1.Reason_REASON_TRANSACTION_CANCELLED, true, nil)), "", StatusClientClosedRequest, false},
+		{"request not read", sidecarError(t, codes.DeadlineExceeded, "REQUEST_NOT_READ", safewritev1.Reason_REASON_REQUEST_NOT_READ, true, nil), "Timeout", 504, true},
 		{"too large", sidecarError(t, codes.OutOfRange, "REQUEST_TOO_LARGE", safewritev1.Reason_REASON_REQUEST_TOO_LARGE, true, nil), "RequestEntityTooLarge", 413, false},
 		{"unimplemented", sidecarError(t, codes.Unimplemented, "UNIMPLEMENTED", safewritev1.Reason_REASON_UNIMPLEMENTED, true, nil), "MethodNotAllowed", 405, false},
 		{"no sidecar", FromError(status.Error(codes.Unavailable, "connection refused")).(*Error), "ServiceUnavailable", 503, true},
 		{"canceled", FromError(status.Error(codes.Canceled, "canceled")).(*Error), "", StatusClientClosedRequest, false},
+		// Cut off by its own context, a call may have left a write in flight.
+		{"context deadline", FromError(status.Error(codes.DeadlineExceeded, "context deadline exceeded")).(*Error), "Timeout", 504, false},
+		{"context deadline, keyed", keyed(FromError(status.Error(codes.DeadlineExceeded, "context deadline exceeded")).(*Error)), "Timeout", 504, true},
+		{"bare INTERNAL", FromError(status.Error(codes.Internal, "webhook")).(*Error), "InternalError", 500, true},
 		{"client-side invalid", clientError(codes.InvalidArgument, "no mutation"), "BadRequest", 400, false},
 	} {
 		var holds []string

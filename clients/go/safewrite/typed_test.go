@@ -216,12 +216,16 @@ func TestErrorsAreAPIStatus(t *testing.T) {
 	if _, err = restricted.Update(ctx, ref, safewrite.CEL(increment)); !apierrors.IsForbidden(err) {
 		t.Fatalf("a write by a read-only identity: %v (reason %q)", err, apierrors.ReasonForError(err))
 	}
-	// A deadline: 504 Timeout.
+	// A deadline that cuts the call off here: 504 Timeout. A write may have been in
+	// flight, so the same call is retryable only with an idempotency key.
 	short, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
 	time.Sleep(2 * time.Millisecond)
-	if _, err = c.Update(short, ref, safewrite.CEL(increment)); !apierrors.IsTimeout(err) || !safewrite.Retryable(err) {
-		t.Fatalf("a deadline: %v (reason %q)", err, apierrors.ReasonForError(err))
+	if _, err = c.Update(short, ref, safewrite.CEL(increment)); !apierrors.IsTimeout(err) || safewrite.Retryable(err) {
+		t.Fatalf("a deadline: %v (reason %q, retryable %v)", err, apierrors.ReasonForError(err), safewrite.Retryable(err))
+	}
+	if _, err = c.Update(short, ref, safewrite.CEL(increment), safewrite.WithIdempotencyKey(newName(t))); !apierrors.IsTimeout(err) || !safewrite.Retryable(err) {
+		t.Fatalf("a deadline, with a key: %v (reason %q, retryable %v)", err, apierrors.ReasonForError(err), safewrite.Retryable(err))
 	}
 	// Nothing listening: 503 ServiceUnavailable, retryable.
 	nothing := dial(t, closedPort(t))

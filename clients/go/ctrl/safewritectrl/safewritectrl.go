@@ -27,11 +27,13 @@ func Typed(c *safewrite.Client, cl client.Client) *safewrite.Typed {
 //   - nil: done, {} and nil;
 //   - an error the sidecar asked to retry after a delay (throttling, an open circuit
 //     breaker, load shedding): requeue after that delay, with no error;
-//   - any other retryable error (conflicts that outlasted the retry policy, an
-//     outage, a deadline): returned, so the controller requeues with its rate limiter;
-//   - an error no retry can fix (invalid, forbidden, a precondition false, an
-//     unknown write outcome): a reconcile.TerminalError, logged and not requeued
-//     until the object changes again.
+//   - any other retryable error ([safewrite.Error.Retryable], as the proto advises:
+//     conflicts that outlasted the retry policy, an outage, the sidecar's own
+//     DEADLINE_EXCEEDED): returned, so the controller requeues with its rate limiter;
+//   - any other error (invalid, forbidden, a precondition false; and, for a call
+//     without an idempotency key, a write whose outcome is unknown, or a call its own
+//     deadline or cancellation cut off while a write may have been in flight): a
+//     reconcile.TerminalError, logged and not requeued until the object changes again.
 //
 // Errors that are not from safewrite are returned as they are.
 //

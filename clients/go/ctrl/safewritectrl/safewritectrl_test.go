@@ -92,6 +92,16 @@ func TestResult(t *testing.T) {
 	if _, err := safewritectrl.Result(invalid); !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, safewrite.ErrInvalid) {
 		t.Errorf("an invalid request: %v", err)
 	}
+	// Cut off by its own deadline, a call may have left a write in flight: only a call
+	// with an idempotency key is sent again.
+	cutOff := safewrite.FromError(status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
+	if _, err := safewritectrl.Result(cutOff); !errors.Is(err, reconcile.TerminalError(nil)) {
+		t.Errorf("a deadline without a key: %v, want a terminal error", err)
+	}
+	cutOff.(*safewrite.Error).Idempotent = true // as a call WithIdempotencyKey marks its error
+	if res, err := safewritectrl.Result(cutOff); err != cutOff || res != (reconcile.Result{}) {
+		t.Errorf("a deadline with a key: %v, %v", res, err)
+	}
 	other := errors.New("other")
 	if _, err := safewritectrl.Result(other); err != other {
 		t.Errorf("a foreign error: %v", err)

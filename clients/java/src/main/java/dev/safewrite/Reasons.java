@@ -1,63 +1,71 @@
 package dev.safewrite;
 
 import dev.safewrite.v1.Reason;
+import dev.safewrite.v1.Retry;
+import dev.safewrite.v1.RetryByCode;
+import dev.safewrite.v1.WriterProto;
+import io.grpc.Status;
+import java.util.Collections;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 /**
- * The proto's {@link Reason} values: their ErrorInfo spelling and whether a failure with each may
- * be retried. Every value is classified here; a value added to the proto breaks the build until it
- * is.
+ * The proto's {@link Reason} values: their ErrorInfo spelling and the retry advice the proto gives
+ * for each. The advice is read from the generated descriptor, not kept here: each value's {@code
+ * retry} option (a {@link Retry}) and, for the values that leave it to the gRPC code, the enum's
+ * {@code retry_by_code} table. A value added to the proto brings its advice with it, and this
+ * client, the sidecar and the other clients give the same advice.
  */
 public final class Reasons {
   private static final String PREFIX = "REASON_";
 
+  /** The {@code retry_by_code} table: a code missing from it is {@code RETRY_NEVER}. */
+  private static final Map<Status.Code, Retry> BY_CODE = byCode();
+
   private Reasons() {}
 
-  /** Whether a failure with a given {@link Reason} may succeed when sent again later. */
-  public enum Retryability {
-    /** Yes, later (after {@link SafewriteException#retryDelay()} when given). */
-    RETRY,
-    /** No: the request itself, the object or the caller's rights must change first. */
-    DO_NOT_RETRY,
-    /** Only a call that carried an idempotency key may be sent again. */
-    RETRY_WITH_IDEMPOTENCY_KEY,
-    /** The API server's answer decided it: see the gRPC code. */
-    BY_CODE
+  /**
+   * The proto's {@code retry} option of {@code reason}: {@code RETRY_NEVER}, {@code RETRY_LATER},
+   * {@code RETRY_WITH_IDEMPOTENCY_KEY} or {@code RETRY_BY_CODE}. A value newer than this client
+   * ({@link Reason#UNRECOGNIZED}), or one without the option, is {@code RETRY_BY_CODE}.
+   */
+  public static Retry retry(Reason reason) {
+    if (reason == Reason.UNRECOGNIZED) {
+      return Retry.RETRY_BY_CODE;
+    }
+    Retry retry = reason.getValueDescriptor().getOptions().getExtension(WriterProto.retry);
+    return retry == Retry.RETRY_UNSPECIFIED ? Retry.RETRY_BY_CODE : retry;
   }
 
-  /** The retryability of a failure with this reason. */
-  public static Retryability retryability(Reason reason) {
-    return switch (reason) {
-      case REASON_CEL_BUSY,
-          REASON_DEADLINE_EXCEEDED,
-          REASON_API_SERVER_UNREACHABLE,
-          REASON_RETRY_BUDGET_EXHAUSTED,
-          REASON_CIRCUIT_OPEN,
-          REASON_RATE_LIMITED,
-          REASON_TRANSACTION_IDLE,
-          REASON_OVERLOADED,
-          REASON_REQUEST_NOT_READ ->
-          Retryability.RETRY;
-      case REASON_INVALID_REQUEST,
-          REASON_UNKNOWN_KIND,
-          REASON_PRECONDITION_FAILED,
-          REASON_INVALID_CEL,
-          REASON_MUTATION_DOES_NOT_APPLY,
-          REASON_RESOURCE_VERSION_MISMATCH,
-          REASON_TRANSACTION_CANCELLED,
-          REASON_BAD_ANSWER,
-          REASON_REQUEST_TOO_LARGE,
-          REASON_MALFORMED_REQUEST,
-          REASON_UNIMPLEMENTED,
-          REASON_POLICY_DENIED,
-          REASON_TOKEN_REQUIRED,
-          REASON_TOKEN_INVALID,
-          REASON_FIELD_MANAGER_CONFLICT ->
-          Retryability.DO_NOT_RETRY;
-      case REASON_WRITE_OUTCOME_UNKNOWN -> Retryability.RETRY_WITH_IDEMPOTENCY_KEY;
-      // No details (the sidecar was not reached) or a value newer than this client.
-      case REASON_API_SERVER, REASON_UNSPECIFIED, UNRECOGNIZED -> Retryability.BY_CODE;
-    };
+  /**
+   * The advice after a failure with {@code reason} and gRPC {@code code}: {@link #retry(Reason)},
+   * and where that is {@code RETRY_BY_CODE}, what the proto's {@code retry_by_code} table says of
+   * the code ({@code RETRY_NEVER} for a code in neither of its lists). Never {@code RETRY_BY_CODE}.
+   */
+  public static Retry advice(Reason reason, Status.Code code) {
+    Retry retry = retry(reason);
+    if (retry != Retry.RETRY_BY_CODE) {
+      return retry;
+    }
+    return BY_CODE.getOrDefault(code, Retry.RETRY_NEVER);
+  }
+
+  private static Map<Status.Code, Retry> byCode() {
+    RetryByCode table = Reason.getDescriptor().getOptions().getExtension(WriterProto.retryByCode);
+    Map<Status.Code, Retry> byCode = new EnumMap<>(Status.Code.class);
+    put(byCode, table.getWithIdempotencyKeyList(), Retry.RETRY_WITH_IDEMPOTENCY_KEY);
+    put(byCode, table.getLaterList(), Retry.RETRY_LATER);
+    return Collections.unmodifiableMap(byCode);
+  }
+
+  private static void put(Map<Status.Code, Retry> byCode, List<Integer> codes, Retry retry) {
+    for (Status.Code code : Status.Code.values()) {
+      if (codes.contains(code.value())) {
+        byCode.put(code, retry);
+      }
+    }
   }
 
   /**

@@ -2,6 +2,7 @@ package dev.safewrite;
 
 import com.google.gson.JsonObject;
 import dev.safewrite.v1.Reason;
+import dev.safewrite.v1.Retry;
 import io.grpc.Status;
 import java.time.Duration;
 import java.util.List;
@@ -142,22 +143,30 @@ public abstract class SafewriteException extends RuntimeException {
   }
 
   /**
-   * Whether sending the same call again, later, may succeed: by {@link
-   * Reasons#retryability(Reason)}, and, where that leaves it to the code (the API server's own
-   * answers), for ABORTED (conflicts), UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED. A
-   * lost write answer ({@link OutcomeUnknownException}) is retryable only when the call carried an
-   * idempotency key.
+   * What the proto advises after this failure: {@link Reasons#advice} of {@link
+   * #writeFailureReason()} and {@link #code()}, one of {@code RETRY_LATER}, {@code
+   * RETRY_WITH_IDEMPOTENCY_KEY} (a write may have been applied) and {@code RETRY_NEVER}.
+   */
+  public Retry retryAdvice() {
+    return Reasons.advice(details.writeFailureReason, code());
+  }
+
+  /**
+   * Whether the same call, sent again, may succeed and is safe to send, as {@link #retryAdvice()}
+   * says: {@code RETRY_LATER} yes (after {@link #retryDelay()} when given, else with backoff);
+   * {@code RETRY_WITH_IDEMPOTENCY_KEY} only when this call carried an idempotency key, since
+   * without one a second call could apply the change twice (read the object before deciding);
+   * {@code RETRY_NEVER} no. The sidecar's own reasons decide by themselves; the API server's
+   * answers and failures without safewrite details (the sidecar was not reached, the caller's own
+   * deadline passed) go by the gRPC code: UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED (conflicts
+   * outlasted the retry policy) and INTERNAL yes; CANCELLED, UNKNOWN and DEADLINE_EXCEEDED (the
+   * call ended while a write may have been in flight) only with a key; any other code no.
    */
   public boolean isRetryable() {
-    return switch (Reasons.retryability(details.writeFailureReason)) {
-      case RETRY -> true;
-      case DO_NOT_RETRY -> false;
+    return switch (retryAdvice()) {
+      case RETRY_LATER -> true;
       case RETRY_WITH_IDEMPOTENCY_KEY -> details.idempotencyKeySent;
-      case BY_CODE ->
-          switch (code()) {
-            case ABORTED, UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED -> true;
-            default -> false;
-          };
+      default -> false;
     };
   }
 

@@ -2,6 +2,7 @@ package dev.safewrite;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -10,12 +11,19 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
+import com.google.protobuf.Any;
 import com.google.protobuf.Message;
 import com.google.protobuf.util.JsonFormat;
+import com.google.rpc.ErrorInfo;
 import dev.safewrite.v1.PatchStatusRequest;
+import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.TransactBegin;
 import dev.safewrite.v1.TransactProposal;
 import dev.safewrite.v1.UpdateWithRetryRequest;
+import dev.safewrite.v1.WriteFailure;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.protobuf.StatusProto;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -23,18 +31,22 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 
 /**
- * The shared conformance cases of ../conformance/cases.json, one test per case, run through the
- * client's own calls and error decoding (see ../conformance/README.md).
+ * The shared conformance cases of ../conformance/cases.json, run through the client's own calls and
+ * error decoding (see ../conformance/README.md): its cases, one test each against the sidecar, and
+ * its advice table, one test per row, each row's failure answering a call as the sidecar sends it.
  */
-@Tag("sidecar")
 class ConformanceTest {
   private static final Path CASES = Path.of("../conformance/cases.json");
 
@@ -50,13 +62,22 @@ class ConformanceTest {
    */
   private static final Map<String, String> KNOWN_SIDECAR_BUGS = Map.of();
 
+  /** The advice rows whose check failed, for the matrix's line of the advice table. */
+  private static final Map<String, String> ADVICE_FAILURES = new ConcurrentSkipListMap<>();
+
+  private static final AtomicInteger ADVICE_ROWS = new AtomicInteger();
+
   /** Each step's bound: a few seconds, as the cases' README asks. */
   private static SafewriteClient client;
 
+  private static JsonObject cases() throws Exception {
+    return JsonParser.parseString(Files.readString(CASES)).getAsJsonObject();
+  }
+
   @TestFactory
+  @Tag("sidecar")
   Stream<DynamicTest> conformance() throws Exception {
-    JsonArray cases =
-        JsonParser.parseString(Files.readString(CASES)).getAsJsonObject().getAsJsonArray("cases");
+    JsonArray cases = cases().getAsJsonArray("cases");
     assertTrue(cases.size() > 0, "no conformance cases");
     List<DynamicTest> tests = new ArrayList<>();
     for (int i = 0; i < cases.size(); i++) {
@@ -90,8 +111,114 @@ class ConformanceTest {
     return tests.stream();
   }
 
+  private static JsonArray adviceRows() throws Exception {
+    return cases().getAsJsonObject("advice").getAsJsonArray("cases");
+  }
+
+  /**
+   * Each row of the advice table: a call made through the client, with and without an idempotency
+   * key, fails with the row's reason and code as the sidecar sends them, and the client's {@link
+   * SafewriteException#isRetryable()} must say what the row says.
+   */
+  @TestFactory
+  Stream<DynamicTest> advice() throws Exception {
+    JsonArray rows = adviceRows();
+    assertTrue(rows.size() > 0, "no advice rows");
+    List<DynamicTest> tests = new ArrayList<>();
+    for (JsonElement element : rows) {
+      JsonObject row = element.getAsJsonObject();
+      String name = row.get("reason").getAsString() + " " + row.get("code").getAsString();
+      tests.add(
+          DynamicTest.dynamicTest(
+              "advice " + name,
+              () -> {
+                ADVICE_ROWS.incrementAndGet();
+                try {
+                  checkAdvice(row);
+                } catch (AssertionError failure) {
+                  ADVICE_FAILURES.put(name, String.valueOf(failure.getMessage()));
+                  throw failure;
+                }
+              }));
+    }
+    return tests.stream();
+  }
+
+  @Test
+  void everyReasonHasAnAdviceRow() throws Exception {
+    Set<String> rowed = new TreeSet<>();
+    adviceRows().forEach(row -> rowed.add(row.getAsJsonObject().get("reason").getAsString()));
+    for (Reason reason : Reason.values()) {
+      if (reason != Reason.UNRECOGNIZED) {
+        assertTrue(rowed.contains(reason.name()), reason + " has no row in the advice table");
+      }
+    }
+  }
+
+  private static void checkAdvice(JsonObject row) {
+    Reason reason = Reason.valueOf(row.get("reason").getAsString());
+    Status.Code code = Status.Code.valueOf(row.get("code").getAsString());
+    StatusRuntimeException answer = sidecarFailure(reason, code);
+    ObjectRef ref = ObjectRef.of("v1", "ConfigMap", "default", "advice");
+    for (boolean keyed : new boolean[] {false, true}) {
+      WriteConfig.Builder config = WriteConfig.builder();
+      if (keyed) {
+        config.idempotencyKey("advice-key");
+      }
+      SafewriteException e;
+      try (SafewriteClient client = SafewriteClient.forChannel(new RecordingChannel(answer))) {
+        e =
+            assertThrows(
+                SafewriteException.class,
+                () -> client.update(ref, Mutation.mergePatch("{}"), config.build()));
+      }
+      assertEquals(reason, e.writeFailureReason(), e.getMessage());
+      assertEquals(code, e.code(), e.getMessage());
+      String field = keyed ? "retryable_with_key" : "retryable";
+      assertEquals(
+          row.get(field).getAsBoolean(),
+          e.isRetryable(),
+          field + " of " + e.getMessage() + " (advice " + e.retryAdvice() + ")");
+    }
+  }
+
+  /**
+   * A failure as the sidecar sends it: the google.rpc.Status with an ErrorInfo (domain
+   * safewrite.dev, the reason without REASON_, or for REASON_API_SERVER a Kubernetes Status reason)
+   * and a WriteFailure with the reason; REASON_UNSPECIFIED is a status without details, as when the
+   * sidecar was not reached.
+   */
+  private static StatusRuntimeException sidecarFailure(Reason reason, Status.Code code) {
+    if (reason == Reason.REASON_UNSPECIFIED) {
+      return Status.fromCode(code).withDescription("no details").asRuntimeException();
+    }
+    String errorInfoReason =
+        reason == Reason.REASON_API_SERVER ? "HTTP_500" : Reasons.errorInfoReason(reason);
+    com.google.rpc.Status status =
+        com.google.rpc.Status.newBuilder()
+            .setCode(code.value())
+            .setMessage("an advice row")
+            .addDetails(
+                Any.pack(
+                    ErrorInfo.newBuilder()
+                        .setDomain(SafewriteException.DOMAIN)
+                        .setReason(errorInfoReason)
+                        .build()))
+            .addDetails(Any.pack(WriteFailure.newBuilder().setReason(reason).build()))
+            .build();
+    return StatusProto.toStatusRuntimeException(status);
+  }
+
   @AfterAll
   static void writeMatrix() throws Exception {
+    if (ADVICE_ROWS.get() > 0) {
+      String verdict = ADVICE_FAILURES.isEmpty() ? "PASS" : "FAIL";
+      String failed =
+          ADVICE_FAILURES.isEmpty() ? "" : ": " + String.join(", ", ADVICE_FAILURES.keySet());
+      RESULTS.put(
+          "advice table (" + ADVICE_ROWS.get() + " rows, with and without a key)",
+          verdict + failed);
+    }
     StringBuilder matrix = new StringBuilder();
     RESULTS.forEach(
         (row, verdict) -> {

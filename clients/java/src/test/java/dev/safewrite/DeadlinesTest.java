@@ -3,6 +3,8 @@ package dev.safewrite;
 import static dev.safewrite.Sidecar.client;
 import static dev.safewrite.Sidecar.data;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -56,7 +58,10 @@ class DeadlinesTest {
                         WriteOption.timeout(Duration.ofMillis(400))));
     assertTrue(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(10));
     assertEquals(ErrorKind.DEADLINE_EXCEEDED, e.kind());
-    assertTrue(e.isRetryable());
+    // The sidecar's answer says no write is in doubt (the function still ran): the same call may
+    // be sent again later. When the caller's own deadline wins the race there is no answer, and
+    // without an idempotency key the call may not be sent again blindly.
+    assertEquals(!e.reason().isEmpty(), e.isRetryable(), e.getMessage());
     assertEquals("1", data(Sidecar.read(ref), "n"));
   }
 
@@ -94,14 +99,15 @@ class DeadlinesTest {
   void sidecarAnswersItsOwnDeadlineWithTheAttemptsSoFar() {
     // Every attempt loses to another writer, so only the deadline ends the loop. When the
     // deadline comes while the function runs, the caller's own bare DEADLINE_EXCEEDED can
-    // win the race with the sidecar's answer; a few tries make the sidecar's answer sure.
-    DeadlineExceededException e = null;
+    // win the race with the sidecar's answer, and when it cuts off the sidecar's write, the
+    // answer is WRITE_OUTCOME_UNKNOWN; a few tries make the sidecar's DEADLINE_EXCEEDED sure.
+    SafewriteException e = null;
     for (int round = 0; round < 4; round++) {
       ObjectRef ref = Sidecar.configMap("contended");
       Sidecar.create(ref, "{\"n\": \"0\"}");
       e =
           assertThrows(
-              DeadlineExceededException.class,
+              SafewriteException.class,
               () ->
                   client()
                       .transact(
@@ -117,12 +123,19 @@ class DeadlinesTest {
                                 Mutation.mergePatch("{\"data\": {\"mine\": \"yes\"}}"));
                           },
                           WriteOption.timeout(Duration.ofSeconds(2))));
+      if (e instanceof OutcomeUnknownException) {
+        assertFalse(e.isRetryable(), "a write in doubt, and no idempotency key");
+        continue;
+      }
+      assertInstanceOf(DeadlineExceededException.class, e, e.getMessage());
       if (!e.reason().isEmpty()) {
         break;
       }
     }
+    assertInstanceOf(DeadlineExceededException.class, e, e.getMessage());
     assertEquals("DEADLINE_EXCEEDED", e.reason(), e.getMessage());
     assertEquals(Reason.REASON_DEADLINE_EXCEEDED, e.writeFailureReason());
+    assertTrue(e.isRetryable(), "no write is in doubt: the same call may be sent again later");
     assertTrue(e.attemptRecords().size() >= 2, e.attemptRecords().toString());
     assertEquals("Conflict", e.attemptRecords().get(0).reason());
     assertEquals(409, e.attemptRecords().get(0).httpStatus());

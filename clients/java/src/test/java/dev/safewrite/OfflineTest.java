@@ -13,6 +13,7 @@ import com.google.rpc.ErrorInfo;
 import com.google.rpc.RetryInfo;
 import dev.safewrite.v1.AttemptRecord;
 import dev.safewrite.v1.Reason;
+import dev.safewrite.v1.Retry;
 import dev.safewrite.v1.UpdateWithRetryRequest;
 import dev.safewrite.v1.WriteFailure;
 import io.grpc.Status;
@@ -56,7 +57,18 @@ class OfflineTest {
       if (reason == Reason.UNRECOGNIZED) {
         continue;
       }
-      assertNotNull(Reasons.retryability(reason), reason.name());
+      Retry retry = Reasons.retry(reason);
+      assertTrue(
+          retry != Retry.RETRY_UNSPECIFIED && retry != Retry.UNRECOGNIZED,
+          reason + " has no retry option in the proto");
+      for (Status.Code code : Status.Code.values()) {
+        Retry advice = Reasons.advice(reason, code);
+        assertTrue(
+            advice == Retry.RETRY_NEVER
+                || advice == Retry.RETRY_LATER
+                || advice == Retry.RETRY_WITH_IDEMPOTENCY_KEY,
+            reason + " " + code + ": " + advice);
+      }
       String spelled = Reasons.errorInfoReason(reason);
       assertEquals("REASON_" + spelled, reason.name());
       if (reason != Reason.REASON_UNSPECIFIED) {
@@ -67,7 +79,13 @@ class OfflineTest {
         assertEquals(reason, e.writeFailureReason());
       }
     }
-    assertEquals(Reasons.Retryability.BY_CODE, Reasons.retryability(Reason.UNRECOGNIZED));
+    // A value newer than this client goes by the code, as the proto's retry_by_code says.
+    assertEquals(Retry.RETRY_BY_CODE, Reasons.retry(Reason.UNRECOGNIZED));
+    assertEquals(Retry.RETRY_LATER, Reasons.advice(Reason.UNRECOGNIZED, Status.Code.UNAVAILABLE));
+    assertEquals(
+        Retry.RETRY_WITH_IDEMPOTENCY_KEY,
+        Reasons.advice(Reason.UNRECOGNIZED, Status.Code.DEADLINE_EXCEEDED));
+    assertEquals(Retry.RETRY_NEVER, Reasons.advice(Reason.UNRECOGNIZED, Status.Code.NOT_FOUND));
     assertTrue(Reasons.fromErrorInfoReason("Conflict").isEmpty());
   }
 
@@ -203,6 +221,11 @@ class OfflineTest {
     assertEquals(Reason.REASON_UNSPECIFIED, bare.writeFailureReason());
     assertTrue(bare.isRetryable());
     assertTrue(bare.retryDelay().isEmpty());
+    // The caller's own deadline, with no answer: a write may have been in flight.
+    StatusRuntimeException deadline = Status.DEADLINE_EXCEEDED.asRuntimeException();
+    assertEquals(Retry.RETRY_WITH_IDEMPOTENCY_KEY, SafewriteException.from(deadline).retryAdvice());
+    assertFalse(Errors.decode(deadline, false).isRetryable());
+    assertTrue(Errors.decode(deadline, true).isRetryable());
   }
 
   @Test

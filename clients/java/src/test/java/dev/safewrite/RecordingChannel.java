@@ -6,16 +6,31 @@ import io.grpc.ClientCall;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
 import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
- * A channel that records the metadata of every call started on it and fails the call at once with
- * UNAVAILABLE, to see what a client sends without a sidecar.
+ * A channel that records the metadata of every call started on it and fails the call at once, with
+ * UNAVAILABLE or the failure it was given, to see what a client sends and how it reads an answer
+ * without a sidecar.
  */
 final class RecordingChannel extends Channel {
   /** The metadata of each call started, in order. */
   final List<Metadata> started = new CopyOnWriteArrayList<>();
+
+  private final Status status;
+  private final Metadata trailers;
+
+  RecordingChannel() {
+    this(Status.UNAVAILABLE.withDescription("recorded").asRuntimeException());
+  }
+
+  /** A channel that fails every call with {@code failure}'s status and trailers (its details). */
+  RecordingChannel(StatusRuntimeException failure) {
+    this.status = failure.getStatus();
+    this.trailers = failure.getTrailers() == null ? new Metadata() : failure.getTrailers();
+  }
 
   /** The values of {@code name} in each call's metadata, in order; null for a call without it. */
   List<String> values(String name) {
@@ -29,7 +44,9 @@ final class RecordingChannel extends Channel {
       @Override
       public void start(Listener<R> listener, Metadata headers) {
         started.add(headers);
-        listener.onClose(Status.UNAVAILABLE.withDescription("recorded"), new Metadata());
+        Metadata answered = new Metadata();
+        answered.merge(trailers);
+        listener.onClose(status, answered);
       }
 
       @Override

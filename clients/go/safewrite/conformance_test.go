@@ -4,13 +4,17 @@ package safewrite_test
 // its README says how a case runs), one subtest per case against the real sidecar.
 // Requests are the proto3 JSON of the RPC's request and are sent as they are through
 // the generated stub; answers are read through this package (FromError and the
-// decoding of objects), the way a caller reads them.
+// decoding of objects), the way a caller reads them. The file's retry advice table is
+// checked without a sidecar, through a client's calls to a fake WriterService that
+// fails each call as the sidecar would.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,8 +23,15 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"safewrite.dev/clients/go/safewrite"
@@ -49,23 +60,44 @@ type conformanceStep struct {
 	} `json:"expect"`
 }
 
-// loadConformanceCases reads cases.json with $NS and $NAME replaced in every string.
-func loadConformanceCases(t *testing.T, ns string) []conformanceCase {
+// adviceRow is a row of cases.json's "advice": whether a failure with this Reason and
+// gRPC code is retryable, without and with an idempotency key.
+type adviceRow struct {
+	Reason           string     `json:"reason"`
+	Code             codes.Code `json:"code"` // e.g. "DEADLINE_EXCEEDED"
+	Retryable        bool       `json:"retryable"`
+	RetryableWithKey bool       `json:"retryable_with_key"`
+}
+
+type conformanceFile struct {
+	Cases  []conformanceCase `json:"cases"`
+	Advice struct {
+		Cases []adviceRow `json:"cases"`
+	} `json:"advice"`
+}
+
+// loadConformanceFile reads cases.json.
+func loadConformanceFile(t *testing.T) conformanceFile {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "conformance", "cases.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		Cases []conformanceCase `json:"cases"`
-	}
+	var file conformanceFile
 	if err := json.Unmarshal(data, &file); err != nil {
 		t.Fatalf("cases.json: %v", err)
 	}
-	if len(file.Cases) == 0 {
+	return file
+}
+
+// loadConformanceCases reads the cases of cases.json.
+func loadConformanceCases(t *testing.T, ns string) []conformanceCase {
+	t.Helper()
+	cases := loadConformanceFile(t).Cases
+	if len(cases) == 0 {
 		t.Fatal("cases.json has no case")
 	}
-	return file.Cases
+	return cases
 }
 
 // substitute replaces $NS and $NAME in every string of a JSON document.
@@ -303,4 +335,101 @@ func subset(want, got any) (string, bool) {
 	default:
 		return "", mustJSON(want) == mustJSON(got)
 	}
+}
+
+// TestConformanceAdvice checks every row of cases.json's retry advice through this
+// client's own path for a failed call: a fake WriterService fails an Update with the
+// status the sidecar sends for the row's reason and code (an ErrorInfo of domain
+// safewrite.dev whose reason is the Reason's name without REASON_, and a WriteFailure
+// with the Reason; no details at all for REASON_UNSPECIFIED, as when the sidecar was
+// not reached), and the client's error must be Retryable as the row says, for the call
+// without and with WithIdempotencyKey. Every value of the generated Reason enum must
+// have a row. No sidecar is needed.
+func TestConformanceAdvice(t *testing.T) {
+	rows := loadConformanceFile(t).Advice.Cases
+	covered := map[string]bool{}
+	for _, row := range rows {
+		covered[row.Reason] = true
+	}
+	for _, name := range safewritev1.Reason_name {
+		if !covered[name] {
+			t.Errorf("cases.json's advice has no row for %s", name)
+		}
+	}
+
+	failures := map[string]*status.Status{} // by the target's name
+	for i, row := range rows {
+		value, ok := safewritev1.Reason_value[row.Reason]
+		if !ok {
+			t.Fatalf("advice row %d: %s is not a value of this client's Reason enum (regenerate safewrite/v1)", i+1, row.Reason)
+		}
+		st := status.New(row.Code, "advice row")
+		if reason := safewrite.Reason(value); reason != safewritev1.Reason_REASON_UNSPECIFIED {
+			var err error
+			st, err = st.WithDetails(
+				protoadapt.MessageV1Of(&errdetails.ErrorInfo{Reason: strings.TrimPrefix(row.Reason, "REASON_"), Domain: safewrite.Domain}),
+				protoadapt.MessageV1Of(&safewritev1.WriteFailure{Reason: reason}))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		failures[fmt.Sprintf("row-%d", i+1)] = st
+	}
+	c := failingSidecar(t, func(req *safewritev1.UpdateWithRetryRequest) error {
+		return failures[req.GetTarget().GetName()].Err()
+	})
+
+	passed := 0
+	for i, row := range rows {
+		ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "advice", Name: fmt.Sprintf("row-%d", i+1)}
+		ok := true
+		for _, call := range []struct {
+			opts []safewrite.WriteOption
+			want bool
+		}{{nil, row.Retryable}, {[]safewrite.WriteOption{safewrite.WithIdempotencyKey("advice-key")}, row.RetryableWithKey}} {
+			_, err := c.Update(testContext(t), ref, safewrite.MergePatch(`{}`), call.opts...)
+			swErr := asError(t, err)
+			if swErr.Code != row.Code || swErr.ReasonCode.String() != row.Reason {
+				t.Errorf("advice row %d (%s, %s): decoded as %s, %s", i+1, row.Reason, codeName(swErr), swErr.ReasonCode, codeName(swErr))
+				ok = false
+			}
+			if got := swErr.Retryable(); got != call.want || safewrite.Retryable(err) != call.want {
+				t.Errorf("advice row %d (%s, %s), idempotency key %v: Retryable() = %v, want %v", i+1, row.Reason, codeName(swErr), swErr.Idempotent, got, call.want)
+				ok = false
+			}
+		}
+		if ok {
+			passed++
+		}
+	}
+	t.Logf("conformance advice (go): %d/%d rows passed", passed, len(rows))
+}
+
+// adviceWriter is a WriterService whose UpdateWithRetry always fails with fail's error.
+type adviceWriter struct {
+	safewritev1.UnimplementedWriterServiceServer
+	fail func(*safewritev1.UpdateWithRetryRequest) error
+}
+
+func (w *adviceWriter) UpdateWithRetry(_ context.Context, req *safewritev1.UpdateWithRetryRequest) (*safewritev1.UpdateWithRetryResponse, error) {
+	return nil, w.fail(req)
+}
+
+// failingSidecar returns a client of an in-process WriterService (over an in-memory
+// connection) whose UpdateWithRetry fails with fail's error.
+func failingSidecar(t *testing.T, fail func(*safewritev1.UpdateWithRetryRequest) error) *safewrite.Client {
+	t.Helper()
+	listener := bufconn.Listen(1 << 20)
+	server := grpc.NewServer()
+	safewritev1.RegisterWriterServiceServer(server, &adviceWriter{fail: fail})
+	go func() { _ = server.Serve(listener) }()
+	t.Cleanup(server.Stop)
+	conn, err := grpc.NewClient("passthrough:///advice",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return listener.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return safewrite.NewClient(conn)
 }

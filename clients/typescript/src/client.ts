@@ -70,7 +70,10 @@ function checkToken(token: string): string {
 }
 
 /** A transact function: gets the fresh object (and its attempt) and returns the change. */
-export type TransactFn = (object: KubeObject, fresh: Fresh) => Proposal | void | Promise<Proposal | void>;
+export type TransactFn<T extends object = object> = (
+  object: KubeObject & T,
+  fresh: Fresh<T>,
+) => Proposal | void | Promise<Proposal | void>;
 
 const path = (method: { name: string }): string => `/${WriterService.typeName}/${method.name}`;
 
@@ -113,12 +116,18 @@ export class Client {
   /**
    * Applies `mutation` to the object's main resource (UpdateWithRetry), re-reading and
    * re-applying it on conflict within the call's deadline. Never changes the status of
-   * a kind with a status subresource.
+   * a kind with a status subresource. `T` is what you know of the object beyond
+   * {@link KubeObject} (e.g. `{ data: { n: string } }`), for the result's type; nothing
+   * checks it at run time.
    *
    * @throws SafewriteError a subclass per gRPC code: ConflictError, InvalidError,
    *   PreconditionFailedError, NotFoundError, UnavailableError, DeadlineExceededError, ...
    */
-  async update(ref: ObjectRef, mutation: Mutation, options: WriteOptions = {}): Promise<Result> {
+  async update<T extends object = object>(
+    ref: ObjectRef,
+    mutation: Mutation,
+    options: WriteOptions = {},
+  ): Promise<Result<T>> {
     const request = create(UpdateWithRetryRequestSchema, {
       ...requestParts(ref, options),
       mutation: mutation === undefined ? undefined : mutationMessage(mutation),
@@ -131,7 +140,7 @@ export class Client {
       options,
       Boolean(options.idempotencyKey),
     );
-    return toResult(response.result);
+    return toResult<T>(response.result);
   }
 
   /**
@@ -140,7 +149,11 @@ export class Client {
    *
    * @throws SafewriteError as {@link update}.
    */
-  async patchStatus(ref: ObjectRef, mutation: Mutation, options: WriteOptions = {}): Promise<Result> {
+  async patchStatus<T extends object = object>(
+    ref: ObjectRef,
+    mutation: Mutation,
+    options: WriteOptions = {},
+  ): Promise<Result<T>> {
     const request = create(PatchStatusRequestSchema, {
       ...requestParts(ref, options),
       mutation: mutation === undefined ? undefined : mutationMessage(mutation),
@@ -153,7 +166,7 @@ export class Client {
       options,
       false,
     );
-    return toResult(response.result);
+    return toResult<T>(response.result);
   }
 
   /**
@@ -161,12 +174,16 @@ export class Client {
    * object (or changes the one it got and returns nothing), a mutation, or `abort()`;
    * after a conflict it is called again with the next fresh object. An error thrown by
    * `fn` (other than an Abort) ends the transaction without writing and is rethrown as
-   * it is.
+   * it is. `T` types the object `fn` gets and the result's, as for {@link update}.
    *
    * @throws SafewriteError as {@link update}.
    */
-  async transact(ref: ObjectRef, fn: TransactFn, options: TransactOptions = {}): Promise<Result> {
-    const transaction = this.beginTransaction(ref, options);
+  async transact<T extends object = object>(
+    ref: ObjectRef,
+    fn: TransactFn<T>,
+    options: TransactOptions = {},
+  ): Promise<Result<T>> {
+    const transaction = this.beginTransaction<T>(ref, options);
     try {
       return await runTransaction(transaction, fn);
     } catch (err) {
@@ -180,7 +197,7 @@ export class Client {
    * `transaction.next()` and answer each with `transaction.propose(attempt, change)`.
    * Throws at once when `options.signal` has already fired.
    */
-  beginTransaction(ref: ObjectRef, options: TransactOptions = {}): Transaction {
+  beginTransaction<T extends object = object>(ref: ObjectRef, options: TransactOptions = {}): Transaction<T> {
     const signal = options.signal;
     if (signal?.aborted) {
       throw cancelledBySignal(signal);
@@ -192,7 +209,7 @@ export class Client {
       this.#metadata(options),
       this.#callOptions(options),
     );
-    const transaction = new Transaction(call, Boolean(options.idempotencyKey), signal);
+    const transaction = new Transaction<T>(call, Boolean(options.idempotencyKey), signal);
     if (signal !== undefined) {
       const onAbort = (): void => call.cancel();
       signal.addEventListener("abort", onAbort, { once: true });

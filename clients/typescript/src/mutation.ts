@@ -23,13 +23,16 @@ export interface ObjectMeta {
 
 /**
  * A Kubernetes object as the sidecar returned it (parsed JSON): `metadata` is typed, the
- * rest (spec, status, data, ...) is the kind's own.
+ * rest (spec, status, data, ...) is the kind's own and `unknown` here. A call's type
+ * parameter says what else you know of it: `client.update<{ data: { n: string } }>(...)`
+ * resolves to an object of type `KubeObject & { data: { n: string } }`. Nothing checks
+ * that at run time.
  */
 export interface KubeObject {
   apiVersion: string;
   kind: string;
   metadata: ObjectMeta;
-  [key: string]: any;
+  [key: string]: unknown;
 }
 
 /** One RFC 6902 JSON Patch operation. `test` operations are preconditions. */

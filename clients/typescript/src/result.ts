@@ -3,10 +3,15 @@ import { Outcome, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
 import { attemptRecord, type AttemptRecord } from "./errors.js";
 import type { KubeObject } from "./mutation.js";
 
-/** A finished write. */
-export interface Result {
+/**
+ * A finished write; `T` is what the call's type parameter says of its object beyond
+ * {@link KubeObject} (e.g. `{ data: { n: string } }`).
+ */
+export interface Result<T extends object = object> {
   /** UPDATED, UNCHANGED (nothing was written), CREATED, or ABORTED (a transact function aborted). */
   outcome: Outcome;
+  /** The outcome's name, e.g. "UPDATED" (the enum value itself prints as a number). */
+  outcomeName: string;
   /**
    * The object as this call left it: as written by the write that carried its change
    * (or as read, when unchanged, aborted or already applied). When the call was
@@ -14,7 +19,7 @@ export interface Result {
    * call's own change, in the batch's order, without the changes of the calls after
    * it; an unchanged or already applied call gets the object as it stood at its turn.
    */
-  object: KubeObject;
+  object: KubeObject & T;
   /** The resourceVersion of `object`: of the write that carried it, or of the read when it is the object as read. */
   resourceVersion: string;
   /** The attempts made, the last included. */
@@ -27,13 +32,14 @@ export interface Result {
 }
 
 /** Converts a safewrite.v1.WriteResult message. */
-export function toResult(result: WriteResult | undefined): Result {
+export function toResult<T extends object = object>(result: WriteResult | undefined): Result<T> {
   if (result === undefined) {
     throw new Error("the sidecar answered without a result");
   }
   return {
     outcome: result.outcome,
-    object: result.objectJson === "" ? ({} as KubeObject) : (JSON.parse(result.objectJson) as KubeObject),
+    outcomeName: Outcome[result.outcome] ?? String(result.outcome),
+    object: (result.objectJson === "" ? {} : JSON.parse(result.objectJson)) as KubeObject & T,
     resourceVersion: result.resourceVersion,
     attempts: result.attempts,
     attemptRecords: result.attemptRecords.map(attemptRecord),

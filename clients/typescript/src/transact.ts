@@ -17,12 +17,12 @@ import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
 import { Abort, Mutation, type JsonObject, type KubeObject } from "./mutation.js";
 import { toResult, type Result } from "./result.js";
 
-/** The object as the sidecar just read it, for one attempt. */
-export interface Fresh {
+/** The object as the sidecar just read it, for one attempt; `T` as for {@link Result}. */
+export interface Fresh<T extends object = object> {
   /** The attempt this object belongs to, starting at 1; a proposal must echo it. */
   attempt: number;
   /** The object, parsed from the sidecar's JSON; yours to change. */
-  object: KubeObject;
+  object: KubeObject & T;
   /** Its metadata.resourceVersion, which the write will carry. */
   resourceVersion: string;
   /** The object did not exist and createIfMissing supplied it: the write will be a create. */
@@ -33,14 +33,16 @@ export interface Fresh {
 export type Proposal = KubeObject | JsonObject | Mutation | Abort;
 
 /** What {@link Transaction.next} yields: a fresh object to answer, or the final result. */
-export type TransactionEvent = { fresh: Fresh; result?: undefined } | { result: Result; fresh?: undefined };
+export type TransactionEvent<T extends object = object> =
+  | { fresh: Fresh<T>; result?: undefined }
+  | { result: Result<T>; fresh?: undefined };
 
 /**
  * An open Transact stream, for callers that drive the protocol themselves (most use
  * `Client.transact`). Read with {@link next}; answer each fresh object with
  * {@link propose}, echoing its attempt.
  */
-export class Transaction {
+export class Transaction<T extends object = object> {
   readonly #call: ClientDuplexStream<TransactRequest, TransactResponse>;
   readonly #idempotent: boolean;
   readonly #signal: AbortSignal | undefined;
@@ -118,7 +120,7 @@ export class Transaction {
    *
    * @throws SafewriteError a subclass per gRPC code, as for `Client.update`.
    */
-  async next(): Promise<TransactionEvent> {
+  async next(): Promise<TransactionEvent<T>> {
     for (;;) {
       const message = this.#queue.shift();
       if (message !== undefined) {
@@ -128,7 +130,7 @@ export class Transaction {
             return {
               fresh: {
                 attempt: fresh.attempt,
-                object: fresh.objectJson === "" ? ({} as KubeObject) : (JSON.parse(fresh.objectJson) as KubeObject),
+                object: (fresh.objectJson === "" ? {} : JSON.parse(fresh.objectJson)) as KubeObject & T,
                 resourceVersion: fresh.resourceVersion,
                 creating: fresh.creating,
               },
@@ -136,7 +138,7 @@ export class Transaction {
           }
           case "result":
             this.#call.end();
-            return { result: toResult(message.message.value) };
+            return { result: toResult<T>(message.message.value) };
           default:
             continue; // a message kind newer than this client: skip it
         }
@@ -190,10 +192,10 @@ export class Transaction {
  * throwing an Abort aborts too. Any other error thrown by `fn` tears the stream down
  * (nothing is written) and is rethrown as it is.
  */
-export async function runTransaction(
-  transaction: Transaction,
-  fn: (object: KubeObject, fresh: Fresh) => Proposal | void | Promise<Proposal | void>,
-): Promise<Result> {
+export async function runTransaction<T extends object>(
+  transaction: Transaction<T>,
+  fn: (object: KubeObject & T, fresh: Fresh<T>) => Proposal | void | Promise<Proposal | void>,
+): Promise<Result<T>> {
   for (;;) {
     const event = await transaction.next();
     if (event.result !== undefined) {

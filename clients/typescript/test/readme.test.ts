@@ -16,13 +16,18 @@ import { harness, packageRoot } from "./support.js";
 const readme = readFileSync(`${packageRoot}README.md`, "utf8");
 const blocks = [...readme.matchAll(/```ts\n(.*?)```/gs)].map((m) => m[1]!);
 const dir = `${packageRoot}build/readme`;
+const firstOutput = /^(CREATED|UPDATED) \d+ (UPDATED|ABORTED)$/;
 
-/** Writes the blocks as modules inside the package, so "@safewrite/client" resolves to it. */
-function write(ext: string): string[] {
+/**
+ * Writes the blocks as modules inside the package, so "@safewrite/client" resolves to it:
+ * as written (.mts), or with their types stripped, to run (.mjs).
+ */
+function write(ext: "mts" | "mjs"): string[] {
   mkdirSync(dir, { recursive: true });
   return blocks.map((code, i) => {
     const file = `${dir}/example-${i + 1}.${ext}`;
-    writeFileSync(file, code);
+    const options = { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } };
+    writeFileSync(file, ext === "mts" ? code : ts.transpileModule(code, options).outputText);
     return file;
   });
 }
@@ -56,13 +61,13 @@ describe("README", () => {
   });
 
   blocks.forEach((_, i) => {
-    it(`example ${i + 1} runs as written`, async () => {
+    it(`example ${i + 1} runs as written (compiled)`, async () => {
       harness("SAFEWRITE_ADDRESS");
       const file = write("mjs")[i]!;
       const { stdout } = await promisify(execFile)(process.execPath, [file], { cwd: packageRoot, timeout: 60_000 });
       assert.ok(stdout.trim() !== "", "the example printed nothing");
       if (i === 0) {
-        assert.match(stdout.trim(), /^(CREATED|UPDATED) \d+ (UPDATED|ABORTED)$/);
+        assert.match(stdout.trim(), firstOutput);
       }
     });
   });

@@ -10,7 +10,9 @@
 # 2. type-checks and builds the package (tsconfig.json -> dist/) and the tests
 #    (tsconfig.test.json -> build/test/; they import the package by its name);
 # 3. `node --test` inside with-sidecar.sh, which exports SAFEWRITE_ADDRESS and the rest;
-#    tests that need them fail when they are missing.
+#    tests that need them fail when they are missing. Among them, test/readme.test.ts
+#    runs test/install.sh: the README's install steps in a new project (npm install of
+#    this directory, then typescript from npm's cache when it holds it).
 # Prints the conformance matrix and the counts; fails when a test fails or none ran.
 set -euo pipefail
 

@@ -1,7 +1,8 @@
 /**
  * The README's examples, every ```ts block, type-checked and run as written against the
  * real sidecar (the client reads SAFEWRITE_ADDRESS; the examples use the "default"
- * namespace, which every API server has).
+ * namespace, which every API server has), and its Install section followed in a new
+ * project by test/install.sh.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -70,5 +71,14 @@ describe("README", () => {
         assert.match(stdout.trim(), firstOutput);
       }
     });
+  });
+
+  it("installs into a new project as its Install section says, where the first example type-checks and runs", async () => {
+    harness("SAFEWRITE_ADDRESS");
+    const { stdout } = await promisify(execFile)("bash", [`${packageRoot}test/install.sh`], {
+      cwd: packageRoot,
+      timeout: 120_000,
+    });
+    assert.match(stdout.trim().split("\n").at(-1) ?? "", firstOutput, `the example's output, last:\n${stdout}`);
   });
 });

@@ -700,10 +700,11 @@ def test_the_transaction_state_machine_alone() -> None:
         core.Transaction(writer_pb2.TransactBegin()).ended()
 
 
-# --- reasons: the proto enum, classified ---------------------------------------------
+# --- reasons: the proto enum, classified by its retry options -------------------------
 
 
 def test_every_reason_is_classified_exactly_once() -> None:
+    """The sets are derived from the proto's options: every value has one."""
     every = set(writer_pb2.Reason.values())
     groups = [
         sw.RETRYABLE_REASONS,
@@ -817,6 +818,22 @@ def test_the_clients_tell_their_errors_whether_the_call_had_a_key(fake: Any) -> 
             await client.close()
 
     asyncio.run(run_async())
+
+
+def test_a_call_cut_off_before_an_answer_is_retryable_only_with_a_key() -> None:
+    # No safewrite details: the timeout ran out here, or the call was cancelled, while a
+    # write may have been in flight.
+    for code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+        assert sw.from_rpc_error(FakeRpcError(code, "cut off", None)).retryable is False
+        assert sw.from_rpc_error(FakeRpcError(code, "cut off", None), idempotent=True).retryable
+    # The sidecar's own DEADLINE_EXCEEDED says no write is in doubt.
+    late = error_info_status(grpc.StatusCode.DEADLINE_EXCEEDED, "late", "DEADLINE_EXCEEDED")
+    err = sw.from_rpc_error(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "late", late))
+    assert type(err) is sw.DeadlineExceededError and err.retryable is True
+    # A transaction its caller ended is not sent again, key or not.
+    assert not sw.is_retryable(
+        grpc.StatusCode.CANCELLED, writer_pb2.REASON_TRANSACTION_CANCELLED, idempotent=True
+    )
 
 
 def test_write_failure_reason_is_decoded() -> None:

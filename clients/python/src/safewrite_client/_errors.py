@@ -1,6 +1,7 @@
 """Exceptions raised by the safewrite client, decoded from gRPC statuses and their
-details, and the classification of the failure reasons (the proto enum ``Reason``) into
-retryable, retryable-with-an-idempotency-key and final ones."""
+details, and whether a failed call may be sent again: the proto's retry advice for each
+failure reason (the enum ``Reason``'s ``retry`` and ``retry_by_code`` options), read from
+the generated descriptor."""
 
 from __future__ import annotations
 
@@ -48,81 +49,79 @@ def _reason_value(error_info_reason: Optional[str]) -> int:
 #: The ErrorInfo reason of a write whose outcome is unknown (with code UNKNOWN).
 WRITE_OUTCOME_UNKNOWN = reason_name(writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN)
 
-#: Reasons after which the same call may succeed later.
-RETRYABLE_REASONS: FrozenSet[int] = frozenset(
-    {
-        writer_pb2.REASON_CEL_BUSY,
-        writer_pb2.REASON_DEADLINE_EXCEEDED,
-        writer_pb2.REASON_API_SERVER_UNREACHABLE,
-        writer_pb2.REASON_RETRY_BUDGET_EXHAUSTED,
-        writer_pb2.REASON_CIRCUIT_OPEN,
-        writer_pb2.REASON_RATE_LIMITED,
-        writer_pb2.REASON_TRANSACTION_IDLE,
-        writer_pb2.REASON_OVERLOADED,
-        writer_pb2.REASON_REQUEST_NOT_READ,
-    }
+def _option(options: Any, extension: Any) -> Any:
+    # Any: the generated stubs declare extensions as plain FieldDescriptors, which the
+    # protobuf stubs do not accept as an Extensions index.
+    return options.Extensions[extension]
+
+
+# The proto's retry advice (proto/safewrite/v1/writer.proto): each Reason value's
+# `retry` option, and for the values that leave it to the gRPC code, the enum's
+# `retry_by_code` option. Read once, here, from the generated descriptor: this client
+# keeps no table of its own, and gives the advice the sidecar and the other clients give.
+_ADVICE: Dict[int, int] = {
+    value.number: int(_option(value.GetOptions(), writer_pb2.retry))
+    for value in Reason.DESCRIPTOR.values
+}
+_BY_CODE_ADVICE: writer_pb2.RetryByCode = _option(
+    Reason.DESCRIPTOR.GetOptions(), writer_pb2.retry_by_code
 )
+_CODES: Dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _reasons(retry: int) -> FrozenSet[int]:
+    return frozenset(number for number, advice in _ADVICE.items() if advice == retry)
+
+
+#: Reasons after which the same call may succeed later (the proto's ``RETRY_LATER``):
+#: after :attr:`SafewriteError.retry_delay` when set, else with backoff. Derived from
+#: the proto, like the other sets here.
+RETRYABLE_REASONS: FrozenSet[int] = _reasons(writer_pb2.RETRY_LATER)
 
 #: Reasons after which the same call may be sent again only when it carried an
-#: idempotency key: a write was sent and its answer lost (``WRITE_OUTCOME_UNKNOWN``) or
-#: unreadable (``BAD_ANSWER``, e.g. a successful write's body that did not decode), so it
-#: may have been applied. With the key, the sidecar's read finds it on the object and
-#: applies the change at most once; without one, a second call could apply a
-#: read-dependent change (an increment) twice, so read the object before deciding.
-RETRYABLE_WITH_KEY_REASONS: FrozenSet[int] = frozenset(
-    {writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN, writer_pb2.REASON_BAD_ANSWER}
+#: idempotency key (``RETRY_WITH_IDEMPOTENCY_KEY``): a write was sent and its answer
+#: lost (``WRITE_OUTCOME_UNKNOWN``) or unreadable (``BAD_ANSWER``), so it may have been
+#: applied. With the key, the sidecar's read finds it on the object and applies the
+#: change at most once; without one, a second call could apply a read-dependent change
+#: (an increment) twice, so read the object before deciding.
+RETRYABLE_WITH_KEY_REASONS: FrozenSet[int] = _reasons(writer_pb2.RETRY_WITH_IDEMPOTENCY_KEY)
+
+#: Reasons after which only a different request can succeed (``RETRY_NEVER``).
+FINAL_REASONS: FrozenSet[int] = _reasons(writer_pb2.RETRY_NEVER)
+
+#: Reasons that leave the decision to the gRPC code (``RETRY_BY_CODE``): the API
+#: server's own answer (``REASON_API_SERVER``), or no safewrite details at all
+#: (``REASON_UNSPECIFIED``, e.g. the sidecar itself was unreachable). A value newer than
+#: this client is decided by the code too.
+BY_CODE_REASONS: FrozenSet[int] = frozenset(_ADVICE) - (
+    RETRYABLE_REASONS | RETRYABLE_WITH_KEY_REASONS | FINAL_REASONS
 )
 
-#: Reasons after which only a different request can succeed.
-FINAL_REASONS: FrozenSet[int] = frozenset(
-    {
-        writer_pb2.REASON_INVALID_REQUEST,
-        writer_pb2.REASON_UNKNOWN_KIND,
-        writer_pb2.REASON_PRECONDITION_FAILED,
-        writer_pb2.REASON_INVALID_CEL,
-        writer_pb2.REASON_MUTATION_DOES_NOT_APPLY,
-        writer_pb2.REASON_RESOURCE_VERSION_MISMATCH,
-        writer_pb2.REASON_TRANSACTION_CANCELLED,
-        writer_pb2.REASON_REQUEST_TOO_LARGE,
-        writer_pb2.REASON_MALFORMED_REQUEST,
-        writer_pb2.REASON_UNIMPLEMENTED,
-        writer_pb2.REASON_POLICY_DENIED,
-        writer_pb2.REASON_TOKEN_REQUIRED,
-        writer_pb2.REASON_TOKEN_INVALID,
-        writer_pb2.REASON_FIELD_MANAGER_CONFLICT,
-    }
-)
-
-#: Reasons that leave the decision to the gRPC code: the API server's own answer
-#: (a 503 is retryable, a 422 is not), or no safewrite details at all (e.g. the
-#: sidecar itself was unreachable).
-BY_CODE_REASONS: FrozenSet[int] = frozenset(
-    {writer_pb2.REASON_API_SERVER, writer_pb2.REASON_UNSPECIFIED}
-)
-
-#: gRPC codes after which the same call may succeed later (for the reasons above).
+#: gRPC codes after which the same call may succeed later, for the reasons above (the
+#: ``later`` list of the proto's ``retry_by_code``): UNAVAILABLE, RESOURCE_EXHAUSTED,
+#: ABORTED (conflicts outlasted the retry policy), INTERNAL (e.g. a failing admission
+#: webhook).
 RETRYABLE_CODES: FrozenSet[grpc.StatusCode] = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.ABORTED,  # conflicts outlasted the retry policy
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.INTERNAL,  # e.g. a failing admission webhook
-        grpc.StatusCode.CANCELLED,
-    }
+    _CODES[code] for code in _BY_CODE_ADVICE.later
 )
 
-#: gRPC codes after which the same call may be sent again only with an idempotency key
-#: (for the reasons above): UNKNOWN, whose outcome may be a write applied.
-RETRYABLE_WITH_KEY_CODES: FrozenSet[grpc.StatusCode] = frozenset({grpc.StatusCode.UNKNOWN})
+#: gRPC codes after which the same call may be sent again only with an idempotency key,
+#: for the reasons above (``retry_by_code.with_idempotency_key``): CANCELLED, UNKNOWN
+#: and DEADLINE_EXCEEDED, the call ended while a write may have been in flight. Any
+#: code in neither set: only a different request can succeed.
+RETRYABLE_WITH_KEY_CODES: FrozenSet[grpc.StatusCode] = frozenset(
+    _CODES[code] for code in _BY_CODE_ADVICE.with_idempotency_key
+)
 
 
 def is_retryable(code: grpc.StatusCode, reason: int, *, idempotent: bool = False) -> bool:
     """Whether a failure with this gRPC code and Reason value may succeed, and is safe,
-    when the same call is made again later. ``idempotent`` says whether the call carried
-    an idempotency key: a write whose outcome is unknown (:data:`RETRYABLE_WITH_KEY_REASONS`,
-    e.g. ``WRITE_OUTCOME_UNKNOWN``) is retryable only then. A reason newer than this
-    client is decided by the code."""
+    when the same call is made again, as the proto's retry options say (the sets
+    above): yes for :data:`RETRYABLE_REASONS`; for :data:`RETRYABLE_WITH_KEY_REASONS`
+    only when ``idempotent`` (the call carried an idempotency key); no for
+    :data:`FINAL_REASONS`; and for :data:`BY_CODE_REASONS` and a reason newer than this
+    client, by the code: yes for :data:`RETRYABLE_CODES`, for
+    :data:`RETRYABLE_WITH_KEY_CODES` only when ``idempotent``, else no."""
     if reason in RETRYABLE_REASONS:
         return True
     if reason in RETRYABLE_WITH_KEY_REASONS:
@@ -209,17 +208,19 @@ class SafewriteError(Exception):
 
     @property
     def retryable(self) -> bool:
-        """True when the same call may succeed later (after :attr:`retry_delay`, if
-        set), and sending it again is safe: the sidecar or the API server was
-        unavailable, throttled or out of time, or conflicts outlasted the retry policy;
-        or the outcome of a write is unknown (:class:`OutcomeUnknownError`) and the call
-        carried an idempotency key, so a retry with the same key applies it at most
-        once. A write of unknown outcome without a key is not retryable: it may have
-        been applied, and a second call could apply a read-dependent change twice; read
-        the object before deciding, or make such calls with an idempotency key.
-        False too when only a different request can succeed: it is invalid, a
-        precondition is false, the object or its kind does not exist, or permission is
-        denied. Decided by :func:`is_retryable` with :attr:`idempotent`."""
+        """True when the same call may succeed if sent again (after :attr:`retry_delay`,
+        if set), and sending it again is safe, as the proto's retry advice for
+        :attr:`write_failure_reason` says: the sidecar or the API server was unavailable
+        or throttled, the sidecar's deadline passed with no write in doubt, or conflicts
+        outlasted the retry policy. A write that may have been applied (its answer was
+        lost, :class:`OutcomeUnknownError`, or unreadable; or the call was cut off by
+        its timeout or cancelled before any answer came) is retryable only when the
+        call carried an idempotency key, since a retry with the same key applies it at
+        most once; without one a second call could apply a read-dependent change twice:
+        read the object before deciding, or make such calls with an idempotency key.
+        False when only a different request can succeed: it is invalid, a precondition
+        is false, the object or its kind does not exist, or permission is denied.
+        Decided by :func:`is_retryable` with :attr:`idempotent`."""
         return is_retryable(self.code, self.write_failure_reason, idempotent=self.idempotent)
 
     @property
@@ -285,15 +286,19 @@ class NotFoundError(SafewriteError):
 
 
 class DeadlineExceededError(SafewriteError):
-    """DEADLINE_EXCEEDED: the call's timeout ran out. A write sent just before may or
-    may not have been applied (see :attr:`attempt_records`); with an
-    ``idempotency_key``, send the same change with the same key again to find out
-    safely."""
+    """DEADLINE_EXCEEDED: the call's timeout ran out. When the sidecar says so itself
+    (reason ``DEADLINE_EXCEEDED``) no write is in doubt, and :attr:`retryable` is True.
+    When the timeout cut the call off here, before any answer (no reason), a write sent
+    just before may or may not have been applied: it is retryable only with an
+    ``idempotency_key``; send the same change with the same key again to find out
+    safely. (A deadline that cut off a write's answer in the sidecar, for a call without
+    a key, is :class:`OutcomeUnknownError`.)"""
 
 
 class OutcomeUnknownError(SafewriteError):
     """UNKNOWN with reason ``WRITE_OUTCOME_UNKNOWN``: a write was sent but its answer
-    was lost, so the change may or may not have been applied, and safewrite did not
+    was lost (or the call's deadline cut it off), so the change may or may not have
+    been applied, and safewrite did not
     retry it because the call had no ``idempotency_key`` (a second try could apply a
     read-dependent change twice). :attr:`retryable` is then False: read the object to
     find out before deciding, or make such calls with an ``idempotency_key``: then
@@ -302,7 +307,9 @@ class OutcomeUnknownError(SafewriteError):
 
 
 class CancelledError(SafewriteError):
-    """CANCELLED: the call was cancelled, or a transaction ended before its end."""
+    """CANCELLED: the call was cancelled (retryable only with an ``idempotency_key``, a
+    write may have been in flight), or a transaction ended before its end (reason
+    ``TRANSACTION_CANCELLED``, not retryable)."""
 
 
 class InternalError(SafewriteError):

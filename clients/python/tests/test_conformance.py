@@ -1,24 +1,32 @@
 """The shared conformance cases (../../conformance/cases.json), one test per case, run
 through this client against the real sidecar: requests are the cases' proto3 JSON
 messages, sent with Client.send; answers and errors are read the way callers read them
-(Result, SafewriteError)."""
+(Result, SafewriteError). The file's retry advice table is checked without a sidecar,
+through a client's calls to an in-process WriterService that fails each call as the
+sidecar would."""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
+from concurrent import futures
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+import grpc
 import pytest
-from google.protobuf import json_format
+from google.protobuf import any_pb2, json_format
+from google.rpc import error_details_pb2, status_pb2
 
 import safewrite_client as sw
-from safewrite_client.v1 import writer_pb2
+from safewrite_client.v1 import writer_pb2, writer_pb2_grpc
 
 CASES_FILE = Path(__file__).resolve().parents[2] / "conformance" / "cases.json"
-CASES: List[Dict[str, Any]] = json.loads(CASES_FILE.read_text(encoding="utf-8"))["cases"]
+_FILE: Dict[str, Any] = json.loads(CASES_FILE.read_text(encoding="utf-8"))
+CASES: List[Dict[str, Any]] = _FILE["cases"]
+#: The retry advice every client gives: {reason, code, retryable, retryable_with_key}.
+ADVICE: List[Dict[str, Any]] = _FILE["advice"]["cases"]
 
 #: Cases the sidecar fails today where its behaviour contradicts the contract
 #: (proto/safewrite/v1/writer.proto), not the case: expected failures, strictly, so the
@@ -131,3 +139,89 @@ def test_every_case_is_well_formed() -> None:
                 sw.Reason.Value(expect["write_failure_reason"])  # a real enum name
             else:
                 writer_pb2.Outcome.Value(expect["outcome"])
+
+
+# --- the retry advice table, through this client's path for a failed call -----------
+
+
+def sidecar_status(reason: str, code: grpc.StatusCode) -> Optional[bytes]:
+    """The serialized google.rpc.Status the sidecar sends with a failure for ``reason``
+    (a Reason name): an ErrorInfo of domain safewrite.dev whose reason is the name
+    without ``REASON_``, and a WriteFailure with the value. None (no details at all) for
+    REASON_UNSPECIFIED, as when the sidecar was not reached."""
+    value = sw.Reason.Value(reason)
+    if value == writer_pb2.REASON_UNSPECIFIED:
+        return None
+    info, failure = any_pb2.Any(), any_pb2.Any()
+    info.Pack(error_details_pb2.ErrorInfo(reason=reason[len("REASON_"):], domain=sw.DOMAIN))
+    failure.Pack(writer_pb2.WriteFailure(reason=value))
+    return status_pb2.Status(
+        code=code.value[0], message="advice", details=[info, failure]
+    ).SerializeToString()
+
+
+#: The gRPC code and serialized status details a failing call gets, by target name.
+Failures = Dict[str, Tuple[grpc.StatusCode, Optional[bytes]]]
+
+
+class FailingWriter(writer_pb2_grpc.WriterServiceServicer):
+    """Fails every UpdateWithRetry as its failures say for the target's name."""
+
+    def __init__(self, failures: Failures) -> None:
+        self.failures = failures
+
+    def UpdateWithRetry(self, request: Any, context: Any) -> Any:
+        code, details = self.failures[request.target.name]
+        if details is not None:
+            context.set_trailing_metadata((("grpc-status-details-bin", details),))
+        context.abort(code, "advice")
+
+
+class Failing(NamedTuple):
+    failures: Failures
+    client: sw.Client
+
+
+@pytest.fixture(scope="module")
+def failing() -> Iterator[Failing]:
+    """A client of an in-process FailingWriter, and the writer's failures."""
+    failures: Failures = {}
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    writer_pb2_grpc.add_WriterServiceServicer_to_server(FailingWriter(failures), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with sw.Client("127.0.0.1:%d" % port, timeout=10) as client:
+            yield Failing(failures, client)
+    finally:
+        server.stop(None)
+
+
+@pytest.mark.parametrize(
+    "row", ADVICE, ids=["%s-%s" % (row["reason"], row["code"]) for row in ADVICE]
+)
+def test_advice(row: Dict[str, Any], failing: Failing) -> None:
+    """Each row, as the sidecar sends it, decoded as this client decodes a failed call,
+    without and with an idempotency key: ``retryable`` as the row says."""
+    code = grpc.StatusCode[row["code"]]
+    name = "advice-%s" % uuid.uuid4().hex[:10]
+    failing.failures[name] = (code, sidecar_status(row["reason"], code))
+    ref = sw.ObjectRef("v1", "ConfigMap", "advice", name)
+    for key, want in ((None, row["retryable"]), ("advice-key", row["retryable_with_key"])):
+        with pytest.raises(sw.SafewriteError) as info:
+            failing.client.update(ref, merge_patch={}, idempotency_key=key)
+        err = info.value
+        assert (err.code, sw.Reason.Name(err.write_failure_reason)) == (code, row["reason"])
+        assert err.idempotent is (key is not None)
+        assert err.retryable is want, "%s %s, idempotency key %r: retryable %s, want %s" % (
+            row["reason"], row["code"], key, err.retryable, want
+        )
+
+
+def test_every_reason_has_advice() -> None:
+    covered = {row["reason"] for row in ADVICE}
+    missing = sorted(set(sw.Reason.keys()) - covered)
+    assert not missing, "cases.json's advice has no row for %s" % missing
+    unknown = sorted(covered - set(sw.Reason.keys()))
+    assert not unknown, "advice rows for values this client's Reason enum does not know " \
+        "(regenerate src/safewrite_client/v1): %s" % unknown

@@ -5,7 +5,7 @@ import dev.safewrite.NotFoundException;
 import dev.safewrite.ObjectRef;
 import dev.safewrite.SafewriteClient;
 import dev.safewrite.SafewriteException;
-import dev.safewrite.WriteOption;
+import dev.safewrite.WriteConfig;
 import io.javaoperatorsdk.operator.api.reconciler.Context;
 import io.javaoperatorsdk.operator.api.reconciler.ControllerConfiguration;
 import io.javaoperatorsdk.operator.api.reconciler.Reconciler;
@@ -26,6 +26,9 @@ public class WidgetReconciler implements Reconciler<Widget> {
           "{\"status\": {\"capacity\": int(object.spec.size) * 10,"
               + " \"observedGeneration\": object.metadata.generation}}");
 
+  /** Each status write is bounded; the SDK retries a failed reconcile with its own backoff. */
+  static final WriteConfig BOUNDED = WriteConfig.builder().timeout(Duration.ofSeconds(10)).build();
+
   private final SafewriteClient safewrite;
 
   public WidgetReconciler(SafewriteClient safewrite) {
@@ -34,14 +37,8 @@ public class WidgetReconciler implements Reconciler<Widget> {
 
   @Override
   public UpdateControl<Widget> reconcile(Widget widget, Context<Widget> context) {
-    ObjectRef ref =
-        ObjectRef.of(
-            "test.safewrite.dev/v1",
-            "Widget",
-            widget.getMetadata().getNamespace(),
-            widget.getMetadata().getName());
     try {
-      safewrite.patchStatus(ref, STATUS, WriteOption.timeout(Duration.ofSeconds(10)));
+      safewrite.patchStatus(ObjectRef.of(widget), STATUS, BOUNDED);
     } catch (NotFoundException deleted) {
       // Gone since the event: nothing to do.
     } catch (SafewriteException e) {

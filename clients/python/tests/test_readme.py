@@ -1,4 +1,5 @@
-"""The examples in README.md (its ```python blocks; ```py blocks are excerpts) run
+"""README.md as a newcomer uses it: its install commands run as written in a new
+virtualenv, and its examples (its ```python blocks; ```py blocks are excerpts) run
 against the real sidecar (with its address and the test namespace put in)."""
 
 from __future__ import annotations
@@ -12,7 +13,33 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+REPO_ROOT = README.parents[2]
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+INSTALL = re.search(
+    r"<!-- begin: install\b[^>]*-->\s*```sh\n(.*?)```\s*<!-- end: install -->",
+    README.read_text(encoding="utf-8"),
+    re.S,
+)
+
+#: What the installed client must do with no sidecar and no SAFEWRITE_ADDRESS: import
+#: from the virtualenv (not the checkout), with its extras, and read the proto's retry
+#: advice with the protobuf installed there.
+INSTALLED_CHECK = """
+import os, sys
+import grpc
+import safewrite_client as sw
+import safewrite_client.kopf, opentelemetry.propagate
+from safewrite_client.v1 import writer_pb2
+
+assert sw.__file__.startswith(sys.prefix), sw.__file__
+assert "SAFEWRITE_ADDRESS" not in os.environ
+assert sw.default_target() == "127.0.0.1:50051", sw.default_target()
+assert writer_pb2.REASON_CIRCUIT_OPEN in sw.RETRYABLE_REASONS
+lost = writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN
+assert not sw.is_retryable(grpc.StatusCode.UNKNOWN, lost)
+assert sw.is_retryable(grpc.StatusCode.UNKNOWN, lost, idempotent=True)
+print("installed", sw.__version__, "at", os.path.dirname(sw.__file__))
+"""
 
 
 def test_readme_has_examples() -> None:
@@ -38,3 +65,31 @@ def test_readme_example_runs(addr: str, namespace: str, index: int) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip(), "the example printed nothing"
+
+
+def test_install_runs_as_written_in_a_fresh_venv(tmp_path: Path) -> None:
+    """The install block's commands, as written, from the repository root, with the
+    ``pip`` of a new virtualenv that sees no other packages; then the client installed
+    there imports and works offline (INSTALLED_CHECK)."""
+    assert INSTALL, "README.md has no <!-- begin: install --> sh block <!-- end: install -->"
+    commands = [line for line in INSTALL.group(1).splitlines() if line.strip()]
+    assert commands and all(c.startswith("pip install ") for c in commands), commands
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.pop("SAFEWRITE_ADDRESS", None)
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
+    for command in commands:
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", command],
+            cwd=str(REPO_ROOT), env=env, capture_output=True, text=True, timeout=600,
+        )
+        assert proc.returncode == 0, "%s\n%s%s" % (command, proc.stdout, proc.stderr)
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", INSTALLED_CHECK],
+        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("installed "), proc.stdout

@@ -8,8 +8,11 @@
 # compiles, and runs the tests that need no sidecar (the first run downloads Maven,
 # protoc and the dependencies from Maven Central into the normal ~/.m2 cache). Then the
 # whole suite, offline (`mvn -o surefire:test`), inside with-sidecar.sh, which exports
-# SAFEWRITE_ADDRESS and the rest. Prints the counts, the conformance matrix and the time;
-# fails when a test fails and when no test ran at all.
+# SAFEWRITE_ADDRESS and the rest. Then, unless surefire flags pick a part of the suite,
+# install-check.sh follows the README's Install section as written, against a sidecar of
+# its own: it installs the client into ~/.m2 and builds and runs a project made from the
+# README. Prints the counts, the conformance matrix and the time; fails when a test or the
+# install check fails and when no test ran at all.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +30,12 @@ rm -rf "$reports" target/conformance-matrix.txt
 status=0
 bash ../../tests/harness/with-sidecar.sh \
   mvn -q -B -o surefire:test -Dsafewrite.excludedGroups= "$@" || status=$?
+
+if [ $# -eq 0 ]; then
+  bash ../../tests/harness/with-sidecar.sh bash install-check.sh || status=$?
+else
+  echo "test.sh: a part of the suite: install-check.sh not run"
+fi
 
 # Every test class leaves TEST-<class>.xml: sum its counts.
 read -r tests failures errors skipped < <(

@@ -56,6 +56,13 @@ func adviceFor(r Reason, code codes.Code) safewritev1.Retry {
 	return retry
 }
 
+// Advice is what the proto advises after e: the retry option of [Error.ReasonCode], or
+// for RETRY_BY_CODE what its retry_by_code table says of [Error.Code]; never
+// RETRY_BY_CODE or RETRY_UNSPECIFIED. [Error.Retryable] is its answer for this call.
+func (e *Error) Advice() safewritev1.Retry {
+	return adviceFor(e.ReasonCode, e.Code)
+}
+
 // Retryable reports whether the same call, sent again, may succeed and is safe to send,
 // as the proto's retry option of [Error.ReasonCode] says (see safewritev1.Retry):
 //
@@ -76,7 +83,7 @@ func adviceFor(r Reason, code codes.Code) safewritev1.Retry {
 //     DEADLINE_EXCEEDED (the call ended while a write may have been in flight) only
 //     with an idempotency key; any other code no.
 func (e *Error) Retryable() bool {
-	switch adviceFor(e.ReasonCode, e.Code) {
+	switch e.Advice() {
 	case safewritev1.Retry_RETRY_LATER:
 		return true
 	case safewritev1.Retry_RETRY_WITH_IDEMPOTENCY_KEY:

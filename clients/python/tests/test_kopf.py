@@ -34,6 +34,14 @@ def test_retryable_errors_become_temporary_with_the_sidecars_delay() -> None:
     assert isinstance(temporary, kopf.TemporaryError) and temporary.delay == 2.5
     conflict = to_kopf(error(grpc.StatusCode.ABORTED, writer_pb2.REASON_API_SERVER), default_delay=7)
     assert isinstance(conflict, kopf.TemporaryError) and conflict.delay == 7
+    # A write that may have been applied, from a call without a key: not retryable as
+    # it stands, but kopf runs the handler again on the object as it then is, which is
+    # the read the advice asks for.
+    unknown = error(grpc.StatusCode.UNKNOWN, writer_pb2.REASON_WRITE_OUTCOME_UNKNOWN)
+    assert not unknown.retryable
+    assert isinstance(to_kopf(unknown), kopf.TemporaryError)
+    cut_off = error(grpc.StatusCode.DEADLINE_EXCEEDED, writer_pb2.REASON_UNSPECIFIED)
+    assert isinstance(to_kopf(cut_off), kopf.TemporaryError)
     final = to_kopf(error(grpc.StatusCode.INVALID_ARGUMENT, writer_pb2.REASON_INVALID_REQUEST))
     assert isinstance(final, kopf.PermanentError)
     with pytest.raises(kopf.PermanentError) as info:

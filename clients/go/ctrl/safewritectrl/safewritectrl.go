@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"safewrite.dev/clients/go/safewrite"
+	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
 )
 
 // Typed returns a typed safewrite client whose kinds come from the scheme of cl (the
@@ -30,9 +31,11 @@ func Typed(c *safewrite.Client, cl client.Client) *safewrite.Typed {
 //   - any other retryable error ([safewrite.Error.Retryable], as the proto advises:
 //     conflicts that outlasted the retry policy, an outage, the sidecar's own
 //     DEADLINE_EXCEEDED): returned, so the controller requeues with its rate limiter;
-//   - any other error (invalid, forbidden, a precondition false; and, for a call
-//     without an idempotency key, a write whose outcome is unknown, or a call its own
-//     deadline or cancellation cut off while a write may have been in flight): a
+//   - a write that may have been applied, from a call without an idempotency key (its
+//     outcome unknown, or its own deadline or cancellation cut it off): returned too.
+//     The advice is to read the object before deciding again, and a requeued reconcile
+//     does exactly that: it starts from the object as it now is;
+//   - any other error (invalid, forbidden, a precondition false): a
 //     reconcile.TerminalError, logged and not requeued until the object changes again.
 //
 // Errors that are not from safewrite are returned as they are.
@@ -45,6 +48,9 @@ func Result(err error) (reconcile.Result, error) {
 	}
 	var swErr *safewrite.Error
 	if !errors.As(err, &swErr) {
+		return reconcile.Result{}, err
+	}
+	if swErr.Advice() == safewritev1.Retry_RETRY_WITH_IDEMPOTENCY_KEY {
 		return reconcile.Result{}, err
 	}
 	if !swErr.Retryable() {

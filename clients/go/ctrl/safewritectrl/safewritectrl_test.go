@@ -92,11 +92,15 @@ func TestResult(t *testing.T) {
 	if _, err := safewritectrl.Result(invalid); !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, safewrite.ErrInvalid) {
 		t.Errorf("an invalid request: %v", err)
 	}
-	// Cut off by its own deadline, a call may have left a write in flight: only a call
-	// with an idempotency key is sent again.
+	// Cut off by its own deadline, a call may have left a write in flight: it is not
+	// Retryable without a key, but a requeued reconcile reads the object again before
+	// it decides, which is what the advice asks; so it requeues, never terminal.
 	cutOff := safewrite.FromError(status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
-	if _, err := safewritectrl.Result(cutOff); !errors.Is(err, reconcile.TerminalError(nil)) {
-		t.Errorf("a deadline without a key: %v, want a terminal error", err)
+	if cutOff.(*safewrite.Error).Retryable() {
+		t.Errorf("a deadline without a key is Retryable")
+	}
+	if res, err := safewritectrl.Result(cutOff); err != cutOff || res != (reconcile.Result{}) {
+		t.Errorf("a deadline without a key: %v, %v; want the error, to requeue", res, err)
 	}
 	cutOff.(*safewrite.Error).Idempotent = true // as a call WithIdempotencyKey marks its error
 	if res, err := safewritectrl.Result(cutOff); err != cutOff || res != (reconcile.Result{}) {

@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 import kopf as _kopf
 
 from ._aio import AsyncClient
-from ._errors import SafewriteError
+from ._errors import SafewriteError, is_retryable
 from ._sync import Client
 from ._types import ObjectRef, Preconditions, Result
 from .conditions import Condition
@@ -41,8 +41,11 @@ DEFAULT_DELAY = 5.0
 def to_kopf(err: SafewriteError, *, default_delay: float = DEFAULT_DELAY) -> Exception:
     """The kopf exception for a safewrite error: ``kopf.TemporaryError`` when
     :attr:`~safewrite_client.SafewriteError.retryable` (delay from RetryInfo, else
-    ``default_delay``), else ``kopf.PermanentError``. Its message is ``str(err)``."""
-    if err.retryable:
+    ``default_delay``), and also when a write may have been applied by a call without
+    an idempotency key (its outcome unknown, or its timeout cut it off): the advice is
+    to read the object before deciding again, and kopf runs the handler again with the
+    object as it then is. Else ``kopf.PermanentError``. Its message is ``str(err)``."""
+    if is_retryable(err.code, err.write_failure_reason, idempotent=True):
         delay = err.retry_delay if err.retry_delay is not None else default_delay
         return _kopf.TemporaryError(str(err), delay=delay)
     return _kopf.PermanentError(str(err))

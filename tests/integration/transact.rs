@@ -68,12 +68,15 @@ async fn transact(
     panic!("the stream ended without a result")
 }
 
-/// Opens a transaction and answers its first fresh object for the wrong attempt: the
-/// status the transaction ends with.
-async fn answer_the_wrong_attempt(
+/// Opens a transaction and reads the fresh object it is offered first: the caller's half
+/// of the stream and the sidecar's, for tests that then answer it wrongly or not at all.
+async fn opened(
     client: &mut WriterServiceClient<Channel>,
     opening: pb::TransactRequest,
-) -> tonic::Status {
+) -> (
+    mpsc::Sender<pb::TransactRequest>,
+    tonic::Streaming<pb::TransactResponse>,
+) {
     let (tx, rx) = mpsc::channel(2);
     tx.send(opening).await.unwrap();
     let mut answers = client
@@ -83,6 +86,16 @@ async fn answer_the_wrong_attempt(
         .into_inner();
     let fresh = answers.message().await.unwrap().unwrap();
     assert!(matches!(fresh.message, Some(Resp::Fresh(_))));
+    (tx, answers)
+}
+
+/// Opens a transaction and answers its first fresh object for the wrong attempt: the
+/// status the transaction ends with.
+async fn answer_the_wrong_attempt(
+    client: &mut WriterServiceClient<Channel>,
+    opening: pb::TransactRequest,
+) -> tonic::Status {
+    let (tx, mut answers) = opened(client, opening).await;
     tx.send(propose(9, Proposed::ObjectJson("{}".into())))
         .await
         .unwrap();
@@ -328,15 +341,7 @@ async fn abandoned_transactions_write_nothing_and_leave_nothing_behind() {
         let ns = ns.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..100 {
-                let (tx, rx) = mpsc::channel(2);
-                tx.send(begin(&ns, "a", false)).await.unwrap();
-                let mut answers = client
-                    .transact(ReceiverStream::new(rx))
-                    .await
-                    .unwrap()
-                    .into_inner();
-                let fresh = answers.message().await.unwrap().unwrap();
-                assert!(matches!(fresh.message, Some(Resp::Fresh(_))));
+                let (tx, mut answers) = opened(&mut client, begin(&ns, "a", false)).await;
                 if (w + i) % 2 == 0 {
                     // Walk away: drop both halves without answering.
                     drop(answers);
@@ -394,15 +399,7 @@ async fn a_stalled_caller_holds_the_others_no_longer_than_the_idle_timeout() {
     make(&api, "counter").await;
     let mut client = WriterServiceClient::new(sidecar.channel().await);
     // The stalled caller: begins, is offered the object, never answers.
-    let (tx, rx) = mpsc::channel(2);
-    tx.send(begin(&ns, "counter", false)).await.unwrap();
-    let mut stalled = client
-        .transact(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    let offered = stalled.message().await.unwrap().unwrap();
-    assert!(matches!(offered.message, Some(Resp::Fresh(_))));
+    let (tx, mut stalled) = opened(&mut client, begin(&ns, "counter", false)).await;
     // The next caller waits in the queue, then goes once the stalled one has ended.
     let result = transact(&mut client, begin(&ns, "counter", false), increment)
         .await

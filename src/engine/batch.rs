@@ -214,19 +214,14 @@ impl Batcher {
                 attempts: Vec::new(),
             }),
             // The deadline passed while the write was queued or in flight with others:
-            // with an idempotency key, sending it again is safe; without one, its
-            // outcome is what the caller must find out.
-            Err(_) if spec.retry_is_safe() => Err(WriteError {
-                failure: Failure::Deadline {
-                    attempts: 0,
-                    last: "the write carrying this request was still queued or in flight with others (group commit)".into(),
-                },
-                attempts: Vec::new(),
-            }),
+            // it may have been sent.
             Err(_) => Err(WriteError {
-                failure: Failure::OutcomeUnknown {
-                    last: "the deadline passed with this request's write still queued or in flight with others (group commit)".into(),
-                },
+                failure: super::decide::deadline(
+                    spec,
+                    true,
+                    0,
+                    "the write carrying this request was still queued or in flight with others (group commit)".into(),
+                ),
                 attempts: Vec::new(),
             }),
         }

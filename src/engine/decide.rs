@@ -69,15 +69,8 @@ impl Step {
                     last: error.to_string(),
                 })
             }
-            // A deadline that cut a write's answer off leaves its outcome unknown: that,
-            // not the deadline, is what the caller must act on (DEADLINE_EXCEEDED means
-            // no write is in doubt; see the proto's retry options).
-            Failure::Deadline { attempts, last } if maybe_sent && !safe => {
-                Step::Fail(Failure::OutcomeUnknown {
-                    last: format!(
-                        "the deadline passed after {attempts} attempt(s) with the last write in flight; {last}"
-                    ),
-                })
+            Failure::Deadline { attempts, last } => {
+                Step::Fail(deadline(spec, maybe_sent, attempts, last))
             }
             failure => Step::from_failure(failure, decision),
         }
@@ -93,6 +86,22 @@ impl Step {
             });
         }
         Step::from_answer(answer, spec.preconditions.resource_version.as_deref())
+    }
+}
+
+/// The failure of a write whose deadline passed. When a write of it may have been sent
+/// and not answered (`in_doubt`) and it carries no idempotency key, its outcome is what
+/// the caller must act on, not the deadline: DEADLINE_EXCEEDED means no write is in
+/// doubt (see the proto's retry options). The one place this rule is made.
+pub(super) fn deadline(spec: &WriteSpec, in_doubt: bool, attempts: u32, last: String) -> Failure {
+    if in_doubt && !spec.retry_is_safe() {
+        Failure::OutcomeUnknown {
+            last: format!(
+                "the deadline passed after {attempts} attempt(s) with a write in flight; {last}"
+            ),
+        }
+    } else {
+        Failure::Deadline { attempts, last }
     }
 }
 

@@ -45,6 +45,8 @@ pub const REASONS: &[&str] = &[
     "TOKEN_REQUIRED",
     "TOKEN_INVALID",
     "FIELD_MANAGER_CONFLICT",
+    "OBJECT_DELETING",
+    "ALREADY_OWNED",
     // the API server's Status reasons (metav1.StatusReason)
     "Unauthorized",
     "Forbidden",

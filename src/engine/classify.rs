@@ -41,6 +41,10 @@ pub enum Decision {
     Internal,
     /// 422 Invalid: the object is refused; never retried.
     Invalid,
+    /// 422 Invalid because the write adds a finalizer to an object being deleted (its
+    /// deletion began after it was read): final, as safewrite's own refusal of such an
+    /// addition is; a retry would only meet the same answer.
+    ObjectDeleting,
     /// 400 BadRequest (and other malformed-request answers): never retried.
     BadRequest,
     /// 401: never retried.
@@ -80,6 +84,7 @@ impl Decision {
             Decision::Unavailable { .. } => "retry_unavailable",
             Decision::Internal => "retry_internal",
             Decision::Invalid => "invalid",
+            Decision::ObjectDeleting => "object_deleting",
             Decision::BadRequest => "bad_request",
             Decision::Unauthenticated => "unauthenticated",
             Decision::Forbidden => "forbidden",
@@ -97,6 +102,24 @@ impl Decision {
             _ => None,
         }
     }
+}
+
+/// The API server's words for a write that adds a finalizer to an object being deleted.
+const NO_NEW_FINALIZERS: &str = "no new finalizers can be added if the object is being deleted";
+
+/// Whether a 422's causes (or, without causes, its message) say the write added a
+/// finalizer to an object being deleted.
+fn adds_a_finalizer_to_a_deleting_object(status: Option<&Status>) -> bool {
+    let Some(status) = status else {
+        return false;
+    };
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    causes.iter().any(|c| c.message.contains(NO_NEW_FINALIZERS))
+        || (causes.is_empty() && status.message.contains(NO_NEW_FINALIZERS))
 }
 
 /// The most retries an `Internal` answer gets, whatever the policy allows: a failing
@@ -134,6 +157,7 @@ pub fn classify(
         "TooManyRequests" => Decision::Throttled { retry_after },
         "ServerTimeout" | "Timeout" | "ServiceUnavailable" => Decision::Unavailable { retry_after },
         "InternalError" => Decision::Internal,
+        "Invalid" if adds_a_finalizer_to_a_deleting_object(status) => Decision::ObjectDeleting,
         "Invalid" => Decision::Invalid,
         "BadRequest" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "NotAcceptable" => {
             Decision::BadRequest

@@ -7,10 +7,13 @@ use super::batch::Member;
 use super::decide::{Step, is_ambiguous};
 use super::error::Failure;
 use super::fold::{Maker, OwnCode, Verdict};
+use super::result::{Done, Outcome};
 use super::run::Attempted;
 use super::spec::WriteSpec;
 use crate::client::apiserver::Answer;
 use crate::engine::classify::Decision;
+use crate::engine::mutation::Mutation;
+use serde_json::Value;
 
 /// The batch was decided on a remembered copy that turned out stale: every member goes
 /// again at once, from a live read.
@@ -54,6 +57,14 @@ pub(super) async fn missing(engine: &Engine, members: Vec<Member>, answer: &Answ
             break;
         }
         note_answer(member.attempts.current(), answer);
+        if let Some(Mutation::Entry(change)) = &member.spec.mutation
+            && change.removes_a_finalizer()
+        {
+            // Nothing left to remove a finalizer from: done, and the caller learns the
+            // object is gone.
+            member.answer(Ok(Done::new(Outcome::Gone, Value::Null)));
+            continue;
+        }
         match Step::from_answer(answer, None) {
             Step::Fail(failure) | Step::Retry(_, failure) => member.answer(Err(failure)),
             Step::Done(_) => unreachable!("a 404 does not finish a write"),

@@ -12,7 +12,7 @@ use super::body::{main_body, resource_version, status_body};
 use super::error::Failure;
 use super::result::{Done, Outcome};
 use super::spec::{Change, Declarative, Mutator, Subresource, WriteSpec};
-use crate::engine::idempotency;
+use crate::engine::{entries, idempotency};
 
 /// The caller's own code as a member's mutation (Transact, `--exec`): a [`Mutator`]
 /// behind a pointer, so that one loop carries it and declarative members alike.
@@ -185,6 +185,9 @@ pub(super) fn answer_each(
     for (member, verdict) in members.into_iter().zip(verdicts).rev() {
         let state = states.next_back(&verdict);
         let result = match verdict {
+            // The write removed the last finalizer of an object being deleted: the API
+            // server deleted it.
+            Verdict::Changed(_) if entries::is_gone(&state) => Ok(Done::new(Outcome::Gone, state)),
             Verdict::Changed(_) => Ok(Done::new(Outcome::Updated, state)),
             Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, state)),
             Verdict::AlreadyApplied => Ok(Done::already_applied(state)),

@@ -30,11 +30,13 @@ pub mod cel;
 pub mod classify;
 mod decide;
 mod ends;
+pub mod entries;
 mod error;
 mod fold;
 pub mod idempotency;
 mod memory;
 pub mod mutation;
+mod owner;
 pub mod policy;
 mod result;
 mod run;
@@ -54,7 +56,7 @@ use self::batch::Batcher;
 use self::error::{Unresolved, unresolved};
 use self::memory::Memory;
 use crate::client::discovery::{Discovery, Resolved};
-use crate::engine::mutation::FieldViolation;
+use crate::engine::mutation::{FieldViolation, Mutation};
 use crate::target::{ObjectPath, ResourcePath};
 
 pub use self::batch::MAX_MEMBERS;
@@ -113,6 +115,8 @@ impl Engine {
         spec: &WriteSpec,
         deadline: Option<Instant>,
     ) -> Result<Written, WriteError> {
+        let with_owner = self.with_owner_uid(spec, deadline).await?;
+        let spec = with_owner.as_ref().unwrap_or(spec);
         // Without a declarative mutation (refused there) or when it may not be shared.
         if !(self.config.group_commit && spec.may_group()) {
             return self.write_alone(spec, deadline).await;
@@ -135,6 +139,8 @@ impl Engine {
                 attempts: Vec::new(),
             });
         }
+        let with_owner = self.with_owner_uid(spec, deadline).await?;
+        let spec = with_owner.as_ref().unwrap_or(spec);
         let (resolved, request, attempts) = self.begin(spec, deadline).await?;
         batch::alone(self, spec, resolved, request, attempts).await
     }
@@ -277,6 +283,31 @@ impl Engine {
                 "target.kind",
                 format!("{kind} has no status subresource: use UpdateWithRetry"),
             );
+        }
+        // A change the subresource written would silently drop is refused, not UNCHANGED.
+        if let Some(Mutation::Entry(change)) = &spec.mutation {
+            match spec.subresource {
+                Subresource::Main if resolved.has_status => {
+                    if let Some(field) = change.status_field() {
+                        return invalid(
+                            field,
+                            format!(
+                                "{kind} has a status subresource, and UpdateWithRetry never writes status: use PatchStatus"
+                            ),
+                        );
+                    }
+                }
+                Subresource::Status => {
+                    if let Some(field) = change.outside_status_field() {
+                        return invalid(
+                            field,
+                            "PatchStatus writes only status: use UpdateWithRetry for metadata and spec"
+                                .to_string(),
+                        );
+                    }
+                }
+                Subresource::Main => {}
+            }
         }
         Ok(resolved)
     }

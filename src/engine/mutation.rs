@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::engine::cel::short;
 pub use crate::engine::cel::{CEL_MAX_SOURCE, CEL_TIME_LIMIT, Cel};
+pub use crate::engine::entries::EntryChange;
 
 /// The longest excerpt of the request a message quotes (a message is sent back in gRPC
 /// metadata, which has a size limit).
@@ -74,6 +75,20 @@ pub enum ApplyError {
     /// The caller's deadline came while the CEL expression was being evaluated.
     #[error("the deadline passed while the CEL expression was being evaluated")]
     CelDeadline,
+    /// A finalizer cannot be added: the object is being deleted.
+    #[error(
+        "finalizer {0:?} cannot be added: the object is being deleted (it has a deletionTimestamp), and the API server accepts no new finalizer on it"
+    )]
+    Deleting(String),
+    /// Another owner is the object's controller.
+    #[error(
+        "the object is already controlled by {0}: an object has at most one controller; remove that reference first, or ensure this owner without controller"
+    )]
+    AlreadyOwned(String),
+    /// A list path runs through a value that is not an object, or ends at one that is
+    /// not a list, on the current object: the request's path does not fit the object.
+    #[error("{reason}")]
+    PathDoesNotFit { field: String, reason: String },
 }
 
 /// A short name of the JSON type of `value`, for messages.
@@ -99,6 +114,9 @@ pub enum Mutation {
     Apply { configuration: Value, force: bool },
     /// A CEL expression returning a merge patch.
     Cel(Cel),
+    /// A change to one entry of a list: conditions, finalizers, owner references, keyed
+    /// list entries ([`crate::engine::entries`]).
+    Entry(EntryChange),
 }
 
 impl Mutation {
@@ -111,9 +129,12 @@ impl Mutation {
         let kind = mutation.and_then(|m| m.kind.as_ref()).ok_or_else(|| {
             FieldViolation::new(
                 field,
-                "a mutation is required: set one of json_patch, merge_patch, apply or cel",
+                "a mutation is required: set one of json_patch, merge_patch, apply, cel, set_condition, remove_condition, finalizer, owner_reference or list_entry",
             )
         })?;
+        if let Some(entry) = EntryChange::from_proto(field, kind) {
+            return entry.map(Mutation::Entry);
+        }
         match kind {
             Kind::JsonPatch(p) => {
                 let field = format!("{field}.json_patch.patch_json");
@@ -161,6 +182,11 @@ impl Mutation {
                 &format!("{field}.cel.expression"),
                 &c.expression,
             )?)),
+            Kind::SetCondition(_)
+            | Kind::RemoveCondition(_)
+            | Kind::Finalizer(_)
+            | Kind::OwnerReference(_)
+            | Kind::ListEntry(_) => unreachable!("taken by EntryChange::from_proto"),
         }
     }
 
@@ -214,6 +240,7 @@ impl Mutation {
                 json_patch::merge(&mut doc, configuration);
                 Ok(doc)
             }
+            Mutation::Entry(change) => change.apply(fresh, std::time::SystemTime::now()),
         }
     }
 }

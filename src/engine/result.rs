@@ -19,6 +19,10 @@ pub enum Outcome {
     Created,
     /// The caller's code aborted: nothing was written.
     Aborted,
+    /// The object does not exist any more: a finalizer removal found it gone, or the
+    /// write removed the last finalizer of an object being deleted and the API server
+    /// deleted it.
+    Gone,
 }
 
 impl Outcome {
@@ -30,6 +34,7 @@ impl Outcome {
             Outcome::Unchanged => "unchanged",
             Outcome::Created => "created",
             Outcome::Aborted => "aborted",
+            Outcome::Gone => "gone",
         }
     }
 }

@@ -107,7 +107,12 @@ impl WriteSpec {
             && self.preconditions.resource_version.is_none()
             && matches!(
                 self.mutation,
-                Some(Mutation::JsonPatch(_) | Mutation::MergePatch(_) | Mutation::Cel(_))
+                Some(
+                    Mutation::JsonPatch(_)
+                        | Mutation::MergePatch(_)
+                        | Mutation::Cel(_)
+                        | Mutation::Entry(_)
+                )
             )
     }
 

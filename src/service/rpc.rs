@@ -42,6 +42,7 @@ pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str
         pb::Outcome::Unchanged => engine::Outcome::Unchanged,
         pb::Outcome::Created => engine::Outcome::Created,
         pb::Outcome::Aborted => engine::Outcome::Aborted,
+        pb::Outcome::Gone => engine::Outcome::Gone,
         pb::Outcome::Unspecified => return "unspecified",
     };
     outcome.name(already_applied)

@@ -136,6 +136,7 @@ pub fn outcome(outcome: Outcome) -> pb::Outcome {
         Outcome::Unchanged => pb::Outcome::Unchanged,
         Outcome::Created => pb::Outcome::Created,
         Outcome::Aborted => pb::Outcome::Aborted,
+        Outcome::Gone => pb::Outcome::Gone,
     }
 }
 

@@ -154,6 +154,25 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
             Reason::DeadlineExceeded,
             format!("{error}; nothing was written; give the call a longer deadline"),
         ),
+        ApplyError::Deleting(_) => Answer::new(
+            Code::FailedPrecondition,
+            Reason::ObjectDeleting,
+            format!(
+                "{error}; nothing was written (the current object is in the WriteFailure detail)"
+            ),
+        )
+        .current(Some(current.clone())),
+        ApplyError::AlreadyOwned(_) => Answer::new(
+            Code::FailedPrecondition,
+            Reason::AlreadyOwned,
+            format!(
+                "{error}; nothing was written (the current object is in the WriteFailure detail)"
+            ),
+        )
+        .current(Some(current.clone())),
+        ApplyError::PathDoesNotFit { field, reason } => {
+            invalid(&FieldViolation::new(field.clone(), reason.clone()))
+        }
         _ => Answer::new(
             Code::FailedPrecondition,
             Reason::MutationDoesNotApply,
@@ -213,6 +232,14 @@ fn api(
             format!(
                 "server-side apply conflicts with other field managers on: {}; set apply.force to take these fields over, or leave them out of the configuration; nothing was written",
                 fields.join(", ")
+            ),
+        )
+        .metadata("http_status", code.to_string()),
+        Decision::ObjectDeleting => Answer::new(
+            Code::FailedPrecondition,
+            Reason::ObjectDeleting,
+            format!(
+                "a finalizer cannot be added: the object is being deleted ({said}); nothing was written, not retried"
             ),
         )
         .metadata("http_status", code.to_string()),

@@ -9,9 +9,11 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 OUTCOME_ABORTED: Outcome
 OUTCOME_CREATED: Outcome
+OUTCOME_GONE: Outcome
 OUTCOME_UNCHANGED: Outcome
 OUTCOME_UNSPECIFIED: Outcome
 OUTCOME_UPDATED: Outcome
+REASON_ALREADY_OWNED: Reason
 REASON_API_SERVER: Reason
 REASON_API_SERVER_UNREACHABLE: Reason
 REASON_BAD_ANSWER: Reason
@@ -23,6 +25,7 @@ REASON_INVALID_CEL: Reason
 REASON_INVALID_REQUEST: Reason
 REASON_MALFORMED_REQUEST: Reason
 REASON_MUTATION_DOES_NOT_APPLY: Reason
+REASON_OBJECT_DELETING: Reason
 REASON_OVERLOADED: Reason
 REASON_POLICY_DENIED: Reason
 REASON_PRECONDITION_FAILED: Reason
@@ -71,6 +74,30 @@ class CelMutation(_message.Message):
     expression: str
     def __init__(self, expression: _Optional[str] = ...) -> None: ...
 
+class Condition(_message.Message):
+    __slots__ = ["last_transition_time", "message", "observed_generation", "reason", "status", "type"]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    last_transition_time: str
+    message: str
+    observed_generation: int
+    reason: str
+    status: str
+    type: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., observed_generation: _Optional[int] = ..., last_transition_time: _Optional[str] = ...) -> None: ...
+
+class FinalizerChange(_message.Message):
+    __slots__ = ["finalizer", "remove"]
+    FINALIZER_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    finalizer: str
+    remove: bool
+    def __init__(self, finalizer: _Optional[str] = ..., remove: bool = ...) -> None: ...
+
 class FreshObject(_message.Message):
     __slots__ = ["attempt", "creating", "object_json", "resource_version"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +116,18 @@ class JsonPatch(_message.Message):
     patch_json: str
     def __init__(self, patch_json: _Optional[str] = ...) -> None: ...
 
+class ListEntryChange(_message.Message):
+    __slots__ = ["entry_json", "keys", "path", "remove"]
+    ENTRY_JSON_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    entry_json: str
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    path: str
+    remove: bool
+    def __init__(self, path: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., entry_json: _Optional[str] = ..., remove: bool = ...) -> None: ...
+
 class MergePatch(_message.Message):
     __slots__ = ["patch_json"]
     PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -96,16 +135,26 @@ class MergePatch(_message.Message):
     def __init__(self, patch_json: _Optional[str] = ...) -> None: ...
 
 class Mutation(_message.Message):
-    __slots__ = ["apply", "cel", "json_patch", "merge_patch"]
+    __slots__ = ["apply", "cel", "finalizer", "json_patch", "list_entry", "merge_patch", "owner_reference", "remove_condition", "set_condition"]
     APPLY_FIELD_NUMBER: _ClassVar[int]
     CEL_FIELD_NUMBER: _ClassVar[int]
+    FINALIZER_FIELD_NUMBER: _ClassVar[int]
     JSON_PATCH_FIELD_NUMBER: _ClassVar[int]
+    LIST_ENTRY_FIELD_NUMBER: _ClassVar[int]
     MERGE_PATCH_FIELD_NUMBER: _ClassVar[int]
+    OWNER_REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_CONDITION_FIELD_NUMBER: _ClassVar[int]
+    SET_CONDITION_FIELD_NUMBER: _ClassVar[int]
     apply: ServerSideApply
     cel: CelMutation
+    finalizer: FinalizerChange
     json_patch: JsonPatch
+    list_entry: ListEntryChange
     merge_patch: MergePatch
-    def __init__(self, json_patch: _Optional[_Union[JsonPatch, _Mapping]] = ..., merge_patch: _Optional[_Union[MergePatch, _Mapping]] = ..., apply: _Optional[_Union[ServerSideApply, _Mapping]] = ..., cel: _Optional[_Union[CelMutation, _Mapping]] = ...) -> None: ...
+    owner_reference: OwnerReferenceChange
+    remove_condition: RemoveCondition
+    set_condition: SetCondition
+    def __init__(self, json_patch: _Optional[_Union[JsonPatch, _Mapping]] = ..., merge_patch: _Optional[_Union[MergePatch, _Mapping]] = ..., apply: _Optional[_Union[ServerSideApply, _Mapping]] = ..., cel: _Optional[_Union[CelMutation, _Mapping]] = ..., set_condition: _Optional[_Union[SetCondition, _Mapping]] = ..., remove_condition: _Optional[_Union[RemoveCondition, _Mapping]] = ..., finalizer: _Optional[_Union[FinalizerChange, _Mapping]] = ..., owner_reference: _Optional[_Union[OwnerReferenceChange, _Mapping]] = ..., list_entry: _Optional[_Union[ListEntryChange, _Mapping]] = ...) -> None: ...
 
 class ObjectRef(_message.Message):
     __slots__ = ["api_version", "kind", "name", "namespace"]
@@ -118,6 +167,30 @@ class ObjectRef(_message.Message):
     name: str
     namespace: str
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class OwnerReference(_message.Message):
+    __slots__ = ["api_version", "block_owner_deletion", "controller", "kind", "name", "uid"]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_OWNER_DELETION_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    block_owner_deletion: bool
+    controller: bool
+    kind: str
+    name: str
+    uid: str
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., controller: bool = ..., block_owner_deletion: bool = ...) -> None: ...
+
+class OwnerReferenceChange(_message.Message):
+    __slots__ = ["owner", "remove"]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    owner: OwnerReference
+    remove: bool
+    def __init__(self, owner: _Optional[_Union[OwnerReference, _Mapping]] = ..., remove: bool = ...) -> None: ...
 
 class PatchStatusRequest(_message.Message):
     __slots__ = ["mutation", "options", "preconditions", "retry_policy", "target"]
@@ -149,6 +222,14 @@ class Preconditions(_message.Message):
     uid: str
     def __init__(self, uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., cel: _Optional[str] = ...) -> None: ...
 
+class RemoveCondition(_message.Message):
+    __slots__ = ["path", "types"]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, types: _Optional[_Iterable[str]] = ..., path: _Optional[str] = ...) -> None: ...
+
 class RetryByCode(_message.Message):
     __slots__ = ["later", "with_idempotency_key"]
     LATER_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +257,14 @@ class ServerSideApply(_message.Message):
     configuration_json: str
     force: bool
     def __init__(self, configuration_json: _Optional[str] = ..., force: bool = ...) -> None: ...
+
+class SetCondition(_message.Message):
+    __slots__ = ["conditions", "path"]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    conditions: _containers.RepeatedCompositeFieldContainer[Condition]
+    path: str
+    def __init__(self, conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ..., path: _Optional[str] = ...) -> None: ...
 
 class TransactAbort(_message.Message):
     __slots__ = ["reason"]

@@ -4,7 +4,10 @@ starts a control plane and sidecars with ../../tests/harness/with-sidecar.sh).""
 from __future__ import annotations
 
 import os
+import ssl
+import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterator
 
 import pytest
@@ -89,6 +92,34 @@ def read(client: sw.Client) -> Callable[[sw.ObjectRef], Dict[str, Any]]:
         return result.object
 
     return read_
+
+
+@pytest.fixture
+def control_plane(addr: str) -> Dict[str, str]:
+    """The control plane's env file (SERVER, ADMIN_TOKEN, CA_FILE) as a dict."""
+    env: Dict[str, str] = {}
+    for line in Path(os.environ["SAFEWRITE_CP_ENV"]).read_text(encoding="utf-8").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            env[key.strip()] = value.strip().strip("'\"")
+    return env
+
+
+@pytest.fixture
+def delete_configmap(control_plane: Dict[str, str]) -> Callable[[sw.ObjectRef], None]:
+    """Returns a function deleting a ConfigMap with the API server itself (the sidecar
+    does not delete): an object with finalizers then stays, being deleted."""
+
+    def delete(ref: sw.ObjectRef) -> None:
+        url = "%s/api/v1/namespaces/%s/configmaps/%s" % (control_plane["SERVER"], ref.namespace, ref.name)
+        request = urllib.request.Request(
+            url, method="DELETE", headers={"Authorization": "Bearer " + control_plane["ADMIN_TOKEN"]}
+        )
+        context = ssl.create_default_context(cafile=control_plane["CA_FILE"])
+        with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+            assert answer.status in (200, 202), answer.status
+
+    return delete
 
 
 @pytest.fixture

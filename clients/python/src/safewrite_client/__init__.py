@@ -16,8 +16,10 @@ fresh read, within the call's timeout::
 subclass per gRPC status code, carrying safewrite's rich error details and whether
 sending the same call again may help and is safe (:attr:`SafewriteError.retryable`; a
 write whose outcome is unknown counts only when the call carried an idempotency key).
-:mod:`safewrite_client.conditions` sets status conditions; :mod:`safewrite_client.kopf`
-adapts errors and status writes to kopf. The generated protobuf and gRPC modules are in
+ Besides generic patches, a write may
+set or remove status conditions (:class:`Condition`), a finalizer, an owner reference
+(:class:`OwnerReference`) or an entry of a keyed list (:class:`ListEntry`), each with
+exact semantics. :mod:`safewrite_client.kopf` adapts errors and writes to kopf. The generated protobuf and gRPC modules are in
 :mod:`safewrite_client.v1`.
 """
 
@@ -31,9 +33,9 @@ from ._core import (
     WriteArgs,
     channel_options,
     default_target,
-    mutation,
 )
 from ._errors import (
+    AlreadyOwnedError,
     BY_CODE_REASONS,
     DOMAIN,
     FINAL_REASONS,
@@ -48,6 +50,7 @@ from ._errors import (
     InternalError,
     InvalidError,
     NotFoundError,
+    ObjectDeletingError,
     OutcomeUnknownError,
     PermissionDeniedError,
     PreconditionFailedError,
@@ -62,17 +65,21 @@ from ._errors import (
     is_retryable,
     reason_name,
 )
+from ._mutation import MutationArgs, mutation
 from ._sync import Client
 from ._types import (
     Abort,
     AttemptRecord,
     FieldViolation,
+    ListEntry,
     ObjectRef,
     Outcome,
+    OwnerReference,
     Preconditions,
     Result,
     RetryPolicy,
 )
+from .conditions import Condition
 
 __version__ = "0.2.0"
 
@@ -88,19 +95,25 @@ __all__ = [
     "RETRYABLE_WITH_KEY_REASONS",
     "WRITE_OUTCOME_UNKNOWN",
     "Abort",
+    "AlreadyOwnedError",
     "AsyncClient",
     "AttemptRecord",
     "CancelledError",
     "Client",
+    "Condition",
     "ConflictError",
     "DeadlineExceededError",
     "FieldViolation",
     "InternalError",
     "InvalidError",
+    "ListEntry",
+    "MutationArgs",
     "NotFoundError",
+    "ObjectDeletingError",
     "ObjectRef",
     "Outcome",
     "OutcomeUnknownError",
+    "OwnerReference",
     "PermissionDeniedError",
     "PreconditionFailedError",
     "Preconditions",

@@ -13,7 +13,6 @@ from typing import (
     Any,
     Callable,
     Dict,
-    FrozenSet,
     List,
     Mapping,
     NoReturn,
@@ -28,14 +27,18 @@ import grpc
 from google.protobuf import duration_pb2
 
 from ._errors import SafewriteError, attempt_record, from_rpc_error
+from ._mutation import (
+    MUTATION_KEYS,
+    JsonObject,
+    MutationArgs,
+    check_keys,
+    dumps,
+    keys_of,
+    mutation,
+)
 from ._tracing import Injector, Metadata, load_injector, trace_metadata
 from ._types import Abort, ObjectRef, Outcome, Preconditions, Result, RetryPolicy
 from .v1 import writer_pb2
-
-#: A JSON object given either as a mapping or as JSON text.
-JsonObject = Union[Mapping[str, Any], str]
-#: A JSON Patch given either as a sequence of operations or as JSON text.
-JsonPatchOps = Union[Sequence[Mapping[str, Any]], str]
 
 # --- where the sidecar is ----------------------------------------------------------
 
@@ -150,21 +153,15 @@ class Settings:
 # --- a call's keyword arguments ----------------------------------------------------
 
 
-class WriteArgs(TypedDict, total=False):
+class WriteArgs(MutationArgs, total=False):
     """The keyword arguments of :meth:`~safewrite_client.Client.patch_status` (and,
     with :class:`UpdateArgs`' two more, of ``update``), declared once for both clients.
 
-    Exactly one mutation:
-
-    - ``cel``: a CEL expression over ``object`` returning a map, applied as a merge
-      patch, e.g. ``'{"data": {"n": string(int(object.data.n) + 1)}}'``.
-    - ``merge_patch``: an RFC 7386 JSON merge patch (a dict or JSON text).
-    - ``json_patch``: an RFC 6902 JSON Patch (a list of operations or JSON text); its
-      ``test`` operations are preconditions.
-    - ``apply``: a server-side apply configuration (a dict or JSON text) with
-      apiVersion, kind, metadata.name and the fields this manager owns; needs
-      ``field_manager``. ``force=True`` takes over fields other managers own instead
-      of failing with :class:`~safewrite_client.ConflictError`.
+    Exactly one mutation: ``cel``, ``merge_patch``, ``json_patch``, ``apply`` (with
+    ``force``), ``set_conditions`` or ``remove_conditions`` (with
+    ``conditions_path``), ``add_finalizer``, ``remove_finalizer``, ``ensure_owner``,
+    ``remove_owner``, ``upsert_list_entry`` or ``remove_list_entry``; see
+    :class:`MutationArgs`.
 
     Options: ``preconditions`` (:class:`~safewrite_client.Preconditions`, checked on
     the fresh object before every write), ``retry_policy``
@@ -174,11 +171,6 @@ class WriteArgs(TypedDict, total=False):
     (seconds for the whole call, every attempt and backoff; default the client's).
     """
 
-    cel: str
-    merge_patch: JsonObject
-    json_patch: JsonPatchOps
-    apply: JsonObject
-    force: bool
     preconditions: Optional[Preconditions]
     retry_policy: Optional[RetryPolicy]
     field_manager: Optional[str]
@@ -222,30 +214,12 @@ class TransactArgs(TypedDict, total=False):
     timeout: Optional[float]
 
 
-def _keys(cls: Any) -> FrozenSet[str]:
-    return frozenset(cls.__annotations__)
-
-
-_WRITE_KEYS = _keys(WriteArgs)
-_UPDATE_KEYS = _keys(UpdateArgs)
-_TRANSACT_KEYS = _keys(TransactArgs)
-_MUTATION_KEYS = ("cel", "merge_patch", "json_patch", "apply")
-
-
-def _check_keys(method: str, given: Mapping[str, Any], allowed: FrozenSet[str]) -> None:
-    unknown = sorted(set(given) - allowed)
-    if unknown:
-        raise TypeError("%s() got an unexpected keyword argument %r" % (method, unknown[0]))
+_WRITE_KEYS = keys_of(WriteArgs)
+_UPDATE_KEYS = keys_of(UpdateArgs)
+_TRANSACT_KEYS = keys_of(TransactArgs)
 
 
 # --- Python values -> messages -----------------------------------------------------
-
-
-def dumps(value: Any) -> str:
-    """Encodes a JSON value compactly; text is passed through as it is."""
-    if isinstance(value, (str, bytes)):
-        return value.decode("utf-8") if isinstance(value, bytes) else value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def loads_object(text: str) -> Dict[str, Any]:
@@ -264,49 +238,6 @@ def target(ref: ObjectRef) -> writer_pb2.ObjectRef:
         raise TypeError("ref must be a safewrite_client.ObjectRef, not %s" % type(ref).__name__)
     return writer_pb2.ObjectRef(
         api_version=ref.api_version, kind=ref.kind, namespace=ref.namespace or "", name=ref.name
-    )
-
-
-def mutation(
-    *,
-    cel: Optional[str] = None,
-    merge_patch: Optional[JsonObject] = None,
-    json_patch: Optional[JsonPatchOps] = None,
-    apply: Optional[JsonObject] = None,
-    force: bool = False,
-) -> writer_pb2.Mutation:
-    """The ``safewrite.v1.Mutation`` for exactly one of the mutation arguments; a
-    :meth:`~safewrite_client.Client.transact` function may return one to propose it.
-
-    Raises:
-        ValueError: not exactly one mutation, or ``force`` without ``apply``.
-    """
-    given = [
-        name
-        for name, value in (
-            ("cel", cel),
-            ("merge_patch", merge_patch),
-            ("json_patch", json_patch),
-            ("apply", apply),
-        )
-        if value is not None
-    ]
-    if len(given) != 1:
-        raise ValueError(
-            "give exactly one of cel, merge_patch, json_patch or apply (got %s)"
-            % (", ".join(given) or "none")
-        )
-    if force and apply is None:
-        raise ValueError("force applies only to server-side apply (apply=...)")
-    if cel is not None:
-        return writer_pb2.Mutation(cel=writer_pb2.CelMutation(expression=cel))
-    if merge_patch is not None:
-        return writer_pb2.Mutation(merge_patch=writer_pb2.MergePatch(patch_json=dumps(merge_patch)))
-    if json_patch is not None:
-        return writer_pb2.Mutation(json_patch=writer_pb2.JsonPatch(patch_json=dumps(json_patch)))
-    assert apply is not None
-    return writer_pb2.Mutation(
-        apply=writer_pb2.ServerSideApply(configuration_json=dumps(apply), force=force)
     )
 
 
@@ -395,10 +326,10 @@ def update_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
         TypeError: an unknown keyword or a value of the wrong type.
         ValueError: not exactly one mutation, or an empty idempotency key.
     """
-    _check_keys("update", args, _UPDATE_KEYS)
+    check_keys("update", args, _UPDATE_KEYS)
     request = writer_pb2.UpdateWithRetryRequest(
         target=target(ref),
-        mutation=mutation(**{k: args[k] for k in _MUTATION_KEYS + ("force",) if k in args}),
+        mutation=mutation(**{k: args[k] for k in MUTATION_KEYS if k in args}),
         preconditions=_preconditions(args.get("preconditions")),
         retry_policy=_retry_policy(args.get("retry_policy")),
         options=_options(args),
@@ -409,10 +340,10 @@ def update_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
 def patch_status_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
     """The ``PatchStatus`` call for ``patch_status(ref, **args)``; raises as
     :func:`update_call`."""
-    _check_keys("patch_status", args, _WRITE_KEYS)
+    check_keys("patch_status", args, _WRITE_KEYS)
     request = writer_pb2.PatchStatusRequest(
         target=target(ref),
-        mutation=mutation(**{k: args[k] for k in _MUTATION_KEYS + ("force",) if k in args}),
+        mutation=mutation(**{k: args[k] for k in MUTATION_KEYS if k in args}),
         preconditions=_preconditions(args.get("preconditions")),
         retry_policy=_retry_policy(args.get("retry_policy")),
         options=_options(args),
@@ -456,7 +387,7 @@ def unary_result(response: Any) -> Result:
 def begin(ref: ObjectRef, args: Mapping[str, Any]) -> Tuple[writer_pb2.TransactBegin, Optional[float]]:
     """The ``TransactBegin`` and timeout for ``transact(ref, fn, **args)``; raises as
     :func:`update_call`."""
-    _check_keys("transact", args, _TRANSACT_KEYS)
+    check_keys("transact", args, _TRANSACT_KEYS)
     message = writer_pb2.TransactBegin(
         target=target(ref),
         status=bool(args.get("status", False)),

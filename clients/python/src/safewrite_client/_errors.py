@@ -259,6 +259,30 @@ class PreconditionFailedError(SafewriteError):
     holds the object as it is now."""
 
 
+class ObjectDeletingError(PreconditionFailedError):
+    """FAILED_PRECONDITION with reason ``OBJECT_DELETING``: a finalizer cannot be added,
+    the object is being deleted (it has a ``deletionTimestamp``). Nothing was written;
+    not worth retrying. A controller then runs its cleanup instead."""
+
+
+class AlreadyOwnedError(PreconditionFailedError):
+    """FAILED_PRECONDITION with reason ``ALREADY_OWNED``: another owner is already the
+    object's controller, so a ``controller`` reference cannot be ensured. The message
+    names that controller, and so does :attr:`controller`. Nothing was written; not
+    worth retrying."""
+
+    @property
+    def controller(self) -> Optional[Dict[str, Any]]:
+        """The owner reference that is the object's controller, from
+        :attr:`current_object`; None when the error carried no object."""
+        meta = (self.current_object or {}).get("metadata")
+        references = meta.get("ownerReferences") if isinstance(meta, dict) else None
+        for reference in references if isinstance(references, list) else ():
+            if isinstance(reference, dict) and reference.get("controller") is True:
+                return reference
+        return None
+
+
 class UnavailableError(SafewriteError):
     """UNAVAILABLE: the API server (or the sidecar) is unavailable, throttling, or
     behind an open circuit breaker; retry after :attr:`retry_delay`."""
@@ -339,6 +363,14 @@ _BY_CODE: Dict[grpc.StatusCode, Type[SafewriteError]] = {
 
 _BY_CODE_AND_REASON: Dict[Tuple[grpc.StatusCode, str], Type[SafewriteError]] = {
     (grpc.StatusCode.UNKNOWN, WRITE_OUTCOME_UNKNOWN): OutcomeUnknownError,
+    (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason_name(writer_pb2.REASON_OBJECT_DELETING),
+    ): ObjectDeletingError,
+    (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason_name(writer_pb2.REASON_ALREADY_OWNED),
+    ): AlreadyOwnedError,
 }
 
 
@@ -347,7 +379,10 @@ def error_class(
 ) -> Type[SafewriteError]:
     """The exception class this client raises for a gRPC status code and, where it
     matters, the ErrorInfo reason (UNKNOWN with ``WRITE_OUTCOME_UNKNOWN`` is
-    :class:`OutcomeUnknownError`; any other UNKNOWN is :class:`SafewriteError`)."""
+    :class:`OutcomeUnknownError`, any other UNKNOWN :class:`SafewriteError`;
+    FAILED_PRECONDITION with ``OBJECT_DELETING`` or ``ALREADY_OWNED`` is
+    :class:`ObjectDeletingError` or :class:`AlreadyOwnedError`, both
+    :class:`PreconditionFailedError`)."""
     if reason is not None:
         cls = _BY_CODE_AND_REASON.get((code, reason))
         if cls is not None:

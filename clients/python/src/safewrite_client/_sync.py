@@ -99,18 +99,25 @@ class Client:
     def update(self, ref: ObjectRef, **kwargs: "Unpack[core.UpdateArgs]") -> Result:
         """Changes an object's main resource, retried on conflict (``UpdateWithRetry``).
 
-        Give exactly one mutation (``cel=``, ``merge_patch=``, ``json_patch=`` or
-        ``apply=``) and any options (see :class:`~safewrite_client.UpdateArgs`); the
-        mutation is re-applied to the fresh object on every attempt, so read-dependent
-        changes are never lost. A mutation that changes nothing writes nothing and
-        returns ``Outcome.UNCHANGED``. The status of a kind with a status subresource
-        is never changed: use :meth:`patch_status`.
+        Give exactly one mutation (``cel=``, ``merge_patch=``, ``json_patch=``,
+        ``apply=``, ``set_conditions=``, ``remove_conditions=``, ``add_finalizer=``,
+        ``remove_finalizer=``, ``ensure_owner=``, ``remove_owner=``,
+        ``upsert_list_entry=`` or ``remove_list_entry=``; see
+        :class:`~safewrite_client.MutationArgs`) and any options (see
+        :class:`~safewrite_client.UpdateArgs`); the mutation is re-applied to the fresh
+        object on every attempt, so read-dependent changes are never lost. A mutation
+        that changes nothing writes nothing and returns ``Outcome.UNCHANGED``; a
+        finalizer removal that finds the object gone, or lets the API server delete it,
+        returns ``Outcome.GONE`` (``result.gone``). The status of a kind with a status
+        subresource is never changed: use :meth:`patch_status`.
 
         Raises:
             SafewriteError: a subclass per failure, e.g. ConflictError, InvalidError,
-                PreconditionFailedError, NotFoundError, PermissionDeniedError,
-                OutcomeUnknownError.
-            ValueError: not exactly one mutation, or an empty ``idempotency_key``.
+                PreconditionFailedError (ObjectDeletingError, AlreadyOwnedError),
+                NotFoundError, PermissionDeniedError, OutcomeUnknownError.
+            ValueError: not exactly one mutation, a value the sidecar would refuse
+                (e.g. a finalizer that is not a qualified name), or an empty
+                ``idempotency_key``.
             TypeError: an unknown keyword or a value of the wrong type.
         """
         return self._unary(core.update_call(ref, kwargs))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+import json
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,11 @@ class Outcome(enum.IntEnum):
     CREATED = 3
     #: A transaction was aborted by the caller: nothing was written.
     ABORTED = 4
+    #: The object does not exist any more: a finalizer removal found it gone (nothing
+    #: was written, and the result's object is empty), or the write removed the last
+    #: finalizer of an object being deleted, so the API server deleted it (the result's
+    #: object is the object as last written). Skip any status write that would follow.
+    GONE = 5
 
     @classmethod
     def _missing_(cls, value: object) -> "Outcome":
@@ -112,6 +118,13 @@ class Result:
         :attr:`already_applied`, by an earlier call with the same idempotency key."""
         return self.outcome in (Outcome.UPDATED, Outcome.CREATED)
 
+    @property
+    def gone(self) -> bool:
+        """True when the object does not exist any more (:attr:`Outcome.GONE`): a
+        finalizer removal found it deleted, or let the API server delete it. A
+        controller then skips the status write it would make next."""
+        return self.outcome == Outcome.GONE
+
 
 @dataclass(frozen=True)
 class Preconditions:
@@ -152,6 +165,126 @@ class RetryPolicy:
     initial_backoff: Optional[float] = None
     max_backoff: Optional[float] = None
     requeue: bool = False
+
+
+def _required(owner: str, field: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise TypeError("%s.%s is a str, not %s" % (owner, field, type(value).__name__))
+    if not value:
+        raise ValueError("%s.%s is required" % (owner, field))
+
+
+@dataclass(frozen=True)
+class OwnerReference:
+    """An owner of an object (``metav1.OwnerReference``), for the ``ensure_owner=`` and
+    ``remove_owner=`` mutations; :meth:`of` makes one from the owner object itself.
+
+    Attributes:
+        api_version: The owner's apiVersion, e.g. ``"apps/v1"``.
+        kind: The owner's kind, e.g. ``"Deployment"``.
+        name: The owner's ``metadata.name``.
+        uid: The owner's ``metadata.uid``. Empty: the sidecar reads the owner (in the
+            object's namespace, or cluster-scoped) once and takes its uid; an owner
+            that does not exist fails the call with
+            :class:`~safewrite_client.PreconditionFailedError`.
+        controller: The owner is the object's managing controller; at most one owner
+            is, and ensuring another fails with
+            :class:`~safewrite_client.AlreadyOwnedError`.
+        block_owner_deletion: The garbage collector keeps the owner until this object
+            is deleted (foreground deletion).
+
+    Raises:
+        ValueError: an empty api_version, kind or name.
+        TypeError: a field of the wrong type.
+    """
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+    block_owner_deletion: bool = False
+
+    def __post_init__(self) -> None:
+        for field in ("api_version", "kind", "name"):
+            _required("OwnerReference", field, getattr(self, field))
+        if not isinstance(self.uid, str):
+            raise TypeError("OwnerReference.uid is a str, not %s" % type(self.uid).__name__)
+        for flag in ("controller", "block_owner_deletion"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError("OwnerReference.%s is a bool" % flag)
+
+    @classmethod
+    def of(
+        cls, owner: Mapping[str, Any], *, controller: bool = False, block_owner_deletion: bool = False
+    ) -> "OwnerReference":
+        """The reference to ``owner``, a Kubernetes object as a dict or a kopf body: its
+        ``apiVersion``, ``kind``, ``metadata.name`` and ``metadata.uid`` (when it has
+        none, the sidecar reads it). ``controller=True, block_owner_deletion=True`` is
+        what controller-runtime's ``SetControllerReference`` writes.
+
+        Raises:
+            ValueError: ``owner`` lacks apiVersion, kind or metadata.name.
+        """
+        meta = owner.get("metadata")
+        if not isinstance(meta, Mapping):
+            raise ValueError("an owner object has metadata (with name and uid)")
+        return cls(
+            api_version=owner.get("apiVersion") or "",
+            kind=owner.get("kind") or "",
+            name=meta.get("name") or "",
+            uid=meta.get("uid") or "",
+            controller=controller,
+            block_owner_deletion=block_owner_deletion,
+        )
+
+
+@dataclass(frozen=True)
+class ListEntry:
+    """One entry of a list of objects keyed by some of their fields (a list that is, or
+    should have been, ``x-kubernetes-list-type: map``, such as a route's
+    ``status.parents``), for the ``upsert_list_entry=`` and ``remove_list_entry=``
+    mutations.
+
+    Attributes:
+        path: Where the list is, as field names joined by dots, e.g.
+            ``"status.parents"``. A missing list (and the objects on the way to it) is
+            created on upsert.
+        keys: The names of the key fields, e.g. ``("controllerName",)`` (a str is one
+            key); an entry matches when every key field is equal.
+        entry: The entry, a dict (or JSON text) carrying every key field. An upsert
+            merges it into the matching entry as a JSON merge patch (None removes a
+            field), or appends it when none matches; a removal uses only its key fields.
+
+    Raises:
+        ValueError: an empty path, no keys, or an entry that is not an object carrying
+            every key field.
+        TypeError: a field of the wrong type.
+    """
+
+    path: str
+    keys: Union[Sequence[str], str]
+    entry: Union[Mapping[str, Any], str]
+
+    def __post_init__(self) -> None:
+        _required("ListEntry", "path", self.path)
+        if any(not part for part in self.path.split(".")):
+            raise ValueError("ListEntry.path %r has an empty field name" % (self.path,))
+        keys = (self.keys,) if isinstance(self.keys, str) else tuple(self.keys)
+        if not keys:
+            raise ValueError("ListEntry.keys names at least one key field")
+        for key in keys:
+            _required("ListEntry", "keys[]", key)
+        object.__setattr__(self, "keys", keys)
+        try:
+            entry = json.loads(self.entry) if isinstance(self.entry, str) else self.entry
+        except ValueError as err:
+            raise ValueError("ListEntry.entry is not JSON: %s" % err) from None
+        if not isinstance(entry, Mapping):
+            raise ValueError("ListEntry.entry is a JSON object, not %s" % type(entry).__name__)
+        missing = [key for key in keys if key not in entry]
+        if missing:
+            raise ValueError("ListEntry.entry lacks the key field(s) %s" % ", ".join(missing))
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,38 @@
-"""safewrite_client.kopf: errors mapped to kopf's, and the example operator
+"""safewrite_client.kopf: errors mapped to kopf's, the helpers' requests (to an
+in-process WriterService) and writes (to the real sidecar), and the example operator
 (examples/kopf_widget) run with `kopf run` against the real API server and sidecar."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
+from concurrent import futures
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import grpc
 import pytest
 
 import safewrite_client as sw
 from safewrite_client.conditions import Condition, find_condition
+from safewrite_client.v1 import writer_pb2, writer_pb2_grpc
 
 kopf = pytest.importorskip("kopf")
-from safewrite_client.kopf import kopf_errors, patch_status, to_kopf  # noqa: E402
+from safewrite_client.kopf import (  # noqa: E402
+    aadd_finalizer,
+    add_finalizer,
+    aremove_finalizer,
+    aset_conditions,
+    kopf_errors,
+    patch_status,
+    remove_finalizer,
+    set_conditions,
+    to_kopf,
+)
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "kopf_widget" / "operator.py"
 
@@ -50,6 +64,118 @@ def test_retryable_errors_become_temporary_with_the_sidecars_delay() -> None:
     assert isinstance(info.value.__cause__, sw.NotFoundError)
 
 
+BODY = kopf.Body({
+    "apiVersion": "test.safewrite.dev/v1",
+    "kind": "Widget",
+    "metadata": {"namespace": "ns", "name": "w", "uid": "u-1", "generation": 3},
+    "spec": {"size": 1},
+})
+
+
+class Recorder(writer_pb2_grpc.WriterServiceServicer):
+    """Records every unary request (with its method) and answers GONE to a finalizer
+    removal, UPDATED to anything else."""
+
+    def __init__(self) -> None:
+        self.requests: List[Tuple[str, Any]] = []
+
+    def _answer(self, method: str, request: Any) -> writer_pb2.WriteResult:
+        self.requests.append((method, request))
+        mutation = request.mutation
+        gone = mutation.WhichOneof("kind") == "finalizer" and mutation.finalizer.remove
+        return writer_pb2.WriteResult(
+            outcome=writer_pb2.OUTCOME_GONE if gone else writer_pb2.OUTCOME_UPDATED, attempts=1
+        )
+
+    def UpdateWithRetry(self, request: Any, context: Any) -> Any:
+        return writer_pb2.UpdateWithRetryResponse(result=self._answer("UpdateWithRetry", request))
+
+    def PatchStatus(self, request: Any, context: Any) -> Any:
+        return writer_pb2.PatchStatusResponse(result=self._answer("PatchStatus", request))
+
+
+@pytest.fixture
+def recorder() -> Iterator[Tuple[Recorder, str]]:
+    servicer = Recorder()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    writer_pb2_grpc.add_WriterServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, "127.0.0.1:%d" % port
+    server.stop(None)
+
+
+def test_helpers_write_the_handlers_object_with_its_uid_and_generation(
+    recorder: Tuple[Recorder, str],
+) -> None:
+    servicer, target = recorder
+    ready = Condition("Ready", True, "Reconciled")
+    synced = Condition("Synced", False, "Pending", observed_generation=2)
+    with sw.Client(target, timeout=10) as client:
+        assert set_conditions(client, BODY, [ready, synced], field_manager="op").outcome == sw.Outcome.UPDATED
+        add_finalizer(client, BODY, "example.com/cleanup")
+        assert remove_finalizer(client, BODY, "example.com/cleanup").gone
+
+    async def async_helpers() -> bool:
+        async with sw.AsyncClient(target, timeout=10) as aclient:
+            await aset_conditions(aclient, BODY, ready)
+            await aadd_finalizer(aclient, BODY, "example.com/cleanup")
+            return (await aremove_finalizer(aclient, BODY, "example.com/cleanup")).gone
+
+    assert asyncio.run(async_helpers())
+    methods = [method for method, _ in servicer.requests]
+    assert methods == ["PatchStatus", "UpdateWithRetry", "UpdateWithRetry"] * 2
+    for _, request in servicer.requests:
+        assert request.target == writer_pb2.ObjectRef(
+            api_version="test.safewrite.dev/v1", kind="Widget", namespace="ns", name="w"
+        )
+        assert request.preconditions.uid == "u-1"
+    conditions = servicer.requests[0][1].mutation.set_condition.conditions
+    # The body's generation, the one the handler observed; one given is kept.
+    assert [(c.type, c.observed_generation) for c in conditions] == [("Ready", 3), ("Synced", 2)]
+    assert servicer.requests[0][1].options.field_manager == "op"
+    assert servicer.requests[1][1].mutation.finalizer == writer_pb2.FinalizerChange(
+        finalizer="example.com/cleanup"
+    )
+    assert servicer.requests[2][1].mutation.finalizer.remove
+    assert servicer.requests[3][1].mutation.set_condition.conditions[0].observed_generation == 3
+
+
+def test_helpers_refuse_bad_input_before_sending(recorder: Tuple[Recorder, str]) -> None:
+    servicer, target = recorder
+    with sw.Client(target, timeout=10) as client:
+        with pytest.raises(ValueError, match="qualified name"):
+            add_finalizer(client, BODY, "not/a/qualified name")
+        with pytest.raises(ValueError, match="at least one"):
+            set_conditions(client, BODY, [])
+    assert servicer.requests == []
+
+
+def test_an_object_being_deleted_gets_no_finalizer_and_kopf_is_told_permanently() -> None:
+    deleting = error(grpc.StatusCode.FAILED_PRECONDITION, writer_pb2.REASON_OBJECT_DELETING)
+    assert isinstance(to_kopf(deleting), kopf.PermanentError)
+
+
+def test_conditions_and_finalizers_from_a_handler(
+    client: sw.Client, widget: sw.ObjectRef, read: Callable[[sw.ObjectRef], Dict[str, Any]]
+) -> None:
+    body = read(widget)
+    first = set_conditions(client, body, Condition("Ready", True, "Reconciled", "1 replica"))
+    cond = find_condition(first.object, "Ready")
+    assert first.outcome == sw.Outcome.UPDATED and cond is not None
+    assert cond["observedGeneration"] == body["metadata"]["generation"]
+    assert first.object["status"]["count"] == 0  # the rest of the status is kept
+    again = set_conditions(client, body, Condition("Ready", True, "Reconciled", "1 replica"))
+    assert again.outcome == sw.Outcome.UNCHANGED
+
+    added = add_finalizer(client, body, "test.safewrite.dev/cleanup")
+    assert added.object["metadata"]["finalizers"] == ["test.safewrite.dev/cleanup"]
+    assert add_finalizer(client, body, "test.safewrite.dev/cleanup").outcome == sw.Outcome.UNCHANGED
+    removed = remove_finalizer(client, body, "test.safewrite.dev/cleanup")
+    assert removed.outcome == sw.Outcome.UPDATED
+    assert not removed.object["metadata"].get("finalizers")
+
+
 def test_patch_status_from_a_handler(
     client: sw.Client, widget: sw.ObjectRef, read: Callable[[sw.ObjectRef], Dict[str, Any]]
 ) -> None:
@@ -67,12 +193,7 @@ def test_patch_status_from_a_handler(
         patch_status(client, stale, {"phase": "Gone"})
 
 
-def kubeconfig(path: Path) -> Path:
-    env: Dict[str, str] = {}
-    for line in Path(os.environ["SAFEWRITE_CP_ENV"]).read_text(encoding="utf-8").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            env[key.strip()] = value.strip().strip("'\"")
+def kubeconfig(path: Path, env: Dict[str, str]) -> Path:
     path.write_text(
         "apiVersion: v1\nkind: Config\n"
         "clusters: [{name: cp, cluster: {server: '%s', certificate-authority: '%s'}}]\n"
@@ -100,11 +221,12 @@ def test_the_kopf_example_operator_writes_status_through_safewrite(
     namespace: str,
     new_name: Callable[[], str],
     read: Callable[[sw.ObjectRef], Dict[str, Any]],
+    control_plane: Dict[str, str],
     tmp_path: Path,
 ) -> None:
     ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", namespace, new_name())
     client.update(ref, merge_patch={}, create_if_missing={"spec": {"size": 3}})
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig(tmp_path / "kubeconfig")))
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig(tmp_path / "kubeconfig", control_plane)))
     log = (tmp_path / "kopf.log").open("w+")
     operator = subprocess.Popen(
         [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", namespace, str(EXAMPLE)],

@@ -56,6 +56,33 @@ def conditions_and_kopf(client: sw.Client, body: Dict[str, Any]) -> None:
         print(outcome, retryable, reason, sw.Reason.Name(reason), to_kopf(err))
 
 
+def named_changes(client: sw.Client, body: Dict[str, Any]) -> bool:
+    from safewrite_client.kopf import add_finalizer, remove_finalizer, set_conditions
+    ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", "default", "w")
+    ready = sw.Condition("Ready", True, "Done", last_transition_time="2026-01-01T00:00:00Z")
+    client.patch_status(ref, set_conditions=[ready], conditions_path="status.conditions")
+    client.patch_status(ref, set_conditions=ready)
+    client.patch_status(ref, remove_conditions="Ready")
+    client.update(ref, add_finalizer="example.com/cleanup")
+    gone: bool = client.update(ref, remove_finalizer="example.com/cleanup").gone
+    try:
+        client.update(ref, ensure_owner=sw.OwnerReference.of(body, controller=True))
+    except sw.AlreadyOwnedError as owned:
+        controller: Optional[Dict[str, Any]] = owned.controller
+        print(controller)
+    except sw.ObjectDeletingError:
+        pass
+    client.update(ref, remove_owner=body)
+    parent = sw.ListEntry("status.parents", ["controllerName"], {"controllerName": "a"})
+    client.patch_status(ref, upsert_list_entry=parent)
+    client.patch_status(ref, remove_list_entry=parent)
+    proposal = sw.mutation(add_finalizer="example.com/cleanup")
+    print(proposal)
+    set_conditions(client, body, [ready])
+    add_finalizer(client, body, "example.com/cleanup")
+    return gone or remove_finalizer(client, body, "example.com/cleanup").gone
+
+
 async def amain(client: sw.AsyncClient) -> bool:
     ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
     result = await client.transact(ref, bump, idempotency_key="k-1")
@@ -73,6 +100,7 @@ def main(client: sw.Client) -> None:
     client.update(ref, merge_ptch={})
     client.patch_status(ref, merge_patch={}, idempotency_key="k")
     client.update(ref, cel=42)
+    client.update(ref, add_finalizer=["example.com/cleanup"])
 '''
 
 
@@ -95,6 +123,7 @@ def test_mypy_sees_the_keywords_declared_once(tmp_path: Path) -> None:
     assert '"merge_ptch"' in out, out
     assert '"idempotency_key"' in out, out
     assert '"cel"' in out and "int" in out, out
+    assert '"add_finalizer"' in out, out
 
 
 def test_mypy_strict(tmp_path: Path) -> None:

@@ -5,8 +5,18 @@
   else :data:`DEFAULT_DELAY`), and one only a different request can fix becomes
   ``kopf.PermanentError``, so kopf retries exactly the handlers worth retrying.
 - :func:`patch_status` / :func:`apatch_status`: a handler's status write (fields and
-  :class:`~safewrite_client.conditions.Condition` s) through safewrite, on the fresh object,
-  to the object the handler was called for (its uid), with errors mapped as above.
+  :class:`~safewrite_client.Condition` s) through safewrite, on the fresh object.
+- :func:`set_conditions` / :func:`aset_conditions`: only conditions, with the sidecar's
+  ``set_conditions`` (``meta.SetStatusCondition``'s semantics), in place of
+  ``patch.status["conditions"] = [...]``, which replaces the whole list.
+- :func:`add_finalizer` / :func:`aadd_finalizer` and :func:`remove_finalizer` /
+  :func:`aremove_finalizer`: one finalizer of the handler's object, the others kept.
+
+Each writes the object the handler was called for (a uid precondition: a deleted and
+recreated object of the same name is never written), maps errors as above, and gives
+conditions without an ``observed_generation`` the generation of the body the handler
+was called with: the generation it observed, not the newer one the sidecar may read
+after a spec change.
 
 ::
 
@@ -14,14 +24,15 @@
 
     @kopf.on.create("example.com", "v1", "widgets")
     async def reconcile(body, **_):
-        ready = Condition("Ready", "True", "Reconciled", observed_generation=body.metadata.generation)
-        await apatch_status(client, body, {"phase": "Ready"}, conditions=[ready])
+        await aadd_finalizer(client, body, "example.com/cleanup")
+        await aset_conditions(client, body, Condition("Ready", True, "Reconciled"))
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
+import dataclasses
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import kopf as _kopf
 
@@ -31,7 +42,20 @@ from ._sync import Client
 from ._types import ObjectRef, Preconditions, Result
 from .conditions import Condition
 
-__all__ = ["DEFAULT_DELAY", "apatch_status", "kopf_errors", "object_ref", "patch_status", "to_kopf"]
+__all__ = [
+    "DEFAULT_DELAY",
+    "aadd_finalizer",
+    "apatch_status",
+    "aremove_finalizer",
+    "aset_conditions",
+    "add_finalizer",
+    "kopf_errors",
+    "object_ref",
+    "patch_status",
+    "remove_finalizer",
+    "set_conditions",
+    "to_kopf",
+]
 
 #: Seconds kopf waits before retrying a handler whose retryable error carried no
 #: RetryInfo (e.g. conflicts outlasted the retry policy).
@@ -81,12 +105,24 @@ def _merge(into: Dict[str, Any], patch: Mapping[str, Any]) -> None:
             into[key] = value
 
 
+def _observed(body: Mapping[str, Any], conditions: Union[Condition, Sequence[Condition]]) -> List[Condition]:
+    """The conditions, those without an observed_generation given the body's generation."""
+    given = [conditions] if isinstance(conditions, Condition) else list(conditions)
+    generation = body["metadata"].get("generation")
+    if not isinstance(generation, int):
+        return given
+    return [
+        c if c.observed_generation is not None else dataclasses.replace(c, observed_generation=generation)
+        for c in given
+    ]
+
+
 class _StatusChange:
     """A transaction function merging ``status`` fields and setting conditions."""
 
-    def __init__(self, status: Optional[Mapping[str, Any]], conditions: Sequence[Condition]) -> None:
+    def __init__(self, status: Optional[Mapping[str, Any]], conditions: List[Condition]) -> None:
         self.status = status or {}
-        self.conditions = list(conditions)
+        self.conditions = conditions
 
     def __call__(self, obj: Dict[str, Any]) -> None:
         if not isinstance(obj.get("status"), dict):
@@ -99,7 +135,6 @@ class _StatusChange:
 def _args(body: Mapping[str, Any], field_manager: Optional[str], timeout: Optional[float]) -> Dict[str, Any]:
     uid = body["metadata"].get("uid")
     return {
-        "status": True,
         "preconditions": Preconditions(uid=uid) if uid else None,
         "field_manager": field_manager,
         "timeout": timeout,
@@ -118,9 +153,10 @@ def patch_status(
 ) -> Result:
     """Writes a handler's status through safewrite (for sync handlers): merges
     ``status`` (a merge patch of the status: None deletes a field) and sets
-    ``conditions`` on the fresh object's status, with a uid precondition so that a
-    deleted-and-recreated object of the same name is never written. Nothing is written
-    (``Outcome.UNCHANGED``) when that changes nothing.
+    ``conditions`` on the fresh object's status, in one transaction, with a uid
+    precondition so that a deleted-and-recreated object of the same name is never
+    written. A condition without ``observed_generation`` gets the body's generation.
+    Nothing is written (``Outcome.UNCHANGED``) when that changes nothing.
 
     Raises:
         kopf.TemporaryError: a retryable failure (see :func:`to_kopf`).
@@ -128,7 +164,10 @@ def patch_status(
     """
     with kopf_errors(default_delay=default_delay):
         return client.transact(
-            object_ref(body), _StatusChange(status, conditions), **_args(body, field_manager, timeout)
+            object_ref(body),
+            _StatusChange(status, _observed(body, conditions)),
+            status=True,
+            **_args(body, field_manager, timeout),
         )
 
 
@@ -146,5 +185,139 @@ async def apatch_status(
     :class:`~safewrite_client.AsyncClient`."""
     with kopf_errors(default_delay=default_delay):
         return await client.transact(
-            object_ref(body), _StatusChange(status, conditions), **_args(body, field_manager, timeout)
+            object_ref(body),
+            _StatusChange(status, _observed(body, conditions)),
+            status=True,
+            **_args(body, field_manager, timeout),
+        )
+
+
+def set_conditions(
+    client: Client,
+    body: Mapping[str, Any],
+    conditions: Union[Condition, Sequence[Condition]],
+    *,
+    field_manager: Optional[str] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> Result:
+    """Sets conditions on the status of the handler's object (for sync handlers) with
+    the sidecar's ``set_conditions`` (``PatchStatus``): each entry of those types is
+    updated in place or appended, its lastTransitionTime moves only with its status,
+    every other entry is kept, and a condition set to what it is writes nothing
+    (``Outcome.UNCHANGED``). A condition without ``observed_generation`` gets the body's
+    generation. For kinds with a status subresource.
+
+    Raises:
+        ValueError, TypeError: conditions the sidecar would refuse (before sending).
+        kopf.TemporaryError: a retryable failure (see :func:`to_kopf`).
+        kopf.PermanentError: any other failure, e.g. the object was recreated.
+    """
+    change = _observed(body, conditions)
+    with kopf_errors(default_delay=default_delay):
+        return client.patch_status(
+            object_ref(body), set_conditions=change, **_args(body, field_manager, timeout)
+        )
+
+
+async def aset_conditions(
+    client: AsyncClient,
+    body: Mapping[str, Any],
+    conditions: Union[Condition, Sequence[Condition]],
+    *,
+    field_manager: Optional[str] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> Result:
+    """:func:`set_conditions` for async handlers and an
+    :class:`~safewrite_client.AsyncClient`."""
+    change = _observed(body, conditions)
+    with kopf_errors(default_delay=default_delay):
+        return await client.patch_status(
+            object_ref(body), set_conditions=change, **_args(body, field_manager, timeout)
+        )
+
+
+def add_finalizer(
+    client: Client,
+    body: Mapping[str, Any],
+    finalizer: str,
+    *,
+    field_manager: Optional[str] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> Result:
+    """Adds ``finalizer`` (a qualified name, e.g. ``"example.com/cleanup"``) to the
+    handler's object, keeping the others (for sync handlers); ``Outcome.UNCHANGED``
+    when it is there. An object being deleted gets none: that fails with
+    ``kopf.PermanentError`` from
+    :class:`~safewrite_client.ObjectDeletingError` (run the cleanup instead).
+
+    Raises:
+        ValueError: ``finalizer`` is not a qualified name (before sending).
+        kopf.TemporaryError: a retryable failure (see :func:`to_kopf`).
+        kopf.PermanentError: any other failure.
+    """
+    with kopf_errors(default_delay=default_delay):
+        return client.update(
+            object_ref(body), add_finalizer=finalizer, **_args(body, field_manager, timeout)
+        )
+
+
+async def aadd_finalizer(
+    client: AsyncClient,
+    body: Mapping[str, Any],
+    finalizer: str,
+    *,
+    field_manager: Optional[str] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> Result:
+    """:func:`add_finalizer` for async handlers and an
+    :class:`~safewrite_client.AsyncClient`."""
+    with kopf_errors(default_delay=default_delay):
+        return await client.update(
+            object_ref(body), add_finalizer=finalizer, **_args(body, field_manager, timeout)
+        )
+
+
+def remove_finalizer(
+    client: Client,
+    body: Mapping[str, Any],
+    finalizer: str,
+    *,
+    field_manager: Optional[str] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> Result:
+    """Removes ``finalizer`` from the handler's object, keeping the others (for sync
+    handlers), typically once its cleanup is done. When the object is gone already, or
+    this was its last finalizer and it was being deleted (so the API server deleted
+    it), the result is ``Outcome.GONE`` (``result.gone``): skip any status write.
+
+    Raises:
+        ValueError: ``finalizer`` is not a qualified name (before sending).
+        kopf.TemporaryError: a retryable failure (see :func:`to_kopf`).
+        kopf.PermanentError: any other failure.
+    """
+    with kopf_errors(default_delay=default_delay):
+        return client.update(
+            object_ref(body), remove_finalizer=finalizer, **_args(body, field_manager, timeout)
+        )
+
+
+async def aremove_finalizer(
+    client: AsyncClient,
+    body: Mapping[str, Any],
+    finalizer: str,
+    *,
+    field_manager: Optional[str] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> Result:
+    """:func:`remove_finalizer` for async handlers and an
+    :class:`~safewrite_client.AsyncClient`."""
+    with kopf_errors(default_delay=default_delay):
+        return await client.update(
+            object_ref(body), remove_finalizer=finalizer, **_args(body, field_manager, timeout)
         )

@@ -42,14 +42,8 @@ public record ObjectRef(String apiVersion, String kind, String namespace, String
    */
   public static ObjectRef of(HasMetadata resource) {
     Objects.requireNonNull(resource, "resource");
-    String apiVersion = resource.getApiVersion();
-    if (apiVersion == null || apiVersion.isEmpty()) {
-      apiVersion = HasMetadata.getApiVersion(resource.getClass());
-    }
-    String kind = resource.getKind();
-    if (kind == null || kind.isEmpty()) {
-      kind = HasMetadata.getKind(resource.getClass());
-    }
+    String apiVersion = Fabric8Types.apiVersion(resource);
+    String kind = Fabric8Types.kind(resource);
     ObjectMeta metadata = resource.getMetadata();
     return metadata == null
         ? new ObjectRef(apiVersion, kind, "", "")

@@ -11,7 +11,8 @@ import java.util.List;
  *     its change (as read when unchanged, aborted or already applied). When the call was committed
  *     together with others ({@link AttemptRecord#batchSize()} above 1), the object right after this
  *     call's own change, in the batch's order, without the changes of the calls after it; an
- *     unchanged or already applied call gets the object as it stood at its turn
+ *     unchanged or already applied call gets the object as it stood at its turn. Empty when the
+ *     call found the object {@link Outcome#GONE} and wrote nothing
  * @param resourceVersion the resourceVersion of {@code objectJson}: of the write that carried it,
  *     or of the read when it is the object as read
  * @param attempts the number of attempts made, the last included
@@ -29,9 +30,26 @@ public record Result(
     String traceId,
     boolean alreadyApplied) {
 
-  /** The object as a Gson tree, parsed anew on every call (change it freely). */
+  /**
+   * The object as a Gson tree, parsed anew on every call (change it freely).
+   *
+   * @throws IllegalStateException when there is none: the call found the object {@link
+   *     Outcome#GONE}
+   */
   public JsonObject object() {
+    if (objectJson.isEmpty()) {
+      throw new IllegalStateException("no object: the call found it " + outcome);
+    }
     return Json.object(objectJson);
+  }
+
+  /**
+   * True when the object does not exist any more ({@link Outcome#GONE}): a finalizer removal found
+   * it gone, or removed its last finalizer while it was being deleted, so the API server deleted
+   * it. A controller skips the status write that would follow.
+   */
+  public boolean gone() {
+    return outcome == Outcome.GONE;
   }
 
   static Result fromProto(dev.safewrite.v1.WriteResult result) {

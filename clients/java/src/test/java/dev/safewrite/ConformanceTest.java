@@ -287,7 +287,9 @@ class ConformanceTest {
       case "patch_status":
         return client.patchStatus(parse(step.get("request"), PatchStatusRequest.newBuilder()));
       case "transact":
-        TransactBegin begin = parse(step.get("begin"), TransactBegin.newBuilder());
+        // The README names it `begin`; some cases name it `request`, as for the unary calls.
+        JsonElement beginJson = step.has("begin") ? step.get("begin") : step.get("request");
+        TransactBegin begin = parse(beginJson, TransactBegin.newBuilder());
         List<TransactProposal> proposals = new ArrayList<>();
         for (JsonElement proposal : step.getAsJsonArray("proposals")) {
           proposals.add(parse(proposal, TransactProposal.newBuilder()));

@@ -11,13 +11,16 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
- * A channel that records the metadata of every call started on it and fails the call at once, with
- * UNAVAILABLE or the failure it was given, to see what a client sends and how it reads an answer
- * without a sidecar.
+ * A channel that records the metadata and the messages of every call started on it and fails the
+ * call at once, with UNAVAILABLE or the failure it was given, to see what a client sends and how it
+ * reads an answer without a sidecar.
  */
 final class RecordingChannel extends Channel {
   /** The metadata of each call started, in order. */
   final List<Metadata> started = new CopyOnWriteArrayList<>();
+
+  /** The messages sent, in order (a unary call sends its request before it is answered). */
+  final List<Object> sent = new CopyOnWriteArrayList<>();
 
   private final Status status;
   private final Metadata trailers;
@@ -59,7 +62,9 @@ final class RecordingChannel extends Channel {
       public void halfClose() {}
 
       @Override
-      public void sendMessage(Q message) {}
+      public void sendMessage(Q message) {
+        sent.add(message);
+      }
     };
   }
 

@@ -1,10 +1,24 @@
 package dev.safewrite;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonObject;
+import java.io.InputStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.KeyStore;
+import java.security.cert.CertificateFactory;
 import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManagerFactory;
 
 /**
  * The sidecars of tests/harness/with-sidecar.sh, read from its environment. A test that needs them
@@ -88,5 +102,58 @@ final class Sidecar {
 
   static String data(JsonObject object, String key) {
     return object.getAsJsonObject("data").get(key).getAsString();
+  }
+
+  /**
+   * Deletes a ConfigMap through the API server itself (the sidecar deletes nothing), as the control
+   * plane's admin: an object with finalizers stays, being deleted, until they are gone.
+   */
+  static void deleteConfigMap(ObjectRef ref) throws Exception {
+    Map<String, String> controlPlane = new HashMap<>();
+    for (String line : Files.readAllLines(Path.of(env("SAFEWRITE_CP_ENV")))) {
+      int eq = line.indexOf('=');
+      if (eq > 0) {
+        controlPlane.put(line.substring(0, eq), line.substring(eq + 1));
+      }
+    }
+    HttpClient http =
+        HttpClient.newBuilder()
+            .sslContext(trusting(Path.of(controlPlane.get("CA_FILE"))))
+            .connectTimeout(Duration.ofSeconds(5))
+            .build();
+    URI uri =
+        URI.create(
+            controlPlane.get("SERVER")
+                + "/api/v1/namespaces/"
+                + ref.namespace()
+                + "/configmaps/"
+                + ref.name());
+    HttpResponse<String> answer =
+        http.send(
+            HttpRequest.newBuilder(uri)
+                .DELETE()
+                .header("Authorization", "Bearer " + controlPlane.get("ADMIN_TOKEN"))
+                .timeout(Duration.ofSeconds(10))
+                .build(),
+            HttpResponse.BodyHandlers.ofString());
+    assertTrue(
+        answer.statusCode() == 200 || answer.statusCode() == 202,
+        "DELETE " + uri + ": " + answer.statusCode() + " " + answer.body());
+  }
+
+  /** TLS that trusts the certificate authority in {@code caFile} (PEM). */
+  private static SSLContext trusting(Path caFile) throws Exception {
+    KeyStore trusted = KeyStore.getInstance(KeyStore.getDefaultType());
+    trusted.load(null, null);
+    try (InputStream pem = Files.newInputStream(caFile)) {
+      trusted.setCertificateEntry(
+          "ca", CertificateFactory.getInstance("X.509").generateCertificate(pem));
+    }
+    TrustManagerFactory trust =
+        TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+    trust.init(trusted);
+    SSLContext tls = SSLContext.getInstance("TLS");
+    tls.init(null, trust.getTrustManagers(), null);
+    return tls;
   }
 }

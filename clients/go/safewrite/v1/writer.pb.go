@@ -42,6 +42,11 @@ const (
 	Outcome_OUTCOME_CREATED Outcome = 3
 	// A Transact caller aborted: nothing was written.
 	Outcome_OUTCOME_ABORTED Outcome = 4
+	// The object does not exist any more: a finalizer removal found it gone (nothing was
+	// written; object_json is empty), or the write removed the last finalizer of an object
+	// being deleted, so the API server deleted it (object_json is the object as last
+	// written). Skip any status write that would follow.
+	Outcome_OUTCOME_GONE Outcome = 5
 )
 
 // Enum value maps for Outcome.
@@ -52,6 +57,7 @@ var (
 		2: "OUTCOME_UNCHANGED",
 		3: "OUTCOME_CREATED",
 		4: "OUTCOME_ABORTED",
+		5: "OUTCOME_GONE",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
@@ -59,6 +65,7 @@ var (
 		"OUTCOME_UNCHANGED":   2,
 		"OUTCOME_CREATED":     3,
 		"OUTCOME_ABORTED":     4,
+		"OUTCOME_GONE":        5,
 	}
 )
 
@@ -160,6 +167,10 @@ const (
 	Reason_REASON_FIELD_MANAGER_CONFLICT Reason = 25
 	// The API server's answer decided the failure; ErrorInfo.reason carries its reason.
 	Reason_REASON_API_SERVER Reason = 26
+	// A finalizer cannot be added: the object is being deleted (it has a deletionTimestamp). Nothing was written.
+	Reason_REASON_OBJECT_DELETING Reason = 27
+	// Another owner is already the object's controller; the message names it. Nothing was written.
+	Reason_REASON_ALREADY_OWNED Reason = 28
 )
 
 // Enum value maps for Reason.
@@ -192,6 +203,8 @@ var (
 		24: "REASON_TOKEN_INVALID",
 		25: "REASON_FIELD_MANAGER_CONFLICT",
 		26: "REASON_API_SERVER",
+		27: "REASON_OBJECT_DELETING",
+		28: "REASON_ALREADY_OWNED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":               0,
@@ -221,6 +234,8 @@ var (
 		"REASON_TOKEN_INVALID":             24,
 		"REASON_FIELD_MANAGER_CONFLICT":    25,
 		"REASON_API_SERVER":                26,
+		"REASON_OBJECT_DELETING":           27,
+		"REASON_ALREADY_OWNED":             28,
 	}
 )
 
@@ -1143,6 +1158,9 @@ func (x *ObjectRef) GetName() string {
 }
 
 // Mutation is the change to make; it is re-applied to the fresh object on every attempt.
+// Besides the generic patches, it names the read-dependent changes to one entry of a
+// list that controllers most often get wrong (conditions, finalizers, owner references,
+// entries of lists shared with other controllers), each with exact semantics.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Exactly one must be set.
@@ -1153,6 +1171,11 @@ type Mutation struct {
 	//	*Mutation_MergePatch
 	//	*Mutation_Apply
 	//	*Mutation_Cel
+	//	*Mutation_SetCondition
+	//	*Mutation_RemoveCondition
+	//	*Mutation_Finalizer
+	//	*Mutation_OwnerReference
+	//	*Mutation_ListEntry
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1231,6 +1254,51 @@ func (x *Mutation) GetCel() *CelMutation {
 	return nil
 }
 
+func (x *Mutation) GetSetCondition() *SetCondition {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SetCondition); ok {
+			return x.SetCondition
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetRemoveCondition() *RemoveCondition {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_RemoveCondition); ok {
+			return x.RemoveCondition
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetFinalizer() *FinalizerChange {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_Finalizer); ok {
+			return x.Finalizer
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetOwnerReference() *OwnerReferenceChange {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_OwnerReference); ok {
+			return x.OwnerReference
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetListEntry() *ListEntryChange {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_ListEntry); ok {
+			return x.ListEntry
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -1255,6 +1323,31 @@ type Mutation_Cel struct {
 	Cel *CelMutation `protobuf:"bytes,4,opt,name=cel,proto3,oneof"`
 }
 
+type Mutation_SetCondition struct {
+	// Sets status conditions, with apimachinery's meta.SetStatusCondition semantics.
+	SetCondition *SetCondition `protobuf:"bytes,5,opt,name=set_condition,json=setCondition,proto3,oneof"`
+}
+
+type Mutation_RemoveCondition struct {
+	// Removes status conditions by type.
+	RemoveCondition *RemoveCondition `protobuf:"bytes,6,opt,name=remove_condition,json=removeCondition,proto3,oneof"`
+}
+
+type Mutation_Finalizer struct {
+	// Adds or removes one finalizer.
+	Finalizer *FinalizerChange `protobuf:"bytes,7,opt,name=finalizer,proto3,oneof"`
+}
+
+type Mutation_OwnerReference struct {
+	// Ensures or removes one owner reference.
+	OwnerReference *OwnerReferenceChange `protobuf:"bytes,8,opt,name=owner_reference,json=ownerReference,proto3,oneof"`
+}
+
+type Mutation_ListEntry struct {
+	// Upserts or removes one entry of a keyed list.
+	ListEntry *ListEntryChange `protobuf:"bytes,9,opt,name=list_entry,json=listEntry,proto3,oneof"`
+}
+
 func (*Mutation_JsonPatch) isMutation_Kind() {}
 
 func (*Mutation_MergePatch) isMutation_Kind() {}
@@ -1262,6 +1355,536 @@ func (*Mutation_MergePatch) isMutation_Kind() {}
 func (*Mutation_Apply) isMutation_Kind() {}
 
 func (*Mutation_Cel) isMutation_Kind() {}
+
+func (*Mutation_SetCondition) isMutation_Kind() {}
+
+func (*Mutation_RemoveCondition) isMutation_Kind() {}
+
+func (*Mutation_Finalizer) isMutation_Kind() {}
+
+func (*Mutation_OwnerReference) isMutation_Kind() {}
+
+func (*Mutation_ListEntry) isMutation_Kind() {}
+
+// SetCondition upserts conditions in the object's conditions list, with the semantics of
+// apimachinery's meta.SetStatusCondition, applied to the fresh object on every attempt:
+// the entry whose `type` matches is updated in place (a new type is appended after the
+// others); its lastTransitionTime changes only when its status changes; reason, message
+// and observedGeneration are set; every other entry, and every field of an entry this
+// message does not name, is kept as it is and where it is. A condition set to what it
+// already is writes nothing (OUTCOME_UNCHANGED), so a controller may set its conditions
+// on every sync. Use PatchStatus for kinds with a status subresource, UpdateWithRetry for
+// kinds without one.
+type SetCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conditions to set, in order; at least one, each type at most once.
+	Conditions []*Condition `protobuf:"bytes,1,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Where the list is, as field names joined by dots. Empty means "status.conditions".
+	// Created when missing; a path through a value that is not an object, or to a value
+	// that is not a list, is refused with INVALID_ARGUMENT.
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCondition) Reset() {
+	*x = SetCondition{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCondition) ProtoMessage() {}
+
+func (x *SetCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCondition.ProtoReflect.Descriptor instead.
+func (*SetCondition) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetCondition) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *SetCondition) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// Condition is one entry of a conditions list, as metav1.Condition.
+type Condition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The condition's type: a qualified name ([prefix/]name, name at most 63 characters of
+	// [A-Za-z0-9-_.] starting and ending alphanumeric, prefix a DNS subdomain), at most 316
+	// characters. Required.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// "True", "False" or "Unknown". Required.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// A CamelCase word for the condition's last transition: matches
+	// ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most 1024 characters. Required (the API
+	// server's own validation of metav1.Condition requires it).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A human-readable message, at most 32768 characters. Optional.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The generation the condition was computed from. Unset: the metadata.generation of
+	// the fresh object the change is applied to (read again on every attempt), and no
+	// observedGeneration when the object has none.
+	ObservedGeneration *int64 `protobuf:"varint,5,opt,name=observed_generation,json=observedGeneration,proto3,oneof" json:"observed_generation,omitempty"`
+	// When the status last changed, RFC 3339 in UTC (e.g. "2026-11-26T15:04:05Z"); used
+	// only when the entry is new or its status changes. Empty: the time of the write, in
+	// seconds. Optional.
+	LastTransitionTime string `protobuf:"bytes,6,opt,name=last_transition_time,json=lastTransitionTime,proto3" json:"last_transition_time,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Condition) Reset() {
+	*x = Condition{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Condition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Condition) ProtoMessage() {}
+
+func (x *Condition) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Condition.ProtoReflect.Descriptor instead.
+func (*Condition) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Condition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Condition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Condition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Condition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Condition) GetObservedGeneration() int64 {
+	if x != nil && x.ObservedGeneration != nil {
+		return *x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *Condition) GetLastTransitionTime() string {
+	if x != nil {
+		return x.LastTransitionTime
+	}
+	return ""
+}
+
+// RemoveCondition removes the conditions of the given types from the conditions list;
+// the other entries keep their order. Removing a type that is not there writes nothing.
+type RemoveCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The types to remove; at least one.
+	Types []string `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	// Where the list is, as for SetCondition.path. Empty means "status.conditions".
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveCondition) Reset() {
+	*x = RemoveCondition{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveCondition) ProtoMessage() {}
+
+func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveCondition.ProtoReflect.Descriptor instead.
+func (*RemoveCondition) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RemoveCondition) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *RemoveCondition) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// FinalizerChange adds or removes one value of metadata.finalizers, leaving every other
+// finalizer as it is. Adding a finalizer that is there, or removing one that is not,
+// writes nothing. Adding one to an object that is being deleted (it has a
+// deletionTimestamp) is refused with FAILED_PRECONDITION, reason OBJECT_DELETING, before
+// anything is sent. Removing one from an object that does not exist, or a removal after
+// which the API server deletes the object (its last finalizer on an object being
+// deleted), answers OUTCOME_GONE.
+type FinalizerChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The finalizer: a qualified name, e.g. "example.com/cleanup". Required.
+	Finalizer string `protobuf:"bytes,1,opt,name=finalizer,proto3" json:"finalizer,omitempty"`
+	// Remove the finalizer instead of adding it.
+	Remove        bool `protobuf:"varint,2,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizerChange) Reset() {
+	*x = FinalizerChange{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizerChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizerChange) ProtoMessage() {}
+
+func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizerChange.ProtoReflect.Descriptor instead.
+func (*FinalizerChange) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FinalizerChange) GetFinalizer() string {
+	if x != nil {
+		return x.Finalizer
+	}
+	return ""
+}
+
+func (x *FinalizerChange) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+// OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
+// controllerutil.SetOwnerReference / SetControllerReference / RemoveOwnerReference do.
+// References are matched by uid. Ensure writes nothing when an identical reference is
+// there, updates its fields when one with the same uid differs, and appends it otherwise;
+// asking for `controller` when another owner is the object's controller is refused with
+// FAILED_PRECONDITION, reason ALREADY_OWNED, naming that controller. Removing a reference
+// that is not there writes nothing; removing the last one removes the list.
+type OwnerReferenceChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owner. Required.
+	Owner *OwnerReference `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Remove the reference instead of ensuring it: by uid, or, when no uid is given, every
+	// reference with the owner's API group, kind and name.
+	Remove        bool `protobuf:"varint,2,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerReferenceChange) Reset() {
+	*x = OwnerReferenceChange{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerReferenceChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerReferenceChange) ProtoMessage() {}
+
+func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerReferenceChange.ProtoReflect.Descriptor instead.
+func (*OwnerReferenceChange) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *OwnerReferenceChange) GetOwner() *OwnerReference {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *OwnerReferenceChange) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+// OwnerReference names an owner of the object, as metav1.OwnerReference.
+type OwnerReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owner's apiVersion, e.g. "apps/v1". Required.
+	ApiVersion string `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// The owner's kind, e.g. "Deployment". Required.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The owner's metadata.name. Required.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The owner's metadata.uid. When empty, safewrite reads the owner (in the object's
+	// namespace, or cluster-scoped) and takes its uid; a namespaced owner of a
+	// cluster-scoped object is refused. Not read again on retries.
+	Uid string `protobuf:"bytes,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	// The owner is the object's managing controller (at most one owner may be).
+	Controller bool `protobuf:"varint,5,opt,name=controller,proto3" json:"controller,omitempty"`
+	// The garbage collector keeps the owner until this object is deleted (foreground
+	// deletion).
+	BlockOwnerDeletion bool `protobuf:"varint,6,opt,name=block_owner_deletion,json=blockOwnerDeletion,proto3" json:"block_owner_deletion,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *OwnerReference) Reset() {
+	*x = OwnerReference{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerReference) ProtoMessage() {}
+
+func (x *OwnerReference) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
+func (*OwnerReference) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *OwnerReference) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *OwnerReference) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OwnerReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OwnerReference) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *OwnerReference) GetController() bool {
+	if x != nil {
+		return x.Controller
+	}
+	return false
+}
+
+func (x *OwnerReference) GetBlockOwnerDeletion() bool {
+	if x != nil {
+		return x.BlockOwnerDeletion
+	}
+	return false
+}
+
+// ListEntryChange upserts or removes one entry of a list of objects keyed by some of
+// their fields (a list that is, or should have been, `x-kubernetes-list-type: map`),
+// such as a route's status.parents keyed by controllerName and parentRef. Every other
+// entry, and the order of all of them, is kept; an upsert that changes nothing, or a
+// removal of an entry that is not there, writes nothing.
+type ListEntryChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the list is, as field names joined by dots, e.g. "status.parents". Required.
+	// A missing list (and the objects on the way to it) is created on upsert; a path
+	// through a value that is not an object, or to a value that is not a list, is refused
+	// with INVALID_ARGUMENT.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The names of the key fields, e.g. ["controllerName"]; an entry matches when every
+	// key field is equal. At least one.
+	Keys []string `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	// The entry as a JSON object carrying every key field. Upsert merges it into the
+	// matching entry as an RFC 7386 merge patch (a null removes a field), or appends it
+	// when none matches; remove uses only its key fields. Required.
+	EntryJson string `protobuf:"bytes,3,opt,name=entry_json,json=entryJson,proto3" json:"entry_json,omitempty"`
+	// Remove the matching entry instead of upserting it.
+	Remove        bool `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEntryChange) Reset() {
+	*x = ListEntryChange{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEntryChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEntryChange) ProtoMessage() {}
+
+func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEntryChange.ProtoReflect.Descriptor instead.
+func (*ListEntryChange) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListEntryChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ListEntryChange) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *ListEntryChange) GetEntryJson() string {
+	if x != nil {
+		return x.EntryJson
+	}
+	return ""
+}
+
+func (x *ListEntryChange) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
 
 // JsonPatch is an RFC 6902 JSON Patch. Its `test` operations are preconditions: when one
 // fails on the fresh object nothing is written and the RPC fails with
@@ -1276,7 +1899,7 @@ type JsonPatch struct {
 
 func (x *JsonPatch) Reset() {
 	*x = JsonPatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1911,7 @@ func (x *JsonPatch) String() string {
 func (*JsonPatch) ProtoMessage() {}
 
 func (x *JsonPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1924,7 @@ func (x *JsonPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatch.ProtoReflect.Descriptor instead.
 func (*JsonPatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JsonPatch) GetPatchJson() string {
@@ -1322,7 +1945,7 @@ type MergePatch struct {
 
 func (x *MergePatch) Reset() {
 	*x = MergePatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1957,7 @@ func (x *MergePatch) String() string {
 func (*MergePatch) ProtoMessage() {}
 
 func (x *MergePatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1970,7 @@ func (x *MergePatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePatch.ProtoReflect.Descriptor instead.
 func (*MergePatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MergePatch) GetPatchJson() string {
@@ -1373,7 +1996,7 @@ type ServerSideApply struct {
 
 func (x *ServerSideApply) Reset() {
 	*x = ServerSideApply{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +2008,7 @@ func (x *ServerSideApply) String() string {
 func (*ServerSideApply) ProtoMessage() {}
 
 func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +2021,7 @@ func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerSideApply.ProtoReflect.Descriptor instead.
 func (*ServerSideApply) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServerSideApply) GetConfigurationJson() string {
@@ -1429,7 +2052,7 @@ type CelMutation struct {
 
 func (x *CelMutation) Reset() {
 	*x = CelMutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +2064,7 @@ func (x *CelMutation) String() string {
 func (*CelMutation) ProtoMessage() {}
 
 func (x *CelMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +2077,7 @@ func (x *CelMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CelMutation.ProtoReflect.Descriptor instead.
 func (*CelMutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CelMutation) GetExpression() string {
@@ -1482,7 +2105,7 @@ type Preconditions struct {
 
 func (x *Preconditions) Reset() {
 	*x = Preconditions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +2117,7 @@ func (x *Preconditions) String() string {
 func (*Preconditions) ProtoMessage() {}
 
 func (x *Preconditions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +2130,7 @@ func (x *Preconditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preconditions.ProtoReflect.Descriptor instead.
 func (*Preconditions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Preconditions) GetUid() string {
@@ -1550,7 +2173,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +2185,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +2198,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -1649,7 +2272,7 @@ type WriteOptions struct {
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +2284,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +2297,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WriteOptions) GetFieldManager() string {
@@ -1744,7 +2367,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +2379,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +2392,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteResult) GetOutcome() Outcome {
@@ -1846,7 +2469,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2481,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2494,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AttemptRecord) GetNumber() uint32 {
@@ -1936,7 +2559,7 @@ type WriteFailure struct {
 
 func (x *WriteFailure) Reset() {
 	*x = WriteFailure{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2571,7 @@ func (x *WriteFailure) String() string {
 func (*WriteFailure) ProtoMessage() {}
 
 func (x *WriteFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2584,7 @@ func (x *WriteFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFailure.ProtoReflect.Descriptor instead.
 func (*WriteFailure) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WriteFailure) GetAttemptRecords() []*AttemptRecord {
@@ -2006,7 +2629,7 @@ type RetryByCode struct {
 
 func (x *RetryByCode) Reset() {
 	*x = RetryByCode{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2641,7 @@ func (x *RetryByCode) String() string {
 func (*RetryByCode) ProtoMessage() {}
 
 func (x *RetryByCode) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2654,7 @@ func (x *RetryByCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryByCode.ProtoReflect.Descriptor instead.
 func (*RetryByCode) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RetryByCode) GetWithIdempotencyKey() []int32 {
@@ -2138,15 +2761,59 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"apiVersion\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x04 \x01(\tR\x04name\"\xef\x01\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\"\xcc\x04\n" +
 	"\bMutation\x128\n" +
 	"\n" +
 	"json_patch\x18\x01 \x01(\v2\x17.safewrite.v1.JsonPatchH\x00R\tjsonPatch\x12;\n" +
 	"\vmerge_patch\x18\x02 \x01(\v2\x18.safewrite.v1.MergePatchH\x00R\n" +
 	"mergePatch\x125\n" +
 	"\x05apply\x18\x03 \x01(\v2\x1d.safewrite.v1.ServerSideApplyH\x00R\x05apply\x12-\n" +
-	"\x03cel\x18\x04 \x01(\v2\x19.safewrite.v1.CelMutationH\x00R\x03celB\x06\n" +
-	"\x04kind\"*\n" +
+	"\x03cel\x18\x04 \x01(\v2\x19.safewrite.v1.CelMutationH\x00R\x03cel\x12A\n" +
+	"\rset_condition\x18\x05 \x01(\v2\x1a.safewrite.v1.SetConditionH\x00R\fsetCondition\x12J\n" +
+	"\x10remove_condition\x18\x06 \x01(\v2\x1d.safewrite.v1.RemoveConditionH\x00R\x0fremoveCondition\x12=\n" +
+	"\tfinalizer\x18\a \x01(\v2\x1d.safewrite.v1.FinalizerChangeH\x00R\tfinalizer\x12M\n" +
+	"\x0fowner_reference\x18\b \x01(\v2\".safewrite.v1.OwnerReferenceChangeH\x00R\x0eownerReference\x12>\n" +
+	"\n" +
+	"list_entry\x18\t \x01(\v2\x1d.safewrite.v1.ListEntryChangeH\x00R\tlistEntryB\x06\n" +
+	"\x04kind\"[\n" +
+	"\fSetCondition\x127\n" +
+	"\n" +
+	"conditions\x18\x01 \x03(\v2\x17.safewrite.v1.ConditionR\n" +
+	"conditions\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xe9\x01\n" +
+	"\tCondition\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x124\n" +
+	"\x13observed_generation\x18\x05 \x01(\x03H\x00R\x12observedGeneration\x88\x01\x01\x120\n" +
+	"\x14last_transition_time\x18\x06 \x01(\tR\x12lastTransitionTimeB\x16\n" +
+	"\x14_observed_generation\";\n" +
+	"\x0fRemoveCondition\x12\x14\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"G\n" +
+	"\x0fFinalizerChange\x12\x1c\n" +
+	"\tfinalizer\x18\x01 \x01(\tR\tfinalizer\x12\x16\n" +
+	"\x06remove\x18\x02 \x01(\bR\x06remove\"b\n" +
+	"\x14OwnerReferenceChange\x122\n" +
+	"\x05owner\x18\x01 \x01(\v2\x1c.safewrite.v1.OwnerReferenceR\x05owner\x12\x16\n" +
+	"\x06remove\x18\x02 \x01(\bR\x06remove\"\xbd\x01\n" +
+	"\x0eOwnerReference\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x04 \x01(\tR\x03uid\x12\x1e\n" +
+	"\n" +
+	"controller\x18\x05 \x01(\bR\n" +
+	"controller\x120\n" +
+	"\x14block_owner_deletion\x18\x06 \x01(\bR\x12blockOwnerDeletion\"p\n" +
+	"\x0fListEntryChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x1d\n" +
+	"\n" +
+	"entry_json\x18\x03 \x01(\tR\tentryJson\x12\x16\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\"*\n" +
 	"\tJsonPatch\x12\x1d\n" +
 	"\n" +
 	"patch_json\x18\x01 \x01(\tR\tpatchJson\"+\n" +
@@ -2203,13 +2870,14 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\x0e2\x14.safewrite.v1.ReasonR\x06reason\"U\n" +
 	"\vRetryByCode\x120\n" +
 	"\x14with_idempotency_key\x18\x01 \x03(\x05R\x12withIdempotencyKey\x12\x14\n" +
-	"\x05later\x18\x02 \x03(\x05R\x05later*x\n" +
+	"\x05later\x18\x02 \x03(\x05R\x05later*\x8a\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_UPDATED\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_UNCHANGED\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_CREATED\x10\x03\x12\x13\n" +
-	"\x0fOUTCOME_ABORTED\x10\x04*\xc0\a\n" +
+	"\x0fOUTCOME_ABORTED\x10\x04\x12\x10\n" +
+	"\fOUTCOME_GONE\x10\x05*\x82\b\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x1a\x04\x88\xb5\x18\x04\x12 \n" +
 	"\x16REASON_INVALID_REQUEST\x10\x01\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
@@ -2238,7 +2906,9 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x15REASON_TOKEN_REQUIRED\x10\x17\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
 	"\x14REASON_TOKEN_INVALID\x10\x18\x1a\x04\x88\xb5\x18\x01\x12'\n" +
 	"\x1dREASON_FIELD_MANAGER_CONFLICT\x10\x19\x1a\x04\x88\xb5\x18\x01\x12\x1b\n" +
-	"\x11REASON_API_SERVER\x10\x1a\x1a\x04\x88\xb5\x18\x04\x1a\x0f\x8a\xb5\x18\v\n" +
+	"\x11REASON_API_SERVER\x10\x1a\x1a\x04\x88\xb5\x18\x04\x12 \n" +
+	"\x16REASON_OBJECT_DELETING\x10\x1b\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
+	"\x14REASON_ALREADY_OWNED\x10\x1c\x1a\x04\x88\xb5\x18\x01\x1a\x0f\x8a\xb5\x18\v\n" +
 	"\x03\x01\x02\x04\x12\x04\b\n" +
 	"\r\x0e*s\n" +
 	"\x05Retry\x12\x15\n" +
@@ -2268,7 +2938,7 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 }
 
 var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_safewrite_v1_writer_proto_goTypes = []any{
 	(Outcome)(0),                          // 0: safewrite.v1.Outcome
 	(Reason)(0),                           // 1: safewrite.v1.Reason
@@ -2285,70 +2955,84 @@ var file_safewrite_v1_writer_proto_goTypes = []any{
 	(*FreshObject)(nil),                   // 12: safewrite.v1.FreshObject
 	(*ObjectRef)(nil),                     // 13: safewrite.v1.ObjectRef
 	(*Mutation)(nil),                      // 14: safewrite.v1.Mutation
-	(*JsonPatch)(nil),                     // 15: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),                    // 16: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),               // 17: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),                   // 18: safewrite.v1.CelMutation
-	(*Preconditions)(nil),                 // 19: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),                   // 20: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),                  // 21: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),                   // 22: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),                 // 23: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),                  // 24: safewrite.v1.WriteFailure
-	(*RetryByCode)(nil),                   // 25: safewrite.v1.RetryByCode
-	(*durationpb.Duration)(nil),           // 26: google.protobuf.Duration
-	(*descriptorpb.EnumValueOptions)(nil), // 27: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 28: google.protobuf.EnumOptions
+	(*SetCondition)(nil),                  // 15: safewrite.v1.SetCondition
+	(*Condition)(nil),                     // 16: safewrite.v1.Condition
+	(*RemoveCondition)(nil),               // 17: safewrite.v1.RemoveCondition
+	(*FinalizerChange)(nil),               // 18: safewrite.v1.FinalizerChange
+	(*OwnerReferenceChange)(nil),          // 19: safewrite.v1.OwnerReferenceChange
+	(*OwnerReference)(nil),                // 20: safewrite.v1.OwnerReference
+	(*ListEntryChange)(nil),               // 21: safewrite.v1.ListEntryChange
+	(*JsonPatch)(nil),                     // 22: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),                    // 23: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),               // 24: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),                   // 25: safewrite.v1.CelMutation
+	(*Preconditions)(nil),                 // 26: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),                   // 27: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),                  // 28: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),                   // 29: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),                 // 30: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),                  // 31: safewrite.v1.WriteFailure
+	(*RetryByCode)(nil),                   // 32: safewrite.v1.RetryByCode
+	(*durationpb.Duration)(nil),           // 33: google.protobuf.Duration
+	(*descriptorpb.EnumValueOptions)(nil), // 34: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 35: google.protobuf.EnumOptions
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
 	13, // 0: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
 	14, // 1: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	19, // 2: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	20, // 3: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	21, // 4: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	22, // 5: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	26, // 2: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	27, // 3: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	28, // 4: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	29, // 5: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
 	13, // 6: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
 	14, // 7: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	19, // 8: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	20, // 9: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	21, // 10: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	22, // 11: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	26, // 8: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	27, // 9: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	28, // 10: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	29, // 11: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
 	8,  // 12: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
 	9,  // 13: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
 	13, // 14: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	19, // 15: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	20, // 16: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	21, // 17: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	26, // 15: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	27, // 16: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	28, // 17: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
 	14, // 18: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
 	10, // 19: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
 	12, // 20: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	22, // 21: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	15, // 22: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	16, // 23: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	17, // 24: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	18, // 25: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	26, // 26: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	26, // 27: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	0,  // 28: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	23, // 29: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	26, // 30: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	23, // 31: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	1,  // 32: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
-	27, // 33: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
-	28, // 34: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
-	2,  // 35: safewrite.v1.retry:type_name -> safewrite.v1.Retry
-	25, // 36: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
-	3,  // 37: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	5,  // 38: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	7,  // 39: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	4,  // 40: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	6,  // 41: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	11, // 42: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	40, // [40:43] is the sub-list for method output_type
-	37, // [37:40] is the sub-list for method input_type
-	35, // [35:37] is the sub-list for extension type_name
-	33, // [33:35] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	29, // 21: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	22, // 22: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	23, // 23: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	24, // 24: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	25, // 25: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	15, // 26: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
+	17, // 27: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
+	18, // 28: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
+	19, // 29: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
+	21, // 30: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
+	16, // 31: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
+	20, // 32: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
+	33, // 33: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	33, // 34: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	0,  // 35: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
+	30, // 36: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	33, // 37: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	30, // 38: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	1,  // 39: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
+	34, // 40: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
+	35, // 41: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
+	2,  // 42: safewrite.v1.retry:type_name -> safewrite.v1.Retry
+	32, // 43: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
+	3,  // 44: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	5,  // 45: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	7,  // 46: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	4,  // 47: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	6,  // 48: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	11, // 49: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	47, // [47:50] is the sub-list for method output_type
+	44, // [44:47] is the sub-list for method input_type
+	42, // [42:44] is the sub-list for extension type_name
+	40, // [40:42] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_safewrite_v1_writer_proto_init() }
@@ -2374,14 +3058,20 @@ func file_safewrite_v1_writer_proto_init() {
 		(*Mutation_MergePatch)(nil),
 		(*Mutation_Apply)(nil),
 		(*Mutation_Cel)(nil),
+		(*Mutation_SetCondition)(nil),
+		(*Mutation_RemoveCondition)(nil),
+		(*Mutation_Finalizer)(nil),
+		(*Mutation_OwnerReference)(nil),
+		(*Mutation_ListEntry)(nil),
 	}
+	file_safewrite_v1_writer_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   30,
 			NumExtensions: 2,
 			NumServices:   1,
 		},

@@ -62,6 +62,10 @@ func reasonClass(r Reason) (c class, ok bool) {
 	case safewritev1.Reason_REASON_MUTATION_DOES_NOT_APPLY:
 		// As the API server answers a patch that does not apply.
 		return class{reason: metav1.StatusReasonInvalid, code: 422}, true
+	case safewritev1.Reason_REASON_OBJECT_DELETING, safewritev1.Reason_REASON_ALREADY_OWNED:
+		// As the API server answers a new finalizer on an object being deleted, and a
+		// second controller reference: the object's metadata refused as invalid.
+		return class{reason: metav1.StatusReasonInvalid, code: 422}, true
 	case safewritev1.Reason_REASON_CEL_BUSY, safewritev1.Reason_REASON_RATE_LIMITED,
 		safewritev1.Reason_REASON_OVERLOADED:
 		return class{reason: metav1.StatusReasonTooManyRequests, code: 429}, true
@@ -160,7 +164,7 @@ func (e *Error) class() class {
 // 404 NotFound; PRECONDITION_FAILED, RESOURCE_VERSION_MISMATCH and
 // FIELD_MANAGER_CONFLICT are 409 Conflict; INVALID_REQUEST and INVALID_CEL are 422
 // Invalid with a cause per field violation (400 BadRequest when none is named),
-// MUTATION_DOES_NOT_APPLY is 422 Invalid; CEL_BUSY, RATE_LIMITED and OVERLOADED are 429
+// MUTATION_DOES_NOT_APPLY, OBJECT_DELETING and ALREADY_OWNED are 422 Invalid; CEL_BUSY, RATE_LIMITED and OVERLOADED are 429
 // TooManyRequests; DEADLINE_EXCEEDED and TRANSACTION_IDLE are 504 Timeout, as is
 // WRITE_OUTCOME_UNKNOWN; API_SERVER_UNREACHABLE, RETRY_BUDGET_EXHAUSTED and CIRCUIT_OPEN
 // are 503 ServiceUnavailable; POLICY_DENIED is 403 Forbidden; TOKEN_REQUIRED and

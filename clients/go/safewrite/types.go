@@ -78,9 +78,15 @@ const (
 	OutcomeCreated Outcome = Outcome(safewritev1.Outcome_OUTCOME_CREATED)
 	// OutcomeAborted: a transaction function returned [ErrAbort]; nothing was written.
 	OutcomeAborted Outcome = Outcome(safewritev1.Outcome_OUTCOME_ABORTED)
+	// OutcomeGone: the object does not exist any more, after a [RemoveFinalizer]: it
+	// was already gone (nothing was written, and [Result.Object] is nil), or the
+	// removal took the last finalizer of an object being deleted, so the API server
+	// deleted it ([Result.Object] is the object as last written). A status write that
+	// would follow has nothing to write to: skip it. See [Result.Gone].
+	OutcomeGone Outcome = Outcome(safewritev1.Outcome_OUTCOME_GONE)
 )
 
-// String returns "Updated", "Unchanged", "Created", "Aborted" or "Unspecified".
+// String returns "Updated", "Unchanged", "Created", "Aborted", "Gone" or "Unspecified".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeUpdated:
@@ -91,6 +97,8 @@ func (o Outcome) String() string {
 		return "Created"
 	case OutcomeAborted:
 		return "Aborted"
+	case OutcomeGone:
+		return "Gone"
 	case OutcomeUnspecified:
 		return "Unspecified"
 	default:
@@ -98,7 +106,9 @@ func (o Outcome) String() string {
 	}
 }
 
-// Wrote reports whether the call wrote the object (it was updated or created).
+// Wrote reports whether the call wrote the object (it was updated or created). It is
+// false for [OutcomeGone], whose object is gone whether or not the last write was
+// this call's.
 func (o Outcome) Wrote() bool { return o == OutcomeUpdated || o == OutcomeCreated }
 
 // AttemptRecord is a short record of one attempt.
@@ -149,7 +159,8 @@ type Result struct {
 	// aborted). When the call was committed together with others
 	// ([AttemptRecord.BatchSize] above 1), it is the object right after this call's own
 	// change, in the batch's order: the changes of the calls after it are not in it. An
-	// unchanged call gets the object as it stood at its turn.
+	// unchanged call gets the object as it stood at its turn. Nil for [OutcomeGone]
+	// when nothing was written.
 	Object *unstructured.Unstructured
 	// ResourceVersion is Object's resourceVersion: of the write that carried it, or of
 	// the read when Object is the object as read.
@@ -171,6 +182,17 @@ type Result struct {
 
 	objectJSON string // Object as the sidecar sent it
 }
+
+// Gone reports whether the object does not exist any more ([OutcomeGone]): a
+// [RemoveFinalizer] found it gone, or took its last finalizer while it was being
+// deleted, so the API server deleted it. A controller then has nothing left to write
+// (skip the status write that would follow). A typed call leaves its object as it was
+// when [Result.Object] is nil.
+//
+//	res, err := typed.Update(ctx, widget, safewrite.RemoveFinalizer("example.com/cleanup"))
+//	if err != nil { return err }
+//	if res.Gone() { return nil }
+func (r *Result) Gone() bool { return r != nil && r.Outcome == OutcomeGone }
 
 func resultFrom(r *safewritev1.WriteResult) (*Result, error) {
 	if r == nil {

@@ -342,7 +342,7 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 // [*Error] matching one of the sentinel errors ([ErrConflict], [ErrInvalid],
 // [ErrPreconditionFailed], [ErrNotFound], [ErrPermissionDenied], ...).
 func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
-	mutation, cfg, err := c.prepare(m, opts)
+	mutation, cfg, err := c.prepare(ref, m, opts)
 	if err != nil {
 		return nil, withTarget(err, ref)
 	}
@@ -367,7 +367,7 @@ func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...
 // a status cannot be created ([WithCreateIfMissing] is refused). Otherwise as
 // [Client.Update].
 func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
-	mutation, cfg, err := c.prepare(m, opts)
+	mutation, cfg, err := c.prepare(ref, m, opts)
 	if err != nil {
 		return nil, withTarget(err, ref)
 	}
@@ -386,14 +386,17 @@ func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opt
 	return resultFrom(resp.GetResult())
 }
 
-// prepare checks the client's options and a unary write's mutation and options before
-// anything is sent.
-func (c *Client) prepare(m Mutation, opts []WriteOption) (*safewritev1.Mutation, *writeConfig, error) {
+// prepare checks the client's options and a unary write's mutation of ref and options
+// before anything is sent.
+func (c *Client) prepare(ref ObjectRef, m Mutation, opts []WriteOption) (*safewritev1.Mutation, *writeConfig, error) {
 	if err := c.checkOptions(); err != nil {
 		return nil, nil, err
 	}
 	mutation, err := m.proto()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.checkTarget(ref); err != nil {
 		return nil, nil, err
 	}
 	cfg, err := newWriteConfig(opts)

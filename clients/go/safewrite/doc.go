@@ -13,6 +13,10 @@
 //
 // Mutations are re-applied to the fresh object on every attempt (see [CEL],
 // [MergePatch], [JSONPatch] and [Apply]), so read-dependent changes are never lost.
+// Others change one entry of a list that other writers share, leaving their entries as
+// they are: conditions ([SetConditions]), finalizers ([AddFinalizer],
+// [RemoveFinalizer], whose removal may answer [OutcomeGone]), owner references
+// ([SetControllerReference]) and keyed lists ([UpsertListEntry]).
 // [Client.Transact] runs the same loop with the caller's own Go function as the
 // mutation, on an [*unstructured.Unstructured]:
 //

@@ -32,7 +32,9 @@ var (
 	// refused as invalid (422); [Error.FieldViolations] names the fields.
 	ErrInvalid = errors.New("safewrite: invalid")
 	// ErrPreconditionFailed (FAILED_PRECONDITION): a precondition was false, a JSON
-	// Patch test failed, or the mutation does not apply; nothing was written and
+	// Patch test failed, the mutation does not apply, a finalizer cannot be added to an
+	// object being deleted ([Error.ReasonCode] REASON_OBJECT_DELETING), or another owner
+	// is already the object's controller (REASON_ALREADY_OWNED); nothing was written and
 	// [Error.CurrentObject] holds the object as it is now.
 	ErrPreconditionFailed = errors.New("safewrite: precondition failed")
 	// ErrUnavailable (UNAVAILABLE): the API server or the sidecar is unreachable,
@@ -227,6 +229,16 @@ func clientError(code codes.Code, format string, args ...any) *Error {
 	if code == codes.InvalidArgument {
 		e.ReasonCode = safewritev1.Reason_REASON_INVALID_REQUEST
 	}
+	return e
+}
+
+// fieldError is an error found on this side in one field of the request, named as the
+// sidecar names it (e.g. "mutation.finalizer.finalizer"), so that it reads like the
+// sidecar's own refusal: [ErrInvalid], REASON_INVALID_REQUEST, one field violation.
+func fieldError(field, format string, args ...any) *Error {
+	description := fmt.Sprintf(format, args...)
+	e := clientError(codes.InvalidArgument, "%s: %s", field, description)
+	e.FieldViolations = []FieldViolation{{Field: field, Description: description}}
 	return e
 }
 

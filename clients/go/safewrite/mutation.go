@@ -14,11 +14,18 @@ import (
 )
 
 // Mutation is the change to make to an object, re-applied by the sidecar to the fresh
-// object on every attempt. Make one with [CEL], [MergePatch], [JSONPatch] or [Apply];
-// the zero Mutation is refused with [ErrInvalid].
+// object on every attempt. Make one with a patch ([CEL], [MergePatch], [MergeFrom],
+// [JSONPatch], [Apply]) or a change to one entry of a list: conditions
+// ([SetConditions], [RemoveConditions]), finalizers ([AddFinalizer],
+// [RemoveFinalizer]), owner references ([SetControllerReference],
+// [SetOwnerReference], [RemoveOwnerReference]) or any keyed list ([UpsertListEntry],
+// [RemoveListEntry]). The zero Mutation is refused with [ErrInvalid].
 type Mutation struct {
 	pb  *safewritev1.Mutation
 	err error
+	// ownerNamespace is the namespace of the owner object an owner reference was made
+	// from; a target in another namespace is refused (see checkTarget).
+	ownerNamespace string
 }
 
 // CEL is a CEL expression evaluated against the fresh object (bound to the variable
@@ -264,9 +271,27 @@ func (m Mutation) proto() (*safewritev1.Mutation, error) {
 	}
 	if m.pb == nil {
 		return nil, clientError(codes.InvalidArgument,
-			"no mutation: make one with safewrite.CEL, MergePatch, JSONPatch or Apply")
+			"no mutation: make one with safewrite.CEL, MergePatch, JSONPatch, Apply, SetConditions, AddFinalizer, ...")
 	}
 	return m.pb, nil
+}
+
+// checkTarget refuses, as controllerutil.SetOwnerReference does, an owner reference
+// to an owner of another namespace than target's, or to a namespaced owner of a
+// cluster-scoped target: the garbage collector would take such an owner for absent
+// and delete the target.
+func (m Mutation) checkTarget(target ObjectRef) error {
+	switch {
+	case m.ownerNamespace == "" || m.ownerNamespace == target.Namespace:
+		return nil
+	case target.Namespace == "":
+		return fieldError("mutation.owner_reference.owner",
+			"a cluster-scoped object cannot have an owner in namespace %q", m.ownerNamespace)
+	default:
+		return fieldError("mutation.owner_reference.owner",
+			"the owner is in namespace %q, the object in %q: owner references across namespaces are not allowed",
+			m.ownerNamespace, target.Namespace)
+	}
 }
 
 // jsonText renders v as JSON text whose first character is want ('{' or '[').

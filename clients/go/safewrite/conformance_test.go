@@ -60,6 +60,15 @@ type conformanceStep struct {
 	} `json:"expect"`
 }
 
+// beginMessage is a transact step's TransactBegin: its `begin`, which the README names,
+// or else its `request`, which some cases use for it as for the unary calls.
+func (s conformanceStep) beginMessage() json.RawMessage {
+	if len(s.Begin) > 0 {
+		return s.Begin
+	}
+	return s.Request
+}
+
 // adviceRow is a row of cases.json's "advice": whether a failure with this Reason and
 // gRPC code is retryable, without and with an idempotency key.
 type adviceRow struct {
@@ -212,7 +221,7 @@ func conformanceTransact(t *testing.T, stub safewritev1.WriterServiceClient, ste
 		return nil, err
 	}
 	begin := &safewritev1.TransactBegin{}
-	protoFromJSON(t, substitute(t, step.Begin, ns, name), begin)
+	protoFromJSON(t, substitute(t, step.beginMessage(), ns, name), begin)
 	if err := stream.Send(&safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Begin{Begin: begin}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -317,8 +326,10 @@ func codeName(e *safewrite.Error) string {
 	return name
 }
 
-// subset reports whether got has every field of want with its value (maps compared as
-// subsets, everything else by equality of its JSON form); path says where not.
+// subset reports whether got has every field of want with its value: maps compared as
+// subsets, everything else by equality of its JSON form, so a list must hold exactly
+// the entries want lists, in its order, each entry whole (TestConformanceSubset); path
+// says where not.
 func subset(want, got any) (string, bool) {
 	switch w := want.(type) {
 	case map[string]any:

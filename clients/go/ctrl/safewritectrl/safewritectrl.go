@@ -35,7 +35,8 @@ func Typed(c *safewrite.Client, cl client.Client) *safewrite.Typed {
 //     outcome unknown, or its own deadline or cancellation cut it off): returned too.
 //     The advice is to read the object before deciding again, and a requeued reconcile
 //     does exactly that: it starts from the object as it now is;
-//   - any other error (invalid, forbidden, a precondition false): a
+//   - any other error (invalid, forbidden, a precondition false, a finalizer added to
+//     an object being deleted, another owner already the object's controller): a
 //     reconcile.TerminalError, logged and not requeued until the object changes again.
 //
 // Errors that are not from safewrite are returned as they are.

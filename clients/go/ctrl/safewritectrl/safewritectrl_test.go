@@ -92,6 +92,18 @@ func TestResult(t *testing.T) {
 	if _, err := safewritectrl.Result(invalid); !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, safewrite.ErrInvalid) {
 		t.Errorf("an invalid request: %v", err)
 	}
+	// An owner already controlled by another, or a finalizer for an object being
+	// deleted: only a different request can succeed.
+	for _, reason := range []string{"ALREADY_OWNED", "OBJECT_DELETING"} {
+		refused, err := status.New(codes.FailedPrecondition, "refused").WithDetails(
+			protoadapt.MessageV1Of(&errdetails.ErrorInfo{Reason: reason, Domain: safewrite.Domain}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := safewritectrl.Result(safewrite.FromError(refused.Err())); !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, safewrite.ErrPreconditionFailed) {
+			t.Errorf("%s: %v, want a terminal error", reason, err)
+		}
+	}
 	// Cut off by its own deadline, a call may have left a write in flight: it is not
 	// Retryable without a key, but a requeued reconcile reads the object again before
 	// it decides, which is what the advice asks; so it requeues, never terminal.

@@ -25,7 +25,12 @@ pub struct Admission {
 pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
     pb::WriteResult {
         outcome: respond::outcome(written.outcome) as i32,
-        object_json: written.object.to_string(),
+        // No object (a finalizer removal that found it gone) is no JSON at all.
+        object_json: if written.object.is_null() {
+            String::new()
+        } else {
+            written.object.to_string()
+        },
         resource_version: written.resource_version,
         attempts: written.attempts.len() as u32,
         attempt_records: respond::records(&written.attempts),

@@ -82,10 +82,6 @@ def test_a_finalizer_holds_a_deleted_object_until_it_is_removed_then_it_is_gone(
     assert not last.object["metadata"].get("finalizers")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sidecar answers OUTCOME_GONE with object_json \"null\"; the proto says it is empty",
-)
 def test_a_finalizer_removal_from_a_missing_object_is_gone(
     client: sw.Client, configmap_ref: sw.ObjectRef
 ) -> None:

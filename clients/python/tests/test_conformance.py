@@ -31,24 +31,7 @@ ADVICE: List[Dict[str, Any]] = _FILE["advice"]["cases"]
 #: Cases the sidecar fails today where its behaviour contradicts the contract
 #: (proto/safewrite/v1/writer.proto), not the case: expected failures, strictly, so the
 #: entry must go once the sidecar is fixed (or, where the proto does not decide, the case).
-KNOWN_SIDECAR_BUGS: Dict[str, str] = {
-    "finalizer_removal_from_a_missing_object_is_gone": (
-        "the sidecar answers OUTCOME_GONE with object_json \"null\"; the proto says it is empty"
-    ),
-    **{
-        name: (
-            "the sidecar writes \"message\": \"\" into a condition set without a message (as "
-            "apimachinery's SetStatusCondition does); the case's entries, compared whole, "
-            "have no message, and the proto does not say which is right"
-        )
-        for name in (
-            "set_condition_to_what_it_is_writes_nothing",
-            "set_condition_moves_transition_time_only_with_status",
-            "set_condition_keeps_other_entries_and_fields",
-            "set_condition_inside_a_transaction",
-        )
-    },
-}
+KNOWN_SIDECAR_BUGS: Dict[str, str] = {}
 
 REQUESTS = {"update": writer_pb2.UpdateWithRetryRequest, "patch_status": writer_pb2.PatchStatusRequest}
 

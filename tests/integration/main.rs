@@ -13,6 +13,7 @@ mod cli;
 mod client_stack;
 mod deploy;
 mod engine;
+mod entries;
 mod exactly_once;
 mod harness;
 mod inject;

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAkizAEKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAQgYKBGtpbmQiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIoQBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKngKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQqwAcKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQykgIKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABOk4KBXJldHJ5EiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY0YYDIAEoDjITLnNhZmV3cml0ZS52MS5SZXRyeVIFcmV0cnk6XQoNcmV0cnlfYnlfY29kZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5QnlDb2RlUgtyZXRyeUJ5Q29kZUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAki5AMKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAEjMKDXNldF9jb25kaXRpb24YBSABKAsyGi5zYWZld3JpdGUudjEuU2V0Q29uZGl0aW9uSAASOQoQcmVtb3ZlX2NvbmRpdGlvbhgGIAEoCzIdLnNhZmV3cml0ZS52MS5SZW1vdmVDb25kaXRpb25IABIyCglmaW5hbGl6ZXIYByABKAsyHS5zYWZld3JpdGUudjEuRmluYWxpemVyQ2hhbmdlSAASPQoPb3duZXJfcmVmZXJlbmNlGAggASgLMiIuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlQ2hhbmdlSAASMwoKbGlzdF9lbnRyeRgJIAEoCzIdLnNhZmV3cml0ZS52MS5MaXN0RW50cnlDaGFuZ2VIAEIGCgRraW5kIkkKDFNldENvbmRpdGlvbhIrCgpjb25kaXRpb25zGAEgAygLMhcuc2FmZXdyaXRlLnYxLkNvbmRpdGlvbhIMCgRwYXRoGAIgASgJIqIBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIAoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgFIAEoA0gAiAEBEhwKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAYgASgJQhYKFF9vYnNlcnZlZF9nZW5lcmF0aW9uIi4KD1JlbW92ZUNvbmRpdGlvbhINCgV0eXBlcxgBIAMoCRIMCgRwYXRoGAIgASgJIjQKD0ZpbmFsaXplckNoYW5nZRIRCglmaW5hbGl6ZXIYASABKAkSDgoGcmVtb3ZlGAIgASgIIlMKFE93bmVyUmVmZXJlbmNlQ2hhbmdlEisKBW93bmVyGAEgASgLMhwuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlEg4KBnJlbW92ZRgCIAEoCCKAAQoOT3duZXJSZWZlcmVuY2USEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEgsKA3VpZBgEIAEoCRISCgpjb250cm9sbGVyGAUgASgIEhwKFGJsb2NrX293bmVyX2RlbGV0aW9uGAYgASgIIlEKD0xpc3RFbnRyeUNoYW5nZRIMCgRwYXRoGAEgASgJEgwKBGtleXMYAiADKAkSEgoKZW50cnlfanNvbhgDIAEoCRIOCgZyZW1vdmUYBCABKAgiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIoQBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKooBCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABITCg9PVVRDT01FX1VQREFURUQQARIVChFPVVRDT01FX1VOQ0hBTkdFRBACEhMKD09VVENPTUVfQ1JFQVRFRBADEhMKD09VVENPTUVfQUJPUlRFRBAEEhAKDE9VVENPTUVfR09ORRAFKoIICgZSZWFzb24SHAoSUkVBU09OX1VOU1BFQ0lGSUVEEAAaBIi1GAQSIAoWUkVBU09OX0lOVkFMSURfUkVRVUVTVBABGgSItRgBEh0KE1JFQVNPTl9VTktOT1dOX0tJTkQQAhoEiLUYARIkChpSRUFTT05fUFJFQ09ORElUSU9OX0ZBSUxFRBADGgSItRgBEhwKElJFQVNPTl9JTlZBTElEX0NFTBAEGgSItRgBEhkKD1JFQVNPTl9DRUxfQlVTWRAFGgSItRgCEiIKGFJFQVNPTl9ERUFETElORV9FWENFRURFRBAGGgSItRgCEigKHlJFQVNPTl9NVVRBVElPTl9ET0VTX05PVF9BUFBMWRAHGgSItRgBEioKIFJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX01JU01BVENIEAgaBIi1GAESJwodUkVBU09OX0FQSV9TRVJWRVJfVU5SRUFDSEFCTEUQCRoEiLUYAhImChxSRUFTT05fV1JJVEVfT1VUQ09NRV9VTktOT1dOEAoaBIi1GAMSJwodUkVBU09OX1JFVFJZX0JVREdFVF9FWEhBVVNURUQQCxoEiLUYAhIdChNSRUFTT05fQ0lSQ1VJVF9PUEVOEAwaBIi1GAISHQoTUkVBU09OX1JBVEVfTElNSVRFRBANGgSItRgCEiYKHFJFQVNPTl9UUkFOU0FDVElPTl9DQU5DRUxMRUQQDhoEiLUYARIhChdSRUFTT05fVFJBTlNBQ1RJT05fSURMRRAPGgSItRgCEhsKEVJFQVNPTl9CQURfQU5TV0VSEBAaBIi1GAMSGwoRUkVBU09OX09WRVJMT0FERUQQERoEiLUYAhIiChhSRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQEhoEiLUYARIiChhSRUFTT05fTUFMRk9STUVEX1JFUVVFU1QQExoEiLUYARIeChRSRUFTT05fVU5JTVBMRU1FTlRFRBAUGgSItRgBEiEKF1JFQVNPTl9SRVFVRVNUX05PVF9SRUFEEBUaBIi1GAISHgoUUkVBU09OX1BPTElDWV9ERU5JRUQQFhoEiLUYARIfChVSRUFTT05fVE9LRU5fUkVRVUlSRUQQFxoEiLUYARIeChRSRUFTT05fVE9LRU5fSU5WQUxJRBAYGgSItRgBEicKHVJFQVNPTl9GSUVMRF9NQU5BR0VSX0NPTkZMSUNUEBkaBIi1GAESGwoRUkVBU09OX0FQSV9TRVJWRVIQGhoEiLUYBBIgChZSRUFTT05fT0JKRUNUX0RFTEVUSU5HEBsaBIi1GAESHgoUUkVBU09OX0FMUkVBRFlfT1dORUQQHBoEiLUYARoPirUYCwoDAQIEEgQICg0OKnMKBVJldHJ5EhUKEVJFVFJZX1VOU1BFQ0lGSUVEEAASDwoLUkVUUllfTkVWRVIQARIPCgtSRVRSWV9MQVRFUhACEh4KGlJFVFJZX1dJVEhfSURFTVBPVEVOQ1lfS0VZEAMSEQoNUkVUUllfQllfQ09ERRAEMpICCg1Xcml0ZXJTZXJ2aWNlEl4KD1VwZGF0ZVdpdGhSZXRyeRIkLnNhZmV3cml0ZS52MS5VcGRhdGVXaXRoUmV0cnlSZXF1ZXN0GiUuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlElIKC1BhdGNoU3RhdHVzEiAuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVxdWVzdBohLnNhZmV3cml0ZS52MS5QYXRjaFN0YXR1c1Jlc3BvbnNlEk0KCFRyYW5zYWN0Eh0uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVxdWVzdBoeLnNhZmV3cml0ZS52MS5UcmFuc2FjdFJlc3BvbnNlKAEwATpOCgVyZXRyeRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNGGAyABKA4yEy5zYWZld3JpdGUudjEuUmV0cnlSBXJldHJ5Ol0KDXJldHJ5X2J5X2NvZGUSHC5nb29nbGUucHJvdG9idWYuRW51bU9wdGlvbnMY0YYDIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeUJ5Q29kZVILcmV0cnlCeUNvZGVCVAoQZGV2LnNhZmV3cml0ZS52MUILV3JpdGVyUHJvdG9QAVoxc2FmZXdyaXRlLmRldi9jbGllbnRzL2dvL3NhZmV3cml0ZS92MTtzYWZld3JpdGV2MWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
 
 /**
  * UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -449,6 +449,9 @@ export const ObjectRefSchema: GenMessage<ObjectRef> = /*@__PURE__*/
 
 /**
  * Mutation is the change to make; it is re-applied to the fresh object on every attempt.
+ * Besides the generic patches, it names the read-dependent changes to one entry of a
+ * list that controllers most often get wrong (conditions, finalizers, owner references,
+ * entries of lists shared with other controllers), each with exact semantics.
  *
  * @generated from message safewrite.v1.Mutation
  */
@@ -490,6 +493,46 @@ export type Mutation = Message<"safewrite.v1.Mutation"> & {
      */
     value: CelMutation;
     case: "cel";
+  } | {
+    /**
+     * Sets status conditions, with apimachinery's meta.SetStatusCondition semantics.
+     *
+     * @generated from field: safewrite.v1.SetCondition set_condition = 5;
+     */
+    value: SetCondition;
+    case: "setCondition";
+  } | {
+    /**
+     * Removes status conditions by type.
+     *
+     * @generated from field: safewrite.v1.RemoveCondition remove_condition = 6;
+     */
+    value: RemoveCondition;
+    case: "removeCondition";
+  } | {
+    /**
+     * Adds or removes one finalizer.
+     *
+     * @generated from field: safewrite.v1.FinalizerChange finalizer = 7;
+     */
+    value: FinalizerChange;
+    case: "finalizer";
+  } | {
+    /**
+     * Ensures or removes one owner reference.
+     *
+     * @generated from field: safewrite.v1.OwnerReferenceChange owner_reference = 8;
+     */
+    value: OwnerReferenceChange;
+    case: "ownerReference";
+  } | {
+    /**
+     * Upserts or removes one entry of a keyed list.
+     *
+     * @generated from field: safewrite.v1.ListEntryChange list_entry = 9;
+     */
+    value: ListEntryChange;
+    case: "listEntry";
   } | { case: undefined; value?: undefined };
 };
 
@@ -499,6 +542,317 @@ export type Mutation = Message<"safewrite.v1.Mutation"> & {
  */
 export const MutationSchema: GenMessage<Mutation> = /*@__PURE__*/
   messageDesc(file_safewrite_v1_writer, 11);
+
+/**
+ * SetCondition upserts conditions in the object's conditions list, with the semantics of
+ * apimachinery's meta.SetStatusCondition, applied to the fresh object on every attempt:
+ * the entry whose `type` matches is updated in place (a new type is appended after the
+ * others); its lastTransitionTime changes only when its status changes; reason, message
+ * and observedGeneration are set; every other entry, and every field of an entry this
+ * message does not name, is kept as it is and where it is. A condition set to what it
+ * already is writes nothing (OUTCOME_UNCHANGED), so a controller may set its conditions
+ * on every sync. Use PatchStatus for kinds with a status subresource, UpdateWithRetry for
+ * kinds without one.
+ *
+ * @generated from message safewrite.v1.SetCondition
+ */
+export type SetCondition = Message<"safewrite.v1.SetCondition"> & {
+  /**
+   * The conditions to set, in order; at least one, each type at most once.
+   *
+   * @generated from field: repeated safewrite.v1.Condition conditions = 1;
+   */
+  conditions: Condition[];
+
+  /**
+   * Where the list is, as field names joined by dots. Empty means "status.conditions".
+   * Created when missing; a path through a value that is not an object, or to a value
+   * that is not a list, is refused with INVALID_ARGUMENT.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message safewrite.v1.SetCondition.
+ * Use `create(SetConditionSchema)` to create a new message.
+ */
+export const SetConditionSchema: GenMessage<SetCondition> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 12);
+
+/**
+ * Condition is one entry of a conditions list, as metav1.Condition.
+ *
+ * @generated from message safewrite.v1.Condition
+ */
+export type Condition = Message<"safewrite.v1.Condition"> & {
+  /**
+   * The condition's type: a qualified name ([prefix/]name, name at most 63 characters of
+   * [A-Za-z0-9-_.] starting and ending alphanumeric, prefix a DNS subdomain), at most 316
+   * characters. Required.
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * "True", "False" or "Unknown". Required.
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * A CamelCase word for the condition's last transition: matches
+   * ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most 1024 characters. Required (the API
+   * server's own validation of metav1.Condition requires it).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * A human-readable message, at most 32768 characters. Optional.
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+
+  /**
+   * The generation the condition was computed from. Unset: the metadata.generation of
+   * the fresh object the change is applied to (read again on every attempt), and no
+   * observedGeneration when the object has none.
+   *
+   * @generated from field: optional int64 observed_generation = 5;
+   */
+  observedGeneration?: bigint | undefined;
+
+  /**
+   * When the status last changed, RFC 3339 in UTC (e.g. "2026-11-26T15:04:05Z"); used
+   * only when the entry is new or its status changes. Empty: the time of the write, in
+   * seconds. Optional.
+   *
+   * @generated from field: string last_transition_time = 6;
+   */
+  lastTransitionTime: string;
+};
+
+/**
+ * Describes the message safewrite.v1.Condition.
+ * Use `create(ConditionSchema)` to create a new message.
+ */
+export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 13);
+
+/**
+ * RemoveCondition removes the conditions of the given types from the conditions list;
+ * the other entries keep their order. Removing a type that is not there writes nothing.
+ *
+ * @generated from message safewrite.v1.RemoveCondition
+ */
+export type RemoveCondition = Message<"safewrite.v1.RemoveCondition"> & {
+  /**
+   * The types to remove; at least one.
+   *
+   * @generated from field: repeated string types = 1;
+   */
+  types: string[];
+
+  /**
+   * Where the list is, as for SetCondition.path. Empty means "status.conditions".
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message safewrite.v1.RemoveCondition.
+ * Use `create(RemoveConditionSchema)` to create a new message.
+ */
+export const RemoveConditionSchema: GenMessage<RemoveCondition> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 14);
+
+/**
+ * FinalizerChange adds or removes one value of metadata.finalizers, leaving every other
+ * finalizer as it is. Adding a finalizer that is there, or removing one that is not,
+ * writes nothing. Adding one to an object that is being deleted (it has a
+ * deletionTimestamp) is refused with FAILED_PRECONDITION, reason OBJECT_DELETING, before
+ * anything is sent. Removing one from an object that does not exist, or a removal after
+ * which the API server deletes the object (its last finalizer on an object being
+ * deleted), answers OUTCOME_GONE.
+ *
+ * @generated from message safewrite.v1.FinalizerChange
+ */
+export type FinalizerChange = Message<"safewrite.v1.FinalizerChange"> & {
+  /**
+   * The finalizer: a qualified name, e.g. "example.com/cleanup". Required.
+   *
+   * @generated from field: string finalizer = 1;
+   */
+  finalizer: string;
+
+  /**
+   * Remove the finalizer instead of adding it.
+   *
+   * @generated from field: bool remove = 2;
+   */
+  remove: boolean;
+};
+
+/**
+ * Describes the message safewrite.v1.FinalizerChange.
+ * Use `create(FinalizerChangeSchema)` to create a new message.
+ */
+export const FinalizerChangeSchema: GenMessage<FinalizerChange> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 15);
+
+/**
+ * OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
+ * controllerutil.SetOwnerReference / SetControllerReference / RemoveOwnerReference do.
+ * References are matched by uid. Ensure writes nothing when an identical reference is
+ * there, updates its fields when one with the same uid differs, and appends it otherwise;
+ * asking for `controller` when another owner is the object's controller is refused with
+ * FAILED_PRECONDITION, reason ALREADY_OWNED, naming that controller. Removing a reference
+ * that is not there writes nothing; removing the last one removes the list.
+ *
+ * @generated from message safewrite.v1.OwnerReferenceChange
+ */
+export type OwnerReferenceChange = Message<"safewrite.v1.OwnerReferenceChange"> & {
+  /**
+   * The owner. Required.
+   *
+   * @generated from field: safewrite.v1.OwnerReference owner = 1;
+   */
+  owner?: OwnerReference | undefined;
+
+  /**
+   * Remove the reference instead of ensuring it: by uid, or, when no uid is given, every
+   * reference with the owner's API group, kind and name.
+   *
+   * @generated from field: bool remove = 2;
+   */
+  remove: boolean;
+};
+
+/**
+ * Describes the message safewrite.v1.OwnerReferenceChange.
+ * Use `create(OwnerReferenceChangeSchema)` to create a new message.
+ */
+export const OwnerReferenceChangeSchema: GenMessage<OwnerReferenceChange> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 16);
+
+/**
+ * OwnerReference names an owner of the object, as metav1.OwnerReference.
+ *
+ * @generated from message safewrite.v1.OwnerReference
+ */
+export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
+  /**
+   * The owner's apiVersion, e.g. "apps/v1". Required.
+   *
+   * @generated from field: string api_version = 1;
+   */
+  apiVersion: string;
+
+  /**
+   * The owner's kind, e.g. "Deployment". Required.
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * The owner's metadata.name. Required.
+   *
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * The owner's metadata.uid. When empty, safewrite reads the owner (in the object's
+   * namespace, or cluster-scoped) and takes its uid; a namespaced owner of a
+   * cluster-scoped object is refused. Not read again on retries.
+   *
+   * @generated from field: string uid = 4;
+   */
+  uid: string;
+
+  /**
+   * The owner is the object's managing controller (at most one owner may be).
+   *
+   * @generated from field: bool controller = 5;
+   */
+  controller: boolean;
+
+  /**
+   * The garbage collector keeps the owner until this object is deleted (foreground
+   * deletion).
+   *
+   * @generated from field: bool block_owner_deletion = 6;
+   */
+  blockOwnerDeletion: boolean;
+};
+
+/**
+ * Describes the message safewrite.v1.OwnerReference.
+ * Use `create(OwnerReferenceSchema)` to create a new message.
+ */
+export const OwnerReferenceSchema: GenMessage<OwnerReference> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 17);
+
+/**
+ * ListEntryChange upserts or removes one entry of a list of objects keyed by some of
+ * their fields (a list that is, or should have been, `x-kubernetes-list-type: map`),
+ * such as a route's status.parents keyed by controllerName and parentRef. Every other
+ * entry, and the order of all of them, is kept; an upsert that changes nothing, or a
+ * removal of an entry that is not there, writes nothing.
+ *
+ * @generated from message safewrite.v1.ListEntryChange
+ */
+export type ListEntryChange = Message<"safewrite.v1.ListEntryChange"> & {
+  /**
+   * Where the list is, as field names joined by dots, e.g. "status.parents". Required.
+   * A missing list (and the objects on the way to it) is created on upsert; a path
+   * through a value that is not an object, or to a value that is not a list, is refused
+   * with INVALID_ARGUMENT.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * The names of the key fields, e.g. ["controllerName"]; an entry matches when every
+   * key field is equal. At least one.
+   *
+   * @generated from field: repeated string keys = 2;
+   */
+  keys: string[];
+
+  /**
+   * The entry as a JSON object carrying every key field. Upsert merges it into the
+   * matching entry as an RFC 7386 merge patch (a null removes a field), or appends it
+   * when none matches; remove uses only its key fields. Required.
+   *
+   * @generated from field: string entry_json = 3;
+   */
+  entryJson: string;
+
+  /**
+   * Remove the matching entry instead of upserting it.
+   *
+   * @generated from field: bool remove = 4;
+   */
+  remove: boolean;
+};
+
+/**
+ * Describes the message safewrite.v1.ListEntryChange.
+ * Use `create(ListEntryChangeSchema)` to create a new message.
+ */
+export const ListEntryChangeSchema: GenMessage<ListEntryChange> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 18);
 
 /**
  * JsonPatch is an RFC 6902 JSON Patch. Its `test` operations are preconditions: when one
@@ -521,7 +875,7 @@ export type JsonPatch = Message<"safewrite.v1.JsonPatch"> & {
  * Use `create(JsonPatchSchema)` to create a new message.
  */
 export const JsonPatchSchema: GenMessage<JsonPatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 12);
+  messageDesc(file_safewrite_v1_writer, 19);
 
 /**
  * MergePatch is an RFC 7386 JSON merge patch.
@@ -542,7 +896,7 @@ export type MergePatch = Message<"safewrite.v1.MergePatch"> & {
  * Use `create(MergePatchSchema)` to create a new message.
  */
 export const MergePatchSchema: GenMessage<MergePatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 13);
+  messageDesc(file_safewrite_v1_writer, 20);
 
 /**
  * ServerSideApply sends an apply configuration; the API server merges it with the
@@ -573,7 +927,7 @@ export type ServerSideApply = Message<"safewrite.v1.ServerSideApply"> & {
  * Use `create(ServerSideApplySchema)` to create a new message.
  */
 export const ServerSideApplySchema: GenMessage<ServerSideApply> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 14);
+  messageDesc(file_safewrite_v1_writer, 21);
 
 /**
  * CelMutation is a CEL expression evaluated against the fresh object, bound to the
@@ -597,7 +951,7 @@ export type CelMutation = Message<"safewrite.v1.CelMutation"> & {
  * Use `create(CelMutationSchema)` to create a new message.
  */
 export const CelMutationSchema: GenMessage<CelMutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 15);
+  messageDesc(file_safewrite_v1_writer, 22);
 
 /**
  * Preconditions are checked on the fresh object before every write. When one is false
@@ -635,7 +989,7 @@ export type Preconditions = Message<"safewrite.v1.Preconditions"> & {
  * Use `create(PreconditionsSchema)` to create a new message.
  */
 export const PreconditionsSchema: GenMessage<Preconditions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 16);
+  messageDesc(file_safewrite_v1_writer, 23);
 
 /**
  * RetryPolicy bounds the retry loop. Zero values take the sidecar's defaults. The
@@ -679,7 +1033,7 @@ export type RetryPolicy = Message<"safewrite.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 17);
+  messageDesc(file_safewrite_v1_writer, 24);
 
 /**
  * WriteOptions are per-request options of the write.
@@ -752,7 +1106,7 @@ export type WriteOptions = Message<"safewrite.v1.WriteOptions"> & {
  * Use `create(WriteOptionsSchema)` to create a new message.
  */
 export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 18);
+  messageDesc(file_safewrite_v1_writer, 25);
 
 /**
  * WriteResult describes a finished write.
@@ -824,7 +1178,7 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
  * Use `create(WriteResultSchema)` to create a new message.
  */
 export const WriteResultSchema: GenMessage<WriteResult> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 19);
+  messageDesc(file_safewrite_v1_writer, 26);
 
 /**
  * AttemptRecord is a short record of one attempt.
@@ -884,7 +1238,7 @@ export type AttemptRecord = Message<"safewrite.v1.AttemptRecord"> & {
  * Use `create(AttemptRecordSchema)` to create a new message.
  */
 export const AttemptRecordSchema: GenMessage<AttemptRecord> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 20);
+  messageDesc(file_safewrite_v1_writer, 27);
 
 /**
  * WriteFailure is attached to the details of every error status the Writer service
@@ -929,7 +1283,7 @@ export type WriteFailure = Message<"safewrite.v1.WriteFailure"> & {
  * Use `create(WriteFailureSchema)` to create a new message.
  */
 export const WriteFailureSchema: GenMessage<WriteFailure> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 21);
+  messageDesc(file_safewrite_v1_writer, 28);
 
 /**
  * RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
@@ -958,7 +1312,7 @@ export type RetryByCode = Message<"safewrite.v1.RetryByCode"> & {
  * Use `create(RetryByCodeSchema)` to create a new message.
  */
 export const RetryByCodeSchema: GenMessage<RetryByCode> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 22);
+  messageDesc(file_safewrite_v1_writer, 29);
 
 /**
  * Outcome says what a successful RPC did.
@@ -1000,6 +1354,16 @@ export enum Outcome {
    * @generated from enum value: OUTCOME_ABORTED = 4;
    */
   ABORTED = 4,
+
+  /**
+   * The object does not exist any more: a finalizer removal found it gone (nothing was
+   * written; object_json is empty), or the write removed the last finalizer of an object
+   * being deleted, so the API server deleted it (object_json is the object as last
+   * written). Skip any status write that would follow.
+   *
+   * @generated from enum value: OUTCOME_GONE = 5;
+   */
+  GONE = 5,
 }
 
 /**
@@ -1215,6 +1579,20 @@ export enum Reason {
    * @generated from enum value: REASON_API_SERVER = 26;
    */
   API_SERVER = 26,
+
+  /**
+   * A finalizer cannot be added: the object is being deleted (it has a deletionTimestamp). Nothing was written.
+   *
+   * @generated from enum value: REASON_OBJECT_DELETING = 27;
+   */
+  OBJECT_DELETING = 27,
+
+  /**
+   * Another owner is already the object's controller; the message names it. Nothing was written.
+   *
+   * @generated from enum value: REASON_ALREADY_OWNED = 28;
+   */
+  ALREADY_OWNED = 28,
 }
 
 /**

@@ -175,7 +175,13 @@ export class SafewriteError extends Error {
 export class ConflictError extends SafewriteError {}
 /** INVALID_ARGUMENT: a malformed request or an object the API server refused (422); see `fieldViolations`. */
 export class InvalidError extends SafewriteError {}
-/** FAILED_PRECONDITION: a precondition was false, a JSON Patch `test` failed or the mutation does not apply; nothing was written; see `currentObject`. */
+/**
+ * FAILED_PRECONDITION: nothing was written; see `currentObject`. A precondition was false
+ * or a JSON Patch `test` failed (reason `PRECONDITION_FAILED`), the mutation does not
+ * apply (`MUTATION_DOES_NOT_APPLY`), a finalizer cannot be added to an object being
+ * deleted (`OBJECT_DELETING`), or another owner is already the object's controller
+ * (`ALREADY_OWNED`).
+ */
 export class PreconditionFailedError extends SafewriteError {}
 /** UNAVAILABLE: the API server or the sidecar is unreachable or throttling, or the circuit breaker is open; retry after `retryDelayMs`. */
 export class UnavailableError extends SafewriteError {}

@@ -8,7 +8,10 @@ import type { KubeObject } from "./mutation.js";
  * {@link KubeObject} (e.g. `{ data: { n: string } }`).
  */
 export interface Result<T extends object = object> {
-  /** UPDATED, UNCHANGED (nothing was written), CREATED, or ABORTED (a transact function aborted). */
+  /**
+   * UPDATED, UNCHANGED (nothing was written), CREATED, ABORTED (a transact function
+   * aborted), or GONE (the object does not exist any more; see {@link gone}).
+   */
   outcome: Outcome;
   /** The outcome's name, e.g. "UPDATED" (the enum value itself prints as a number). */
   outcomeName: string;
@@ -29,6 +32,13 @@ export interface Result<T extends object = object> {
   traceId: string;
   /** The call's idempotency key was already on the object: nothing was written this time. */
   alreadyApplied: boolean;
+  /**
+   * The object does not exist any more (`Outcome.GONE`): a finalizer removal found it
+   * gone (nothing was written, and `object` is `{}`), or the write removed the last
+   * finalizer of an object being deleted, so the API server deleted it (`object` is the
+   * object as last written). Skip any status write that would follow.
+   */
+  gone: boolean;
 }
 
 /** Converts a safewrite.v1.WriteResult message. */
@@ -45,6 +55,7 @@ export function toResult<T extends object = object>(result: WriteResult | undefi
     attemptRecords: result.attemptRecords.map(attemptRecord),
     traceId: result.traceId,
     alreadyApplied: result.alreadyApplied,
+    gone: result.outcome === Outcome.GONE,
   };
 }
 

@@ -131,6 +131,8 @@ describe("error details", () => {
     [GrpcStatus.ABORTED, Reason.RESOURCE_VERSION_MISMATCH, ConflictError, false],
     [GrpcStatus.INVALID_ARGUMENT, Reason.INVALID_REQUEST, InvalidError, false],
     [GrpcStatus.FAILED_PRECONDITION, Reason.PRECONDITION_FAILED, PreconditionFailedError, false],
+    [GrpcStatus.FAILED_PRECONDITION, Reason.OBJECT_DELETING, PreconditionFailedError, false],
+    [GrpcStatus.FAILED_PRECONDITION, Reason.ALREADY_OWNED, PreconditionFailedError, false],
     [GrpcStatus.UNAVAILABLE, Reason.CIRCUIT_OPEN, UnavailableError, true],
     [GrpcStatus.UNAVAILABLE, Reason.RETRY_BUDGET_EXHAUSTED, UnavailableError, true],
     [GrpcStatus.RESOURCE_EXHAUSTED, Reason.OVERLOADED, ResourceExhaustedError, true],

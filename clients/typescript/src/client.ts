@@ -130,7 +130,7 @@ export class Client {
   ): Promise<Result<T>> {
     const request = create(UpdateWithRetryRequestSchema, {
       ...requestParts(ref, options),
-      mutation: mutation === undefined ? undefined : mutationMessage(mutation),
+      mutation: mutation === undefined ? undefined : mutationMessage(mutation, ref.namespace ?? ""),
     });
     const response = await this.#unary(
       path(WriterService.method.updateWithRetry),
@@ -156,7 +156,7 @@ export class Client {
   ): Promise<Result<T>> {
     const request = create(PatchStatusRequestSchema, {
       ...requestParts(ref, options),
-      mutation: mutation === undefined ? undefined : mutationMessage(mutation),
+      mutation: mutation === undefined ? undefined : mutationMessage(mutation, ref.namespace ?? ""),
     });
     const response = await this.#unary(
       path(WriterService.method.patchStatus),
@@ -209,7 +209,7 @@ export class Client {
       this.#metadata(options),
       this.#callOptions(options),
     );
-    const transaction = new Transaction<T>(call, Boolean(options.idempotencyKey), signal);
+    const transaction = new Transaction<T>(call, Boolean(options.idempotencyKey), signal, ref.namespace ?? "");
     if (signal !== undefined) {
       const onAbort = (): void => call.cancel();
       signal.addEventListener("abort", onAbort, { once: true });

@@ -12,11 +12,27 @@ export {
   jsonPatch,
   mergePatch,
   Mutation,
+  type MutationKind,
   type JsonObject,
   type KubeObject,
   type ObjectMeta,
   type JsonPatchOp,
 } from "./mutation.js";
+export {
+  addFinalizer,
+  removeConditions,
+  removeFinalizer,
+  removeListEntry,
+  removeOwnerReference,
+  setConditions,
+  setControllerReference,
+  setOwnerReference,
+  upsertListEntry,
+  type ConditionInput,
+  type ConditionListOptions,
+  type Owner,
+  type OwnerReferenceOptions,
+} from "./entries.js";
 export type {
   CallOptions,
   ObjectRef,

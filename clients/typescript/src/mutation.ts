@@ -4,8 +4,11 @@
  * or an abort.
  */
 import { create } from "@bufbuild/protobuf";
+import { status as GrpcStatus } from "@grpc/grpc-js";
 
-import { MutationSchema, type Mutation as MutationMessage } from "./gen/safewrite/v1/writer_pb.js";
+import { DOMAIN, InvalidError } from "./errors.js";
+import { MutationSchema, Reason, type Mutation as MutationMessage } from "./gen/safewrite/v1/writer_pb.js";
+import { reasonName } from "./reasons.js";
 
 /** A JSON object: a patch, an apply configuration, an object to create. */
 export type JsonObject = { [key: string]: unknown };
@@ -43,38 +46,49 @@ export interface JsonPatchOp {
   from?: string;
 }
 
+/** The kinds of {@link Mutation}: the fields of the proto's `Mutation.kind`, in camelCase. */
+export type MutationKind =
+  | "cel"
+  | "mergePatch"
+  | "jsonPatch"
+  | "apply"
+  | "setCondition"
+  | "removeCondition"
+  | "finalizer"
+  | "ownerReference"
+  | "listEntry";
+
 /**
  * A change for `update`, `patchStatus` or a `transact` proposal. Build one with
- * {@link cel}, {@link mergePatch}, {@link jsonPatch} or {@link apply}.
+ * {@link cel}, {@link mergePatch}, {@link jsonPatch} or {@link apply}, or, for one entry
+ * of a list, with `setConditions`, `removeConditions`, `addFinalizer`, `removeFinalizer`,
+ * `setOwnerReference`, `setControllerReference`, `removeOwnerReference`,
+ * `upsertListEntry` or `removeListEntry`.
  */
 export class Mutation {
   /** @internal */
   readonly message: MutationMessage;
+  /** @internal The namespace of an owner object this mutation references ("" when cluster-scoped). */
+  readonly ownerNamespace: string | undefined;
 
-  /** @internal Use cel(), mergePatch(), jsonPatch() or apply(). */
-  constructor(message: MutationMessage) {
+  /** @internal Use the builders: cel(), mergePatch(), setConditions(), ... */
+  constructor(message: MutationMessage, ownerNamespace?: string) {
     this.message = message;
+    this.ownerNamespace = ownerNamespace;
   }
 
-  /** Which kind of mutation this is: "cel", "mergePatch", "jsonPatch" or "apply". */
-  get kind(): "cel" | "mergePatch" | "jsonPatch" | "apply" {
-    switch (this.message.kind.case) {
-      case "cel":
-        return "cel";
-      case "mergePatch":
-        return "mergePatch";
-      case "jsonPatch":
-        return "jsonPatch";
-      case "apply":
-        return "apply";
-      case undefined:
-        throw new TypeError("empty mutation");
+  /** Which kind of mutation this is: "cel", "mergePatch", ..., "setCondition", "finalizer", ... */
+  get kind(): MutationKind {
+    const kind = this.message.kind.case;
+    if (kind === undefined) {
+      throw new TypeError("empty mutation");
     }
+    return kind;
   }
 }
 
-/** JSON text as it is, or any value turned into JSON text. */
-function jsonText(value: unknown, what: string): string {
+/** @internal JSON text as it is, or any value turned into JSON text. */
+export function jsonText(value: unknown, what: string): string {
   if (typeof value === "string") {
     return value;
   }
@@ -152,10 +166,29 @@ export function abort(reason = ""): Abort {
   return new Abort(reason);
 }
 
-/** The mutation as a message, for the request. */
-export function mutationMessage(mutation: Mutation): MutationMessage {
+/**
+ * The mutation as a message, for a request to an object in `namespace` ("" for a
+ * cluster-scoped one).
+ *
+ * @throws TypeError when `mutation` was not built by this client's builders.
+ * @throws InvalidError when it makes a namespaced owner own an object of another
+ *   namespace, which the garbage collector would delete as orphaned.
+ */
+export function mutationMessage(mutation: Mutation, namespace: string): MutationMessage {
   if (!(mutation instanceof Mutation)) {
-    throw new TypeError("mutation must be built with cel(), mergePatch(), jsonPatch() or apply()");
+    throw new TypeError("mutation must be built with cel(), mergePatch(), jsonPatch(), apply(), setConditions(), addFinalizer(), ...");
+  }
+  const owner = mutation.ownerNamespace;
+  if (owner !== undefined && owner !== "" && owner !== namespace) {
+    const description =
+      `the owner is in namespace "${owner}" and the object ${namespace === "" ? "is cluster-scoped" : `in "${namespace}"`}: ` +
+      "an owner must be in the object's namespace, or cluster-scoped";
+    throw new InvalidError(GrpcStatus.INVALID_ARGUMENT, description, {
+      reason: reasonName(Reason.INVALID_REQUEST),
+      domain: DOMAIN,
+      failureReason: Reason.INVALID_REQUEST,
+      fieldViolations: [{ field: "mutation.owner_reference.owner", description }],
+    });
   }
   return mutation.message;
 }

@@ -14,7 +14,7 @@ import {
   type TransactResponse,
 } from "./gen/safewrite/v1/writer_pb.js";
 import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
-import { Abort, Mutation, type JsonObject, type KubeObject } from "./mutation.js";
+import { Abort, Mutation, mutationMessage, type JsonObject, type KubeObject } from "./mutation.js";
 import { toResult, type Result } from "./result.js";
 
 /** The object as the sidecar just read it, for one attempt; `T` as for {@link Result}. */
@@ -46,6 +46,8 @@ export class Transaction<T extends object = object> {
   readonly #call: ClientDuplexStream<TransactRequest, TransactResponse>;
   readonly #idempotent: boolean;
   readonly #signal: AbortSignal | undefined;
+  /** The target's namespace, which an owner a proposal references must share. */
+  readonly #namespace: string;
   readonly #queue: TransactResponse[] = [];
   #error: SafewriteError | undefined;
   #ended = false;
@@ -59,10 +61,12 @@ export class Transaction<T extends object = object> {
     call: ClientDuplexStream<TransactRequest, TransactResponse>,
     idempotent: boolean,
     signal: AbortSignal | undefined,
+    namespace = "",
   ) {
     this.#call = call;
     this.#idempotent = idempotent;
     this.#signal = signal;
+    this.#namespace = namespace;
     call.on("data", (message: TransactResponse) => {
       this.#queue.push(message);
       this.#notify();
@@ -159,13 +163,16 @@ export class Transaction<T extends object = object> {
    * Answers the fresh object of `attempt`: with the whole new object (its
    * resourceVersion is ignored), a mutation applied to the fresh object, or an
    * {@link Abort}.
+   *
+   * @throws TypeError for a change that is none of these.
+   * @throws InvalidError for an owner reference to an owner object of another namespace.
    */
   propose(attempt: number, change: Proposal): void {
     const proposal = create(TransactProposalSchema, { attempt });
     if (change instanceof Abort) {
       proposal.change = { case: "abort", value: create(TransactAbortSchema, { reason: change.reason }) };
     } else if (change instanceof Mutation) {
-      proposal.change = { case: "mutation", value: change.message };
+      proposal.change = { case: "mutation", value: mutationMessage(change, this.#namespace) };
     } else if (change !== null && typeof change === "object" && !Array.isArray(change)) {
       proposal.change = { case: "objectJson", value: JSON.stringify(change) };
     } else {

@@ -1,6 +1,7 @@
 /** What needs no sidecar: retry advice from the proto, error decoding, mutations and options, generated code. */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { describe, it } from "node:test";
 
@@ -188,6 +189,16 @@ describe("mutations", () => {
 
   it("refuses a patch that is not JSON", () => {
     assert.throws(() => mergePatch(undefined as unknown as string), TypeError);
+  });
+});
+
+describe("the package", () => {
+  it("loads nothing of @kubernetes/client-node at run time: its types only", () => {
+    const dist = `${packageRoot}dist`;
+    const loading = readdirSync(dist)
+      .filter((file) => file.endsWith(".js"))
+      .filter((file) => /(?:from|import)\s*\(?\s*["']@kubernetes\//.test(readFileSync(`${dist}/${file}`, "utf8")));
+    assert.deepEqual(loading, []);
   });
 });
 

@@ -16,14 +16,24 @@ import {
   abort,
   apply,
   cel,
+  addFinalizer,
   fromServiceError,
   GrpcStatus,
   jsonPatch,
   mergePatch,
+  Outcome,
   OutcomeSchema,
   Reason,
   ReasonSchema,
+  removeConditions,
+  removeFinalizer,
+  removeListEntry,
+  removeOwnerReference,
   SafewriteError,
+  setConditions,
+  setOwnerReference,
+  upsertListEntry,
+  type ConditionInput,
   type Mutation,
   type Proposal,
   type Result,
@@ -36,6 +46,7 @@ import {
   TransactProposalSchema,
   UpdateWithRetryRequestSchema,
   WriteFailureSchema,
+  type Condition as ConditionMessage,
   type Mutation as MutationMessage,
   type ObjectRef as ObjectRefMessage,
   type Preconditions as PreconditionsMessage,
@@ -129,9 +140,41 @@ function mutationOf(message: MutationMessage | undefined): Mutation | undefined 
       return jsonPatch(kind.value.patchJson);
     case "apply":
       return apply(kind.value.configurationJson, { force: kind.value.force });
+    case "setCondition":
+      return setConditions(kind.value.conditions.map(conditionOf), { path: orUndefined(kind.value.path, "") });
+    case "removeCondition":
+      return removeConditions(kind.value.types, { path: orUndefined(kind.value.path, "") });
+    case "finalizer": {
+      const { finalizer, remove } = kind.value;
+      return remove ? removeFinalizer(finalizer) : addFinalizer(finalizer);
+    }
+    case "ownerReference": {
+      // The reference as a V1OwnerReference, written as given; an unset owner sends an
+      // empty one, for the sidecar to refuse.
+      const { apiVersion = "", kind: ownerKind = "", name = "", uid = "", controller = false, blockOwnerDeletion = false } =
+        kind.value.owner ?? {};
+      const owner = { apiVersion, kind: ownerKind, name, uid, controller, blockOwnerDeletion };
+      return kind.value.remove ? removeOwnerReference(owner) : setOwnerReference(owner);
+    }
+    case "listEntry": {
+      const { path, keys, entryJson, remove } = kind.value;
+      return (remove ? removeListEntry : upsertListEntry)(path, keys, entryJson);
+    }
     default:
       return undefined;
   }
+}
+
+/** A condition message as the client takes it: client-node's V1Condition, times as Dates. */
+function conditionOf(c: ConditionMessage): ConditionInput {
+  return {
+    type: c.type,
+    status: c.status,
+    reason: c.reason,
+    message: orUndefined(c.message, ""),
+    observedGeneration: c.observedGeneration === undefined ? undefined : Number(c.observedGeneration),
+    lastTransitionTime: c.lastTransitionTime === "" ? undefined : new Date(c.lastTransitionTime),
+  };
 }
 
 const orUndefined = <T>(value: T, empty: T): T | undefined => (value === empty ? undefined : value);
@@ -254,6 +297,7 @@ function check(step: Step, outcome: Result | SafewriteError): void {
     assert.fail(`want ${want.outcome}, got ${String(outcome)}`);
   }
   assert.equal(OutcomeSchema.value[outcome.outcome]?.name, want.outcome, "outcome");
+  assert.equal(outcome.gone, outcome.outcome === Outcome.GONE, "gone says whether the outcome is GONE");
   if (want.already_applied !== undefined) {
     assert.equal(outcome.alreadyApplied, want.already_applied, "already_applied");
   }

@@ -300,7 +300,7 @@ async fn sixteen_writers_toggling_one_condition_move_its_time_only_with_its_stat
             .await
             .unwrap();
         let time = |i: usize| format!("2026-01-01T00:{:02}:00Z", i + 1);
-        let status = |i: usize| if i % 2 == 0 { "True" } else { "False" };
+        let status = |i: usize| if i.is_multiple_of(2) { "True" } else { "False" };
         let answers = at_once((0..16).map(|i| {
             let (env, target) = (&env, &target);
             let when = time(i);

@@ -11,11 +11,14 @@ use crate::health::Address;
 /// The help text after the flags: exit codes and examples.
 const AFTER_HELP: &str = "\
 Exit codes:
-  0  written, created, or unchanged (nothing to write)
+  0  written, created, unchanged (nothing to write), or gone: --remove-finalizer found the
+     object missing, or removed the last finalizer of an object being deleted
   1  the --exec command exited non-zero: nothing was written
   2  invalid: a bad flag or value, KIND/NAME, JSON, CEL or object (INVALID_ARGUMENT)
-  3  precondition failed: --if, --uid or a JSON Patch test is false, or the change does
-     not apply to the object (FAILED_PRECONDITION); nothing was written
+  3  precondition failed: --if, --uid or a JSON Patch test is false, the change does not
+     apply to the object, --add-finalizer on an object being deleted, --add-owner
+     --controller when another owner is the controller, or the owner does not exist
+     (FAILED_PRECONDITION); nothing was written
   4  conflict: still conflicting after --max-attempts, or --resource-version is not the
      object's (ABORTED); nothing was written
   5  not found: the object (without --create-if-missing) or its kind (NOT_FOUND)
@@ -36,6 +39,16 @@ secrets, pods/po, services/svc, deployments/deploy, statefulsets/sts, jobs, cron
 ...); name any other kind by its Kind with --api-version (e.g. Widget/x --api-version
 example.com/v1, and -n '' when it is cluster-scoped).
 
+Changes: exactly one per command. --set-condition and --remove-condition write
+status.conditions (or --conditions-path): use patch-status for kinds with a status
+subresource, update for kinds without one; --add/--remove-finalizer and
+--add/--remove-owner write metadata: use update. An owner's KIND is resolved as the
+object's (--owner-api-version for a Kind the built-in names do not know); its uid is read
+by the write. --upsert-entry/--remove-entry take PATH[KEY=VALUE,...]=JSON: the list at
+PATH, the entry whose KEY fields equal these strings (a bare KEY takes its value from
+JSON, for keys that are not strings), and JSON, an object of the entry's other fields
+(optional); values cannot hold , or ].
+
 -o jsonpath=TEMPLATE supports a subset: text with {.field.path} and {.list[0].field}
 (and {.metadata.labels['app.kubernetes.io/name']}); strings print bare, other values as
 JSON, a missing field as nothing.
@@ -51,9 +64,16 @@ Examples:
   # Create-or-update: create from the manifest when missing, then merge the change
   safewrite update cm/settings --create-if-missing settings.yaml --merge '{\"data\": {\"mode\": \"on\"}}'
 
-  # Set a status condition of a custom resource, printing the new resourceVersion
+  # Set a status field of a custom resource, printing the new resourceVersion
   safewrite patch-status widgets.example.com/w1 --merge '{\"status\": {\"ready\": true}}' \\
-      -o jsonpath='{.metadata.resourceVersion}'";
+      -o jsonpath='{.metadata.resourceVersion}'
+
+  # Set its Ready condition (lastTransitionTime moves only when the status does)
+  safewrite patch-status widgets.example.com/w1 --set-condition Ready=True \\
+      --reason Reconciled --message 'all replicas ready'
+
+  # Release a finalizer; prints widget.example.com/w1 gone when that let it be deleted
+  safewrite update widgets.example.com/w1 --remove-finalizer example.com/cleanup";
 
 /// Options of `safewrite update` and `safewrite patch-status`.
 #[derive(Debug, Clone, Args)]
@@ -74,6 +94,9 @@ pub struct WriteArgs {
 
     #[command(flatten)]
     pub change: Change,
+
+    #[command(flatten)]
+    pub change_options: ChangeOptions,
 
     /// Precondition: a CEL expression over `object` that must be true on the fresh object
     /// before each attempt (else exit 3, nothing written).
@@ -115,7 +138,9 @@ pub struct WriteArgs {
     pub max_attempts: Option<u32>,
 
     /// Print the written object: json, yaml, name (e.g. configmap/x) or
-    /// jsonpath=TEMPLATE. Without it, one line such as `configmap/x updated`.
+    /// jsonpath=TEMPLATE. Without it, one line such as `configmap/x updated`. When
+    /// --remove-finalizer leaves the object gone: the object as last written (the last
+    /// finalizer's removal), or nothing when it was missing already (name: the name).
     #[arg(short = 'o', long, value_parser = Output::parse)]
     pub output: Option<Output>,
 
@@ -163,4 +188,86 @@ pub struct Change {
     /// written); printing the object unchanged writes nothing.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
+
+    /// Set one condition of status.conditions, as meta.SetStatusCondition: STATUS is
+    /// True, False or Unknown; --reason is required, --message and --observed-generation
+    /// optional. lastTransitionTime moves only when STATUS does.
+    #[arg(long, value_name = "TYPE=STATUS")]
+    pub set_condition: Option<String>,
+
+    /// Remove the condition of this type from status.conditions (repeatable).
+    #[arg(long, value_name = "TYPE")]
+    pub remove_condition: Vec<String>,
+
+    /// Add this finalizer to metadata.finalizers (refused, exit 3, while the object is
+    /// being deleted).
+    #[arg(long, value_name = "FINALIZER")]
+    pub add_finalizer: Option<String>,
+
+    /// Remove this finalizer. When the object is gone (already, or because this removed
+    /// its last finalizer while it was being deleted) the command prints `KIND/NAME gone`
+    /// and exits 0.
+    #[arg(long, value_name = "FINALIZER")]
+    pub remove_finalizer: Option<String>,
+
+    /// Make the object KIND/NAME (in the object's namespace, or cluster-scoped) an owner
+    /// in metadata.ownerReferences, with its uid as read now; with --controller and
+    /// --block-owner-deletion.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub add_owner: Option<String>,
+
+    /// Remove every owner reference to KIND/NAME (matched by API group, kind and name).
+    #[arg(long, value_name = "KIND/NAME")]
+    pub remove_owner: Option<String>,
+
+    /// Upsert one entry of a list of objects keyed by some of their fields, e.g.
+    /// 'status.parents[controllerName=example.com/gw]={"conditions": []}': the entry whose
+    /// key fields equal these is merged with JSON (RFC 7386), else a new one is appended.
+    /// KEY=VALUE sets a key to a string; a bare KEY takes its value from JSON.
+    #[arg(long, value_name = "PATH[KEY=VALUE,...]=JSON")]
+    pub upsert_entry: Option<String>,
+
+    /// Remove the entry whose key fields equal these, e.g.
+    /// 'status.parents[controllerName=example.com/gw]' (a bare KEY takes its value from
+    /// an =JSON after the brackets).
+    #[arg(long, value_name = "PATH[KEY=VALUE,...]")]
+    pub remove_entry: Option<String>,
+}
+
+/// What some changes take besides their own value; each goes with the changes it names
+/// (checked in [`super::change`], to say so in one line).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ChangeOptions {
+    /// With --set-condition: the condition's reason, a CamelCase word (e.g. Reconciled).
+    #[arg(long)]
+    pub reason: Option<String>,
+
+    /// With --set-condition: a human-readable message [default: empty].
+    #[arg(long)]
+    pub message: Option<String>,
+
+    /// With --set-condition: the generation the condition was computed from [default:
+    /// the object's metadata.generation as read on each attempt].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub observed_generation: Option<i64>,
+
+    /// With --set-condition or --remove-condition: where the conditions list is, as field
+    /// names joined by dots [default: status.conditions].
+    #[arg(long, value_name = "PATH")]
+    pub conditions_path: Option<String>,
+
+    /// With --add-owner: the owner is the object's managing controller (refused, exit 3,
+    /// when another owner is).
+    #[arg(long)]
+    pub controller: bool,
+
+    /// With --add-owner: the garbage collector keeps the owner until this object is
+    /// deleted (foreground deletion).
+    #[arg(long)]
+    pub block_owner_deletion: bool,
+
+    /// With --add-owner or --remove-owner: the apiVersion of the owner's kind; needed for
+    /// kinds named by Kind without discovery, as --api-version is for the object.
+    #[arg(long, value_name = "API_VERSION")]
+    pub owner_api_version: Option<String>,
 }

@@ -206,11 +206,11 @@ fn names(typed: &str, kind: &str, plural: &str, singular: &str, short: &[&str]) 
 }
 
 /// Resolves `typed` from [`BUILT_IN`], or, with `api_version`, takes it as a Kind of that
-/// apiVersion.
+/// apiVersion; `version_flag` is the flag that gives it (for the message).
 ///
 /// # Errors
 /// Invalid input saying how to name a kind the table lacks.
-pub fn offline(typed: &Typed, api_version: Option<&str>) -> Result<Kind, Fail> {
+pub fn offline(typed: &Typed, api_version: Option<&str>, version_flag: &str) -> Result<Kind, Fail> {
     for (kind, plural, short, version, namespaced) in BUILT_IN {
         let group = group_of(version);
         let group_ok = typed.group.as_deref().is_none_or(|g| g == group);
@@ -241,7 +241,7 @@ pub fn offline(typed: &Typed, api_version: Option<&str>) -> Result<Kind, Fail> {
             display: display(&typed.resource, group_of(v)),
         }),
         _ => Err(Fail::invalid(format!(
-            "cannot resolve {:?} without API discovery: name the Kind (e.g. Widget/x) with --api-version, or give a kubeconfig",
+            "cannot resolve {:?} without API discovery: name the Kind (e.g. Widget/x) with {version_flag}, or give a kubeconfig",
             typed.resource
         ))),
     }
@@ -391,27 +391,29 @@ mod tests {
     #[test]
     fn the_table_knows_short_names_plurals_and_kinds() {
         for text in ["cm/x", "configmaps/x", "configmap/x", "ConfigMap/x"] {
-            let kind = offline(&typed(text), None).unwrap();
+            let kind = offline(&typed(text), None, "--api-version").unwrap();
             assert_eq!(
                 (kind.api_version.as_str(), kind.kind.as_str()),
                 ("v1", "ConfigMap")
             );
             assert_eq!(kind.display, "configmap");
         }
-        let deploy = offline(&typed("deploy.apps/x"), None).unwrap();
+        let deploy = offline(&typed("deploy.apps/x"), None, "--api-version").unwrap();
         assert_eq!(deploy.api_version, "apps/v1");
         assert_eq!(deploy.display, "deployment.apps");
         assert_eq!(
-            offline(&typed("ns/x"), None).unwrap().namespaced,
+            offline(&typed("ns/x"), None, "--api-version")
+                .unwrap()
+                .namespaced,
             Some(false)
         );
         // A group the table's kind is not in does not match it.
-        assert!(offline(&typed("cm.example.com/x"), None).is_err());
+        assert!(offline(&typed("cm.example.com/x"), None, "--api-version").is_err());
         // Any other kind: its Kind with --api-version.
-        let widget = offline(&typed("Widget/x"), Some("example.com/v1")).unwrap();
+        let widget = offline(&typed("Widget/x"), Some("example.com/v1"), "--api-version").unwrap();
         assert_eq!((widget.kind.as_str(), widget.namespaced), ("Widget", None));
-        assert!(offline(&typed("widgets/x"), Some("example.com/v1")).is_err());
-        assert!(offline(&typed("Widget/x"), None).is_err());
+        assert!(offline(&typed("widgets/x"), Some("example.com/v1"), "--api-version").is_err());
+        assert!(offline(&typed("Widget/x"), None, "--api-version").is_err());
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub async fn write(
         options: Some(&request.options),
     };
     let spec = validate_parts(parts, subresource, engine.config(), request.exec.is_none())
-        .map_err(|v| Fail::status(&respond::invalid_request(&v)))?;
+        .map_err(|v| Fail::status(&respond::invalid_request(&v), request.flag))?;
     // Writers of this machine take turns at the object (see `turns`).
     let key = format!(
         "{:?}|{:?}|{:?}|{}|{}|{}|{}",
@@ -84,7 +84,7 @@ pub async fn write(
             written,
             &tracing::Span::none(),
         )),
-        Err(error) => Err(Fail::status(&respond::to_status(&error))),
+        Err(error) => Err(Fail::status(&respond::to_status(&error), request.flag)),
     }
 }
 

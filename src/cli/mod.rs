@@ -8,6 +8,7 @@
 //! ([`Class`]).
 
 mod args;
+mod change;
 mod exec;
 pub mod kinds;
 mod local;
@@ -21,7 +22,7 @@ use serde_json::Value;
 
 use crate::pb;
 
-pub use args::{Change, WriteArgs};
+pub use args::{Change, ChangeOptions, WriteArgs};
 pub use output::Output;
 
 /// Which write: the main resource or the status subresource.
@@ -85,22 +86,56 @@ impl Fail {
         Fail::new(Class::Unavailable, message)
     }
 
-    /// A refused write, as the sidecar (or the engine through `respond`) answered it.
-    pub fn status(status: &tonic::Status) -> Fail {
+    /// A refused write, as the sidecar (or the engine through `respond`) answered it;
+    /// `change` is the flag of the command's change (e.g. `--add-finalizer`).
+    pub fn status(status: &tonic::Status, change: &str) -> Fail {
         let class = Class::of(status.code());
         // The current object of a refusal is in the gRPC details, which a shell does not
-        // see; the request's fields are this command's flags.
+        // see; the request's fields are this command's flags, its RPCs its commands.
         let mut message = status
             .message()
             .replace(" (the current object is in the WriteFailure detail)", "");
         for (field, flag) in FLAGS {
-            message = message.replace(field, flag);
+            message = name_flag(&message, field, &flag.replace(CHANGE, change));
+        }
+        for (rpc, command) in COMMANDS {
+            message = message.replace(rpc, command);
         }
         Fail::new(class, message)
     }
 }
 
-/// The request fields an answer may name, and the flags that set them.
+/// `message` with `field` (and the `[index]` that may follow it) named as `flag`.
+fn name_flag(message: &str, field: &str, flag: &str) -> String {
+    let mut named = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(field) {
+        named.push_str(&rest[..at]);
+        named.push_str(flag);
+        rest = &rest[at + field.len()..];
+        if let Some(index) = rest.strip_prefix('[')
+            && let Some(end) = index.find(']')
+            && end > 0
+            && index[..end].bytes().all(|b| b.is_ascii_digit())
+        {
+            rest = &index[end + 1..];
+        }
+    }
+    named.push_str(rest);
+    named
+}
+
+/// Stands for the flag of the command's change in [`FLAGS`].
+const CHANGE: &str = "{change}";
+
+/// The RPCs an answer may name, and the commands that call them.
+const COMMANDS: &[(&str, &str)] = &[
+    ("UpdateWithRetry", "safewrite update"),
+    ("PatchStatus", "safewrite patch-status"),
+];
+
+/// The request fields an answer may name, and the flags that set them; a field that
+/// contains another comes before it.
 const FLAGS: &[(&str, &str)] = &[
     ("retry_policy.max_attempts", "--max-attempts"),
     ("preconditions.cel", "--if"),
@@ -110,6 +145,37 @@ const FLAGS: &[(&str, &str)] = &[
     ("mutation.merge_patch.patch_json", "--merge"),
     ("mutation.json_patch.patch_json", "--json-patch"),
     ("mutation.apply.configuration_json", "--apply"),
+    (
+        "mutation.set_condition.conditions[0].type",
+        "--set-condition TYPE",
+    ),
+    (
+        "mutation.set_condition.conditions[0].status",
+        "--set-condition STATUS",
+    ),
+    ("mutation.set_condition.conditions[0].reason", "--reason"),
+    ("mutation.set_condition.conditions[0].message", "--message"),
+    (
+        "mutation.set_condition.conditions[0].observed_generation",
+        "--observed-generation",
+    ),
+    ("mutation.set_condition.path", "--set-condition"),
+    ("mutation.remove_condition.types", "--remove-condition"),
+    ("mutation.remove_condition.path", "--remove-condition"),
+    ("mutation.finalizer.finalizer", CHANGE),
+    ("mutation.finalizer", CHANGE),
+    (
+        "mutation.owner_reference.owner.api_version",
+        "{change} KIND",
+    ),
+    ("mutation.owner_reference.owner.kind", "{change} KIND"),
+    ("mutation.owner_reference.owner.name", "{change} NAME"),
+    ("mutation.owner_reference.owner", CHANGE),
+    ("mutation.owner_reference", CHANGE),
+    ("mutation.list_entry.path", "{change} PATH"),
+    ("mutation.list_entry.keys", "{change} KEY"),
+    ("mutation.list_entry.entry_json", "{change} JSON"),
+    ("mutation.list_entry", CHANGE),
     ("options.create_if_missing_json", "--create-if-missing"),
     ("options.idempotency_key", "--idempotency-key"),
     ("options.field_manager", "--field-manager"),
@@ -133,20 +199,19 @@ pub struct Request {
     pub exec: Option<String>,
     /// What `-o name` prints before the slash.
     pub display: String,
+    /// The flag of the change, which refusals name for the field that carries it.
+    pub flag: &'static str,
 }
 
 /// Runs `safewrite update` / `safewrite patch-status` and returns its exit code.
 pub fn run(verb: Verb, args: WriteArgs) -> ExitCode {
-    let change = &args.change;
-    if change.cel.is_none()
-        && change.merge.is_none()
-        && change.json_patch.is_none()
-        && change.apply.is_none()
-        && change.exec.is_none()
-    {
+    let Some(flag) = change::flag(&args.change) else {
         return fail(&Fail::invalid(
-            "no change given: pass one of --cel, --merge, --json-patch, --apply or --exec (see safewrite update --help)",
+            "no change given: pass one of --cel, --merge, --json-patch, --apply, --exec, --set-condition, --remove-condition, --add-finalizer, --remove-finalizer, --add-owner, --remove-owner, --upsert-entry or --remove-entry (see safewrite update --help)",
         ));
+    };
+    if let Err(failure) = change::check_options(flag, &args.change_options) {
+        return fail(&failure);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -170,7 +235,7 @@ pub fn run(verb: Verb, args: WriteArgs) -> ExitCode {
         None
     };
     let output = args.output.clone();
-    let result = runtime.block_on(write(verb, args));
+    let result = runtime.block_on(write(verb, args, flag));
     if let Some(telemetry) = telemetry {
         telemetry.shutdown();
     }
@@ -189,34 +254,73 @@ fn wants_telemetry() -> bool {
     })
 }
 
-/// Resolves the kind, builds the request and writes it in the mode the flags choose.
-async fn write(verb: Verb, args: WriteArgs) -> Result<(Request, pb::WriteResult), Fail> {
+/// Reads the change (`flag`), resolves the kinds, builds the request and writes it in
+/// the mode the flags choose.
+async fn write(
+    verb: Verb,
+    args: WriteArgs,
+    flag: &'static str,
+) -> Result<(Request, pb::WriteResult), Fail> {
     let deadline = tokio::time::Instant::now() + args.timeout;
     let typed = kinds::parse(&args.object)?;
+    if args.change.apply.as_deref() == Some("-") && args.create_if_missing.as_deref() == Some("-") {
+        return Err(Fail::invalid(
+            "--apply - and --create-if-missing - cannot both read stdin: give one of them a file",
+        ));
+    }
+    let mut mutation = change::mutation(&args.change, &args.change_options)?;
+    let owner = change::owner(&args.change)?;
+    let owner_api_version = args.change_options.owner_api_version.as_deref();
+    // A failure to resolve the owner's kind names the flag that named it.
+    let of_owner = |fail: Fail| Fail::new(fail.class, format!("{flag}: {}", fail.message));
     match &args.address {
         Some(address) => {
             let api_version = args.api_version.as_deref();
-            let (kind, client) = match kinds::offline(&typed, api_version) {
-                Ok(kind) if args.namespace.is_some() => (kind, None),
-                Ok(kind) => (kind, sidecar::discovery_client(&args).await),
-                Err(offline) => match sidecar::discovery_client(&args).await {
-                    Some(client) => (
-                        kinds::discover(&client, &typed, api_version).await?,
-                        Some(client),
-                    ),
-                    None => return Err(offline),
-                },
+            let mut discovery = sidecar::Discovery::new(&args);
+            let kind = discovery.kind(&typed, api_version, "--api-version").await?;
+            if let Some(owner) = &owner {
+                let kind = discovery
+                    .kind(owner, owner_api_version, "--owner-api-version")
+                    .await
+                    .map_err(of_owner)?;
+                change::resolve_owner(&mut mutation, kind);
+            }
+            let default_namespace = match args.namespace {
+                Some(_) => None,
+                None => discovery
+                    .client()
+                    .await
+                    .map(|c| c.default_namespace().to_string()),
             };
-            let default_namespace = client.map(|c| c.default_namespace().to_string());
-            let request = request(verb, &args, &typed, kind, default_namespace.as_deref())?;
+            let request = request(
+                (verb, flag),
+                &args,
+                &typed,
+                kind,
+                default_namespace.as_deref(),
+                mutation,
+            )?;
             let result = sidecar::write(address, &args, &request, deadline).await?;
             Ok((request, result))
         }
         None => {
             let (client, engine) = local::engine(&args).await?;
             let kind = kinds::discover(&client, &typed, args.api_version.as_deref()).await?;
+            if let Some(owner) = &owner {
+                let kind = kinds::discover(&client, owner, owner_api_version)
+                    .await
+                    .map_err(of_owner)?;
+                change::resolve_owner(&mut mutation, kind);
+            }
             let default_namespace = client.default_namespace().to_string();
-            let request = request(verb, &args, &typed, kind, Some(&default_namespace))?;
+            let request = request(
+                (verb, flag),
+                &args,
+                &typed,
+                kind,
+                Some(&default_namespace),
+                mutation,
+            )?;
             let result = local::write(
                 &engine,
                 &request,
@@ -263,45 +367,19 @@ fn one_line(error: &dyn std::error::Error) -> String {
     crate::health::describe(error)
 }
 
-/// Builds the request from the flags.
+/// Builds the request from the flags and the change's `mutation` (of the change `flag`).
 fn request(
-    verb: Verb,
+    (verb, flag): (Verb, &'static str),
     args: &WriteArgs,
     typed: &kinds::Typed,
     kind: kinds::Kind,
     default_namespace: Option<&str>,
+    mutation: Option<pb::mutation::Kind>,
 ) -> Result<Request, Fail> {
     let namespace = match (kind.namespaced, &args.namespace) {
         (Some(false), _) => String::new(),
         (_, Some(namespace)) => namespace.clone(),
         (_, None) => default_namespace.unwrap_or("default").to_string(),
-    };
-    let change = &args.change;
-    if change.apply.as_deref() == Some("-") && args.create_if_missing.as_deref() == Some("-") {
-        return Err(Fail::invalid(
-            "--apply - and --create-if-missing - cannot both read stdin: give one of them a file",
-        ));
-    }
-    use pb::mutation::Kind as M;
-    let mutation = if let Some(expression) = &change.cel {
-        Some(M::Cel(pb::CelMutation {
-            expression: expression.clone(),
-        }))
-    } else if let Some(patch) = &change.merge {
-        Some(M::MergePatch(pb::MergePatch {
-            patch_json: patch.clone(),
-        }))
-    } else if let Some(patch) = &change.json_patch {
-        Some(M::JsonPatch(pb::JsonPatch {
-            patch_json: patch.clone(),
-        }))
-    } else if let Some(file) = &change.apply {
-        Some(M::Apply(pb::ServerSideApply {
-            configuration_json: read_object("--apply", file)?.to_string(),
-            force: true,
-        }))
-    } else {
-        None
     };
     let create_if_missing_json = match &args.create_if_missing {
         Some(file) => read_object("--create-if-missing", file)?.to_string(),
@@ -332,8 +410,9 @@ fn request(
             idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
             write_alone: false,
         },
-        exec: change.exec.clone(),
+        exec: args.change.exec.clone(),
         display: kind.display,
+        flag,
     })
 }
 
@@ -375,6 +454,8 @@ fn print(request: &Request, output: Option<&Output>, result: &pb::WriteResult) -
     let object: Value = serde_json::from_str(&result.object_json).unwrap_or(Value::Null);
     let name = format!("{}/{}", request.display, request.target.name);
     match output {
+        // An object that was gone before this command has nothing to print but its name.
+        Some(output) if object.is_null() && *output != Output::Name => {}
         Some(output) => match output.render(&object, &name) {
             Ok(text) => println!("{text}"),
             Err(message) => return fail(&Fail::invalid(message)),
@@ -384,9 +465,10 @@ fn print(request: &Request, output: Option<&Output>, result: &pb::WriteResult) -
                 (_, true) => "unchanged (already applied)",
                 (pb::Outcome::Created, _) => "created",
                 (pb::Outcome::Unchanged, _) => "unchanged",
+                (pb::Outcome::Gone, _) => "gone",
                 _ => "updated",
             };
-            let status = if request.verb == Verb::PatchStatus {
+            let status = if request.verb == Verb::PatchStatus && outcome != pb::Outcome::Gone {
                 " status"
             } else {
                 ""
@@ -411,4 +493,100 @@ fn fail(failure: &Fail) -> ExitCode {
         .join(" ");
     eprintln!("safewrite: error: {line}");
     ExitCode::from(failure.class as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: WriteArgs,
+    }
+
+    fn parse(flags: &[&str]) -> Result<WriteArgs, clap::Error> {
+        let argv = ["safewrite", "cm/x"].iter().chain(flags);
+        Command::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn one_change_per_command_and_remove_condition_repeats() {
+        let args = parse(&["--remove-condition", "A", "--remove-condition", "B"]).unwrap();
+        assert_eq!(args.change.remove_condition, ["A", "B"]);
+        assert_eq!(change::flag(&args.change), Some("--remove-condition"));
+        for two in [
+            &["--add-finalizer", "a/b", "--merge", "{}"][..],
+            &["--set-condition", "A=True", "--remove-condition", "A"],
+            &["--add-owner", "cm/y", "--remove-owner", "cm/y"],
+            &["--upsert-entry", "l[k=v]", "--remove-entry", "l[k=v]"],
+        ] {
+            let error = parse(two).expect_err("two changes");
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{two:?}"
+            );
+        }
+        let args = parse(&[
+            "--set-condition",
+            "A=True",
+            "--reason",
+            "R",
+            "--observed-generation",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(args.change_options.observed_generation, Some(2));
+        assert!(parse(&["--set-condition", "A=True", "--observed-generation", "-1"]).is_err());
+    }
+
+    #[test]
+    fn refusals_name_the_flags_and_commands() {
+        let said = |message: &str, flag: &str| {
+            Fail::status(&tonic::Status::invalid_argument(message), flag).message
+        };
+        assert_eq!(
+            said(
+                "invalid request: mutation.set_condition.path: Widget has a status subresource, and UpdateWithRetry never writes status: use PatchStatus; nothing was sent",
+                "--set-condition"
+            ),
+            "invalid request: --set-condition: Widget has a status subresource, and safewrite update never writes status: use safewrite patch-status; nothing was sent"
+        );
+        assert_eq!(
+            said(
+                "mutation.set_condition.conditions[0].reason: required",
+                "--set-condition"
+            ),
+            "--reason: required"
+        );
+        assert_eq!(
+            said(
+                "mutation.remove_condition.types[12]: bad",
+                "--remove-condition"
+            ),
+            "--remove-condition: bad"
+        );
+        assert_eq!(
+            said(
+                "mutation.finalizer.finalizer: bad; mutation.finalizer: no",
+                "--add-finalizer"
+            ),
+            "--add-finalizer: bad; --add-finalizer: no"
+        );
+        assert_eq!(
+            said(
+                "mutation.owner_reference.owner.kind: unknown",
+                "--remove-owner"
+            ),
+            "--remove-owner KIND: unknown"
+        );
+        assert_eq!(
+            said("mutation.list_entry.keys[1]: twice", "--upsert-entry"),
+            "--upsert-entry KEY: twice"
+        );
+        // An index that is not one stays.
+        assert_eq!(name_flag("a.b[x]", "a.b", "--f"), "--f[x]");
+    }
 }

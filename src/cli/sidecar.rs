@@ -6,14 +6,14 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::exec::{self, Proposal};
-use super::{Class, Fail, Request, Verb, WriteArgs};
+use super::{Class, Fail, Request, Verb, WriteArgs, kinds};
 use crate::health::Address;
 use crate::pb;
 use crate::pb::writer_service_client::WriterServiceClient;
 
 /// A client for discovery, when a kubeconfig (or in-cluster configuration) is at hand:
 /// for kinds the built-in table does not know, and for the default namespace.
-pub async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
+async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
     let serve = super::serve_settings(args).ok()?;
     if serve.client.kubeconfig.is_none()
         && std::env::var_os("KUBECONFIG").is_none()
@@ -24,6 +24,46 @@ pub async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
         return None;
     }
     crate::client::connect(&serve.client).await.ok()
+}
+
+/// The discovery client, made at most once and only when first needed.
+pub struct Discovery<'a> {
+    args: &'a WriteArgs,
+    client: Option<Option<kube::Client>>,
+}
+
+impl<'a> Discovery<'a> {
+    pub fn new(args: &'a WriteArgs) -> Self {
+        Discovery { args, client: None }
+    }
+
+    /// The client of [`discovery_client`], or `None` without a kubeconfig.
+    pub async fn client(&mut self) -> Option<&kube::Client> {
+        if self.client.is_none() {
+            self.client = Some(discovery_client(self.args).await);
+        }
+        self.client.as_ref().and_then(Option::as_ref)
+    }
+
+    /// Resolves `typed` from the built-in names (or as a Kind of `api_version`, which
+    /// `version_flag` gives), else through discovery when a kubeconfig is at hand.
+    ///
+    /// # Errors
+    /// As [`kinds::offline`] without a kubeconfig, as [`kinds::discover`] with one.
+    pub async fn kind(
+        &mut self,
+        typed: &kinds::Typed,
+        api_version: Option<&str>,
+        version_flag: &str,
+    ) -> Result<kinds::Kind, Fail> {
+        match kinds::offline(typed, api_version, version_flag) {
+            Ok(kind) => Ok(kind),
+            Err(offline) => match self.client().await {
+                Some(client) => kinds::discover(client, typed, api_version).await,
+                None => Err(offline),
+            },
+        }
+    }
 }
 
 /// Sends `request` to the sidecar at `address`, answering by `deadline`.
@@ -79,7 +119,7 @@ pub async fn write(
     match answer {
         Ok(Some(result)) => Ok(result),
         Ok(None) => Err(Fail::unavailable("the sidecar answered without a result")),
-        Err(status) => Err(Fail::status(&status)),
+        Err(status) => Err(Fail::status(&status, request.flag)),
     }
 }
 
@@ -109,14 +149,14 @@ async fn transact(
     let mut inbound = client
         .transact(call.of(ReceiverStream::new(rx)))
         .await
-        .map_err(|status| Fail::status(&status))?
+        .map_err(|status| Fail::status(&status, request.flag))?
         .into_inner();
     let mut ended: Option<Fail> = None;
     loop {
         let message = inbound
             .message()
             .await
-            .map_err(|status| Fail::status(&status))?;
+            .map_err(|status| Fail::status(&status, request.flag))?;
         match message.and_then(|m| m.message) {
             Some(In::Fresh(fresh)) => {
                 let proposal = exec::run(command, fresh.object_json).await;

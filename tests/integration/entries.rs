@@ -653,3 +653,68 @@ async fn route_parents_of_eight_controllers_survive_an_outside_writer() {
         &calls.iter().map(|(_, w)| w).collect::<Vec<_>>(),
     );
 }
+
+/// Conditions of a kind without a status subresource go through UpdateWithRetry; a
+/// condition set on a remembered copy that another writer made stale is not answered
+/// UNCHANGED from it: the live read that confirms it finds the change and the set is
+/// written.
+#[tokio::test]
+async fn conditions_without_a_status_subresource_and_a_stale_remembered_copy() {
+    let env = Env::new("nostatus").await;
+    let api: Api<CustomResourceDefinition> = Api::all(env.kube.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "sprockets.test.safewrite.dev"},
+        "spec": {"group": "test.safewrite.dev", "scope": "Namespaced",
+            "names": {"plural": "sprockets", "kind": "Sprocket"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+    .unwrap();
+    match api.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create CRD: {e}"),
+    }
+    let target = env.target("test.safewrite.dev/v1", "Sprocket", "s");
+    let mut made = false;
+    for _ in 0..100 {
+        let object: Result<DynamicObject, _> = serde_json::from_value(json!({
+            "apiVersion": "test.safewrite.dev/v1", "kind": "Sprocket", "metadata": {"name": "s"}}));
+        if env
+            .resource("Sprocket", "sprockets")
+            .create(&PostParams::default(), &object.unwrap())
+            .await
+            .is_ok()
+        {
+            made = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(made, "the Sprocket kind is served");
+    let first = env
+        .update(&target, set("Ready", "True", "Up", None))
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, pb::Outcome::Updated);
+    assert_eq!(first.conditions()[0]["status"], "True");
+    // Another writer, straight to the API server, turns it False.
+    let outside = json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+        "reason": "Down", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    env.resource("Sprocket", "sprockets")
+        .patch("s", &PatchParams::default(), &Patch::Merge(outside))
+        .await
+        .unwrap();
+    // The sidecar's copy still says True/Up: the same set must still be written.
+    let again = env
+        .update(&target, set("Ready", "True", "Up", None))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, pb::Outcome::Updated, "{again:?}");
+    assert_eq!(again.conditions()[0]["status"], "True");
+    assert_ne!(
+        again.conditions()[0]["lastTransitionTime"],
+        "2026-01-01T00:00:00Z",
+        "a status change moves the time"
+    );
+}

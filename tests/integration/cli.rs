@@ -1,7 +1,8 @@
 //! `safewrite update` / `safewrite patch-status` from the shell, against the real API
 //! server: many shell processes incrementing one counter end exact, in-process and
 //! through a sidecar, with `--exec jq` (Transact) and with `--cel`; every exit code; the
-//! shell-operator style example hook. Needs jq on PATH.
+//! shell-operator style example hook; conditions, finalizers, owners and keyed entries
+//! in both modes. Needs jq on PATH.
 
 use crate::support;
 
@@ -10,8 +11,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
 use support::{ControlPlane, Sidecar};
 
 const BIN: &str = env!("CARGO_BIN_EXE_safewrite");
@@ -615,6 +617,389 @@ async fn custom_kinds_by_plural_group_and_status_in_both_modes() {
     assert_eq!(
         (code(&out), text(&out.stdout).trim()),
         (0, "5/2"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The test CRD's objects, `CliThing` of test.safewrite.dev/v1, in `ns`.
+fn things(client: kube::Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "test.safewrite.dev".into(),
+        version: "v1".into(),
+        api_version: "test.safewrite.dev/v1".into(),
+        kind: "CliThing".into(),
+        plural: "clithings".into(),
+    };
+    Api::namespaced_with(client, ns, &resource)
+}
+
+/// The stdout of a command that must have exited 0, trimmed.
+fn ok(out: &Output) -> String {
+    assert_eq!(code(out), 0, "{}", text(&out.stderr));
+    text(&out.stdout).trim().to_string()
+}
+
+/// How a mode can name the custom resource t1: as the object written, and as an owner.
+struct Thing<'a> {
+    object: &'a [&'a str],
+    owner: &'a [&'a str],
+}
+
+/// The list changes as a user makes them in `mode`: conditions and keyed entries on the
+/// status of the custom resource t1, finalizers (with an object deleted under them) and
+/// owners (ConfigMaps and t1) on ConfigMaps, and values that do not parse (exit 2,
+/// nothing written).
+async fn list_changes(cp: &ControlPlane, ns: &str, mode: Mode<'_>, names: Thing<'_>) {
+    let thing = names.object;
+    let client = cp.admin_client().await;
+    support::install_crd(&client, "clithings", "CliThing").await;
+    let things = things(client.clone(), ns);
+    let t1: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "test.safewrite.dev/v1", "kind": "CliThing",
+        "metadata": {"name": "t1"}, "spec": {"n": 0}
+    }))
+    .unwrap();
+    things.create(&PostParams::default(), &t1).await.unwrap();
+    let status = async || things.get("t1").await.unwrap().data["status"].clone();
+    let home = home();
+    let sw = |verb: &str, target: &[&str], args: &[&str]| {
+        let mut command = safewrite(mode, home.path());
+        command.args([verb, "-n", ns]).args(target).args(args);
+        run(command)
+    };
+    let thing_is = |what: &str| format!("clithing.test.safewrite.dev/t1 status {what}");
+
+    // A condition, with the object's generation; set again as it is, nothing is written.
+    let ready = [
+        "--set-condition",
+        "Ready=True",
+        "--reason",
+        "Reconciled",
+        "--message",
+        "all good",
+    ];
+    let printed: Value = serde_json::from_str(&ok(&sw(
+        "patch-status",
+        thing,
+        &[&ready[..], &["-o", "json"]].concat(),
+    )))
+    .unwrap();
+    let condition = &printed["status"]["conditions"][0];
+    assert_eq!(
+        (
+            &condition["type"],
+            &condition["status"],
+            &condition["reason"],
+            &condition["message"]
+        ),
+        (
+            &json!("Ready"),
+            &json!("True"),
+            &json!("Reconciled"),
+            &json!("all good")
+        )
+    );
+    assert_eq!(
+        condition["observedGeneration"],
+        printed["metadata"]["generation"]
+    );
+    assert!(condition["lastTransitionTime"].is_string(), "{condition}");
+    assert_eq!(
+        ok(&sw("patch-status", thing, &ready)),
+        thing_is("unchanged")
+    );
+    // A second one, then the first removed: the second stays as it was set.
+    let synced = [
+        "--set-condition",
+        "Synced=false",
+        "--reason",
+        "Waiting",
+        "--observed-generation",
+        "7",
+    ];
+    assert_eq!(ok(&sw("patch-status", thing, &synced)), thing_is("updated"));
+    let removed = ok(&sw("patch-status", thing, &["--remove-condition", "Ready"]));
+    assert_eq!(removed, thing_is("updated"));
+    let conditions = status().await["conditions"].clone();
+    assert_eq!(conditions.as_array().map(Vec::len), Some(1), "{conditions}");
+    assert_eq!(
+        (
+            &conditions[0]["type"],
+            &conditions[0]["status"],
+            &conditions[0]["observedGeneration"]
+        ),
+        (&json!("Synced"), &json!("False"), &json!(7))
+    );
+    // Through update, whose kind has a status subresource: refused, naming the flag and
+    // the command to use.
+    let out = sw("update", thing, &ready);
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("--set-condition") && said.contains("use safewrite patch-status"),
+        "{said}"
+    );
+
+    // Keyed entries: appended, merged in place, removed; the others kept in order.
+    for (entry, what) in [
+        (
+            r#"status.parents[controllerName=example.com/gw]={"accepted": false}"#,
+            "updated",
+        ),
+        (
+            r#"status.parents[controllerName=example.com/b]={"accepted": true}"#,
+            "updated",
+        ),
+        (
+            r#"status.parents[controllerName=example.com/gw]={"accepted": true}"#,
+            "updated",
+        ),
+        (
+            r#"status.parents[controllerName=example.com/gw]={"accepted": true}"#,
+            "unchanged",
+        ),
+    ] {
+        let out = sw("patch-status", thing, &["--upsert-entry", entry]);
+        assert_eq!(ok(&out), thing_is(what), "{entry}");
+    }
+    assert_eq!(
+        status().await["parents"],
+        json!([
+            {"controllerName": "example.com/gw", "accepted": true},
+            {"controllerName": "example.com/b", "accepted": true}
+        ])
+    );
+    let gw = "status.parents[controllerName=example.com/gw]";
+    assert_eq!(
+        ok(&sw("patch-status", thing, &["--remove-entry", gw])),
+        thing_is("updated")
+    );
+    assert_eq!(
+        ok(&sw("patch-status", thing, &["--remove-entry", gw])),
+        thing_is("unchanged")
+    );
+    assert_eq!(
+        status().await["parents"],
+        json!([{"controllerName": "example.com/b", "accepted": true}])
+    );
+
+    // Finalizers: added once, removed.
+    let cms = create_counter(cp, ns, "f", "0").await;
+    let finalizers = async || cms.get("f").await.unwrap().metadata.finalizers;
+    let hold = ["--add-finalizer", "example.com/hold"];
+    assert_eq!(ok(&sw("update", &["cm/f"], &hold)), "configmap/f updated");
+    assert_eq!(ok(&sw("update", &["cm/f"], &hold)), "configmap/f unchanged");
+    assert_eq!(
+        finalizers().await,
+        Some(vec!["example.com/hold".to_string()])
+    );
+    let release = ["--remove-finalizer", "example.com/hold"];
+    assert_eq!(
+        ok(&sw("update", &["cm/f"], &release)),
+        "configmap/f updated"
+    );
+    assert_eq!(finalizers().await, None);
+    // Held and deleted: no new finalizer; removing the last one lets it go, and -o json
+    // prints it as last written.
+    ok(&sw("update", &["cm/f"], &hold));
+    cms.delete("f", &DeleteParams::default()).await.unwrap();
+    let out = sw(
+        "update",
+        &["cm/f"],
+        &["--add-finalizer", "example.com/late"],
+    );
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("deleted"),
+        "{}",
+        text(&out.stderr)
+    );
+    let last: Value = serde_json::from_str(&ok(&sw(
+        "update",
+        &["cm/f"],
+        &[&release[..], &["-o", "json"]].concat(),
+    )))
+    .unwrap();
+    assert_eq!(last["metadata"]["name"], "f");
+    assert!(last["metadata"]["deletionTimestamp"].is_string(), "{last}");
+    assert!(cms.get_opt("f").await.unwrap().is_none());
+    // Already gone: done, with nothing to print but the line (or the name).
+    assert_eq!(ok(&sw("update", &["cm/f"], &release)), "configmap/f gone");
+    assert_eq!(
+        ok(&sw(
+            "update",
+            &["cm/f"],
+            &[&release[..], &["-o", "json"]].concat()
+        )),
+        ""
+    );
+    assert_eq!(
+        ok(&sw(
+            "update",
+            &["cm/f"],
+            &[&release[..], &["-o", "name"]].concat()
+        )),
+        "configmap/f"
+    );
+
+    // Owners, named by KIND/NAME; their uid read by the write.
+    for name in ["parent", "other", "child"] {
+        create_counter(cp, ns, name, "0").await;
+    }
+    let uid = cms.get("parent").await.unwrap().metadata.uid.unwrap();
+    let owners = async || cms.get("child").await.unwrap().metadata.owner_references;
+    let own = [
+        "--add-owner",
+        "cm/parent",
+        "--controller",
+        "--block-owner-deletion",
+    ];
+    assert_eq!(
+        ok(&sw("update", &["cm/child"], &own)),
+        "configmap/child updated"
+    );
+    assert_eq!(
+        ok(&sw("update", &["cm/child"], &own)),
+        "configmap/child unchanged"
+    );
+    let references = serde_json::to_value(owners().await).unwrap();
+    assert_eq!(
+        references,
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent", "uid": uid,
+                "controller": true, "blockOwnerDeletion": true}])
+    );
+    // A second controller is refused, naming the first; a second owner is not.
+    let out = sw(
+        "update",
+        &["cm/child"],
+        &["--add-owner", "configmap/other", "--controller"],
+    );
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("parent"),
+        "{}",
+        text(&out.stderr)
+    );
+    ok(&sw(
+        "update",
+        &["cm/child"],
+        &["--add-owner", "ConfigMap/other"],
+    ));
+    assert_eq!(
+        ok(&sw(
+            "update",
+            &["cm/child"],
+            &["--remove-owner", "cm/parent"]
+        )),
+        "configmap/child updated"
+    );
+    let references = owners().await.unwrap();
+    assert_eq!(
+        references
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        ["other"]
+    );
+    // An owner that does not exist: a precondition.
+    let out = sw("update", &["cm/child"], &["--add-owner", "cm/missing"]);
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+    // An owner of a custom kind.
+    ok(&sw("update", &["cm/child"], names.owner));
+    let t1_uid = things.get("t1").await.unwrap().metadata.uid.unwrap();
+    let reference = serde_json::to_value(&owners().await.unwrap()[1]).unwrap();
+    assert_eq!(
+        reference,
+        json!({"apiVersion": "test.safewrite.dev/v1", "kind": "CliThing", "name": "t1",
+               "uid": t1_uid})
+    );
+
+    // Values that cannot be read: exit 2 in one line, nothing written.
+    let before = cms.get("child").await.unwrap().metadata.resource_version;
+    for bad in [
+        &["--set-condition", "Ready"][..],
+        &["--set-condition", "Ready=maybe", "--reason", "R"],
+        &["--set-condition", "Ready=True"],
+        &["--upsert-entry", "data.list"],
+        &["--upsert-entry", "data.list[k=v]=[1]"],
+        &["--remove-entry", "data.list[k]"],
+        &["--add-finalizer", "example.com/x", "--merge", "{}"],
+        &["--add-finalizer", "example.com/x", "--reason", "R"],
+        &["--add-owner", "cm"],
+    ] {
+        let out = sw("update", &["cm/child"], bad);
+        assert_eq!(code(&out), 2, "{bad:?}: {}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stderr).lines().count(),
+            1,
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    // A finalizer is not status: patch-status refuses it, naming the flag.
+    let out = sw("patch-status", thing, &["--add-finalizer", "example.com/x"]);
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("--add-finalizer") && said.contains("safewrite update"),
+        "{said}"
+    );
+    let after = cms.get("child").await.unwrap().metadata.resource_version;
+    assert_eq!(before, after);
+    assert!(
+        things
+            .get("t1")
+            .await
+            .unwrap()
+            .metadata
+            .finalizers
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conditions_finalizers_owners_and_entries_in_process() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-lists").await;
+    let kubeconfig = cp.admin_kubeconfig();
+    let thing = Thing {
+        object: &["clithing/t1"],
+        owner: &["--add-owner", "clithings.test.safewrite.dev/t1"],
+    };
+    list_changes(cp, &ns, Mode::Local(&kubeconfig), thing).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conditions_finalizers_owners_and_entries_through_a_sidecar() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-lists-sidecar").await;
+    let kubeconfig = cp.admin_kubeconfig();
+    let sidecar = Sidecar::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let address = sidecar.addr.to_string();
+    // No kubeconfig on this side: the owners' kinds come from the built-in table, the
+    // custom kind by its Kind and apiVersion.
+    let version = "test.safewrite.dev/v1";
+    let thing = Thing {
+        object: &["CliThing/t1", "--api-version", version],
+        owner: &["--add-owner", "CliThing/t1", "--owner-api-version", version],
+    };
+    list_changes(cp, &ns, Mode::Sidecar(&address), thing).await;
+    // Without its apiVersion, the owner's Kind cannot be resolved here.
+    let home = home();
+    let mut command = safewrite(Mode::Sidecar(&address), home.path());
+    command.args([
+        "update",
+        "-n",
+        &ns,
+        "cm/child",
+        "--add-owner",
+        "CliThing/t1",
+    ]);
+    let out = run(command);
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--owner-api-version"),
         "{}",
         text(&out.stderr)
     );

@@ -105,6 +105,16 @@ impl Memory {
         object
     }
 
+    /// The copy of `key`, if there is one, for a read: unlike [`Memory::recall`] it
+    /// counts nothing down and moves nothing, so reads leave the writes' choices alone.
+    pub fn peek(&self, key: &str) -> Option<Arc<Value>> {
+        if !self.keeps(key) {
+            return None;
+        }
+        let lru = self.inner.lock().expect("memory");
+        lru.entries.get(key).and_then(|entry| entry.object.clone())
+    }
+
     /// Remembers `object` as the latest state of `key` (read live, or as a write's
     /// answer); `size` is its length as JSON.
     pub fn remember(&self, key: &str, object: Arc<Value>, size: usize) {

@@ -33,6 +33,7 @@ mod ends;
 pub mod entries;
 mod error;
 mod fold;
+mod get;
 pub mod idempotency;
 mod memory;
 pub mod mutation;
@@ -62,6 +63,7 @@ use crate::target::{ObjectPath, ResourcePath};
 pub use self::batch::MAX_MEMBERS;
 pub use self::body::resource_version;
 pub use self::error::{Failure, WriteError, mutation_failure};
+pub use self::get::Got;
 pub use self::result::{AttemptRecord, Outcome, Written};
 pub use self::spec::{
     Change, EngineConfig, Mutator, Policy, Preconditions, Subresource, Target, WriteSpec,

@@ -11,7 +11,7 @@ pub mod transact;
 pub mod validate;
 
 pub use rpc::{
-    Admission, CallDeadline, finish_rpc, grpc_timeout_of, outcome_name, record_target,
+    Admission, CallDeadline, end_rpc, finish_rpc, grpc_timeout_of, outcome_name, record_target,
     subresource_label, write_result,
 };
 pub use validate::{RequestParts, validate, validate_parts};
@@ -163,6 +163,57 @@ impl pb::writer_service_server::WriterService for WriterService {
         Ok(Response::new(pb::PatchStatusResponse {
             result: Some(result),
         }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetRequest>,
+    ) -> Result<Response<pb::GetResponse>, Status> {
+        let (metadata, extensions, body) = request.into_parts();
+        Reached::mark(&extensions);
+        let deadline = CallDeadline::of(&extensions);
+        let span = telemetry::rpc_span("Get", &metadata);
+        let started = std::time::Instant::now();
+        let result = async {
+            let _admission = self.admit()?;
+            let parts = RequestParts {
+                target: body.target.as_ref(),
+                mutation: None,
+                preconditions: None,
+                retry_policy: None,
+                options: None,
+            };
+            let spec = validate_parts(parts, Subresource::Main, self.engine.config(), false)
+                .map_err(|v| respond::invalid_request(&v))?;
+            let min = match body.min_resource_version.as_str() {
+                "" => None,
+                given => Some(
+                    crate::target::opaque("min_resource_version", given)
+                        .map_err(|v| respond::invalid_request(&v))?,
+                ),
+            };
+            record_target(&span, &spec.target);
+            self.permit(&spec, Operation::Get)?;
+            let got = self
+                .engine
+                .get(&spec, min.as_deref(), deadline)
+                .await
+                .map_err(|err| respond::to_status(&err))?;
+            Ok(pb::GetResponse {
+                resource_version: engine::resource_version(&got.object),
+                object_json: got.object.to_string(),
+                remembered: got.remembered,
+                trace_id: telemetry::trace_id(&span),
+            })
+        }
+        .instrument(span.clone())
+        .await;
+        let ended = result.as_ref().map(|got| {
+            let outcome = if got.remembered { "remembered" } else { "read" };
+            (outcome, u32::from(!got.remembered))
+        });
+        end_rpc(&span, "Get", Some(Subresource::Main), started, ended);
+        result.map(Response::new)
     }
 
     type TransactStream = TransactStream;

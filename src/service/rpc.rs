@@ -73,8 +73,8 @@ pub fn subresource_label(subresource: Option<Subresource>) -> &'static str {
     }
 }
 
-/// Records a finished RPC on `subresource` (when it is known): its code, outcome and
-/// attempts on its span, and in the metrics.
+/// Records a finished write RPC on `subresource` (when it is known): its code, outcome
+/// and attempts on its span, and in the metrics.
 pub fn finish_rpc(
     span: &Span,
     method: &'static str,
@@ -82,16 +82,31 @@ pub fn finish_rpc(
     started: std::time::Instant,
     result: Result<&pb::WriteResult, &Status>,
 ) {
+    let result = result.map(|result| {
+        let outcome = outcome_name(result.outcome(), result.already_applied);
+        span.record("safewrite.already_applied", result.already_applied);
+        metrics::get().outcome(outcome, subresource_label(subresource));
+        (outcome, result.attempts)
+    });
+    end_rpc(span, method, subresource, started, result);
+}
+
+/// Records a finished RPC: its code, outcome (`Ok`: its name and the attempts made) and
+/// attempts on its span, and in the metrics.
+pub fn end_rpc(
+    span: &Span,
+    method: &'static str,
+    subresource: Option<Subresource>,
+    started: std::time::Instant,
+    result: Result<(&'static str, u32), &Status>,
+) {
     let metrics = metrics::get();
     let subresource = subresource_label(subresource);
     let (code, reason, attempts) = match result {
-        Ok(result) => {
-            let outcome = outcome_name(result.outcome(), result.already_applied);
+        Ok((outcome, attempts)) => {
             span.record("safewrite.outcome", outcome);
-            span.record("safewrite.already_applied", result.already_applied);
-            metrics.outcome(outcome, subresource);
             telemetry::record_rpc_end(span, tonic::Code::Ok, None);
-            (tonic::Code::Ok, None, result.attempts)
+            (tonic::Code::Ok, None, attempts)
         }
         Err(status) => {
             let info = status.get_details_error_info();

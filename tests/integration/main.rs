@@ -15,6 +15,7 @@ mod deploy;
 mod engine;
 mod entries;
 mod exactly_once;
+mod get;
 mod harness;
 mod inject;
 mod jaeger_harness;

@@ -1,6 +1,6 @@
 //! The allow-list of what callers may write through the sidecar: which groups and kinds,
 //! in which namespaces, which subresource (`main`, `status`) and by which operation
-//! (`update`, `patch-status`, `transact`, `create-if-missing`). It is checked at the
+//! (`update`, `patch-status`, `transact`, `create-if-missing`, `get`). It is checked at the
 //! request boundary, on the validated [`WriteSpec`], before any request is sent: a write
 //! it does not allow is refused with PERMISSION_DENIED (reason `POLICY_DENIED`) naming
 //! what was denied and the flag that would allow it.
@@ -19,7 +19,7 @@
 //! - `SUBRESOURCES`: `main`, `status`, or `*` (the default);
 //! - `OPERATIONS`: `update` (UpdateWithRetry), `patch-status` (PatchStatus), `transact`
 //!   (Transact), `create-if-missing` (creating a missing target, with update or
-//!   transact), or `*` (the default).
+//!   transact), `get` (Get, reading the object back), or `*` (the default).
 //!
 //! Rules only allow, and add up: a write needs a rule matching its kind, namespace and
 //! subresource that grants its operation, and, when it may create its target, one that

@@ -16,14 +16,17 @@ pub enum Operation {
     Transact,
     /// Creating the target when it is missing (`options.create_if_missing_json`).
     CreateIfMissing,
+    /// Get (reading the object, read-your-own-writes).
+    Get,
 }
 
 impl Operation {
-    const ALL: [Operation; 4] = [
+    const ALL: [Operation; 5] = [
         Operation::Update,
         Operation::PatchStatus,
         Operation::Transact,
         Operation::CreateIfMissing,
+        Operation::Get,
     ];
 
     /// The operation's name in rules.
@@ -33,6 +36,7 @@ impl Operation {
             Operation::PatchStatus => "patch-status",
             Operation::Transact => "transact",
             Operation::CreateIfMissing => "create-if-missing",
+            Operation::Get => "get",
         }
     }
 
@@ -41,7 +45,7 @@ impl Operation {
     }
 }
 
-pub(super) const ALL_OPERATIONS: u8 = 0b1111;
+pub(super) const ALL_OPERATIONS: u8 = 0b11111;
 
 /// The name of a subresource in rules.
 pub(super) fn subresource_name(subresource: Subresource) -> &'static str {
@@ -173,7 +177,7 @@ impl Rule {
                 .find(|o| o.name() == item)
                 .ok_or_else(|| {
                     RuleError(format!(
-                        "operation {item:?}: use update, patch-status, transact, create-if-missing or *"
+                        "operation {item:?}: use update, patch-status, transact, create-if-missing, get or *"
                     ))
                 })?;
             self.operations |= operation.bit();

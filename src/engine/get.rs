@@ -1,0 +1,106 @@
+//! Read your own writes: the object at least as new as a resourceVersion the caller
+//! names (the one its own write answered with), from the remembered copy when that copy
+//! is at or past it, else from a live read, which the API server answers from etcd with a
+//! quorum read, so at least as new as any write that has been answered. Without a
+//! minimum, or when versions are not decimal numbers (the API server's resourceVersions
+//! are comparable since Kubernetes 1.35; one that is not a number is read live), always
+//! a live read.
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::Engine;
+use super::attempt::Read;
+use super::body::resource_version;
+use super::decide::Step;
+use super::error::{Failure, WriteError};
+use super::spec::WriteSpec;
+use crate::engine::mutation::FieldViolation;
+
+/// An object read for a caller.
+#[derive(Debug, Clone)]
+pub struct Got {
+    pub object: Value,
+    /// Answered from the remembered copy, without a request.
+    pub remembered: bool,
+}
+
+/// `version` as a number, when it is one (comparable).
+fn comparable(version: &str) -> Option<u64> {
+    (!version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| version.parse().ok())
+        .flatten()
+}
+
+impl Engine {
+    /// Reads `spec.target` (its kind resolved, as for a write) at least as new as
+    /// `min_version`, by `deadline`. One attempt: a refusal or fault is the caller's to
+    /// retry, with the same advice as a write's read.
+    pub async fn get(
+        &self,
+        spec: &WriteSpec,
+        min_version: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> Result<Got, WriteError> {
+        let (_, request, mut attempts) = self.begin(spec, deadline).await?;
+        let min = min_version.and_then(comparable);
+        if let Some(min) = min
+            && let Some(copy) = self.memory.peek(request.as_str())
+            && comparable(&resource_version(&copy)).is_some_and(|at| at >= min)
+        {
+            return Ok(Got {
+                object: Value::clone(&copy),
+                remembered: true,
+            });
+        }
+        attempts.begin();
+        let failure = match self
+            .read(&request, attempts.deadline, attempts.made())
+            .await
+        {
+            Read::Found(object) => {
+                let at = comparable(&resource_version(&object));
+                match (min, at) {
+                    (Some(min), Some(at)) if at < min => Failure::Invalid(FieldViolation::new(
+                        "min_resource_version",
+                        format!(
+                            "the object is at resourceVersion {at}, older than {min}, on a read from etcd: {min} is no version this object had here"
+                        ),
+                    )),
+                    _ => {
+                        return Ok(Got {
+                            object,
+                            remembered: false,
+                        });
+                    }
+                }
+            }
+            Read::Missing(answer) | Read::Ended(Some(answer), _) => {
+                let record = attempts.current();
+                record.http_status = answer.code;
+                record.reason = answer.reason();
+                match Step::from_answer(&answer, None) {
+                    Step::Fail(failure) | Step::Retry(_, failure) => failure,
+                    Step::Done(_) => unreachable!("a refused read does not finish"),
+                }
+            }
+            Read::Ended(None, Step::Fail(failure) | Step::Retry(_, failure)) => failure,
+            Read::Ended(None, Step::Done(_)) => unreachable!("a read does not finish a write"),
+        };
+        Err(attempts.fail(failure))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::comparable;
+
+    #[test]
+    fn only_decimal_versions_compare() {
+        assert_eq!(comparable("12345"), Some(12345));
+        assert_eq!(comparable(""), None);
+        assert_eq!(comparable("-1"), None);
+        assert_eq!(comparable("abc"), None);
+        assert_eq!(comparable("99999999999999999999999"), None);
+    }
+}

@@ -332,6 +332,137 @@ func (Retry) EnumDescriptor() ([]byte, []int) {
 	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
+// GetRequest names an object to read, and how new it must be.
+type GetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The object to read. Required.
+	Target *ObjectRef `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// The answer is at least as new as this resourceVersion, e.g. WriteResult.resource_version
+	// of the caller's own write. Empty: read live. A resourceVersion that is not a decimal
+	// number (an API server whose versions are not comparable) is always read live.
+	MinResourceVersion string `protobuf:"bytes,2,opt,name=min_resource_version,json=minResourceVersion,proto3" json:"min_resource_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetRequest) GetTarget() *ObjectRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *GetRequest) GetMinResourceVersion() string {
+	if x != nil {
+		return x.MinResourceVersion
+	}
+	return ""
+}
+
+// GetResponse is the object as read.
+type GetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The object as JSON.
+	ObjectJson string `protobuf:"bytes,1,opt,name=object_json,json=objectJson,proto3" json:"object_json,omitempty"`
+	// Its metadata.resourceVersion.
+	ResourceVersion string `protobuf:"bytes,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// True when the sidecar answered from its remembered copy of the object (the object as
+	// it last read or wrote it, at or past min_resource_version), without a request.
+	Remembered bool `protobuf:"varint,3,opt,name=remembered,proto3" json:"remembered,omitempty"`
+	// The W3C trace id of this RPC's span, hex encoded; empty when tracing is off.
+	TraceId       string `protobuf:"bytes,4,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponse) Reset() {
+	*x = GetResponse{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponse) ProtoMessage() {}
+
+func (x *GetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
+func (*GetResponse) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetResponse) GetObjectJson() string {
+	if x != nil {
+		return x.ObjectJson
+	}
+	return ""
+}
+
+func (x *GetResponse) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *GetResponse) GetRemembered() bool {
+	if x != nil {
+		return x.Remembered
+	}
+	return false
+}
+
+func (x *GetResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
 // UpdateWithRetryRequest names an object and the change to make to its main resource.
 type UpdateWithRetryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -351,7 +482,7 @@ type UpdateWithRetryRequest struct {
 
 func (x *UpdateWithRetryRequest) Reset() {
 	*x = UpdateWithRetryRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +494,7 @@ func (x *UpdateWithRetryRequest) String() string {
 func (*UpdateWithRetryRequest) ProtoMessage() {}
 
 func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +507,7 @@ func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *UpdateWithRetryRequest) GetTarget() *ObjectRef {
@@ -425,7 +556,7 @@ type UpdateWithRetryResponse struct {
 
 func (x *UpdateWithRetryResponse) Reset() {
 	*x = UpdateWithRetryResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +568,7 @@ func (x *UpdateWithRetryResponse) String() string {
 func (*UpdateWithRetryResponse) ProtoMessage() {}
 
 func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +581,7 @@ func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UpdateWithRetryResponse) GetResult() *WriteResult {
@@ -480,7 +611,7 @@ type PatchStatusRequest struct {
 
 func (x *PatchStatusRequest) Reset() {
 	*x = PatchStatusRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +623,7 @@ func (x *PatchStatusRequest) String() string {
 func (*PatchStatusRequest) ProtoMessage() {}
 
 func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +636,7 @@ func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*PatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PatchStatusRequest) GetTarget() *ObjectRef {
@@ -554,7 +685,7 @@ type PatchStatusResponse struct {
 
 func (x *PatchStatusResponse) Reset() {
 	*x = PatchStatusResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +697,7 @@ func (x *PatchStatusResponse) String() string {
 func (*PatchStatusResponse) ProtoMessage() {}
 
 func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +710,7 @@ func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusResponse.ProtoReflect.Descriptor instead.
 func (*PatchStatusResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PatchStatusResponse) GetResult() *WriteResult {
@@ -605,7 +736,7 @@ type TransactRequest struct {
 
 func (x *TransactRequest) Reset() {
 	*x = TransactRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +748,7 @@ func (x *TransactRequest) String() string {
 func (*TransactRequest) ProtoMessage() {}
 
 func (x *TransactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +761,7 @@ func (x *TransactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactRequest.ProtoReflect.Descriptor instead.
 func (*TransactRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TransactRequest) GetMessage() isTransactRequest_Message {
@@ -696,7 +827,7 @@ type TransactBegin struct {
 
 func (x *TransactBegin) Reset() {
 	*x = TransactBegin{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +839,7 @@ func (x *TransactBegin) String() string {
 func (*TransactBegin) ProtoMessage() {}
 
 func (x *TransactBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +852,7 @@ func (x *TransactBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactBegin.ProtoReflect.Descriptor instead.
 func (*TransactBegin) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TransactBegin) GetTarget() *ObjectRef {
@@ -779,7 +910,7 @@ type TransactProposal struct {
 
 func (x *TransactProposal) Reset() {
 	*x = TransactProposal{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +922,7 @@ func (x *TransactProposal) String() string {
 func (*TransactProposal) ProtoMessage() {}
 
 func (x *TransactProposal) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +935,7 @@ func (x *TransactProposal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactProposal.ProtoReflect.Descriptor instead.
 func (*TransactProposal) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TransactProposal) GetAttempt() uint32 {
@@ -885,7 +1016,7 @@ type TransactAbort struct {
 
 func (x *TransactAbort) Reset() {
 	*x = TransactAbort{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1028,7 @@ func (x *TransactAbort) String() string {
 func (*TransactAbort) ProtoMessage() {}
 
 func (x *TransactAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1041,7 @@ func (x *TransactAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactAbort.ProtoReflect.Descriptor instead.
 func (*TransactAbort) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TransactAbort) GetReason() string {
@@ -936,7 +1067,7 @@ type TransactResponse struct {
 
 func (x *TransactResponse) Reset() {
 	*x = TransactResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1079,7 @@ func (x *TransactResponse) String() string {
 func (*TransactResponse) ProtoMessage() {}
 
 func (x *TransactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1092,7 @@ func (x *TransactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactResponse.ProtoReflect.Descriptor instead.
 func (*TransactResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransactResponse) GetMessage() isTransactResponse_Message {
@@ -1027,7 +1158,7 @@ type FreshObject struct {
 
 func (x *FreshObject) Reset() {
 	*x = FreshObject{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1170,7 @@ func (x *FreshObject) String() string {
 func (*FreshObject) ProtoMessage() {}
 
 func (x *FreshObject) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1183,7 @@ func (x *FreshObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshObject.ProtoReflect.Descriptor instead.
 func (*FreshObject) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FreshObject) GetAttempt() uint32 {
@@ -1101,7 +1232,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1244,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1257,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -1183,7 +1314,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1326,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1339,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -1389,7 +1520,7 @@ type SetCondition struct {
 
 func (x *SetCondition) Reset() {
 	*x = SetCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1532,7 @@ func (x *SetCondition) String() string {
 func (*SetCondition) ProtoMessage() {}
 
 func (x *SetCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1545,7 @@ func (x *SetCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCondition.ProtoReflect.Descriptor instead.
 func (*SetCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetCondition) GetConditions() []*Condition {
@@ -1460,7 +1591,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1603,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1616,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Condition) GetType() string {
@@ -1544,7 +1675,7 @@ type RemoveCondition struct {
 
 func (x *RemoveCondition) Reset() {
 	*x = RemoveCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1687,7 @@ func (x *RemoveCondition) String() string {
 func (*RemoveCondition) ProtoMessage() {}
 
 func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1700,7 @@ func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCondition.ProtoReflect.Descriptor instead.
 func (*RemoveCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveCondition) GetTypes() []string {
@@ -1605,7 +1736,7 @@ type FinalizerChange struct {
 
 func (x *FinalizerChange) Reset() {
 	*x = FinalizerChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1748,7 @@ func (x *FinalizerChange) String() string {
 func (*FinalizerChange) ProtoMessage() {}
 
 func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1761,7 @@ func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizerChange.ProtoReflect.Descriptor instead.
 func (*FinalizerChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FinalizerChange) GetFinalizer() string {
@@ -1667,7 +1798,7 @@ type OwnerReferenceChange struct {
 
 func (x *OwnerReferenceChange) Reset() {
 	*x = OwnerReferenceChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1810,7 @@ func (x *OwnerReferenceChange) String() string {
 func (*OwnerReferenceChange) ProtoMessage() {}
 
 func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1823,7 @@ func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReferenceChange.ProtoReflect.Descriptor instead.
 func (*OwnerReferenceChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OwnerReferenceChange) GetOwner() *OwnerReference {
@@ -1733,7 +1864,7 @@ type OwnerReference struct {
 
 func (x *OwnerReference) Reset() {
 	*x = OwnerReference{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1876,7 @@ func (x *OwnerReference) String() string {
 func (*OwnerReference) ProtoMessage() {}
 
 func (x *OwnerReference) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1889,7 @@ func (x *OwnerReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
 func (*OwnerReference) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OwnerReference) GetApiVersion() string {
@@ -1830,7 +1961,7 @@ type ListEntryChange struct {
 
 func (x *ListEntryChange) Reset() {
 	*x = ListEntryChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1973,7 @@ func (x *ListEntryChange) String() string {
 func (*ListEntryChange) ProtoMessage() {}
 
 func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1986,7 @@ func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntryChange.ProtoReflect.Descriptor instead.
 func (*ListEntryChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListEntryChange) GetPath() string {
@@ -1899,7 +2030,7 @@ type JsonPatch struct {
 
 func (x *JsonPatch) Reset() {
 	*x = JsonPatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2042,7 @@ func (x *JsonPatch) String() string {
 func (*JsonPatch) ProtoMessage() {}
 
 func (x *JsonPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2055,7 @@ func (x *JsonPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatch.ProtoReflect.Descriptor instead.
 func (*JsonPatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JsonPatch) GetPatchJson() string {
@@ -1945,7 +2076,7 @@ type MergePatch struct {
 
 func (x *MergePatch) Reset() {
 	*x = MergePatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2088,7 @@ func (x *MergePatch) String() string {
 func (*MergePatch) ProtoMessage() {}
 
 func (x *MergePatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2101,7 @@ func (x *MergePatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePatch.ProtoReflect.Descriptor instead.
 func (*MergePatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MergePatch) GetPatchJson() string {
@@ -1996,7 +2127,7 @@ type ServerSideApply struct {
 
 func (x *ServerSideApply) Reset() {
 	*x = ServerSideApply{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2139,7 @@ func (x *ServerSideApply) String() string {
 func (*ServerSideApply) ProtoMessage() {}
 
 func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2152,7 @@ func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerSideApply.ProtoReflect.Descriptor instead.
 func (*ServerSideApply) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ServerSideApply) GetConfigurationJson() string {
@@ -2052,7 +2183,7 @@ type CelMutation struct {
 
 func (x *CelMutation) Reset() {
 	*x = CelMutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2195,7 @@ func (x *CelMutation) String() string {
 func (*CelMutation) ProtoMessage() {}
 
 func (x *CelMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2208,7 @@ func (x *CelMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CelMutation.ProtoReflect.Descriptor instead.
 func (*CelMutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CelMutation) GetExpression() string {
@@ -2105,7 +2236,7 @@ type Preconditions struct {
 
 func (x *Preconditions) Reset() {
 	*x = Preconditions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2248,7 @@ func (x *Preconditions) String() string {
 func (*Preconditions) ProtoMessage() {}
 
 func (x *Preconditions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2261,7 @@ func (x *Preconditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preconditions.ProtoReflect.Descriptor instead.
 func (*Preconditions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Preconditions) GetUid() string {
@@ -2173,7 +2304,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2316,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2329,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -2272,7 +2403,7 @@ type WriteOptions struct {
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2415,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2428,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WriteOptions) GetFieldManager() string {
@@ -2367,7 +2498,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2510,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2523,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WriteResult) GetOutcome() Outcome {
@@ -2469,7 +2600,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2612,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2625,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AttemptRecord) GetNumber() uint32 {
@@ -2559,7 +2690,7 @@ type WriteFailure struct {
 
 func (x *WriteFailure) Reset() {
 	*x = WriteFailure{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2702,7 @@ func (x *WriteFailure) String() string {
 func (*WriteFailure) ProtoMessage() {}
 
 func (x *WriteFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2715,7 @@ func (x *WriteFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFailure.ProtoReflect.Descriptor instead.
 func (*WriteFailure) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WriteFailure) GetAttemptRecords() []*AttemptRecord {
@@ -2629,7 +2760,7 @@ type RetryByCode struct {
 
 func (x *RetryByCode) Reset() {
 	*x = RetryByCode{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2772,7 @@ func (x *RetryByCode) String() string {
 func (*RetryByCode) ProtoMessage() {}
 
 func (x *RetryByCode) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2785,7 @@ func (x *RetryByCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryByCode.ProtoReflect.Descriptor instead.
 func (*RetryByCode) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RetryByCode) GetWithIdempotencyKey() []int32 {
@@ -2710,7 +2841,19 @@ var File_safewrite_v1_writer_proto protoreflect.FileDescriptor
 
 const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\n" +
-	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xb4\x02\n" +
+	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"o\n" +
+	"\n" +
+	"GetRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.safewrite.v1.ObjectRefR\x06target\x120\n" +
+	"\x14min_resource_version\x18\x02 \x01(\tR\x12minResourceVersion\"\x94\x01\n" +
+	"\vGetResponse\x12\x1f\n" +
+	"\vobject_json\x18\x01 \x01(\tR\n" +
+	"objectJson\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1e\n" +
+	"\n" +
+	"remembered\x18\x03 \x01(\bR\n" +
+	"remembered\x12\x19\n" +
+	"\btrace_id\x18\x04 \x01(\tR\atraceId\"\xb4\x02\n" +
 	"\x16UpdateWithRetryRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.safewrite.v1.ObjectRefR\x06target\x122\n" +
 	"\bmutation\x18\x02 \x01(\v2\x16.safewrite.v1.MutationR\bmutation\x12A\n" +
@@ -2916,11 +3059,12 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\vRETRY_NEVER\x10\x01\x12\x0f\n" +
 	"\vRETRY_LATER\x10\x02\x12\x1e\n" +
 	"\x1aRETRY_WITH_IDEMPOTENCY_KEY\x10\x03\x12\x11\n" +
-	"\rRETRY_BY_CODE\x10\x042\x92\x02\n" +
+	"\rRETRY_BY_CODE\x10\x042\xce\x02\n" +
 	"\rWriterService\x12^\n" +
 	"\x0fUpdateWithRetry\x12$.safewrite.v1.UpdateWithRetryRequest\x1a%.safewrite.v1.UpdateWithRetryResponse\x12R\n" +
 	"\vPatchStatus\x12 .safewrite.v1.PatchStatusRequest\x1a!.safewrite.v1.PatchStatusResponse\x12M\n" +
-	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01:N\n" +
+	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01\x12:\n" +
+	"\x03Get\x12\x18.safewrite.v1.GetRequest\x1a\x19.safewrite.v1.GetResponse:N\n" +
 	"\x05retry\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\x0e2\x13.safewrite.v1.RetryR\x05retry:]\n" +
 	"\rretry_by_code\x12\x1c.google.protobuf.EnumOptions\x18ц\x03 \x01(\v2\x19.safewrite.v1.RetryByCodeR\vretryByCodeBT\n" +
 	"\x10dev.safewrite.v1B\vWriterProtoP\x01Z1safewrite.dev/clients/go/safewrite/v1;safewritev1b\x06proto3"
@@ -2938,101 +3082,106 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 }
 
 var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_safewrite_v1_writer_proto_goTypes = []any{
 	(Outcome)(0),                          // 0: safewrite.v1.Outcome
 	(Reason)(0),                           // 1: safewrite.v1.Reason
 	(Retry)(0),                            // 2: safewrite.v1.Retry
-	(*UpdateWithRetryRequest)(nil),        // 3: safewrite.v1.UpdateWithRetryRequest
-	(*UpdateWithRetryResponse)(nil),       // 4: safewrite.v1.UpdateWithRetryResponse
-	(*PatchStatusRequest)(nil),            // 5: safewrite.v1.PatchStatusRequest
-	(*PatchStatusResponse)(nil),           // 6: safewrite.v1.PatchStatusResponse
-	(*TransactRequest)(nil),               // 7: safewrite.v1.TransactRequest
-	(*TransactBegin)(nil),                 // 8: safewrite.v1.TransactBegin
-	(*TransactProposal)(nil),              // 9: safewrite.v1.TransactProposal
-	(*TransactAbort)(nil),                 // 10: safewrite.v1.TransactAbort
-	(*TransactResponse)(nil),              // 11: safewrite.v1.TransactResponse
-	(*FreshObject)(nil),                   // 12: safewrite.v1.FreshObject
-	(*ObjectRef)(nil),                     // 13: safewrite.v1.ObjectRef
-	(*Mutation)(nil),                      // 14: safewrite.v1.Mutation
-	(*SetCondition)(nil),                  // 15: safewrite.v1.SetCondition
-	(*Condition)(nil),                     // 16: safewrite.v1.Condition
-	(*RemoveCondition)(nil),               // 17: safewrite.v1.RemoveCondition
-	(*FinalizerChange)(nil),               // 18: safewrite.v1.FinalizerChange
-	(*OwnerReferenceChange)(nil),          // 19: safewrite.v1.OwnerReferenceChange
-	(*OwnerReference)(nil),                // 20: safewrite.v1.OwnerReference
-	(*ListEntryChange)(nil),               // 21: safewrite.v1.ListEntryChange
-	(*JsonPatch)(nil),                     // 22: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),                    // 23: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),               // 24: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),                   // 25: safewrite.v1.CelMutation
-	(*Preconditions)(nil),                 // 26: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),                   // 27: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),                  // 28: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),                   // 29: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),                 // 30: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),                  // 31: safewrite.v1.WriteFailure
-	(*RetryByCode)(nil),                   // 32: safewrite.v1.RetryByCode
-	(*durationpb.Duration)(nil),           // 33: google.protobuf.Duration
-	(*descriptorpb.EnumValueOptions)(nil), // 34: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 35: google.protobuf.EnumOptions
+	(*GetRequest)(nil),                    // 3: safewrite.v1.GetRequest
+	(*GetResponse)(nil),                   // 4: safewrite.v1.GetResponse
+	(*UpdateWithRetryRequest)(nil),        // 5: safewrite.v1.UpdateWithRetryRequest
+	(*UpdateWithRetryResponse)(nil),       // 6: safewrite.v1.UpdateWithRetryResponse
+	(*PatchStatusRequest)(nil),            // 7: safewrite.v1.PatchStatusRequest
+	(*PatchStatusResponse)(nil),           // 8: safewrite.v1.PatchStatusResponse
+	(*TransactRequest)(nil),               // 9: safewrite.v1.TransactRequest
+	(*TransactBegin)(nil),                 // 10: safewrite.v1.TransactBegin
+	(*TransactProposal)(nil),              // 11: safewrite.v1.TransactProposal
+	(*TransactAbort)(nil),                 // 12: safewrite.v1.TransactAbort
+	(*TransactResponse)(nil),              // 13: safewrite.v1.TransactResponse
+	(*FreshObject)(nil),                   // 14: safewrite.v1.FreshObject
+	(*ObjectRef)(nil),                     // 15: safewrite.v1.ObjectRef
+	(*Mutation)(nil),                      // 16: safewrite.v1.Mutation
+	(*SetCondition)(nil),                  // 17: safewrite.v1.SetCondition
+	(*Condition)(nil),                     // 18: safewrite.v1.Condition
+	(*RemoveCondition)(nil),               // 19: safewrite.v1.RemoveCondition
+	(*FinalizerChange)(nil),               // 20: safewrite.v1.FinalizerChange
+	(*OwnerReferenceChange)(nil),          // 21: safewrite.v1.OwnerReferenceChange
+	(*OwnerReference)(nil),                // 22: safewrite.v1.OwnerReference
+	(*ListEntryChange)(nil),               // 23: safewrite.v1.ListEntryChange
+	(*JsonPatch)(nil),                     // 24: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),                    // 25: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),               // 26: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),                   // 27: safewrite.v1.CelMutation
+	(*Preconditions)(nil),                 // 28: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),                   // 29: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),                  // 30: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),                   // 31: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),                 // 32: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),                  // 33: safewrite.v1.WriteFailure
+	(*RetryByCode)(nil),                   // 34: safewrite.v1.RetryByCode
+	(*durationpb.Duration)(nil),           // 35: google.protobuf.Duration
+	(*descriptorpb.EnumValueOptions)(nil), // 36: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 37: google.protobuf.EnumOptions
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
-	13, // 0: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
-	14, // 1: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	26, // 2: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	27, // 3: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	28, // 4: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	29, // 5: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
-	13, // 6: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
-	14, // 7: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	26, // 8: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	27, // 9: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	28, // 10: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	29, // 11: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
-	8,  // 12: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
-	9,  // 13: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
-	13, // 14: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	26, // 15: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	27, // 16: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	28, // 17: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
-	14, // 18: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
-	10, // 19: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
-	12, // 20: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	29, // 21: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	22, // 22: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	23, // 23: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	24, // 24: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	25, // 25: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	15, // 26: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
-	17, // 27: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
-	18, // 28: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
-	19, // 29: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
-	21, // 30: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
-	16, // 31: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
-	20, // 32: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
-	33, // 33: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	33, // 34: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	0,  // 35: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	30, // 36: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	33, // 37: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	30, // 38: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	1,  // 39: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
-	34, // 40: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
-	35, // 41: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
-	2,  // 42: safewrite.v1.retry:type_name -> safewrite.v1.Retry
-	32, // 43: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
-	3,  // 44: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	5,  // 45: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	7,  // 46: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	4,  // 47: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	6,  // 48: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	11, // 49: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	47, // [47:50] is the sub-list for method output_type
-	44, // [44:47] is the sub-list for method input_type
-	42, // [42:44] is the sub-list for extension type_name
-	40, // [40:42] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	15, // 0: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
+	15, // 1: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
+	16, // 2: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
+	28, // 3: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	29, // 4: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	30, // 5: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	31, // 6: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	15, // 7: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
+	16, // 8: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
+	28, // 9: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	29, // 10: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	30, // 11: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	31, // 12: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	10, // 13: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
+	11, // 14: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
+	15, // 15: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
+	28, // 16: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	29, // 17: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	30, // 18: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	16, // 19: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
+	12, // 20: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
+	14, // 21: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
+	31, // 22: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	24, // 23: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	25, // 24: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	26, // 25: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	27, // 26: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	17, // 27: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
+	19, // 28: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
+	20, // 29: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
+	21, // 30: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
+	23, // 31: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
+	18, // 32: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
+	22, // 33: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
+	35, // 34: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	35, // 35: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	0,  // 36: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
+	32, // 37: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	35, // 38: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	32, // 39: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	1,  // 40: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
+	36, // 41: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
+	37, // 42: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
+	2,  // 43: safewrite.v1.retry:type_name -> safewrite.v1.Retry
+	34, // 44: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
+	5,  // 45: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	7,  // 46: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	9,  // 47: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	3,  // 48: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
+	6,  // 49: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	8,  // 50: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	13, // 51: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	4,  // 52: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
+	49, // [49:53] is the sub-list for method output_type
+	45, // [45:49] is the sub-list for method input_type
+	43, // [43:45] is the sub-list for extension type_name
+	41, // [41:43] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_safewrite_v1_writer_proto_init() }
@@ -3040,20 +3189,20 @@ func file_safewrite_v1_writer_proto_init() {
 	if File_safewrite_v1_writer_proto != nil {
 		return
 	}
-	file_safewrite_v1_writer_proto_msgTypes[4].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[6].OneofWrappers = []any{
 		(*TransactRequest_Begin)(nil),
 		(*TransactRequest_Proposal)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[6].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[8].OneofWrappers = []any{
 		(*TransactProposal_ObjectJson)(nil),
 		(*TransactProposal_Mutation)(nil),
 		(*TransactProposal_Abort)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[8].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[10].OneofWrappers = []any{
 		(*TransactResponse_Fresh)(nil),
 		(*TransactResponse_Result)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[11].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[13].OneofWrappers = []any{
 		(*Mutation_JsonPatch)(nil),
 		(*Mutation_MergePatch)(nil),
 		(*Mutation_Apply)(nil),
@@ -3064,14 +3213,14 @@ func file_safewrite_v1_writer_proto_init() {
 		(*Mutation_OwnerReference)(nil),
 		(*Mutation_ListEntry)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[13].OneofWrappers = []any{}
+	file_safewrite_v1_writer_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 2,
 			NumServices:   1,
 		},

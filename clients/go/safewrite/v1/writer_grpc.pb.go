@@ -27,6 +27,7 @@ const (
 	WriterService_UpdateWithRetry_FullMethodName = "/safewrite.v1.WriterService/UpdateWithRetry"
 	WriterService_PatchStatus_FullMethodName     = "/safewrite.v1.WriterService/PatchStatus"
 	WriterService_Transact_FullMethodName        = "/safewrite.v1.WriterService/Transact"
+	WriterService_Get_FullMethodName             = "/safewrite.v1.WriterService/Get"
 )
 
 // WriterServiceClient is the client API for WriterService service.
@@ -61,6 +62,14 @@ type WriterServiceClient interface {
 	// are committed together: each is offered the object as the ones before it left it,
 	// their proposals go in one write, and each result is the caller's own.
 	Transact(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TransactRequest, TransactResponse], error)
+	// Get reads an object at least as new as a resourceVersion the caller names: read your
+	// own writes. A controller whose cache (an informer) may still hold the object from
+	// before its own write passes the resourceVersion that write answered with, and gets
+	// that state or a newer one, never an older one: from the sidecar's remembered copy when
+	// that copy is at or past it (no request to the API server), else from a live read.
+	// Without a minimum it always reads live. The policy's `get` operation, the token, the
+	// rate limit and the breaker apply as for writes; Secrets are refused unless allowed.
+	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 }
 
 type writerServiceClient struct {
@@ -104,6 +113,16 @@ func (c *writerServiceClient) Transact(ctx context.Context, opts ...grpc.CallOpt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WriterService_TransactClient = grpc.BidiStreamingClient[TransactRequest, TransactResponse]
 
+func (c *writerServiceClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, WriterService_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WriterServiceServer is the server API for WriterService service.
 // All implementations must embed UnimplementedWriterServiceServer
 // for forward compatibility.
@@ -136,6 +155,14 @@ type WriterServiceServer interface {
 	// are committed together: each is offered the object as the ones before it left it,
 	// their proposals go in one write, and each result is the caller's own.
 	Transact(grpc.BidiStreamingServer[TransactRequest, TransactResponse]) error
+	// Get reads an object at least as new as a resourceVersion the caller names: read your
+	// own writes. A controller whose cache (an informer) may still hold the object from
+	// before its own write passes the resourceVersion that write answered with, and gets
+	// that state or a newer one, never an older one: from the sidecar's remembered copy when
+	// that copy is at or past it (no request to the API server), else from a live read.
+	// Without a minimum it always reads live. The policy's `get` operation, the token, the
+	// rate limit and the breaker apply as for writes; Secrets are refused unless allowed.
+	Get(context.Context, *GetRequest) (*GetResponse, error)
 	mustEmbedUnimplementedWriterServiceServer()
 }
 
@@ -154,6 +181,9 @@ func (UnimplementedWriterServiceServer) PatchStatus(context.Context, *PatchStatu
 }
 func (UnimplementedWriterServiceServer) Transact(grpc.BidiStreamingServer[TransactRequest, TransactResponse]) error {
 	return status.Error(codes.Unimplemented, "method Transact not implemented")
+}
+func (UnimplementedWriterServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
 }
 func (UnimplementedWriterServiceServer) mustEmbedUnimplementedWriterServiceServer() {}
 func (UnimplementedWriterServiceServer) testEmbeddedByValue()                       {}
@@ -219,6 +249,24 @@ func _WriterService_Transact_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WriterService_TransactServer = grpc.BidiStreamingServer[TransactRequest, TransactResponse]
 
+func _WriterService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WriterServiceServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WriterService_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WriterServiceServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WriterService_ServiceDesc is the grpc.ServiceDesc for WriterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -233,6 +281,10 @@ var WriterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PatchStatus",
 			Handler:    _WriterService_PatchStatus_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _WriterService_Get_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

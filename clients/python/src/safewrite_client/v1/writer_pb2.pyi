@@ -110,6 +110,26 @@ class FreshObject(_message.Message):
     resource_version: str
     def __init__(self, attempt: _Optional[int] = ..., object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., creating: bool = ...) -> None: ...
 
+class GetRequest(_message.Message):
+    __slots__ = ["min_resource_version", "target"]
+    MIN_RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    min_resource_version: str
+    target: ObjectRef
+    def __init__(self, target: _Optional[_Union[ObjectRef, _Mapping]] = ..., min_resource_version: _Optional[str] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ["object_json", "remembered", "resource_version", "trace_id"]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    REMEMBERED_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    object_json: str
+    remembered: bool
+    resource_version: str
+    trace_id: str
+    def __init__(self, object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., remembered: bool = ..., trace_id: _Optional[str] = ...) -> None: ...
+
 class JsonPatch(_message.Message):
     __slots__ = ["patch_json"]
     PATCH_JSON_FIELD_NUMBER: _ClassVar[int]

@@ -40,6 +40,11 @@ class WriterServiceStub(object):
                 request_serializer=safewrite_dot_v1_dot_writer__pb2.TransactRequest.SerializeToString,
                 response_deserializer=safewrite_dot_v1_dot_writer__pb2.TransactResponse.FromString,
                 )
+        self.Get = channel.unary_unary(
+                '/safewrite.v1.WriterService/Get',
+                request_serializer=safewrite_dot_v1_dot_writer__pb2.GetRequest.SerializeToString,
+                response_deserializer=safewrite_dot_v1_dot_writer__pb2.GetResponse.FromString,
+                )
 
 
 class WriterServiceServicer(object):
@@ -87,6 +92,19 @@ class WriterServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Get(self, request, context):
+        """Get reads an object at least as new as a resourceVersion the caller names: read your
+        own writes. A controller whose cache (an informer) may still hold the object from
+        before its own write passes the resourceVersion that write answered with, and gets
+        that state or a newer one, never an older one: from the sidecar's remembered copy when
+        that copy is at or past it (no request to the API server), else from a live read.
+        Without a minimum it always reads live. The policy's `get` operation, the token, the
+        rate limit and the breaker apply as for writes; Secrets are refused unless allowed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WriterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -104,6 +122,11 @@ def add_WriterServiceServicer_to_server(servicer, server):
                     servicer.Transact,
                     request_deserializer=safewrite_dot_v1_dot_writer__pb2.TransactRequest.FromString,
                     response_serializer=safewrite_dot_v1_dot_writer__pb2.TransactResponse.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=safewrite_dot_v1_dot_writer__pb2.GetRequest.FromString,
+                    response_serializer=safewrite_dot_v1_dot_writer__pb2.GetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -174,5 +197,22 @@ class WriterService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/safewrite.v1.WriterService/Transact',
             safewrite_dot_v1_dot_writer__pb2.TransactRequest.SerializeToString,
             safewrite_dot_v1_dot_writer__pb2.TransactResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/safewrite.v1.WriterService/Get',
+            safewrite_dot_v1_dot_writer__pb2.GetRequest.SerializeToString,
+            safewrite_dot_v1_dot_writer__pb2.GetResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

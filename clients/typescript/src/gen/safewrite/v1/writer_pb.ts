@@ -17,7 +17,80 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAki5AMKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAEjMKDXNldF9jb25kaXRpb24YBSABKAsyGi5zYWZld3JpdGUudjEuU2V0Q29uZGl0aW9uSAASOQoQcmVtb3ZlX2NvbmRpdGlvbhgGIAEoCzIdLnNhZmV3cml0ZS52MS5SZW1vdmVDb25kaXRpb25IABIyCglmaW5hbGl6ZXIYByABKAsyHS5zYWZld3JpdGUudjEuRmluYWxpemVyQ2hhbmdlSAASPQoPb3duZXJfcmVmZXJlbmNlGAggASgLMiIuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlQ2hhbmdlSAASMwoKbGlzdF9lbnRyeRgJIAEoCzIdLnNhZmV3cml0ZS52MS5MaXN0RW50cnlDaGFuZ2VIAEIGCgRraW5kIkkKDFNldENvbmRpdGlvbhIrCgpjb25kaXRpb25zGAEgAygLMhcuc2FmZXdyaXRlLnYxLkNvbmRpdGlvbhIMCgRwYXRoGAIgASgJIqIBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIAoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgFIAEoA0gAiAEBEhwKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAYgASgJQhYKFF9vYnNlcnZlZF9nZW5lcmF0aW9uIi4KD1JlbW92ZUNvbmRpdGlvbhINCgV0eXBlcxgBIAMoCRIMCgRwYXRoGAIgASgJIjQKD0ZpbmFsaXplckNoYW5nZRIRCglmaW5hbGl6ZXIYASABKAkSDgoGcmVtb3ZlGAIgASgIIlMKFE93bmVyUmVmZXJlbmNlQ2hhbmdlEisKBW93bmVyGAEgASgLMhwuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlEg4KBnJlbW92ZRgCIAEoCCKAAQoOT3duZXJSZWZlcmVuY2USEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEgsKA3VpZBgEIAEoCRISCgpjb250cm9sbGVyGAUgASgIEhwKFGJsb2NrX293bmVyX2RlbGV0aW9uGAYgASgIIlEKD0xpc3RFbnRyeUNoYW5nZRIMCgRwYXRoGAEgASgJEgwKBGtleXMYAiADKAkSEgoKZW50cnlfanNvbhgDIAEoCRIOCgZyZW1vdmUYBCABKAgiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIoQBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKooBCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABITCg9PVVRDT01FX1VQREFURUQQARIVChFPVVRDT01FX1VOQ0hBTkdFRBACEhMKD09VVENPTUVfQ1JFQVRFRBADEhMKD09VVENPTUVfQUJPUlRFRBAEEhAKDE9VVENPTUVfR09ORRAFKoIICgZSZWFzb24SHAoSUkVBU09OX1VOU1BFQ0lGSUVEEAAaBIi1GAQSIAoWUkVBU09OX0lOVkFMSURfUkVRVUVTVBABGgSItRgBEh0KE1JFQVNPTl9VTktOT1dOX0tJTkQQAhoEiLUYARIkChpSRUFTT05fUFJFQ09ORElUSU9OX0ZBSUxFRBADGgSItRgBEhwKElJFQVNPTl9JTlZBTElEX0NFTBAEGgSItRgBEhkKD1JFQVNPTl9DRUxfQlVTWRAFGgSItRgCEiIKGFJFQVNPTl9ERUFETElORV9FWENFRURFRBAGGgSItRgCEigKHlJFQVNPTl9NVVRBVElPTl9ET0VTX05PVF9BUFBMWRAHGgSItRgBEioKIFJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX01JU01BVENIEAgaBIi1GAESJwodUkVBU09OX0FQSV9TRVJWRVJfVU5SRUFDSEFCTEUQCRoEiLUYAhImChxSRUFTT05fV1JJVEVfT1VUQ09NRV9VTktOT1dOEAoaBIi1GAMSJwodUkVBU09OX1JFVFJZX0JVREdFVF9FWEhBVVNURUQQCxoEiLUYAhIdChNSRUFTT05fQ0lSQ1VJVF9PUEVOEAwaBIi1GAISHQoTUkVBU09OX1JBVEVfTElNSVRFRBANGgSItRgCEiYKHFJFQVNPTl9UUkFOU0FDVElPTl9DQU5DRUxMRUQQDhoEiLUYARIhChdSRUFTT05fVFJBTlNBQ1RJT05fSURMRRAPGgSItRgCEhsKEVJFQVNPTl9CQURfQU5TV0VSEBAaBIi1GAMSGwoRUkVBU09OX09WRVJMT0FERUQQERoEiLUYAhIiChhSRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQEhoEiLUYARIiChhSRUFTT05fTUFMRk9STUVEX1JFUVVFU1QQExoEiLUYARIeChRSRUFTT05fVU5JTVBMRU1FTlRFRBAUGgSItRgBEiEKF1JFQVNPTl9SRVFVRVNUX05PVF9SRUFEEBUaBIi1GAISHgoUUkVBU09OX1BPTElDWV9ERU5JRUQQFhoEiLUYARIfChVSRUFTT05fVE9LRU5fUkVRVUlSRUQQFxoEiLUYARIeChRSRUFTT05fVE9LRU5fSU5WQUxJRBAYGgSItRgBEicKHVJFQVNPTl9GSUVMRF9NQU5BR0VSX0NPTkZMSUNUEBkaBIi1GAESGwoRUkVBU09OX0FQSV9TRVJWRVIQGhoEiLUYBBIgChZSRUFTT05fT0JKRUNUX0RFTEVUSU5HEBsaBIi1GAESHgoUUkVBU09OX0FMUkVBRFlfT1dORUQQHBoEiLUYARoPirUYCwoDAQIEEgQICg0OKnMKBVJldHJ5EhUKEVJFVFJZX1VOU1BFQ0lGSUVEEAASDwoLUkVUUllfTkVWRVIQARIPCgtSRVRSWV9MQVRFUhACEh4KGlJFVFJZX1dJVEhfSURFTVBPVEVOQ1lfS0VZEAMSEQoNUkVUUllfQllfQ09ERRAEMpICCg1Xcml0ZXJTZXJ2aWNlEl4KD1VwZGF0ZVdpdGhSZXRyeRIkLnNhZmV3cml0ZS52MS5VcGRhdGVXaXRoUmV0cnlSZXF1ZXN0GiUuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlElIKC1BhdGNoU3RhdHVzEiAuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVxdWVzdBohLnNhZmV3cml0ZS52MS5QYXRjaFN0YXR1c1Jlc3BvbnNlEk0KCFRyYW5zYWN0Eh0uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVxdWVzdBoeLnNhZmV3cml0ZS52MS5UcmFuc2FjdFJlc3BvbnNlKAEwATpOCgVyZXRyeRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNGGAyABKA4yEy5zYWZld3JpdGUudjEuUmV0cnlSBXJldHJ5Ol0KDXJldHJ5X2J5X2NvZGUSHC5nb29nbGUucHJvdG9idWYuRW51bU9wdGlvbnMY0YYDIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeUJ5Q29kZVILcmV0cnlCeUNvZGVCVAoQZGV2LnNhZmV3cml0ZS52MUILV3JpdGVyUHJvdG9QAVoxc2FmZXdyaXRlLmRldi9jbGllbnRzL2dvL3NhZmV3cml0ZS92MTtzYWZld3JpdGV2MWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEiUwoKR2V0UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEhwKFG1pbl9yZXNvdXJjZV92ZXJzaW9uGAIgASgJImIKC0dldFJlc3BvbnNlEhMKC29iamVjdF9qc29uGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSEgoKcmVtZW1iZXJlZBgDIAEoCBIQCgh0cmFjZV9pZBgEIAEoCSL9AQoWVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEigKCG11dGF0aW9uGAIgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMiRAoXVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0IvkBChJQYXRjaFN0YXR1c1JlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkAKE1BhdGNoU3RhdHVzUmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0In4KD1RyYW5zYWN0UmVxdWVzdBIsCgViZWdpbhgBIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEJlZ2luSAASMgoIcHJvcG9zYWwYAiABKAsyHi5zYWZld3JpdGUudjEuVHJhbnNhY3RQcm9wb3NhbEgAQgkKB21lc3NhZ2Ui2gEKDVRyYW5zYWN0QmVnaW4SJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIOCgZzdGF0dXMYAiABKAgSMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyKeAQoQVHJhbnNhY3RQcm9wb3NhbBIPCgdhdHRlbXB0GAEgASgNEhUKC29iamVjdF9qc29uGAIgASgJSAASKgoIbXV0YXRpb24YAyABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb25IABIsCgVhYm9ydBgEIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEFib3J0SABCCAoGY2hhbmdlIh8KDVRyYW5zYWN0QWJvcnQSDgoGcmVhc29uGAEgASgJInYKEFRyYW5zYWN0UmVzcG9uc2USKgoFZnJlc2gYASABKAsyGS5zYWZld3JpdGUudjEuRnJlc2hPYmplY3RIABIrCgZyZXN1bHQYAiABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHRIAEIJCgdtZXNzYWdlIl8KC0ZyZXNoT2JqZWN0Eg8KB2F0dGVtcHQYASABKA0SEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghjcmVhdGluZxgEIAEoCCJPCglPYmplY3RSZWYSEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEbmFtZRgEIAEoCSLkAwoITXV0YXRpb24SLQoKanNvbl9wYXRjaBgBIAEoCzIXLnNhZmV3cml0ZS52MS5Kc29uUGF0Y2hIABIvCgttZXJnZV9wYXRjaBgCIAEoCzIYLnNhZmV3cml0ZS52MS5NZXJnZVBhdGNoSAASLgoFYXBwbHkYAyABKAsyHS5zYWZld3JpdGUudjEuU2VydmVyU2lkZUFwcGx5SAASKAoDY2VsGAQgASgLMhkuc2FmZXdyaXRlLnYxLkNlbE11dGF0aW9uSAASMwoNc2V0X2NvbmRpdGlvbhgFIAEoCzIaLnNhZmV3cml0ZS52MS5TZXRDb25kaXRpb25IABI5ChByZW1vdmVfY29uZGl0aW9uGAYgASgLMh0uc2FmZXdyaXRlLnYxLlJlbW92ZUNvbmRpdGlvbkgAEjIKCWZpbmFsaXplchgHIAEoCzIdLnNhZmV3cml0ZS52MS5GaW5hbGl6ZXJDaGFuZ2VIABI9Cg9vd25lcl9yZWZlcmVuY2UYCCABKAsyIi5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2VDaGFuZ2VIABIzCgpsaXN0X2VudHJ5GAkgASgLMh0uc2FmZXdyaXRlLnYxLkxpc3RFbnRyeUNoYW5nZUgAQgYKBGtpbmQiSQoMU2V0Q29uZGl0aW9uEisKCmNvbmRpdGlvbnMYASADKAsyFy5zYWZld3JpdGUudjEuQ29uZGl0aW9uEgwKBHBhdGgYAiABKAkiogEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIgChNvYnNlcnZlZF9nZW5lcmF0aW9uGAUgASgDSACIAQESHAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBiABKAlCFgoUX29ic2VydmVkX2dlbmVyYXRpb24iLgoPUmVtb3ZlQ29uZGl0aW9uEg0KBXR5cGVzGAEgAygJEgwKBHBhdGgYAiABKAkiNAoPRmluYWxpemVyQ2hhbmdlEhEKCWZpbmFsaXplchgBIAEoCRIOCgZyZW1vdmUYAiABKAgiUwoUT3duZXJSZWZlcmVuY2VDaGFuZ2USKwoFb3duZXIYASABKAsyHC5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2USDgoGcmVtb3ZlGAIgASgIIoABCg5Pd25lclJlZmVyZW5jZRITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEgwKBG5hbWUYAyABKAkSCwoDdWlkGAQgASgJEhIKCmNvbnRyb2xsZXIYBSABKAgSHAoUYmxvY2tfb3duZXJfZGVsZXRpb24YBiABKAgiUQoPTGlzdEVudHJ5Q2hhbmdlEgwKBHBhdGgYASABKAkSDAoEa2V5cxgCIAMoCRISCgplbnRyeV9qc29uGAMgASgJEg4KBnJlbW92ZRgEIAEoCCIfCglKc29uUGF0Y2gSEgoKcGF0Y2hfanNvbhgBIAEoCSIgCgpNZXJnZVBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiPAoPU2VydmVyU2lkZUFwcGx5EhoKEmNvbmZpZ3VyYXRpb25fanNvbhgBIAEoCRINCgVmb3JjZRgCIAEoCCIhCgtDZWxNdXRhdGlvbhISCgpleHByZXNzaW9uGAEgASgJIkMKDVByZWNvbmRpdGlvbnMSCwoDdWlkGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSCwoDY2VsGAMgASgJIpgBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKA0SMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB3JlcXVldWUYBCABKAgihAEKDFdyaXRlT3B0aW9ucxIVCg1maWVsZF9tYW5hZ2VyGAEgASgJEg8KB2RyeV9ydW4YAiABKAgSHgoWY3JlYXRlX2lmX21pc3NpbmdfanNvbhgDIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEwoLd3JpdGVfYWxvbmUYBSABKAgi1wEKC1dyaXRlUmVzdWx0EiYKB291dGNvbWUYASABKA4yFS5zYWZld3JpdGUudjEuT3V0Y29tZRITCgtvYmplY3RfanNvbhgCIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJEhcKD2FscmVhZHlfYXBwbGllZBgHIAEoCCKjAQoNQXR0ZW1wdFJlY29yZBIOCgZudW1iZXIYASABKA0SHQoVcmVzb3VyY2VfdmVyc2lvbl9yZWFkGAIgASgJEhMKC2h0dHBfc3RhdHVzGAMgASgNEg4KBnJlYXNvbhgEIAEoCRIqCgdiYWNrb2ZmGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJhdGNoX3NpemUYBiABKA0imQEKDFdyaXRlRmFpbHVyZRI0Cg9hdHRlbXB0X3JlY29yZHMYASADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIbChNjdXJyZW50X29iamVjdF9qc29uGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiQKBnJlYXNvbhgEIAEoDjIULnNhZmV3cml0ZS52MS5SZWFzb24iOgoLUmV0cnlCeUNvZGUSHAoUd2l0aF9pZGVtcG90ZW5jeV9rZXkYASADKAUSDQoFbGF0ZXIYAiADKAUqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUqgggKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQyzgIKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlOk4KBXJldHJ5EiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY0YYDIAEoDjITLnNhZmV3cml0ZS52MS5SZXRyeVIFcmV0cnk6XQoNcmV0cnlfYnlfY29kZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5QnlDb2RlUgtyZXRyeUJ5Q29kZUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+
+/**
+ * GetRequest names an object to read, and how new it must be.
+ *
+ * @generated from message safewrite.v1.GetRequest
+ */
+export type GetRequest = Message<"safewrite.v1.GetRequest"> & {
+  /**
+   * The object to read. Required.
+   *
+   * @generated from field: safewrite.v1.ObjectRef target = 1;
+   */
+  target?: ObjectRef | undefined;
+
+  /**
+   * The answer is at least as new as this resourceVersion, e.g. WriteResult.resource_version
+   * of the caller's own write. Empty: read live. A resourceVersion that is not a decimal
+   * number (an API server whose versions are not comparable) is always read live.
+   *
+   * @generated from field: string min_resource_version = 2;
+   */
+  minResourceVersion: string;
+};
+
+/**
+ * Describes the message safewrite.v1.GetRequest.
+ * Use `create(GetRequestSchema)` to create a new message.
+ */
+export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * GetResponse is the object as read.
+ *
+ * @generated from message safewrite.v1.GetResponse
+ */
+export type GetResponse = Message<"safewrite.v1.GetResponse"> & {
+  /**
+   * The object as JSON.
+   *
+   * @generated from field: string object_json = 1;
+   */
+  objectJson: string;
+
+  /**
+   * Its metadata.resourceVersion.
+   *
+   * @generated from field: string resource_version = 2;
+   */
+  resourceVersion: string;
+
+  /**
+   * True when the sidecar answered from its remembered copy of the object (the object as
+   * it last read or wrote it, at or past min_resource_version), without a request.
+   *
+   * @generated from field: bool remembered = 3;
+   */
+  remembered: boolean;
+
+  /**
+   * The W3C trace id of this RPC's span, hex encoded; empty when tracing is off.
+   *
+   * @generated from field: string trace_id = 4;
+   */
+  traceId: string;
+};
+
+/**
+ * Describes the message safewrite.v1.GetResponse.
+ * Use `create(GetResponseSchema)` to create a new message.
+ */
+export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 1);
 
 /**
  * UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -66,7 +139,7 @@ export type UpdateWithRetryRequest = Message<"safewrite.v1.UpdateWithRetryReques
  * Use `create(UpdateWithRetryRequestSchema)` to create a new message.
  */
 export const UpdateWithRetryRequestSchema: GenMessage<UpdateWithRetryRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 0);
+  messageDesc(file_safewrite_v1_writer, 2);
 
 /**
  * UpdateWithRetryResponse is the result of a successful UpdateWithRetry.
@@ -87,7 +160,7 @@ export type UpdateWithRetryResponse = Message<"safewrite.v1.UpdateWithRetryRespo
  * Use `create(UpdateWithRetryResponseSchema)` to create a new message.
  */
 export const UpdateWithRetryResponseSchema: GenMessage<UpdateWithRetryResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 1);
+  messageDesc(file_safewrite_v1_writer, 3);
 
 /**
  * PatchStatusRequest names an object and the change to make to its status subresource.
@@ -137,7 +210,7 @@ export type PatchStatusRequest = Message<"safewrite.v1.PatchStatusRequest"> & {
  * Use `create(PatchStatusRequestSchema)` to create a new message.
  */
 export const PatchStatusRequestSchema: GenMessage<PatchStatusRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 2);
+  messageDesc(file_safewrite_v1_writer, 4);
 
 /**
  * PatchStatusResponse is the result of a successful PatchStatus.
@@ -158,7 +231,7 @@ export type PatchStatusResponse = Message<"safewrite.v1.PatchStatusResponse"> & 
  * Use `create(PatchStatusResponseSchema)` to create a new message.
  */
 export const PatchStatusResponseSchema: GenMessage<PatchStatusResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 3);
+  messageDesc(file_safewrite_v1_writer, 5);
 
 /**
  * TransactRequest is one message from the caller in a Transact stream.
@@ -195,7 +268,7 @@ export type TransactRequest = Message<"safewrite.v1.TransactRequest"> & {
  * Use `create(TransactRequestSchema)` to create a new message.
  */
 export const TransactRequestSchema: GenMessage<TransactRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 4);
+  messageDesc(file_safewrite_v1_writer, 6);
 
 /**
  * TransactBegin opens an interactive transaction.
@@ -245,7 +318,7 @@ export type TransactBegin = Message<"safewrite.v1.TransactBegin"> & {
  * Use `create(TransactBeginSchema)` to create a new message.
  */
 export const TransactBeginSchema: GenMessage<TransactBegin> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 5);
+  messageDesc(file_safewrite_v1_writer, 7);
 
 /**
  * TransactProposal is the caller's answer to one fresh object.
@@ -299,7 +372,7 @@ export type TransactProposal = Message<"safewrite.v1.TransactProposal"> & {
  * Use `create(TransactProposalSchema)` to create a new message.
  */
 export const TransactProposalSchema: GenMessage<TransactProposal> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 6);
+  messageDesc(file_safewrite_v1_writer, 8);
 
 /**
  * TransactAbort ends a transaction without writing.
@@ -320,7 +393,7 @@ export type TransactAbort = Message<"safewrite.v1.TransactAbort"> & {
  * Use `create(TransactAbortSchema)` to create a new message.
  */
 export const TransactAbortSchema: GenMessage<TransactAbort> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 7);
+  messageDesc(file_safewrite_v1_writer, 9);
 
 /**
  * TransactResponse is one message from safewrite in a Transact stream.
@@ -357,7 +430,7 @@ export type TransactResponse = Message<"safewrite.v1.TransactResponse"> & {
  * Use `create(TransactResponseSchema)` to create a new message.
  */
 export const TransactResponseSchema: GenMessage<TransactResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 8);
+  messageDesc(file_safewrite_v1_writer, 10);
 
 /**
  * FreshObject is the object as just read from the API server.
@@ -402,7 +475,7 @@ export type FreshObject = Message<"safewrite.v1.FreshObject"> & {
  * Use `create(FreshObjectSchema)` to create a new message.
  */
 export const FreshObjectSchema: GenMessage<FreshObject> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 9);
+  messageDesc(file_safewrite_v1_writer, 11);
 
 /**
  * ObjectRef names one Kubernetes object.
@@ -445,7 +518,7 @@ export type ObjectRef = Message<"safewrite.v1.ObjectRef"> & {
  * Use `create(ObjectRefSchema)` to create a new message.
  */
 export const ObjectRefSchema: GenMessage<ObjectRef> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 10);
+  messageDesc(file_safewrite_v1_writer, 12);
 
 /**
  * Mutation is the change to make; it is re-applied to the fresh object on every attempt.
@@ -541,7 +614,7 @@ export type Mutation = Message<"safewrite.v1.Mutation"> & {
  * Use `create(MutationSchema)` to create a new message.
  */
 export const MutationSchema: GenMessage<Mutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 11);
+  messageDesc(file_safewrite_v1_writer, 13);
 
 /**
  * SetCondition upserts conditions in the object's conditions list, with the semantics of
@@ -579,7 +652,7 @@ export type SetCondition = Message<"safewrite.v1.SetCondition"> & {
  * Use `create(SetConditionSchema)` to create a new message.
  */
 export const SetConditionSchema: GenMessage<SetCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 12);
+  messageDesc(file_safewrite_v1_writer, 14);
 
 /**
  * Condition is one entry of a conditions list, as metav1.Condition.
@@ -643,7 +716,7 @@ export type Condition = Message<"safewrite.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 13);
+  messageDesc(file_safewrite_v1_writer, 15);
 
 /**
  * RemoveCondition removes the conditions of the given types from the conditions list;
@@ -672,7 +745,7 @@ export type RemoveCondition = Message<"safewrite.v1.RemoveCondition"> & {
  * Use `create(RemoveConditionSchema)` to create a new message.
  */
 export const RemoveConditionSchema: GenMessage<RemoveCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 14);
+  messageDesc(file_safewrite_v1_writer, 16);
 
 /**
  * FinalizerChange adds or removes one value of metadata.finalizers, leaving every other
@@ -706,7 +779,7 @@ export type FinalizerChange = Message<"safewrite.v1.FinalizerChange"> & {
  * Use `create(FinalizerChangeSchema)` to create a new message.
  */
 export const FinalizerChangeSchema: GenMessage<FinalizerChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 15);
+  messageDesc(file_safewrite_v1_writer, 17);
 
 /**
  * OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
@@ -741,7 +814,7 @@ export type OwnerReferenceChange = Message<"safewrite.v1.OwnerReferenceChange"> 
  * Use `create(OwnerReferenceChangeSchema)` to create a new message.
  */
 export const OwnerReferenceChangeSchema: GenMessage<OwnerReferenceChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 16);
+  messageDesc(file_safewrite_v1_writer, 18);
 
 /**
  * OwnerReference names an owner of the object, as metav1.OwnerReference.
@@ -800,7 +873,7 @@ export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
  * Use `create(OwnerReferenceSchema)` to create a new message.
  */
 export const OwnerReferenceSchema: GenMessage<OwnerReference> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 17);
+  messageDesc(file_safewrite_v1_writer, 19);
 
 /**
  * ListEntryChange upserts or removes one entry of a list of objects keyed by some of
@@ -852,7 +925,7 @@ export type ListEntryChange = Message<"safewrite.v1.ListEntryChange"> & {
  * Use `create(ListEntryChangeSchema)` to create a new message.
  */
 export const ListEntryChangeSchema: GenMessage<ListEntryChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 18);
+  messageDesc(file_safewrite_v1_writer, 20);
 
 /**
  * JsonPatch is an RFC 6902 JSON Patch. Its `test` operations are preconditions: when one
@@ -875,7 +948,7 @@ export type JsonPatch = Message<"safewrite.v1.JsonPatch"> & {
  * Use `create(JsonPatchSchema)` to create a new message.
  */
 export const JsonPatchSchema: GenMessage<JsonPatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 19);
+  messageDesc(file_safewrite_v1_writer, 21);
 
 /**
  * MergePatch is an RFC 7386 JSON merge patch.
@@ -896,7 +969,7 @@ export type MergePatch = Message<"safewrite.v1.MergePatch"> & {
  * Use `create(MergePatchSchema)` to create a new message.
  */
 export const MergePatchSchema: GenMessage<MergePatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 20);
+  messageDesc(file_safewrite_v1_writer, 22);
 
 /**
  * ServerSideApply sends an apply configuration; the API server merges it with the
@@ -927,7 +1000,7 @@ export type ServerSideApply = Message<"safewrite.v1.ServerSideApply"> & {
  * Use `create(ServerSideApplySchema)` to create a new message.
  */
 export const ServerSideApplySchema: GenMessage<ServerSideApply> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 21);
+  messageDesc(file_safewrite_v1_writer, 23);
 
 /**
  * CelMutation is a CEL expression evaluated against the fresh object, bound to the
@@ -951,7 +1024,7 @@ export type CelMutation = Message<"safewrite.v1.CelMutation"> & {
  * Use `create(CelMutationSchema)` to create a new message.
  */
 export const CelMutationSchema: GenMessage<CelMutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 22);
+  messageDesc(file_safewrite_v1_writer, 24);
 
 /**
  * Preconditions are checked on the fresh object before every write. When one is false
@@ -989,7 +1062,7 @@ export type Preconditions = Message<"safewrite.v1.Preconditions"> & {
  * Use `create(PreconditionsSchema)` to create a new message.
  */
 export const PreconditionsSchema: GenMessage<Preconditions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 23);
+  messageDesc(file_safewrite_v1_writer, 25);
 
 /**
  * RetryPolicy bounds the retry loop. Zero values take the sidecar's defaults. The
@@ -1033,7 +1106,7 @@ export type RetryPolicy = Message<"safewrite.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 24);
+  messageDesc(file_safewrite_v1_writer, 26);
 
 /**
  * WriteOptions are per-request options of the write.
@@ -1106,7 +1179,7 @@ export type WriteOptions = Message<"safewrite.v1.WriteOptions"> & {
  * Use `create(WriteOptionsSchema)` to create a new message.
  */
 export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 25);
+  messageDesc(file_safewrite_v1_writer, 27);
 
 /**
  * WriteResult describes a finished write.
@@ -1178,7 +1251,7 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
  * Use `create(WriteResultSchema)` to create a new message.
  */
 export const WriteResultSchema: GenMessage<WriteResult> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 26);
+  messageDesc(file_safewrite_v1_writer, 28);
 
 /**
  * AttemptRecord is a short record of one attempt.
@@ -1238,7 +1311,7 @@ export type AttemptRecord = Message<"safewrite.v1.AttemptRecord"> & {
  * Use `create(AttemptRecordSchema)` to create a new message.
  */
 export const AttemptRecordSchema: GenMessage<AttemptRecord> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 27);
+  messageDesc(file_safewrite_v1_writer, 29);
 
 /**
  * WriteFailure is attached to the details of every error status the Writer service
@@ -1283,7 +1356,7 @@ export type WriteFailure = Message<"safewrite.v1.WriteFailure"> & {
  * Use `create(WriteFailureSchema)` to create a new message.
  */
 export const WriteFailureSchema: GenMessage<WriteFailure> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 28);
+  messageDesc(file_safewrite_v1_writer, 30);
 
 /**
  * RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
@@ -1312,7 +1385,7 @@ export type RetryByCode = Message<"safewrite.v1.RetryByCode"> & {
  * Use `create(RetryByCodeSchema)` to create a new message.
  */
 export const RetryByCodeSchema: GenMessage<RetryByCode> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 29);
+  messageDesc(file_safewrite_v1_writer, 31);
 
 /**
  * Outcome says what a successful RPC did.
@@ -1709,6 +1782,22 @@ export const WriterService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof TransactRequestSchema;
     output: typeof TransactResponseSchema;
+  },
+  /**
+   * Get reads an object at least as new as a resourceVersion the caller names: read your
+   * own writes. A controller whose cache (an informer) may still hold the object from
+   * before its own write passes the resourceVersion that write answered with, and gets
+   * that state or a newer one, never an older one: from the sidecar's remembered copy when
+   * that copy is at or past it (no request to the API server), else from a live read.
+   * Without a minimum it always reads live. The policy's `get` operation, the token, the
+   * rate limit and the breaker apply as for writes; Secrets are refused unless allowed.
+   *
+   * @generated from rpc safewrite.v1.WriterService.Get
+   */
+  get: {
+    methodKind: "unary";
+    input: typeof GetRequestSchema;
+    output: typeof GetResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_safewrite_v1_writer, 0);

@@ -430,6 +430,7 @@ fn method_name(method: &str) -> &'static str {
         "UpdateWithRetry" => "safewrite.v1.WriterService/UpdateWithRetry",
         "PatchStatus" => "safewrite.v1.WriterService/PatchStatus",
         "Transact" => "safewrite.v1.WriterService/Transact",
+        "Get" => "safewrite.v1.WriterService/Get",
         _ => "safewrite.v1.WriterService/unknown",
     }
 }

@@ -77,6 +77,7 @@ fn method(path: &str) -> &'static str {
         Some("UpdateWithRetry") => "UpdateWithRetry",
         Some("PatchStatus") => "PatchStatus",
         Some("Transact") => "Transact",
+        Some("Get") => "Get",
         _ => "unknown",
     }
 }
@@ -87,6 +88,7 @@ pub fn method_subresource(method: &str) -> &'static str {
     match method {
         "UpdateWithRetry" => "main",
         "PatchStatus" => "status",
+        "Get" => "main",
         _ => "unknown",
     }
 }

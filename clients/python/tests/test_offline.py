@@ -261,6 +261,21 @@ class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
             )
         )
 
+    def Get(self, request: Any, context: Any) -> Any:
+        """Answers from "memory" when asked for a minimum, else "live"; a target named
+        "cut-off" ends as a call whose timeout ran out, with no details."""
+        self.unary.append(request)
+        self.metadata.append(dict(context.invocation_metadata()))
+        if request.target.name == "cut-off":
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "cut off")
+        version = request.min_resource_version or "5"
+        return writer_pb2.GetResponse(
+            object_json=json.dumps({"metadata": {"name": request.target.name, "resourceVersion": version}}),
+            resource_version=version,
+            remembered=bool(request.min_resource_version),
+            trace_id="feed",
+        )
+
     def Transact(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
         self.metadata.append(dict(context.invocation_metadata()))
         first = next(request_iterator)
@@ -846,3 +861,96 @@ def test_write_failure_reason_is_decoded() -> None:
     assert sw.reason_name(999) == "999"  # a reason newer than this client
     assert sw.is_retryable(grpc.StatusCode.UNAVAILABLE, 999)
     assert not sw.is_retryable(grpc.StatusCode.INVALID_ARGUMENT, 999)
+
+
+# --- Get: read your own writes --------------------------------------------------------
+
+
+def get_request(**args: Any) -> writer_pb2.GetRequest:
+    from safewrite_client import _core as core
+
+    call = core.get_call(REF, args)
+    assert call.method == "Get"
+    return call.request  # type: ignore[no-any-return]
+
+
+def test_get_asks_for_at_least_the_version_a_write_answered_with() -> None:
+    target = writer_pb2.ObjectRef(api_version="v1", kind="ConfigMap", namespace="ns", name="cm")
+    written = sw.Result(sw.Outcome.UPDATED, {"metadata": {"resourceVersion": "41"}}, "41", 1)
+    read = sw.ReadResult({"metadata": {"resourceVersion": "43"}}, "43", remembered=True)
+    assert get_request(at_least=written) == writer_pb2.GetRequest(target=target, min_resource_version="41")
+    assert get_request(at_least=read).min_resource_version == "43"
+    # An object (a dict, a kopf body): its metadata.resourceVersion; none reads live.
+    assert get_request(at_least={"metadata": {"resourceVersion": "42"}}).min_resource_version == "42"
+    assert get_request(at_least={}).min_resource_version == ""
+    assert get_request(min_resource_version="44").min_resource_version == "44"
+    # No minimum, or a result without a version (a removal that found the object gone):
+    # a live read, which is never older than anything.
+    assert get_request() == writer_pb2.GetRequest(target=target)
+    gone = sw.Result(sw.Outcome.GONE, {}, "", 1)
+    assert get_request(at_least=gone, timeout=3.0).min_resource_version == ""
+    # The version is the sidecar's to check: sent as it is.
+    assert get_request(min_resource_version="1&watch=true").min_resource_version == "1&watch=true"
+
+
+def test_get_refuses_what_cannot_be_a_minimum_before_sending() -> None:
+    written = sw.Result(sw.Outcome.UPDATED, {}, "41", 1)
+    with pytest.raises(ValueError, match="not both"):
+        get_request(at_least=written, min_resource_version="41")
+    with pytest.raises(TypeError, match="min_resource_version="):
+        get_request(at_least="41")
+    with pytest.raises(TypeError, match="must be a str"):
+        get_request(min_resource_version=41)
+    with pytest.raises(TypeError, match="resourceVersion must be a str"):
+        get_request(at_least={"metadata": {"resourceVersion": 41}})
+    with pytest.raises(TypeError, match="ObjectRef"):
+        from safewrite_client import _core as core
+
+        core.get_call(("v1", "ConfigMap", "ns", "cm"), {})  # type: ignore[arg-type]
+    with sw.Client("127.0.0.1:1") as client:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'atleast'"):
+            client.get(REF, atleast=written)  # type: ignore[call-arg]
+
+
+def test_fake_get_write_then_read_on_both_clients(fake: Any) -> None:
+    with sw.Client(fake.target, timeout=10, token="t") as client:
+        written = client.update(REF, merge_patch={})
+        fresh = client.get(REF, at_least=sw.Result(written.outcome, {}, "41", 1))
+        live = client.get(REF)
+        sent = client.send(writer_pb2.GetRequest(target=fake.unary[1].target, min_resource_version="7"))
+    assert isinstance(fresh, sw.ReadResult)
+    assert (fresh.resource_version, fresh.remembered, fresh.trace_id) == ("41", True, "feed")
+    assert fresh.object == {"metadata": {"name": "cm", "resourceVersion": "41"}}
+    assert (live.resource_version, live.remembered) == ("5", False)
+    assert isinstance(sent, sw.ReadResult) and sent.resource_version == "7"
+    assert [r.min_resource_version for r in fake.unary[1:]] == ["41", "", "7"]
+    assert all(m.get("authorization") == "Bearer t" for m in fake.metadata)
+
+    async def main() -> sw.ReadResult:
+        async with sw.AsyncClient(fake.target, timeout=10) as aclient:
+            assert (await aclient.get(REF)).remembered is False
+            return await aclient.get(REF, at_least=fresh)
+
+    again = asyncio.run(main())
+    assert (again.resource_version, again.remembered) == ("41", True)
+    assert fake.unary[-1].min_resource_version == "41"
+
+
+def test_a_get_cut_off_may_be_sent_again_it_writes_nothing(fake: Any) -> None:
+    cut_off = sw.ObjectRef("v1", "ConfigMap", "ns", "cut-off")
+    with sw.Client(fake.target, timeout=10) as client:
+        with pytest.raises(sw.DeadlineExceededError) as info:
+            client.get(cut_off)
+    # A write cut off like this is retryable only with a key; a read has nothing in doubt.
+    assert info.value.idempotent is True and info.value.retryable is True
+
+    async def main() -> sw.SafewriteError:
+        async with sw.AsyncClient(fake.target, timeout=10) as aclient:
+            try:
+                await aclient.get(cut_off, min_resource_version="3")
+            except sw.SafewriteError as err:
+                return err
+        raise AssertionError("the fake answers this get with an error")
+
+    err = asyncio.run(main())
+    assert type(err) is sw.DeadlineExceededError and err.retryable is True

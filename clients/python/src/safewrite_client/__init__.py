@@ -16,17 +16,20 @@ fresh read, within the call's timeout::
 subclass per gRPC status code, carrying safewrite's rich error details and whether
 sending the same call again may help and is safe (:attr:`SafewriteError.retryable`; a
 write whose outcome is unknown counts only when the call carried an idempotency key).
- Besides generic patches, a write may
-set or remove status conditions (:class:`Condition`), a finalizer, an owner reference
-(:class:`OwnerReference`) or an entry of a keyed list (:class:`ListEntry`), each with
-exact semantics. :mod:`safewrite_client.kopf` adapts errors and writes to kopf. The generated protobuf and gRPC modules are in
-:mod:`safewrite_client.v1`.
+
+Besides generic patches, a write may set or remove status conditions
+(:class:`Condition`), a finalizer, an owner reference (:class:`OwnerReference`) or an
+entry of a keyed list (:class:`ListEntry`), each with exact semantics.
+:meth:`Client.get` reads an object at least as new as one of your writes (read your own
+writes). :mod:`safewrite_client.kopf` adapts errors and writes to kopf. The generated
+protobuf and gRPC modules are in :mod:`safewrite_client.v1`.
 """
 
 from ._aio import AsyncClient
 from ._core import (
     ADDRESS_ENV,
     DEFAULT_TARGET,
+    GetArgs,
     TransactArgs,
     TransactFn,
     UpdateArgs,
@@ -76,6 +79,7 @@ from ._types import (
     Outcome,
     OwnerReference,
     Preconditions,
+    ReadResult,
     Result,
     RetryPolicy,
 )
@@ -104,6 +108,7 @@ __all__ = [
     "ConflictError",
     "DeadlineExceededError",
     "FieldViolation",
+    "GetArgs",
     "InternalError",
     "InvalidError",
     "ListEntry",
@@ -118,6 +123,7 @@ __all__ = [
     "PreconditionFailedError",
     "Preconditions",
     "Reason",
+    "ReadResult",
     "ResourceExhaustedError",
     "Result",
     "RetryPolicy",

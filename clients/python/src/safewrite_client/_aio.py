@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union, overload
 
 import grpc
 import grpc.aio
 
 from . import _core as core
-from ._types import ObjectRef, Result
+from ._types import ObjectRef, ReadResult, Result
 from .v1 import writer_pb2, writer_pb2_grpc
 
 if TYPE_CHECKING:
@@ -120,9 +120,31 @@ class AsyncClient:
         begin, timeout = core.begin(ref, kwargs)
         return await self._transact(begin, fn, timeout)
 
+    async def get(self, ref: ObjectRef, **kwargs: "Unpack[core.GetArgs]") -> ReadResult:
+        """Reads an object at least as new as a write of yours (``at_least=`` its
+        result, or ``min_resource_version=``); see
+        :meth:`safewrite_client.Client.get`."""
+        return await self._unary(core.get_call(ref, kwargs))
+
+    @overload
+    async def send(
+        self, request: writer_pb2.GetRequest, fn: None = None, *, timeout: Optional[float] = None
+    ) -> ReadResult: ...
+
+    @overload
+    async def send(
+        self,
+        request: Union[
+            writer_pb2.UpdateWithRetryRequest, writer_pb2.PatchStatusRequest, writer_pb2.TransactBegin
+        ],
+        fn: Optional[core.TransactFn] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> Result: ...
+
     async def send(
         self, request: Any, fn: Optional[core.TransactFn] = None, *, timeout: Optional[float] = None
-    ) -> Result:
+    ) -> Union[Result, ReadResult]:
         """Sends a request message built by the caller; see
         :meth:`safewrite_client.Client.send`."""
         if isinstance(request, writer_pb2.TransactBegin):
@@ -131,13 +153,13 @@ class AsyncClient:
             return await self._transact(request, fn, timeout)
         return await self._unary(core.raw_call(request, timeout))
 
-    async def _unary(self, call: core.Unary) -> Result:
+    async def _unary(self, call: "core.Unary[core.T]") -> "core.T":
         method = getattr(self._stub(), call.method)
         try:
             response = await method(call.request, **self._settings.call_kwargs(call.timeout))
         except grpc.RpcError as err:
             raise call.error(err) from None
-        return core.unary_result(response)
+        return call.answer(response)
 
     async def _transact(
         self, begin: writer_pb2.TransactBegin, fn: core.TransactFn, timeout: Optional[float]

@@ -13,6 +13,7 @@ from typing import (
     Any,
     Callable,
     Dict,
+    Generic,
     List,
     Mapping,
     NoReturn,
@@ -20,6 +21,7 @@ from typing import (
     Sequence,
     Tuple,
     TypedDict,
+    TypeVar,
     Union,
 )
 
@@ -37,7 +39,7 @@ from ._mutation import (
     mutation,
 )
 from ._tracing import Injector, Metadata, load_injector, trace_metadata
-from ._types import Abort, ObjectRef, Outcome, Preconditions, Result, RetryPolicy
+from ._types import Abort, ObjectRef, Outcome, Preconditions, ReadResult, Result, RetryPolicy
 from .v1 import writer_pb2
 
 # --- where the sidecar is ----------------------------------------------------------
@@ -214,9 +216,29 @@ class TransactArgs(TypedDict, total=False):
     timeout: Optional[float]
 
 
+class GetArgs(TypedDict, total=False):
+    """The keyword arguments of :meth:`~safewrite_client.Client.get`, declared once for
+    both clients; at most one of the first two:
+
+    - ``at_least``: what the answer must be at least as new as: the
+      :class:`~safewrite_client.Result` of the caller's own write (its
+      ``resource_version``), a :class:`~safewrite_client.ReadResult` of an earlier get,
+      or an object (a dict or a kopf body: its ``metadata.resourceVersion``).
+    - ``min_resource_version``: the same, as a resourceVersion string.
+    - ``timeout``: seconds for the call (default the client's).
+
+    Without a minimum (or with an empty one) the sidecar reads live.
+    """
+
+    at_least: Union[Result, ReadResult, Mapping[str, Any], None]
+    min_resource_version: Optional[str]
+    timeout: Optional[float]
+
+
 _WRITE_KEYS = keys_of(WriteArgs)
 _UPDATE_KEYS = keys_of(UpdateArgs)
 _TRANSACT_KEYS = keys_of(TransactArgs)
+_GET_KEYS = keys_of(GetArgs)
 
 
 # --- Python values -> messages -----------------------------------------------------
@@ -299,19 +321,27 @@ def _options(args: Mapping[str, Any]) -> writer_pb2.WriteOptions:
     )
 
 
+T = TypeVar("T", bound=Union[Result, ReadResult])
+
+
 @dataclass(frozen=True)
-class Unary:
-    """A unary call ready to send: the method's name on the stub, its request, and the
-    call's timeout (None: the client's default)."""
+class Unary(Generic[T]):
+    """A unary call ready to send: the method's name on the stub, its request, the
+    call's timeout (None: the client's default), and how its response becomes what
+    the caller gets."""
 
     method: str
     request: Any
     timeout: Optional[float]
+    answer: Callable[[Any], T]
 
     @property
     def idempotent(self) -> bool:
-        """Whether the request carries an idempotency key (decides whether a write of
-        unknown outcome is retryable)."""
+        """Whether the same call may be sent again without applying a change twice
+        (decides whether a failure that may have left a write in flight is retryable):
+        a write that carries an idempotency key, or a get, which writes nothing."""
+        if isinstance(self.request, writer_pb2.GetRequest):
+            return True
         return bool(self.request.options.idempotency_key)
 
     def error(self, err: grpc.RpcError) -> SafewriteError:
@@ -319,7 +349,7 @@ class Unary:
         return from_rpc_error(err, idempotent=self.idempotent)
 
 
-def update_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
+def update_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary[Result]:
     """The ``UpdateWithRetry`` call for ``update(ref, **args)``.
 
     Raises:
@@ -334,10 +364,10 @@ def update_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
         retry_policy=_retry_policy(args.get("retry_policy")),
         options=_options(args),
     )
-    return Unary("UpdateWithRetry", request, args.get("timeout"))
+    return Unary("UpdateWithRetry", request, args.get("timeout"), unary_result)
 
 
-def patch_status_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
+def patch_status_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary[Result]:
     """The ``PatchStatus`` call for ``patch_status(ref, **args)``; raises as
     :func:`update_call`."""
     check_keys("patch_status", args, _WRITE_KEYS)
@@ -348,18 +378,67 @@ def patch_status_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary:
         retry_policy=_retry_policy(args.get("retry_policy")),
         options=_options(args),
     )
-    return Unary("PatchStatus", request, args.get("timeout"))
+    return Unary("PatchStatus", request, args.get("timeout"), unary_result)
 
 
-def raw_call(request: Any, timeout: Optional[float]) -> Unary:
+def _min_resource_version(args: Mapping[str, Any]) -> str:
+    """The ``min_resource_version`` of ``get(ref, **args)``: empty (a live read) when
+    neither ``at_least`` nor ``min_resource_version`` says one. It is sent as it is:
+    the sidecar checks its shape (and reads a version that is not a number live)."""
+    at_least = args.get("at_least")
+    given = args.get("min_resource_version")
+    if at_least is not None and given is not None:
+        raise ValueError("get() takes at_least= or min_resource_version=, not both")
+    if given is not None:
+        if not isinstance(given, str):
+            raise TypeError("min_resource_version must be a str, not %s" % type(given).__name__)
+        return given
+    if at_least is None:
+        return ""
+    if isinstance(at_least, (Result, ReadResult)):
+        return at_least.resource_version
+    if isinstance(at_least, Mapping):
+        meta = at_least.get("metadata")
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        if version is None:
+            return ""
+        if not isinstance(version, str):
+            raise TypeError(
+                "at_least's metadata.resourceVersion must be a str, not %s" % type(version).__name__
+            )
+        return version
+    hint = " (a resourceVersion goes in min_resource_version=)" if isinstance(at_least, str) else ""
+    raise TypeError(
+        "at_least must be a safewrite_client.Result, a ReadResult or an object, not %s%s"
+        % (type(at_least).__name__, hint)
+    )
+
+
+def get_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary[ReadResult]:
+    """The ``Get`` call for ``get(ref, **args)``.
+
+    Raises:
+        TypeError: an unknown keyword or a value of the wrong type.
+        ValueError: both ``at_least`` and ``min_resource_version``.
+    """
+    check_keys("get", args, _GET_KEYS)
+    request = writer_pb2.GetRequest(
+        target=target(ref), min_resource_version=_min_resource_version(args)
+    )
+    return Unary("Get", request, args.get("timeout"), read_result)
+
+
+def raw_call(request: Any, timeout: Optional[float]) -> Unary[Union[Result, ReadResult]]:
     """The call for a request message built by the caller (``send``)."""
     if isinstance(request, writer_pb2.UpdateWithRetryRequest):
-        return Unary("UpdateWithRetry", request, timeout)
+        return Unary("UpdateWithRetry", request, timeout, unary_result)
     if isinstance(request, writer_pb2.PatchStatusRequest):
-        return Unary("PatchStatus", request, timeout)
+        return Unary("PatchStatus", request, timeout, unary_result)
+    if isinstance(request, writer_pb2.GetRequest):
+        return Unary("Get", request, timeout, read_result)
     raise TypeError(
-        "send() takes an UpdateWithRetryRequest or a PatchStatusRequest (or a TransactBegin "
-        "with fn), not %s" % type(request).__name__
+        "send() takes an UpdateWithRetryRequest, a PatchStatusRequest or a GetRequest (or a "
+        "TransactBegin with fn), not %s" % type(request).__name__
     )
 
 
@@ -379,6 +458,16 @@ def result(message: writer_pb2.WriteResult) -> Result:
 def unary_result(response: Any) -> Result:
     """The :class:`Result` of an ``UpdateWithRetry`` or ``PatchStatus`` response."""
     return result(response.result)
+
+
+def read_result(response: writer_pb2.GetResponse) -> ReadResult:
+    """The :class:`ReadResult` of a ``Get`` response."""
+    return ReadResult(
+        object=loads_object(response.object_json),
+        resource_version=response.resource_version,
+        remembered=response.remembered,
+        trace_id=response.trace_id,
+    )
 
 
 # --- Transact ----------------------------------------------------------------------

@@ -165,7 +165,8 @@ class SafewriteError(Exception):
             sidecar runs without OpenTelemetry or sent no ``WriteFailure`` detail
             (e.g. it was unreachable).
         idempotent: Whether the failed call carried an idempotency key (then a write
-            whose outcome is unknown may be sent again with the same key); set by the
+            whose outcome is unknown may be sent again with the same key), or was a
+            :meth:`~safewrite_client.Client.get`, which writes nothing; set by the
             client, False for an error decoded without knowing the call.
     """
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import queue
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, Tuple, Union, overload
 
 import grpc
 
 from . import _core as core
-from ._types import ObjectRef, Result
+from ._types import ObjectRef, ReadResult, Result
 from .v1 import writer_pb2, writer_pb2_grpc
 
 if TYPE_CHECKING:
@@ -156,26 +156,68 @@ class Client:
         begin, timeout = core.begin(ref, kwargs)
         return self._transact(begin, fn, timeout)
 
+    def get(self, ref: ObjectRef, **kwargs: "Unpack[core.GetArgs]") -> ReadResult:
+        """Reads an object at least as new as a write of yours (``Get``): read your own
+        writes, e.g. when an informer's cache may still hold the object from before it.
+
+        ``at_least=`` takes that write's :class:`~safewrite_client.Result` (or a
+        :class:`~safewrite_client.ReadResult`, or an object with a
+        ``metadata.resourceVersion``), ``min_resource_version=`` the resourceVersion
+        itself; the answer is that state or a newer one, never an older one: the
+        sidecar's remembered copy when it is at or past it (``remembered``, no request
+        to the API server), else a live read. Without a minimum it reads live.
+        Keywords: see :class:`~safewrite_client.GetArgs`.
+
+        A get writes nothing, so whenever a failure may be retried it may be sent again
+        as it is (its error's ``idempotent`` is true).
+
+        Raises:
+            SafewriteError: a subclass per failure, as for :meth:`update`, e.g.
+                NotFoundError (the object does not exist), PermissionDeniedError (the
+                sidecar's policy refuses the read: Secrets unless allowed),
+                InvalidError (a malformed ``min_resource_version``).
+            ValueError: both ``at_least`` and ``min_resource_version``.
+            TypeError: an unknown keyword or a value of the wrong type.
+        """
+        return self._unary(core.get_call(ref, kwargs))
+
+    @overload
+    def send(
+        self, request: writer_pb2.GetRequest, fn: None = None, *, timeout: Optional[float] = None
+    ) -> ReadResult: ...
+
+    @overload
+    def send(
+        self,
+        request: Union[
+            writer_pb2.UpdateWithRetryRequest, writer_pb2.PatchStatusRequest, writer_pb2.TransactBegin
+        ],
+        fn: Optional[core.TransactFn] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> Result: ...
+
     def send(
         self, request: Any, fn: Optional[core.TransactFn] = None, *, timeout: Optional[float] = None
-    ) -> Result:
+    ) -> Union[Result, ReadResult]:
         """Sends a request message built by the caller: an ``UpdateWithRetryRequest``
         or ``PatchStatusRequest`` of :mod:`safewrite_client.v1.writer_pb2`, or a
-        ``TransactBegin`` with the transaction function ``fn``. Raises as
-        :meth:`update`."""
+        ``TransactBegin`` with the transaction function ``fn`` (each answered with a
+        :class:`~safewrite_client.Result`), or a ``GetRequest`` (answered with a
+        :class:`~safewrite_client.ReadResult`). Raises as :meth:`update`."""
         if isinstance(request, writer_pb2.TransactBegin):
             if fn is None:
                 raise TypeError("send() of a TransactBegin needs fn")
             return self._transact(request, fn, timeout)
         return self._unary(core.raw_call(request, timeout))
 
-    def _unary(self, call: core.Unary) -> Result:
+    def _unary(self, call: "core.Unary[core.T]") -> "core.T":
         method = getattr(self._stub, call.method)
         try:
             response = method(call.request, **self._settings.call_kwargs(call.timeout))
         except grpc.RpcError as err:
             raise call.error(err) from None
-        return core.unary_result(response)
+        return call.answer(response)
 
     def _transact(
         self, begin: writer_pb2.TransactBegin, fn: core.TransactFn, timeout: Optional[float]

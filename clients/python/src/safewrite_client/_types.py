@@ -127,6 +127,30 @@ class Result:
 
 
 @dataclass(frozen=True)
+class ReadResult:
+    """An object as :meth:`~safewrite_client.Client.get` read it.
+
+    Attributes:
+        object: The object, at least as new as the minimum resourceVersion the call
+            named (e.g. the one its own write answered with): that state or a newer one,
+            never an older one.
+        resource_version: Its ``metadata.resourceVersion``; pass the result itself as
+            ``at_least=`` of a later call to read at least this state again.
+        remembered: True when the sidecar answered from its remembered copy of the
+            object (as it last read or wrote it, at or past the minimum), without a
+            request to the API server; False for a live read (always, without a
+            minimum).
+        trace_id: The W3C trace id of the sidecar's span for the call, as
+            :attr:`Result.trace_id`; empty when the sidecar runs without OpenTelemetry.
+    """
+
+    object: Dict[str, Any]
+    resource_version: str
+    remembered: bool = False
+    trace_id: str = ""
+
+
+@dataclass(frozen=True)
 class Preconditions:
     """Conditions safewrite checks on the fresh object before every write.
 

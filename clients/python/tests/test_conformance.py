@@ -1,10 +1,12 @@
 """The shared conformance cases (../../conformance/cases.json), one test per case, run
-through this client against the real sidecar: requests are the cases' proto3 JSON
-messages, sent with Client.send; answers and errors are read the way callers read them
-(Result, SafewriteError). Without a sidecar: the cases' conditions, finalizer, owner
-reference and list entry mutations are what this client's keywords make (or refuse
-before sending), and the file's retry advice table is checked through a client's calls
-to an in-process WriterService that fails each call as the sidecar would."""
+through this client against the real sidecar: write requests are the cases' proto3 JSON
+messages, sent with Client.send, and gets go through Client.get with the case's
+minimum (``$RV``: the resourceVersion the step before answered with); answers and
+errors are read the way callers read them (Result, ReadResult, SafewriteError). Without
+a sidecar: the cases' conditions, finalizer, owner reference and list entry mutations,
+and their get requests, are what this client's keywords make (or refuse before
+sending), and the file's retry advice table is checked through a client's calls to an
+in-process WriterService that fails each call as the sidecar would."""
 
 from __future__ import annotations
 
@@ -33,7 +35,11 @@ ADVICE: List[Dict[str, Any]] = _FILE["advice"]["cases"]
 #: entry must go once the sidecar is fixed (or, where the proto does not decide, the case).
 KNOWN_SIDECAR_BUGS: Dict[str, str] = {}
 
-REQUESTS = {"update": writer_pb2.UpdateWithRetryRequest, "patch_status": writer_pb2.PatchStatusRequest}
+REQUESTS = {
+    "update": writer_pb2.UpdateWithRetryRequest,
+    "patch_status": writer_pb2.PatchStatusRequest,
+    "get": writer_pb2.GetRequest,
+}
 
 
 def substitute(value: Any, names: Dict[str, str]) -> Any:
@@ -71,8 +77,19 @@ def proposer(entries: List[Dict[str, Any]]) -> Any:
     return fn
 
 
+def get_keywords(request: writer_pb2.GetRequest) -> Tuple[sw.ObjectRef, Dict[str, Any]]:
+    """The arguments of Client.get that say what a case's GetRequest says."""
+    t = request.target
+    ref = sw.ObjectRef(t.api_version, t.kind, t.namespace, t.name)
+    minimum = {"min_resource_version": request.min_resource_version} if request.min_resource_version else {}
+    return ref, minimum
+
+
 def run_step(client: sw.Client, step: Dict[str, Any]) -> Any:
     call = step["call"]
+    if call == "get":
+        ref, minimum = get_keywords(json_format.ParseDict(step["request"], writer_pb2.GetRequest()))
+        return client.get(ref, **minimum)
     if call == "transact":
         # The README names it `begin`; some cases name it `request`, as for the unary calls.
         begin = json_format.ParseDict(step.get("begin", step.get("request")), writer_pb2.TransactBegin())
@@ -95,10 +112,15 @@ def check(expect: Dict[str, Any], step: int, outcome: Any) -> None:
             assert err.current_object is not None, where
             assert_subset(expect["current_object"], err.current_object)
         return
-    assert isinstance(outcome, sw.Result), "%s: want %s, got %r" % (where, expect["outcome"], outcome)
-    assert "OUTCOME_" + outcome.outcome.name == expect["outcome"], where
-    if "already_applied" in expect:
-        assert outcome.already_applied is expect["already_applied"], where
+    if isinstance(outcome, sw.ReadResult):
+        assert "outcome" not in expect, "%s: a get has no outcome" % where
+        if "remembered" in expect:
+            assert outcome.remembered is expect["remembered"], where
+    else:
+        assert isinstance(outcome, sw.Result), "%s: want %s, got %r" % (where, expect.get("outcome"), outcome)
+        assert "OUTCOME_" + outcome.outcome.name == expect["outcome"], where
+        if "already_applied" in expect:
+            assert outcome.already_applied is expect["already_applied"], where
     if "object" in expect:
         assert_subset(expect["object"], outcome.object)
 
@@ -119,12 +141,15 @@ def check(expect: Dict[str, Any], step: int, outcome: Any) -> None:
 def test_conformance(case: Dict[str, Any], client: sw.Client, namespace: str) -> None:
     name = "conf-py-%s" % uuid.uuid4().hex[:10]
     case = substitute(case, {"$NS": namespace, "$NAME": name})
+    version = ""  # the resource_version the step before answered with: $RV
     for i, step in enumerate(case["steps"]):
+        step = substitute(step, {"$RV": version})
         try:
             outcome: Any = run_step(client, step)
         except sw.SafewriteError as err:
             outcome = err
         check(step["expect"], i, outcome)
+        version = getattr(outcome, "resource_version", "")
 
 
 def test_every_case_is_well_formed() -> None:
@@ -132,9 +157,14 @@ def test_every_case_is_well_formed() -> None:
     assert len(names) == len(set(names)), "case names must be unique"
     for case in CASES:
         for step in case["steps"]:
-            assert step["call"] in ("update", "patch_status", "transact"), case["name"]
+            assert step["call"] in ("update", "patch_status", "transact", "get"), case["name"]
             expect = step["expect"]
-            assert ("code" in expect) != ("outcome" in expect), case["name"]
+            if step["call"] == "get":  # a get has no outcome
+                assert "outcome" not in expect, case["name"]
+                if "code" not in expect:
+                    continue
+            else:
+                assert ("code" in expect) != ("outcome" in expect), case["name"]
             if "code" in expect:
                 assert {"reason", "write_failure_reason"} <= set(expect), case["name"]
                 sw.Reason.Value(expect["write_failure_reason"])  # a real enum name
@@ -191,6 +221,8 @@ def named_mutations() -> List[Tuple[str, writer_pb2.Mutation, Dict[str, Any]]]:
                     json_format.ParseDict(p, writer_pb2.TransactProposal()).mutation
                     for p in step["proposals"]
                 ]
+            elif step["call"] == "get":
+                continue
             else:
                 mutations = [json_format.ParseDict(step["request"], REQUESTS[step["call"]]()).mutation]
             for mutation in mutations:
@@ -219,6 +251,33 @@ def test_the_clients_keywords_make_the_cases_requests(
 
 def test_the_named_mutations_are_found() -> None:
     assert {m.WhichOneof("kind") for _, m, _ in NAMED} == set(NAMED_KINDS)
+
+
+GETS = [
+    pytest.param(step, id="%s-%d" % (case["name"], i))
+    for case in CASES
+    for i, step in enumerate(case["steps"])
+    if step["call"] == "get"
+]
+
+
+@pytest.mark.parametrize("step", GETS)
+def test_the_clients_get_makes_the_cases_requests(step: Dict[str, Any]) -> None:
+    """Every get of the cases is the request Client.get makes of the case's target and
+    minimum, given as min_resource_version= and as at_least= a write's result."""
+    from safewrite_client import _core as core
+
+    step = substitute(step, {"$NS": "ns", "$NAME": "name", "$RV": "1234"})
+    want = json_format.ParseDict(step["request"], writer_pb2.GetRequest())
+    ref, minimum = get_keywords(want)
+    assert core.get_call(ref, minimum).request == want
+    written = sw.Result(sw.Outcome.UPDATED, {}, want.min_resource_version, 1)
+    assert core.get_call(ref, {"at_least": written}).request == want
+
+
+def test_the_get_cases_are_found() -> None:
+    assert GETS, "cases.json has no get steps"
+    assert any("$RV" in json.dumps(p.values[0]) for p in GETS), "no get reads the write before it"
 
 
 # --- the retry advice table, through this client's path for a failed call -----------

@@ -1,7 +1,7 @@
 """The ``token`` option against the harness's sidecar that requires a token
 (``--token-file``): without the token, or with another one, a call is refused before
 anything runs; with it, calls are served, on both clients and on unary and streaming
-calls alike."""
+calls alike, gets included."""
 
 from __future__ import annotations
 
@@ -59,6 +59,9 @@ def test_a_call_without_the_sidecars_token_is_refused(
         with pytest.raises(sw.UnauthenticatedError) as stream:
             refused.transact(configmap_ref, set_n, create_if_missing={})
         check_refusal(stream.value, reason)
+        with pytest.raises(sw.UnauthenticatedError) as read:
+            refused.get(configmap_ref)
+        check_refusal(read.value, reason)
     with pytest.raises(sw.NotFoundError):  # nothing was written
         client.update(configmap_ref, merge_patch={})
 
@@ -76,6 +79,8 @@ def test_a_call_with_the_sidecars_token_is_served(
         changed = client.transact(configmap_ref, set_n)
         assert changed.outcome == sw.Outcome.UPDATED
         assert changed.object["data"] == {"n": "1"}
+        read = client.get(configmap_ref, at_least=changed)
+        assert read.remembered and read.object["data"] == {"n": "1"}
 
 
 @pytest.mark.parametrize("token, reason", REFUSALS)
@@ -96,6 +101,9 @@ def test_async_a_call_without_the_sidecars_token_is_refused(
             with pytest.raises(sw.UnauthenticatedError) as stream:
                 await refused.transact(configmap_ref, set_n, create_if_missing={})
             check_refusal(stream.value, reason)
+            with pytest.raises(sw.UnauthenticatedError) as read:
+                await refused.get(configmap_ref)
+            check_refusal(read.value, reason)
 
     asyncio.run(main())
     with pytest.raises(sw.NotFoundError):  # nothing was written

@@ -49,6 +49,19 @@ def test_update_and_transact_join_the_callers_trace(
     assert outside.trace_id != again.trace_id
 
 
+def test_get_joins_the_callers_trace_and_its_errors_carry_it(
+    client: sw.Client, counter: sw.ObjectRef, tracer: Any
+) -> None:
+    written = client.update(counter, cel=INCREMENT)
+    with tracer.start_as_current_span("read") as span:
+        remembered = client.get(counter, at_least=written)
+        live = client.get(counter)
+        with pytest.raises(sw.InvalidError) as refused:
+            client.get(counter, min_resource_version="1&watch=true")
+    assert remembered.remembered and not live.remembered
+    assert remembered.trace_id == live.trace_id == refused.value.trace_id == trace_id_of(span)
+
+
 def test_patch_status_joins_the_callers_trace(
     client: sw.Client, widget: sw.ObjectRef, tracer: Any
 ) -> None:

@@ -17,6 +17,8 @@ import {
 import { resolveAddress } from "./address.js";
 import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
 import {
+  GetRequestSchema,
+  GetResponseSchema,
   PatchStatusRequestSchema,
   PatchStatusResponseSchema,
   TransactRequestSchema,
@@ -28,13 +30,15 @@ import {
 import { mutationMessage, type KubeObject, type Mutation } from "./mutation.js";
 import {
   callDeadline,
+  getRequest,
   requestParts,
   type CallOptions,
+  type GetOptions,
   type ObjectRef,
   type TransactOptions,
   type WriteOptions,
 } from "./options.js";
-import { toResult, type Result } from "./result.js";
+import { toGetResult, toResult, type GetResult, type Result } from "./result.js";
 import { injectTraceContext } from "./tracing.js";
 import { runTransaction, Transaction, type Fresh, type Proposal } from "./transact.js";
 
@@ -167,6 +171,36 @@ export class Client {
       false,
     );
     return toResult<T>(response.result);
+  }
+
+  /**
+   * Reads the object (Get), at least as new as `options.atLeast`: pass the result of your
+   * own write, and the answer is that write's object or a newer one, never an older one
+   * (as an informer's cache may still hold). The sidecar answers from its remembered copy
+   * when that copy is new enough (`remembered: true`, no request to the API server), else
+   * reads live; without `atLeast` (or `minResourceVersion`) it always reads live. `T`
+   * types the object, as for {@link update} (e.g. client-node's `V1ConfigMap`).
+   *
+   * A get writes nothing, so its errors count it as idempotent: `err.retryable` follows
+   * the advice as for a write sent with an idempotency key.
+   *
+   * @throws TypeError (as a rejection, before anything is sent) when both `atLeast` and
+   *   `minResourceVersion` are given.
+   * @throws SafewriteError as {@link update}: NotFoundError when the object does not
+   *   exist, PermissionDeniedError (`POLICY_DENIED`) for a kind the sidecar's policy
+   *   does not let it read (Secrets, by default), InvalidError (`INVALID_REQUEST`, field
+   *   `min_resource_version`) for a minimum the sidecar refuses.
+   */
+  async get<T extends object = object>(ref: ObjectRef, options: GetOptions = {}): Promise<GetResult<T>> {
+    const response = await this.#unary(
+      path(WriterService.method.get),
+      GetRequestSchema,
+      GetResponseSchema,
+      getRequest(ref, options),
+      options,
+      true,
+    );
+    return toGetResult<T>(response);
   }
 
   /**

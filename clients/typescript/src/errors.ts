@@ -96,7 +96,11 @@ export class SafewriteError extends Error {
   readonly currentObject: KubeObject | undefined;
   /** The W3C trace id of the sidecar's span (32 hex digits); empty when unknown. */
   readonly traceId: string;
-  /** Whether the call carried an idempotency key (then a write of unknown outcome may be sent again). */
+  /**
+   * Whether the same call may be sent again whatever became of it: it carried an
+   * idempotency key (then a write of unknown outcome may be sent again), or it is a
+   * `get`, which writes nothing.
+   */
   readonly idempotent: boolean;
 
   constructor(
@@ -152,7 +156,7 @@ export class SafewriteError extends Error {
   /**
    * Whether sending the same call again (after {@link retryDelayMs}) may succeed and is
    * safe: {@link advice} LATER, or WITH_IDEMPOTENCY_KEY when the call carried an
-   * idempotency key.
+   * idempotency key or was a `get` ({@link idempotent}).
    */
   get retryable(): boolean {
     switch (this.advice) {

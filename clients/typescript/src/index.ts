@@ -35,13 +35,15 @@ export {
 } from "./entries.js";
 export type {
   CallOptions,
+  GetOptions,
   ObjectRef,
   Preconditions,
   RetryPolicy,
   TransactOptions,
+  Versioned,
   WriteOptions,
 } from "./options.js";
-export { Outcome, type Result } from "./result.js";
+export { Outcome, type GetResult, type Result } from "./result.js";
 export { Transaction, type Fresh, type Proposal, type TransactionEvent } from "./transact.js";
 export {
   CancelledError,

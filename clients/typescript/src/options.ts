@@ -6,10 +6,12 @@ import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
 import {
+  GetRequestSchema,
   ObjectRefSchema,
   PreconditionsSchema,
   RetryPolicySchema,
   WriteOptionsSchema,
+  type GetRequest,
   type ObjectRef as ObjectRefMessage,
   type Preconditions as PreconditionsMessage,
   type RetryPolicy as RetryPolicyMessage,
@@ -100,6 +102,42 @@ export interface TransactOptions extends WriteOptions {
   status?: boolean;
 }
 
+/** What names a resourceVersion: a write's {@link Result}, a get's {@link GetResult}. */
+export interface Versioned {
+  readonly resourceVersion: string;
+}
+
+/** The options of `get`. */
+export interface GetOptions extends CallOptions {
+  /**
+   * Answer with the object at least as new as this: the result of your own write (or of
+   * an earlier get), whose `resourceVersion` the answer is at or past. The sidecar
+   * answers from its remembered copy when that copy is new enough, else reads live.
+   */
+  atLeast?: Versioned;
+  /** The same as a resourceVersion string; give this or `atLeast`, not both. Empty: read live. */
+  minResourceVersion?: string;
+}
+
+/**
+ * The GetRequest of `get(ref, options)`.
+ *
+ * @throws TypeError when both `atLeast` and `minResourceVersion` are given, or either is
+ *   not a string (nothing is sent).
+ */
+export function getRequest(ref: ObjectRef, options: GetOptions): GetRequest {
+  const { atLeast, minResourceVersion } = options;
+  if (atLeast !== undefined && minResourceVersion !== undefined) {
+    throw new TypeError("get: give atLeast or minResourceVersion, not both");
+  }
+  const min = atLeast === undefined ? minResourceVersion : atLeast.resourceVersion;
+  if (min !== undefined && typeof min !== "string") {
+    const name = atLeast === undefined ? "minResourceVersion" : "atLeast.resourceVersion";
+    throw new TypeError(`get: ${name} must be a string, not ${typeof min}`);
+  }
+  return create(GetRequestSchema, { target: targetMessage(ref), minResourceVersion: min ?? "" });
+}
+
 /** The parts of a request message built from the options. */
 export interface RequestParts {
   target: ObjectRefMessage;
@@ -108,16 +146,19 @@ export interface RequestParts {
   options?: WriteOptionsMessage;
 }
 
-/** Builds the request fields shared by every RPC. */
+/** The ObjectRef message of a target. */
+function targetMessage(ref: ObjectRef): ObjectRefMessage {
+  return create(ObjectRefSchema, {
+    apiVersion: ref.apiVersion,
+    kind: ref.kind,
+    namespace: ref.namespace ?? "",
+    name: ref.name,
+  });
+}
+
+/** Builds the request fields shared by every write RPC. */
 export function requestParts(ref: ObjectRef, options: WriteOptions): RequestParts {
-  const parts: RequestParts = {
-    target: create(ObjectRefSchema, {
-      apiVersion: ref.apiVersion,
-      kind: ref.kind,
-      namespace: ref.namespace ?? "",
-      name: ref.name,
-    }),
-  };
+  const parts: RequestParts = { target: targetMessage(ref) };
   const p = options.preconditions;
   if (p !== undefined) {
     parts.preconditions = create(PreconditionsSchema, {

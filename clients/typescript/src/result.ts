@@ -1,5 +1,5 @@
-/** What a successful call returns. */
-import { Outcome, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
+/** What a successful call returns: a write's {@link Result}, a get's {@link GetResult}. */
+import { Outcome, type GetResponse, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
 import { attemptRecord, type AttemptRecord } from "./errors.js";
 import type { KubeObject } from "./mutation.js";
 
@@ -56,6 +56,37 @@ export function toResult<T extends object = object>(result: WriteResult | undefi
     traceId: result.traceId,
     alreadyApplied: result.alreadyApplied,
     gone: result.outcome === Outcome.GONE,
+  };
+}
+
+/**
+ * An object read by `get`; `T` is what the call's type parameter says of it beyond
+ * {@link KubeObject}, as for {@link Result}.
+ */
+export interface GetResult<T extends object = object> {
+  /** The object, at least as new as the call's `atLeast` (or `minResourceVersion`). */
+  object: KubeObject & T;
+  /** The resourceVersion of `object`; pass this result as a later call's `atLeast`. */
+  resourceVersion: string;
+  /**
+   * The sidecar answered from its remembered copy (the object as it last read or wrote
+   * it, at or past the minimum), without a request to the API server; false for a live read.
+   */
+  remembered: boolean;
+  /** The W3C trace id of the sidecar's span (your trace's id when one was propagated); empty when its tracing is off. */
+  traceId: string;
+}
+
+/** Converts a safewrite.v1.GetResponse message. */
+export function toGetResult<T extends object = object>(response: GetResponse): GetResult<T> {
+  if (response.objectJson === "") {
+    throw new Error("the sidecar answered a get without an object");
+  }
+  return {
+    object: JSON.parse(response.objectJson) as KubeObject & T,
+    resourceVersion: response.resourceVersion,
+    remembered: response.remembered,
+    traceId: response.traceId,
   };
 }
 

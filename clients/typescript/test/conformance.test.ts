@@ -34,6 +34,8 @@ import {
   setOwnerReference,
   upsertListEntry,
   type ConditionInput,
+  type GetOptions,
+  type GetResult,
   type Mutation,
   type Proposal,
   type Result,
@@ -41,6 +43,7 @@ import {
 } from "@safewrite/client";
 // The request messages, to read the cases' proto3 JSON exactly as the proto defines it.
 import {
+  GetRequestSchema,
   PatchStatusRequestSchema,
   TransactBeginSchema,
   TransactProposalSchema,
@@ -61,6 +64,7 @@ import { adminClient, namespace, packageRoot } from "./support.js";
 interface Expect {
   outcome?: string;
   already_applied?: boolean;
+  remembered?: boolean;
   object?: JsonValue;
   code?: string;
   reason?: string;
@@ -69,7 +73,7 @@ interface Expect {
   current_object?: JsonValue;
 }
 interface Step {
-  call: "update" | "patch_status" | "transact";
+  call: "update" | "patch_status" | "transact" | "get";
   request?: JsonValue;
   begin?: JsonValue;
   proposals?: JsonValue[];
@@ -102,10 +106,19 @@ after(() => {
   writeFileSync(`${packageRoot}build/conformance-matrix.txt`, matrix.join("\n") + "\n");
 });
 
-/** Every string of `value` with $NS and $NAME replaced. */
-function substitute(value: JsonValue, vars: Record<string, string>): JsonValue {
+/**
+ * Every string of `value` with $NS, $NAME and $RV replaced; $RV (the resourceVersion
+ * the step before answered with) is absent before the first step and after a failed one.
+ */
+function substitute(value: JsonValue, vars: Record<string, string | undefined>): JsonValue {
   if (typeof value === "string") {
-    return value.replaceAll("$NS", vars["$NS"]!).replaceAll("$NAME", vars["$NAME"]!);
+    let replaced = value.replaceAll("$NS", vars["$NS"]!).replaceAll("$NAME", vars["$NAME"]!);
+    if (replaced.includes("$RV")) {
+      const rv = vars["$RV"];
+      assert.ok(rv !== undefined, `"${value}" names $RV, but the step before answered no resourceVersion`);
+      replaced = replaced.replaceAll("$RV", rv);
+    }
+    return replaced;
   }
   if (Array.isArray(value)) {
     return value.map((v) => substitute(v, vars));
@@ -221,8 +234,22 @@ const refOf = (target: ObjectRefMessage | undefined) => ({
   name: target?.name ?? "",
 });
 
-async function runStep(step: Step): Promise<Result> {
+/** What a step answered: a write's result or a get's. */
+type Answer = Result | GetResult;
+
+/**
+ * A step through the client. A get whose minimum is what the step before answered
+ * passes that answer as `atLeast`, as a controller does after its own write.
+ */
+async function runStep(step: Step, before: Answer | undefined): Promise<Answer> {
   switch (step.call) {
+    case "get": {
+      const req = fromJson(GetRequestSchema, step.request!);
+      const min = req.minResourceVersion;
+      const options: GetOptions =
+        min === "" ? {} : before?.resourceVersion === min ? { atLeast: before } : { minResourceVersion: min };
+      return client.get(refOf(req.target), options);
+    }
     case "update": {
       const req = fromJson(UpdateWithRetryRequestSchema, step.request!);
       return client.update(refOf(req.target), mutationOf(req.mutation)!, optionsOf(req));
@@ -268,7 +295,7 @@ async function runStep(step: Step): Promise<Result> {
   }
 }
 
-function check(step: Step, outcome: Result | SafewriteError): void {
+function check(step: Step, outcome: Answer | SafewriteError): void {
   const want = step.expect;
   if (want.code !== undefined) {
     assert.ok(outcome instanceof SafewriteError, `want ${want.code}, got success ${JSON.stringify(outcome)}`);
@@ -294,15 +321,26 @@ function check(step: Step, outcome: Result | SafewriteError): void {
     return;
   }
   if (outcome instanceof SafewriteError) {
-    assert.fail(`want ${want.outcome}, got ${String(outcome)}`);
+    assert.fail(`want ${want.outcome ?? "success"}, got ${String(outcome)}`);
   }
+  if (want.object !== undefined) {
+    assertSubset(want.object, outcome.object);
+  }
+  if (step.call === "get") {
+    assert.ok(!("outcome" in outcome), "a get answers no outcome");
+    assert.equal(want.outcome, undefined, "the case expects an outcome of a get");
+    assert.equal(typeof outcome.resourceVersion, "string");
+    assert.equal(outcome.resourceVersion, outcome.object.metadata.resourceVersion, "resource_version is the object's");
+    if (want.remembered !== undefined) {
+      assert.equal(outcome.remembered, want.remembered, "remembered");
+    }
+    return;
+  }
+  assert.ok("outcome" in outcome, "a write answers an outcome");
   assert.equal(OutcomeSchema.value[outcome.outcome]?.name, want.outcome, "outcome");
   assert.equal(outcome.gone, outcome.outcome === Outcome.GONE, "gone says whether the outcome is GONE");
   if (want.already_applied !== undefined) {
     assert.equal(outcome.alreadyApplied, want.already_applied, "already_applied");
-  }
-  if (want.object !== undefined) {
-    assertSubset(want.object, outcome.object);
   }
 }
 
@@ -358,12 +396,16 @@ describe("conformance", () => {
   assert.ok(cases.length > 0, `no cases in ${casesPath}`);
   cases.forEach((c, n) => {
     it(c.name, async () => {
-      const vars = { $NS: namespace(), $NAME: `conf-ts-${n}-${randomBytes(3).toString("hex")}` };
+      const vars: Record<string, string | undefined> = {
+        $NS: namespace(),
+        $NAME: `conf-ts-${n}-${randomBytes(3).toString("hex")}`,
+      };
       let passed = false;
+      let before: Answer | undefined;
       try {
         for (const [i, raw] of c.steps.entries()) {
           const step = substitute(raw as unknown as JsonValue, vars) as unknown as Step;
-          const outcome = await runStep(step).catch((err: unknown) => {
+          const outcome = await runStep(step, before).catch((err: unknown) => {
             if (err instanceof SafewriteError) {
               return err;
             }
@@ -374,6 +416,8 @@ describe("conformance", () => {
           } catch (err) {
             throw new Error(`step ${i + 1} (${step.call}): ${(err as Error).message}`, { cause: err });
           }
+          before = outcome instanceof SafewriteError ? undefined : outcome;
+          vars["$RV"] = before?.resourceVersion;
         }
         passed = true;
       } finally {

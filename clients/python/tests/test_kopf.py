@@ -25,8 +25,10 @@ kopf = pytest.importorskip("kopf")
 from safewrite_client.kopf import (  # noqa: E402
     aadd_finalizer,
     add_finalizer,
+    aget,
     aremove_finalizer,
     aset_conditions,
+    get,
     kopf_errors,
     patch_status,
     remove_finalizer,
@@ -93,6 +95,19 @@ class Recorder(writer_pb2_grpc.WriterServiceServicer):
     def PatchStatus(self, request: Any, context: Any) -> Any:
         return writer_pb2.PatchStatusResponse(result=self._answer("PatchStatus", request))
 
+    def Get(self, request: Any, context: Any) -> Any:
+        """The object with uid u-1, or u-2 for the name "recreated"; "gone" is not found."""
+        self.requests.append(("Get", request))
+        if request.target.name == "gone":
+            context.abort(grpc.StatusCode.NOT_FOUND, "gone")
+        uid = "u-2" if request.target.name == "recreated" else "u-1"
+        version = request.min_resource_version or "9"
+        return writer_pb2.GetResponse(
+            object_json='{"metadata": {"uid": "%s", "resourceVersion": "%s"}}' % (uid, version),
+            resource_version=version,
+            remembered=bool(request.min_resource_version),
+        )
+
 
 @pytest.fixture
 def recorder() -> Iterator[Tuple[Recorder, str]]:
@@ -139,6 +154,41 @@ def test_helpers_write_the_handlers_object_with_its_uid_and_generation(
     )
     assert servicer.requests[2][1].mutation.finalizer.remove
     assert servicer.requests[3][1].mutation.set_condition.conditions[0].observed_generation == 3
+
+
+def test_get_reads_the_handlers_object_at_least_as_new_as_its_body_or_a_write(
+    recorder: Tuple[Recorder, str],
+) -> None:
+    servicer, target = recorder
+    body = kopf.Body({**BODY, "metadata": {**BODY["metadata"], "resourceVersion": "7"}})
+    written = sw.Result(sw.Outcome.UPDATED, {}, "8", 1)
+    with sw.Client(target, timeout=10) as client:
+        read = get(client, body)
+        assert (read.resource_version, read.remembered) == ("7", True)
+        assert get(client, body, at_least=written).resource_version == "8"
+        assert get(client, BODY).remembered is False  # a body without a version: live
+
+    async def async_get() -> sw.ReadResult:
+        async with sw.AsyncClient(target, timeout=10) as aclient:
+            return await aget(aclient, body, at_least=written)
+
+    assert asyncio.run(async_get()).resource_version == "8"
+    assert [method for method, _ in servicer.requests] == ["Get"] * 4
+    assert [r.min_resource_version for _, r in servicer.requests] == ["7", "8", "", "8"]
+    assert servicer.requests[0][1].target == writer_pb2.ObjectRef(
+        api_version="test.safewrite.dev/v1", kind="Widget", namespace="ns", name="w"
+    )
+
+
+def test_get_of_an_object_gone_or_made_again_is_permanent(recorder: Tuple[Recorder, str]) -> None:
+    _, target = recorder
+    meta = BODY["metadata"]
+    with sw.Client(target, timeout=10) as client:
+        with pytest.raises(kopf.PermanentError, match="made again"):
+            get(client, {**BODY, "metadata": {**meta, "name": "recreated"}})
+        with pytest.raises(kopf.PermanentError) as gone:
+            get(client, {**BODY, "metadata": {**meta, "name": "gone"}})
+    assert isinstance(gone.value.__cause__, sw.NotFoundError)
 
 
 def test_helpers_refuse_bad_input_before_sending(recorder: Tuple[Recorder, str]) -> None:
@@ -191,6 +241,18 @@ def test_patch_status_from_a_handler(
     stale = {**body, "metadata": {**body["metadata"], "uid": "00000000-0000-0000-0000-000000000000"}}
     with pytest.raises(kopf.PermanentError, match="PRECONDITION_FAILED"):
         patch_status(client, stale, {"phase": "Gone"})
+
+
+def test_a_handler_reads_the_write_of_the_handler_before_it(
+    client: sw.Client, widget: sw.ObjectRef, read: Callable[[sw.ObjectRef], Dict[str, Any]]
+) -> None:
+    body = read(widget)  # what kopf hands every handler of the reaction
+    ready = Condition("Ready", True, "Reconciled")
+    written = set_conditions(client, body, ready)  # one handler writes
+    fresh = get(client, body)  # the next reads, with the same body
+    assert fresh.remembered and fresh.resource_version == written.resource_version
+    assert find_condition(fresh.object, "Ready") is not None
+    assert get(client, body, at_least=written).object == fresh.object
 
 
 def kubeconfig(path: Path, env: Dict[str, str]) -> Path:

@@ -11,6 +11,10 @@
   ``patch.status["conditions"] = [...]``, which replaces the whole list.
 - :func:`add_finalizer` / :func:`aadd_finalizer` and :func:`remove_finalizer` /
   :func:`aremove_finalizer`: one finalizer of the handler's object, the others kept.
+- :func:`get` / :func:`aget`: the handler's object at least as new as its body, or as
+  a write of the handler's own: kopf hands the handlers of one reaction the body of the
+  event that started it, so a handler after one that wrote reads that write here,
+  without waiting for the watch to bring it.
 
 Each writes the object the handler was called for (a uid precondition: a deleted and
 recreated object of the same name is never written), maps errors as above, and gives
@@ -39,16 +43,18 @@ import kopf as _kopf
 from ._aio import AsyncClient
 from ._errors import SafewriteError, is_retryable
 from ._sync import Client
-from ._types import ObjectRef, Preconditions, Result
+from ._types import ObjectRef, Preconditions, ReadResult, Result
 from .conditions import Condition
 
 __all__ = [
     "DEFAULT_DELAY",
     "aadd_finalizer",
+    "aget",
     "apatch_status",
     "aremove_finalizer",
     "aset_conditions",
     "add_finalizer",
+    "get",
     "kopf_errors",
     "object_ref",
     "patch_status",
@@ -321,3 +327,62 @@ async def aremove_finalizer(
         return await client.update(
             object_ref(body), remove_finalizer=finalizer, **_args(body, field_manager, timeout)
         )
+
+
+def _at_least(
+    body: Mapping[str, Any], at_least: Union[Result, ReadResult, Mapping[str, Any], None]
+) -> Union[Result, ReadResult, Mapping[str, Any]]:
+    return body if at_least is None else at_least
+
+
+def _same_object(body: Mapping[str, Any], read: ReadResult) -> ReadResult:
+    """``read``, unless it is another object of the same name than the body's (a uid
+    that differs): then the handler's object was deleted, which no retry changes."""
+    uid = body["metadata"].get("uid")
+    found = read.object.get("metadata", {}).get("uid")
+    if uid and found and found != uid:
+        raise _kopf.PermanentError(
+            "%s %s was deleted and made again (uid %s, the handler's is %s)"
+            % (body.get("kind"), body["metadata"].get("name"), found, uid)
+        )
+    return read
+
+
+def get(
+    client: Client,
+    body: Mapping[str, Any],
+    *,
+    at_least: Union[Result, ReadResult, Mapping[str, Any], None] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> ReadResult:
+    """Reads the handler's object (for sync handlers) at least as new as ``at_least``
+    (the result of a write, e.g. of an earlier handler of this reaction), by default as
+    new as ``body``: that state or a newer one, from the sidecar's remembered copy when
+    it is new enough (``remembered``: the sidecar's own last write, with no request to
+    the API server), else live. kopf hands the handlers of one reaction the body of the
+    event that started it, so a handler after one that wrote through safewrite sees
+    that write here.
+
+    Raises:
+        kopf.TemporaryError: a retryable failure (see :func:`to_kopf`).
+        kopf.PermanentError: any other failure, e.g. the object is gone, or it was
+            deleted and made again (another uid than the body's).
+    """
+    with kopf_errors(default_delay=default_delay):
+        read = client.get(object_ref(body), at_least=_at_least(body, at_least), timeout=timeout)
+    return _same_object(body, read)
+
+
+async def aget(
+    client: AsyncClient,
+    body: Mapping[str, Any],
+    *,
+    at_least: Union[Result, ReadResult, Mapping[str, Any], None] = None,
+    timeout: Optional[float] = None,
+    default_delay: float = DEFAULT_DELAY,
+) -> ReadResult:
+    """:func:`get` for async handlers and an :class:`~safewrite_client.AsyncClient`."""
+    with kopf_errors(default_delay=default_delay):
+        read = await client.get(object_ref(body), at_least=_at_least(body, at_least), timeout=timeout)
+    return _same_object(body, read)

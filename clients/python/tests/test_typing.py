@@ -38,6 +38,13 @@ def main(client: sw.Client) -> int:
     quiet = sw.Client("127.0.0.1:50051", propagate_trace=False, token="s3cret")
     trace_id: str = quiet.update(ref, merge_patch={}).trace_id
     print(trace_id)
+    read: sw.ReadResult = client.get(ref, at_least=result, timeout=5.0)
+    again = client.get(ref, at_least=read)
+    remembered: bool = client.get(ref, min_resource_version=again.resource_version).remembered
+    from safewrite_client.v1 import writer_pb2
+    sent: sw.ReadResult = client.send(writer_pb2.GetRequest())
+    live: Dict[str, Any] = client.get(ref, at_least=read.object).object
+    print(remembered, sent, live)
     return result.attempts
 
 
@@ -57,7 +64,10 @@ def conditions_and_kopf(client: sw.Client, body: Dict[str, Any]) -> None:
 
 
 def named_changes(client: sw.Client, body: Dict[str, Any]) -> bool:
-    from safewrite_client.kopf import add_finalizer, remove_finalizer, set_conditions
+    from safewrite_client.kopf import add_finalizer, get, remove_finalizer, set_conditions
+    fresh: Dict[str, Any] = get(client, body, at_least=client.update(
+        sw.ObjectRef("v1", "ConfigMap", "default", "c"), merge_patch={})).object
+    print(fresh)
     ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", "default", "w")
     ready = sw.Condition("Ready", True, "Done", last_transition_time="2026-01-01T00:00:00Z")
     client.patch_status(ref, set_conditions=[ready], conditions_path="status.conditions")
@@ -86,6 +96,8 @@ def named_changes(client: sw.Client, body: Dict[str, Any]) -> bool:
 async def amain(client: sw.AsyncClient) -> bool:
     ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
     result = await client.transact(ref, bump, idempotency_key="k-1")
+    read: sw.ReadResult = await client.get(ref, at_least=result)
+    print(read.remembered)
     quiet = sw.AsyncClient("127.0.0.1:50051", propagate_trace=False, token=None)
     print((await quiet.update(ref, merge_patch={})).trace_id)
     return result.already_applied
@@ -101,6 +113,8 @@ def main(client: sw.Client) -> None:
     client.patch_status(ref, merge_patch={}, idempotency_key="k")
     client.update(ref, cel=42)
     client.update(ref, add_finalizer=["example.com/cleanup"])
+    client.get(ref, at_leat=None)
+    client.get(ref, min_resource_version=7)
 '''
 
 
@@ -124,6 +138,8 @@ def test_mypy_sees_the_keywords_declared_once(tmp_path: Path) -> None:
     assert '"idempotency_key"' in out, out
     assert '"cel"' in out and "int" in out, out
     assert '"add_finalizer"' in out, out
+    assert '"at_leat"' in out, out
+    assert '"min_resource_version"' in out, out
 
 
 def test_mypy_strict(tmp_path: Path) -> None:

@@ -27,7 +27,12 @@
 // [Client.Typed] makes the same calls on typed objects (controller-runtime's
 // client.Object) through a runtime.Scheme, decoding the result into the caller's
 // object; [SetCondition] and [Client.SetCondition] set status conditions so that an
-// identical set writes nothing.
+// identical set writes nothing. [Client.Get] reads your own writes: the object at
+// least as new as a write's result,
+//
+//	got, err := c.Get(ctx, ref, safewrite.AtLeast(res))
+//
+// from the sidecar's remembered copy when it is new enough, else from a live read.
 //
 // The context's deadline is the sidecar's deadline too: it never sleeps past it, and
 // canceling the context cancels the call (a transaction writes nothing after that).

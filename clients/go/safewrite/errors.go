@@ -177,8 +177,9 @@ type Error struct {
 	AttemptRecords []AttemptRecord
 	// Idempotent is true when the call carried an idempotency key
 	// ([WithIdempotencyKey]): then a write whose outcome is unknown ([ErrOutcomeUnknown])
-	// may be sent again with the same key, and [Error.Retryable] says so. False for
-	// errors made by [FromError], which does not know the call.
+	// may be sent again with the same key, and [Error.Retryable] says so. It is true
+	// for a read ([Client.Get]) too, which writes nothing. False for errors made by
+	// [FromError], which does not know the call.
 	Idempotent bool
 	// TraceID is the W3C trace id (32 hex digits) of the sidecar's span of the call:
 	// the trace of the caller's span when ctx carried one (the client propagates it,

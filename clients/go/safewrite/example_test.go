@@ -76,3 +76,25 @@ func ExampleClient_Transact() {
 		fmt.Println(res.Outcome, "after", res.Attempts, "attempt(s)")
 	}
 }
+
+func ExampleClient_Get() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := safewrite.New("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "counter"}
+	res, err := c.Update(ctx, ref, safewrite.MergePatch(`{"data": {"phase": "done"}}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Read your own write: this state or a newer one, never the one before it.
+	got, err := c.Get(ctx, ref, safewrite.AtLeast(res))
+	if err != nil {
+		log.Fatal(err)
+	}
+	phase, _, _ := unstructured.NestedString(got.Object.Object, "data", "phase")
+	fmt.Println(phase, got.ResourceVersion, got.Remembered)
+}

@@ -292,12 +292,21 @@ func TestSentinels(t *testing.T) {
 	}
 }
 
-// fakeWriter is an in-process WriterService whose Transact runs script, and whose
-// UpdateWithRetry, when update is set, answers with update's error.
+// fakeWriter is an in-process WriterService whose Transact runs script, whose
+// UpdateWithRetry, when update is set, answers with update's error, and whose Get,
+// when get is set, answers as get does.
 type fakeWriter struct {
 	safewritev1.UnimplementedWriterServiceServer
 	script func(stream grpc.BidiStreamingServer[safewritev1.TransactRequest, safewritev1.TransactResponse]) error
 	update func(*safewritev1.UpdateWithRetryRequest) error
+	get    func(context.Context, *safewritev1.GetRequest) (*safewritev1.GetResponse, error)
+}
+
+func (f *fakeWriter) Get(ctx context.Context, req *safewritev1.GetRequest) (*safewritev1.GetResponse, error) {
+	if f.get == nil {
+		return f.UnimplementedWriterServiceServer.Get(ctx, req)
+	}
+	return f.get(ctx, req)
 }
 
 func (f *fakeWriter) Transact(stream grpc.BidiStreamingServer[safewritev1.TransactRequest, safewritev1.TransactResponse]) error {

@@ -143,6 +143,11 @@ func TestTokenValidation(t *testing.T) {
 		check(err)
 		_, err = c.Transact(ctx, ref, func(*unstructured.Unstructured) error { return nil })
 		check(err)
+		_, err = c.Get(ctx, ref)
+		check(err)
+		if swErr := asError(t, err); swErr.Target != ref {
+			t.Errorf("token %q: Get's Target %v, want %v", token, swErr.Target, ref)
+		}
 	}
 	// Inner spaces are printable ASCII, as the sidecar's file may hold them.
 	c, err := safewrite.New("127.0.0.1:1", safewrite.WithToken(" two words\n"))

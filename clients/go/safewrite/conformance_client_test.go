@@ -9,6 +9,7 @@ package safewrite_test
 // And the list semantics of the cases' expectations, which every runner shares.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -110,18 +113,15 @@ func TestConformanceMutationsThroughTheClient(t *testing.T) {
 				continue
 			}
 			req := &safewritev1.UpdateWithRetryRequest{} // PatchStatusRequest has the same fields
-			protoFromJSON(t, substitute(t, step.Request, "ns", fmt.Sprintf("case-%d", i)), req)
+			protoFromJSON(t, substitute(t, step.Request, stepVars{ns: "ns", name: fmt.Sprintf("case-%d", i)}), req)
 			m, ok := clientMutation(t, req.GetMutation())
 			if !ok {
 				continue
 			}
 			made++
 			where := fmt.Sprintf("%s step %d", tc.Name, s+1)
-			target := req.GetTarget()
-			ref := safewrite.ObjectRef{APIVersion: target.GetApiVersion(), Kind: target.GetKind(),
-				Namespace: target.GetNamespace(), Name: target.GetName()}
 			sent = nil
-			_, err := c.Update(testContext(t), ref, m)
+			_, err := c.Update(testContext(t), refOf(req.GetTarget()), m)
 			if sent != nil {
 				if !proto.Equal(sent, req.GetMutation()) {
 					t.Errorf("%s: the client sends\n  %v\nwhere the case sends\n  %v", where, sent, req.GetMutation())
@@ -146,6 +146,49 @@ func TestConformanceMutationsThroughTheClient(t *testing.T) {
 		t.Fatal("cases.json has no mutation of a list entry")
 	}
 	t.Logf("%d list-entry mutations of cases.json made through the client", made)
+}
+
+// getRecorder is a WriterService whose Get records its request and fails.
+type getRecorder struct {
+	safewritev1.UnimplementedWriterServiceServer
+	sent *safewritev1.GetRequest
+}
+
+func (g *getRecorder) Get(_ context.Context, req *safewritev1.GetRequest) (*safewritev1.GetResponse, error) {
+	g.sent = req
+	return nil, status.Error(codes.NotFound, "recorded")
+}
+
+// TestConformanceGetsThroughTheClient: the runner sends a get step through Client.Get
+// with WithMinResourceVersion, and the client sends the sidecar exactly the case's
+// GetRequest, with $RV standing for a resourceVersion or for none.
+func TestConformanceGetsThroughTheClient(t *testing.T) {
+	recorder := &getRecorder{}
+	c := fakeSidecar(t, recorder)
+	gets := 0
+	for i, tc := range loadConformanceFile(t).Cases {
+		for s, step := range tc.Steps {
+			if step.Call != "get" {
+				continue
+			}
+			for _, rv := range []string{"", "12345"} {
+				req := &safewritev1.GetRequest{}
+				protoFromJSON(t, substitute(t, step.Request, stepVars{ns: "ns", name: fmt.Sprintf("case-%d", i), rv: rv}), req)
+				recorder.sent = nil
+				if _, err := conformanceGet(testContext(t), c, req); !errors.Is(err, safewrite.ErrNotFound) {
+					t.Fatalf("%s step %d: %v, want the recorder's NotFound", tc.Name, s+1, err)
+				}
+				if !proto.Equal(recorder.sent, req) {
+					t.Errorf("%s step %d ($RV %q): the client sends\n  %v\nwhere the case sends\n  %v", tc.Name, s+1, rv, recorder.sent, req)
+				}
+			}
+			gets++
+		}
+	}
+	if gets == 0 {
+		t.Fatal("cases.json has no get step")
+	}
+	t.Logf("%d get steps of cases.json sent through the client", gets)
 }
 
 // TestConformanceSubset pins the comparison the conformance README describes for

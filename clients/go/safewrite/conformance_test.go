@@ -3,7 +3,8 @@ package safewrite_test
 // The shared conformance cases of every client library (../../conformance/cases.json;
 // its README says how a case runs), one subtest per case against the real sidecar.
 // Requests are the proto3 JSON of the RPC's request and are sent as they are through
-// the generated stub; answers are read through this package (FromError and the
+// the generated stub, but for a get, which goes through Client.Get with the request's
+// target and minimum; answers are read through this package (FromError and the
 // decoding of objects), the way a caller reads them. The file's retry advice table is
 // checked without a sidecar, through a client's calls to a fake WriterService that
 // fails each call as the sidecar would.
@@ -51,6 +52,7 @@ type conformanceStep struct {
 	Expect    struct {
 		Outcome            string         `json:"outcome"`
 		AlreadyApplied     *bool          `json:"already_applied"`
+		Remembered         *bool          `json:"remembered"`
 		Object             map[string]any `json:"object"`
 		Code               string         `json:"code"`
 		Reason             string         `json:"reason"`
@@ -109,18 +111,23 @@ func loadConformanceCases(t *testing.T, ns string) []conformanceCase {
 	return cases
 }
 
-// substitute replaces $NS and $NAME in every string of a JSON document.
-func substitute(t *testing.T, raw json.RawMessage, ns, name string) []byte {
+// stepVars are what $NS, $NAME and $RV stand for in a step's strings: the namespace,
+// the case's object name, and the resourceVersion the step before answered with.
+type stepVars struct{ ns, name, rv string }
+
+// substitute replaces $NS, $NAME and $RV in every string of a JSON document.
+func substitute(t *testing.T, raw json.RawMessage, v stepVars) []byte {
 	t.Helper()
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	replacer := strings.NewReplacer("$NS", v.ns, "$NAME", v.name, "$RV", v.rv)
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	var walk func(any) any
 	walk = func(v any) any {
 		switch x := v.(type) {
 		case string:
-			return strings.NewReplacer("$NS", ns, "$NAME", name).Replace(x)
+			return replacer.Replace(x)
 		case map[string]any:
 			for k, e := range x {
 				x[k] = walk(e)
@@ -132,7 +139,7 @@ func substitute(t *testing.T, raw json.RawMessage, ns, name string) []byte {
 		}
 		return v
 	}
-	out, err := json.Marshal(walk(v))
+	out, err := json.Marshal(walk(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,38 +189,97 @@ func TestConformance(t *testing.T) {
 				name = name[:63]
 			}
 			name = strings.TrimRight(name, "-")
+			vars := stepVars{ns: ns, name: name}
 			for s, step := range tc.Steps {
 				ctx := testContext(t)
-				var res *safewritev1.WriteResult
+				var answer *stepAnswer
 				var err error
 				switch step.Call {
 				case "update":
 					req := &safewritev1.UpdateWithRetryRequest{}
-					protoFromJSON(t, substitute(t, step.Request, ns, name), req)
+					protoFromJSON(t, substitute(t, step.Request, vars), req)
 					var resp *safewritev1.UpdateWithRetryResponse
 					if resp, err = stub.UpdateWithRetry(ctx, req); err == nil {
-						res = resp.GetResult()
+						answer = writeAnswer(resp.GetResult())
 					}
 				case "patch_status":
 					req := &safewritev1.PatchStatusRequest{}
-					protoFromJSON(t, substitute(t, step.Request, ns, name), req)
+					protoFromJSON(t, substitute(t, step.Request, vars), req)
 					var resp *safewritev1.PatchStatusResponse
 					if resp, err = stub.PatchStatus(ctx, req); err == nil {
-						res = resp.GetResult()
+						answer = writeAnswer(resp.GetResult())
 					}
 				case "transact":
-					res, err = conformanceTransact(t, stub, step, ns, name)
+					var res *safewritev1.WriteResult
+					if res, err = conformanceTransact(t, stub, step, vars); err == nil {
+						answer = writeAnswer(res)
+					}
+				case "get":
+					req := &safewritev1.GetRequest{}
+					protoFromJSON(t, substitute(t, step.Request, vars), req)
+					var got *safewrite.GetResult
+					if got, err = conformanceGet(ctx, c, req); err == nil {
+						answer = getAnswer(got)
+					}
 				default:
 					t.Fatalf("step %d: unknown call %q", s+1, step.Call)
 				}
-				checkConformanceStep(t, s+1, step, res, err)
+				checkConformanceStep(t, s+1, step, answer, err)
+				vars.rv = answer.rv()
 			}
 		})
 	}
 }
 
+// stepAnswer is what a step that succeeded answered, as the cases check it.
+type stepAnswer struct {
+	outcome         string // the Outcome's enum name; empty for a get
+	alreadyApplied  bool
+	remembered      bool // a get's
+	objectJSON      string
+	resourceVersion string
+}
+
+// rv is the answer's resourceVersion, or empty for no answer (the step failed): what
+// $RV stands for in the next step.
+func (a *stepAnswer) rv() string {
+	if a == nil {
+		return ""
+	}
+	return a.resourceVersion
+}
+
+func writeAnswer(r *safewritev1.WriteResult) *stepAnswer {
+	return &stepAnswer{
+		outcome:         r.GetOutcome().String(),
+		alreadyApplied:  r.GetAlreadyApplied(),
+		objectJSON:      r.GetObjectJson(),
+		resourceVersion: r.GetResourceVersion(),
+	}
+}
+
+func getAnswer(got *safewrite.GetResult) *stepAnswer {
+	return &stepAnswer{
+		remembered:      got.Remembered,
+		objectJSON:      mustJSON(got.Object.Object),
+		resourceVersion: got.ResourceVersion,
+	}
+}
+
+// conformanceGet sends a get step's request through the client: Client.Get of its
+// target with its minimum.
+func conformanceGet(ctx context.Context, c *safewrite.Client, req *safewritev1.GetRequest) (*safewrite.GetResult, error) {
+	return c.Get(ctx, refOf(req.GetTarget()), safewrite.WithMinResourceVersion(req.GetMinResourceVersion()))
+}
+
+// refOf is the ObjectRef of a request's target.
+func refOf(target *safewritev1.ObjectRef) safewrite.ObjectRef {
+	return safewrite.ObjectRef{APIVersion: target.GetApiVersion(), Kind: target.GetKind(),
+		Namespace: target.GetNamespace(), Name: target.GetName()}
+}
+
 // conformanceTransact runs a transact step: begin, then one proposal per fresh object.
-func conformanceTransact(t *testing.T, stub safewritev1.WriterServiceClient, step conformanceStep, ns, name string) (*safewritev1.WriteResult, error) {
+func conformanceTransact(t *testing.T, stub safewritev1.WriterServiceClient, step conformanceStep, vars stepVars) (*safewritev1.WriteResult, error) {
 	t.Helper()
 	ctx := testContext(t)
 	stream, err := stub.Transact(ctx)
@@ -221,7 +287,7 @@ func conformanceTransact(t *testing.T, stub safewritev1.WriterServiceClient, ste
 		return nil, err
 	}
 	begin := &safewritev1.TransactBegin{}
-	protoFromJSON(t, substitute(t, step.beginMessage(), ns, name), begin)
+	protoFromJSON(t, substitute(t, step.beginMessage(), vars), begin)
 	if err := stream.Send(&safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Begin{Begin: begin}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -242,7 +308,7 @@ func conformanceTransact(t *testing.T, stub safewritev1.WriterServiceClient, ste
 				t.Fatalf("fresh object %d, but the case has %d proposal(s)", msg.Fresh.GetAttempt(), len(step.Proposals))
 			}
 			proposal := &safewritev1.TransactProposal{}
-			protoFromJSON(t, substitute(t, step.Proposals[next], ns, name), proposal)
+			protoFromJSON(t, substitute(t, step.Proposals[next], vars), proposal)
 			if proposal.Attempt == 0 {
 				proposal.Attempt = msg.Fresh.GetAttempt()
 			}
@@ -257,32 +323,35 @@ func conformanceTransact(t *testing.T, stub safewritev1.WriterServiceClient, ste
 	}
 }
 
-func checkConformanceStep(t *testing.T, n int, step conformanceStep, res *safewritev1.WriteResult, err error) {
+func checkConformanceStep(t *testing.T, n int, step conformanceStep, answer *stepAnswer, err error) {
 	t.Helper()
 	want := step.Expect
 	if want.Code == "" {
 		if err != nil {
-			t.Fatalf("step %d: %v; want outcome %s", n, err, want.Outcome)
+			t.Fatalf("step %d: %v; want success (outcome %q)", n, err, want.Outcome)
 		}
-		if got := res.GetOutcome().String(); got != want.Outcome {
-			t.Fatalf("step %d: outcome %s, want %s", n, got, want.Outcome)
+		if answer.outcome != want.Outcome {
+			t.Fatalf("step %d: outcome %q, want %q", n, answer.outcome, want.Outcome)
 		}
-		if want.AlreadyApplied != nil && res.GetAlreadyApplied() != *want.AlreadyApplied {
-			t.Fatalf("step %d: already_applied %v, want %v", n, res.GetAlreadyApplied(), *want.AlreadyApplied)
+		if want.AlreadyApplied != nil && answer.alreadyApplied != *want.AlreadyApplied {
+			t.Fatalf("step %d: already_applied %v, want %v", n, answer.alreadyApplied, *want.AlreadyApplied)
+		}
+		if want.Remembered != nil && answer.remembered != *want.Remembered {
+			t.Fatalf("step %d: remembered %v, want %v", n, answer.remembered, *want.Remembered)
 		}
 		if want.Object != nil {
 			obj := &unstructured.Unstructured{}
-			if err := obj.UnmarshalJSON([]byte(res.GetObjectJson())); err != nil {
+			if err := obj.UnmarshalJSON([]byte(answer.objectJSON)); err != nil {
 				t.Fatalf("step %d: the object: %v", n, err)
 			}
 			if path, ok := subset(want.Object, obj.Object); !ok {
-				t.Fatalf("step %d: object %s does not have %s (at %s)", n, res.GetObjectJson(), mustJSON(want.Object), path)
+				t.Fatalf("step %d: object %s does not have %s (at %s)", n, answer.objectJSON, mustJSON(want.Object), path)
 			}
 		}
 		return
 	}
 	if err == nil {
-		t.Fatalf("step %d: outcome %s; want %s (%s)", n, res.GetOutcome(), want.Code, want.Reason)
+		t.Fatalf("step %d: succeeded (outcome %q); want %s (%s)", n, answer.outcome, want.Code, want.Reason)
 	}
 	swErr := asError(t, safewrite.FromError(err))
 	if got := codeName(swErr); got != want.Code {
@@ -430,9 +499,16 @@ func (w *adviceWriter) UpdateWithRetry(_ context.Context, req *safewritev1.Updat
 // connection) whose UpdateWithRetry fails with fail's error.
 func failingSidecar(t *testing.T, fail func(*safewritev1.UpdateWithRetryRequest) error) *safewrite.Client {
 	t.Helper()
+	return fakeSidecar(t, &adviceWriter{fail: fail})
+}
+
+// fakeSidecar returns a client of srv, an in-process WriterService, over an in-memory
+// connection.
+func fakeSidecar(t *testing.T, srv safewritev1.WriterServiceServer) *safewrite.Client {
+	t.Helper()
 	listener := bufconn.Listen(1 << 20)
 	server := grpc.NewServer()
-	safewritev1.RegisterWriterServiceServer(server, &adviceWriter{fail: fail})
+	safewritev1.RegisterWriterServiceServer(server, srv)
 	go func() { _ = server.Serve(listener) }()
 	t.Cleanup(server.Stop)
 	conn, err := grpc.NewClient("passthrough:///advice",

@@ -19,7 +19,9 @@ final class ErrorDetails {
   String currentObjectJson = "";
   String traceId = "";
   int attempts;
-  boolean idempotencyKeySent;
+
+  /** The call can be sent again without applying a change twice: keyed, or a read. */
+  boolean resendSafe;
 
   /** An error found on this side, before or without an answer from the sidecar. */
   static ErrorDetails local(Status status) {

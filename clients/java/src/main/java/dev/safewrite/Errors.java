@@ -25,15 +25,16 @@ final class Errors {
   private Errors() {}
 
   /**
-   * Decodes a gRPC call's failure. {@code keyed} says whether the call carried an idempotency key
-   * (which makes a lost answer retryable).
+   * Decodes a gRPC call's failure. {@code resendSafe} says whether the call can be sent again
+   * without applying a change twice: a write that carried an idempotency key, or a read (which
+   * makes a lost answer retryable).
    */
-  static SafewriteException decode(Throwable failure, boolean keyed) {
+  static SafewriteException decode(Throwable failure, boolean resendSafe) {
     if (failure instanceof SafewriteException already) {
       return already;
     }
     ErrorDetails details = ErrorDetails.local(Status.fromThrowable(failure));
-    details.idempotencyKeySent = keyed;
+    details.resendSafe = resendSafe;
     com.google.rpc.Status proto = StatusProto.fromThrowable(failure);
     if (proto != null) {
       for (Any detail : proto.getDetailsList()) {

@@ -1,5 +1,6 @@
 package dev.safewrite;
 
+import dev.safewrite.v1.GetRequest;
 import dev.safewrite.v1.PatchStatusRequest;
 import dev.safewrite.v1.PatchStatusResponse;
 import dev.safewrite.v1.TransactBegin;
@@ -30,6 +31,10 @@ import java.util.function.Function;
  * change, write it with the resourceVersion read, and on a conflict start over from a fresh read,
  * within the call's deadline. A change that changes nothing writes nothing. A failed call throws a
  * {@link SafewriteException} subclass.
+ *
+ * <p>Reads: {@link #get(ObjectRef, Result)} reads your own write back, the object as that write
+ * left it or newer, from the sidecar's remembered copy when it can, where an informer's cache may
+ * still hold the object from before it; {@link #get(ObjectRef)} reads live.
  *
  * <p>Options: each call takes a {@link WriteConfig} (preconditions, retry policy,
  * create-if-missing, idempotency key, timeout, ...), or the same options one at a time as {@link
@@ -150,7 +155,7 @@ public final class SafewriteClient implements AutoCloseable {
 
   private Result update(UpdateWithRetryRequest request, Duration timeout) {
     UpdateWithRetryResponse response =
-        unary(request.getOptions(), timeout, stub -> stub.updateWithRetry(request));
+        unary(keyed(request.getOptions()), timeout, stub -> stub.updateWithRetry(request));
     return result(response.hasResult(), response.getResult());
   }
 
@@ -187,22 +192,93 @@ public final class SafewriteClient implements AutoCloseable {
 
   private Result patchStatus(PatchStatusRequest request, Duration timeout) {
     PatchStatusResponse response =
-        unary(request.getOptions(), timeout, stub -> stub.patchStatus(request));
+        unary(keyed(request.getOptions()), timeout, stub -> stub.patchStatus(request));
     return result(response.hasResult(), response.getResult());
   }
 
   /**
+   * Reads the object live ({@code Get} without a minimum): a quorum read from the API server, so
+   * never older than any write that has been answered.
+   *
+   * <p>Bounded by the client's {@link Builder#defaultTimeout(Duration)} and the current {@link
+   * io.grpc.Context}'s deadline. The sidecar's policy decides what may be read: Secrets are refused
+   * unless it allows them.
+   *
+   * @throws NotFoundException when the object does not exist
+   * @throws PermissionDeniedException when the sidecar's policy refuses the read ({@code
+   *     POLICY_DENIED}), or the API server refuses the sidecar ({@code Forbidden})
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails otherwise; a
+   *     get writes nothing, so {@link SafewriteException#isRetryable()} says yes wherever the proto
+   *     advises sending again with an idempotency key
+   */
+  public GetResult get(ObjectRef ref) {
+    return get(ref, "");
+  }
+
+  /**
+   * Reads your own write: the object as {@code write} left it, or newer, never older (a {@code Get}
+   * with {@code write.resourceVersion()} as the minimum). The sidecar answers from its remembered
+   * copy when that copy is at or past the write ({@link GetResult#remembered()}), with no request
+   * to the API server, and reads live otherwise. {@code write} must be a result of a write to the
+   * same object; a result without a resourceVersion (the object was {@link Outcome#GONE}) reads
+   * live.
+   *
+   * @throws SafewriteException as {@link #get(ObjectRef)} does
+   */
+  public GetResult get(ObjectRef ref, Result write) {
+    Objects.requireNonNull(write, "write");
+    return get(ref, write.resourceVersion());
+  }
+
+  /**
+   * Reads the object at least as new as {@code minResourceVersion}, e.g. the {@link
+   * Result#resourceVersion()} of your own write to it or the {@link GetResult#resourceVersion()} of
+   * an earlier read: from the sidecar's remembered copy when that copy is at or past it, else live.
+   * Empty reads live, as {@link #get(ObjectRef)}; a version that is not a decimal number is always
+   * read live.
+   *
+   * @throws InvalidException when {@code minResourceVersion} is malformed, or newer than the object
+   *     read live (no version it had); the field violation names {@code min_resource_version}
+   * @throws SafewriteException as {@link #get(ObjectRef)} does
+   */
+  public GetResult get(ObjectRef ref, String minResourceVersion) {
+    Objects.requireNonNull(ref, "ref");
+    Objects.requireNonNull(minResourceVersion, "minResourceVersion");
+    return get(
+        GetRequest.newBuilder()
+            .setTarget(ref.toProto())
+            .setMinResourceVersion(minResourceVersion)
+            .build());
+  }
+
+  /**
+   * Sends a {@code Get} request as built with the generated types, bounded by the client's default
+   * timeout and the current Context's deadline.
+   */
+  public GetResult get(GetRequest request) {
+    Objects.requireNonNull(request, "request");
+    // Nothing is written: a get is always safe to send again.
+    return GetResult.fromProto(unary(true, null, stub -> stub.get(request)));
+  }
+
+  /** Whether a write can be sent again without applying its change twice: it carries a key. */
+  private static boolean keyed(WriteOptions options) {
+    return !options.getIdempotencyKey().isEmpty();
+  }
+
+  /**
    * Makes a unary call on the blocking stub, bounded by {@code timeout} (or the defaults); a
-   * failure is decoded, knowing whether the request carried an idempotency key.
+   * failure is decoded, knowing whether the request is safe to send again when its answer was lost
+   * (a write with an idempotency key, or a read).
    */
   private <R> R unary(
-      WriteOptions options,
+      boolean resendSafe,
       Duration timeout,
       Function<WriterServiceGrpc.WriterServiceBlockingStub, R> call) {
     try {
       return call.apply(bounded(blocking, timeout));
     } catch (StatusRuntimeException failure) {
-      throw Errors.decode(failure, !options.getIdempotencyKey().isEmpty());
+      throw Errors.decode(failure, resendSafe);
     }
   }
 

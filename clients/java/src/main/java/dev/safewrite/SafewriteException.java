@@ -155,17 +155,18 @@ public abstract class SafewriteException extends RuntimeException {
    * Whether the same call, sent again, may succeed and is safe to send, as {@link #retryAdvice()}
    * says: {@code RETRY_LATER} yes (after {@link #retryDelay()} when given, else with backoff);
    * {@code RETRY_WITH_IDEMPOTENCY_KEY} only when this call carried an idempotency key, since
-   * without one a second call could apply the change twice (read the object before deciding);
-   * {@code RETRY_NEVER} no. The sidecar's own reasons decide by themselves; the API server's
-   * answers and failures without safewrite details (the sidecar was not reached, the caller's own
-   * deadline passed) go by the gRPC code: UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED (conflicts
-   * outlasted the retry policy) and INTERNAL yes; CANCELLED, UNKNOWN and DEADLINE_EXCEEDED (the
-   * call ended while a write may have been in flight) only with a key; any other code no.
+   * without one a second call could apply the change twice (read the object before deciding), or
+   * was a {@link SafewriteClient#get}, which writes nothing; {@code RETRY_NEVER} no. The sidecar's
+   * own reasons decide by themselves; the API server's answers and failures without safewrite
+   * details (the sidecar was not reached, the caller's own deadline passed) go by the gRPC code:
+   * UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED (conflicts outlasted the retry policy) and INTERNAL
+   * yes; CANCELLED, UNKNOWN and DEADLINE_EXCEEDED (the call ended while a write may have been in
+   * flight) only with a key; any other code no.
    */
   public boolean isRetryable() {
     return switch (retryAdvice()) {
       case RETRY_LATER -> true;
-      case RETRY_WITH_IDEMPOTENCY_KEY -> details.idempotencyKeySent;
+      case RETRY_WITH_IDEMPOTENCY_KEY -> details.resendSafe;
       default -> false;
     };
   }

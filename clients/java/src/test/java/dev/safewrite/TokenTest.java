@@ -45,7 +45,8 @@ class TokenTest {
     assertThrows(
         UnavailableException.class, () -> client.patchStatus(ref, Mutation.mergePatch("{}")));
     assertThrows(UnavailableException.class, () -> client.transact(ref, fresh -> null));
-    assertEquals(Collections.nCopies(3, "Bearer s3cret-token"), channel.values("authorization"));
+    assertThrows(UnavailableException.class, () -> client.get(ref));
+    assertEquals(Collections.nCopies(4, "Bearer s3cret-token"), channel.values("authorization"));
   }
 
   @Test

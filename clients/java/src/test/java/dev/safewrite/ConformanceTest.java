@@ -15,6 +15,7 @@ import com.google.protobuf.Any;
 import com.google.protobuf.Message;
 import com.google.protobuf.util.JsonFormat;
 import com.google.rpc.ErrorInfo;
+import dev.safewrite.v1.GetRequest;
 import dev.safewrite.v1.PatchStatusRequest;
 import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.TransactBegin;
@@ -245,47 +246,87 @@ class ConformanceTest {
     return client;
   }
 
+  /**
+   * What a step that succeeded answered: a write's {@link Result} or a get's {@link GetResult}, in
+   * the terms the cases check.
+   */
+  private record Answer(
+      String outcome,
+      Boolean alreadyApplied,
+      Boolean remembered,
+      String resourceVersion,
+      JsonObject object) {
+
+    static Answer of(Result result) {
+      return new Answer(
+          "OUTCOME_" + result.outcome().name(),
+          result.alreadyApplied(),
+          null,
+          result.resourceVersion(),
+          result.gone() ? null : result.object());
+    }
+
+    static Answer of(GetResult got) {
+      return new Answer(null, null, got.remembered(), got.resourceVersion(), got.object());
+    }
+
+    @Override
+    public String toString() {
+      return outcome != null ? outcome : "an object (remembered " + remembered + ")";
+    }
+  }
+
   private static void run(JsonObject testCase, String objectName) throws Exception {
     JsonObject substituted =
         substitute(testCase, Map.of("$NS", Sidecar.namespace(), "$NAME", objectName))
             .getAsJsonObject();
     JsonArray steps = substituted.getAsJsonArray("steps");
+    // $RV: the resourceVersion the step before answered with; empty before any, or after a failure.
+    String previousVersion = "";
     for (int i = 0; i < steps.size(); i++) {
-      JsonObject step = steps.get(i).getAsJsonObject();
+      JsonObject step = substitute(steps.get(i), Map.of("$RV", previousVersion)).getAsJsonObject();
       String where = "step " + (i + 1) + " (" + step.get("call").getAsString() + ")";
       JsonObject expect = step.getAsJsonObject("expect");
-      Result result = null;
+      Answer answer = null;
       SafewriteException failure = null;
       try {
-        result = call(step);
+        answer = call(step);
       } catch (SafewriteException e) {
         failure = e;
       }
+      previousVersion = answer == null ? "" : answer.resourceVersion();
       if (expect.has("code")) {
-        assertNotNull(
-            failure,
-            where
-                + ": expected "
-                + expect.get("code")
-                + ", got "
-                + (result == null ? null : result.outcome()));
+        assertNotNull(failure, where + ": expected " + expect.get("code") + ", got " + answer);
         checkFailure(where, expect, failure);
       } else {
         if (failure != null) {
           fail(where + ": expected success, got " + failure.getMessage());
         }
-        checkSuccess(where, expect, result);
+        checkSuccess(where, expect, answer);
       }
     }
   }
 
-  private static Result call(JsonObject step) throws Exception {
+  private static Answer call(JsonObject step) throws Exception {
     SafewriteClient client = client();
     switch (step.get("call").getAsString()) {
       case "update":
-        return client.update(parse(step.get("request"), UpdateWithRetryRequest.newBuilder()));
+        return Answer.of(
+            client.update(parse(step.get("request"), UpdateWithRetryRequest.newBuilder())));
       case "patch_status":
-        return client.patchStatus(parse(step.get("request"), PatchStatusRequest.newBuilder()));
+        return Answer.of(
+            client.patchStatus(parse(step.get("request"), PatchStatusRequest.newBuilder())));
+      case "get":
+        // Through the calls a controller makes: get(ref), or get(ref, minResourceVersion).
+        GetRequest get = parse(step.get("request"), GetRequest.newBuilder());
+        dev.safewrite.v1.ObjectRef target = get.getTarget();
+        ObjectRef ref =
+            ObjectRef.of(
+                target.getApiVersion(), target.getKind(), target.getNamespace(), target.getName());
+        return Answer.of(
+            get.getMinResourceVersion().isEmpty()
+                ? client.get(ref)
+                : client.get(ref, get.getMinResourceVersion()));
       case "transact":
         // The README names it `begin`; some cases name it `request`, as for the unary calls.
         JsonElement beginJson = step.has("begin") ? step.get("begin") : step.get("request");
@@ -295,33 +336,37 @@ class ConformanceTest {
           proposals.add(parse(proposal, TransactProposal.newBuilder()));
         }
         Iterator<TransactProposal> next = proposals.iterator();
-        return client.transact(
-            begin,
-            fresh -> {
-              if (!next.hasNext()) {
-                throw new IllegalStateException(
-                    "the sidecar sent more fresh objects than the case has proposals");
-              }
-              return Proposal.of(next.next());
-            });
+        return Answer.of(
+            client.transact(
+                begin,
+                fresh -> {
+                  if (!next.hasNext()) {
+                    throw new IllegalStateException(
+                        "the sidecar sent more fresh objects than the case has proposals");
+                  }
+                  return Proposal.of(next.next());
+                }));
       default:
         throw new IllegalArgumentException("unknown call " + step.get("call"));
     }
   }
 
-  private static void checkSuccess(String where, JsonObject expect, Result result) {
-    assertEquals(
-        expect.get("outcome").getAsString(),
-        "OUTCOME_" + result.outcome().name(),
-        where + ": outcome");
+  private static void checkSuccess(String where, JsonObject expect, Answer answer) {
+    if (expect.has("outcome")) {
+      assertEquals(expect.get("outcome").getAsString(), answer.outcome(), where + ": outcome");
+    }
     if (expect.has("already_applied")) {
       assertEquals(
           expect.get("already_applied").getAsBoolean(),
-          result.alreadyApplied(),
+          answer.alreadyApplied(),
           where + ": already_applied");
     }
+    if (expect.has("remembered")) {
+      assertEquals(
+          expect.get("remembered").getAsBoolean(), answer.remembered(), where + ": remembered");
+    }
     if (expect.has("object")) {
-      assertSubset(where + ": object", expect.get("object"), result.object());
+      assertSubset(where + ": object", expect.get("object"), answer.object());
     }
   }
 

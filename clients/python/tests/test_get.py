@@ -90,15 +90,3 @@ def test_get_fails_as_writes_do(
         client.get(configmap_ref, min_resource_version="1&watch=true")
     assert [v.field for v in invalid.value.field_violations] == ["min_resource_version"]
     assert invalid.value.reason == "INVALID_REQUEST"
-
-
-def test_a_minimum_the_object_never_reached_is_a_failed_precondition(
-    client: sw.Client, counter: sw.ObjectRef
-) -> None:
-    written = client.update(counter, cel=INCREMENT)
-    ahead = str(int(written.resource_version) + 1000000)
-    with pytest.raises(sw.PreconditionFailedError) as info:
-        client.get(counter, min_resource_version=ahead)
-    assert info.value.current_object is not None
-    assert info.value.current_object["metadata"]["resourceVersion"] == written.resource_version
-    assert not info.value.retryable

@@ -175,9 +175,7 @@ class Client:
             SafewriteError: a subclass per failure, as for :meth:`update`, e.g.
                 NotFoundError (the object does not exist), PermissionDeniedError (the
                 sidecar's policy refuses the read: Secrets unless allowed),
-                InvalidError (a malformed ``min_resource_version``),
-                PreconditionFailedError (a minimum newer than the object as read:
-                its ``current_object`` is that object).
+                InvalidError (a malformed ``min_resource_version``).
             ValueError: both ``at_least`` and ``min_resource_version``.
             TypeError: an unknown keyword or a value of the wrong type.
         """

@@ -1,7 +1,9 @@
 //! Read your own writes: the object at least as new as a resourceVersion the caller
 //! names (the one its own write answered with), from the remembered copy when that copy
 //! is at or past it, else from a live read, which the API server answers from etcd with a
-//! quorum read, so at least as new as any write that has been answered. Without a
+//! quorum read, so at least as new as any write that has been answered (the object's own
+//! resourceVersion is when it last changed, which may be older than the minimum: that is
+//! no staleness, the object has not changed since). Without a
 //! minimum, or when versions are not decimal numbers (the API server's resourceVersions
 //! are comparable since Kubernetes 1.35; one that is not a number is read live), always
 //! a live read.
@@ -13,9 +15,8 @@ use super::Engine;
 use super::attempt::Read;
 use super::body::resource_version;
 use super::decide::Step;
-use super::error::{Failure, WriteError};
+use super::error::WriteError;
 use super::spec::WriteSpec;
-use crate::engine::mutation::FieldViolation;
 
 /// An object read for a caller.
 #[derive(Debug, Clone)]
@@ -58,22 +59,13 @@ impl Engine {
             .read(&request, attempts.deadline, attempts.made())
             .await
         {
+            // A quorum read is the object as of now, at a revision past every write
+            // answered before it, whatever its own (last modified) resourceVersion says.
             Read::Found(object) => {
-                let at = comparable(&resource_version(&object));
-                match (min, at) {
-                    (Some(min), Some(at)) if at < min => Failure::Invalid(FieldViolation::new(
-                        "min_resource_version",
-                        format!(
-                            "the object is at resourceVersion {at}, older than {min}, on a read from etcd: {min} is no version this object had here"
-                        ),
-                    )),
-                    _ => {
-                        return Ok(Got {
-                            object,
-                            remembered: false,
-                        });
-                    }
-                }
+                return Ok(Got {
+                    object,
+                    remembered: false,
+                });
             }
             Read::Missing(answer) | Read::Ended(Some(answer), _) => {
                 let record = attempts.current();

@@ -176,6 +176,13 @@ impl pb::writer_service_server::WriterService for WriterService {
         let started = std::time::Instant::now();
         let result = async {
             let _admission = self.admit()?;
+            if body.target.is_none() {
+                let required = crate::target::FieldViolation::new(
+                    "target",
+                    "required: the object to read (api_version, kind, namespace, name)",
+                );
+                return Err(respond::invalid_request(&required));
+            }
             let parts = RequestParts {
                 target: body.target.as_ref(),
                 mutation: None,
@@ -198,7 +205,7 @@ impl pb::writer_service_server::WriterService for WriterService {
                 .engine
                 .get(&spec, min.as_deref(), deadline)
                 .await
-                .map_err(|err| respond::to_status(&err))?;
+                .map_err(|err| respond::read_to_status(&err))?;
             Ok(pb::GetResponse {
                 resource_version: engine::resource_version(&got.object),
                 object_json: got.object.to_string(),

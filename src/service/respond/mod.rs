@@ -27,7 +27,7 @@ pub use refusal::{
     invalid_request, no_time, overloaded, policy_denied, refused_request, transact_idle,
     unauthenticated, unread_message,
 };
-pub use write::to_status;
+pub use write::{read_to_status, to_status};
 
 /// The ErrorInfo domain of every error safewrite returns.
 pub const DOMAIN: &str = "safewrite.dev";

@@ -77,6 +77,27 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
     answer.status(&err.attempts)
 }
 
+/// Maps a failed Get to its gRPC status: as a write's, but a missing object is only
+/// that (a write's advice to create it does not apply to a read).
+pub fn read_to_status(err: &WriteError) -> tonic::Status {
+    match &err.failure {
+        Failure::Api {
+            decision: Decision::NotFound,
+            code,
+            reason,
+            message,
+            ..
+        } => Answer::passed_on(
+            Code::NotFound,
+            reason,
+            format!("the object does not exist ({code} {reason}: {message})"),
+        )
+        .metadata("http_status", code.to_string())
+        .status(&err.attempts),
+        _ => to_status(err),
+    }
+}
+
 /// A request that does not fit the resolved kind.
 fn invalid(violation: &FieldViolation) -> Answer {
     Answer::new(

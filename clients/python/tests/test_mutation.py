@@ -18,10 +18,20 @@ REF = sw.ObjectRef("test.safewrite.dev/v1", "Widget", "ns", "w")
 UTC = datetime.timezone.utc
 
 
+def built(method: str, ref: Any = REF, **kwargs: Any) -> Any:
+    """The call (a ``core.Unary``) ``Client.<method>(ref, **kwargs)`` would send: the
+    public signature's keywords, through the one write code."""
+    client = sw.Client("127.0.0.1:1")
+    client._unary = lambda call: call  # type: ignore[assignment, method-assign, return-value]
+    try:
+        return getattr(client, method)(ref, **kwargs)
+    finally:
+        client.close()
+
+
 def sent(method: str = "update", **kwargs: Any) -> Dict[str, Any]:
     """The mutation a call with these keywords sends, in proto3 JSON."""
-    build = core.update_call if method == "update" else core.patch_status_call
-    request = build(REF, kwargs).request
+    request = built(method, **kwargs).request
     return json_format.MessageToDict(request.mutation)
 
 
@@ -34,7 +44,7 @@ def test_set_conditions_sends_each_field_and_leaves_the_defaults_to_the_sidecar(
             ]
         }
     }
-    request = core.patch_status_call(REF, {"set_conditions": ready}).request
+    request = built("patch_status", set_conditions=ready).request
     condition = request.mutation.set_condition.conditions[0]
     assert not condition.HasField("observed_generation")  # the fresh object's generation
     assert condition.last_transition_time == ""  # the time of the write
@@ -141,13 +151,13 @@ def test_a_transaction_may_propose_the_new_kinds() -> None:
 )
 def test_bad_mutations_are_refused_before_sending(kwargs: Dict[str, Any], says: str) -> None:
     with pytest.raises(ValueError, match=says):
-        core.update_call(REF, kwargs)
+        built("update", **kwargs)
 
 
 def test_duplicate_condition_types_are_refused() -> None:
     ready = sw.Condition("Ready", True, "Done")
     with pytest.raises(ValueError, match="'Ready' is given twice"):
-        core.patch_status_call(REF, {"set_conditions": [ready, sw.Condition("Ready", False, "No")]})
+        built("patch_status", set_conditions=[ready, sw.Condition("Ready", False, "No")])
 
 
 @pytest.mark.parametrize(
@@ -162,7 +172,7 @@ def test_duplicate_condition_types_are_refused() -> None:
 )
 def test_values_of_the_wrong_type_are_refused(kwargs: Dict[str, Any], says: str) -> None:
     with pytest.raises(TypeError, match=says):
-        core.update_call(REF, kwargs)
+        built("update", **kwargs)
 
 
 @pytest.mark.parametrize(

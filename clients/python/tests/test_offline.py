@@ -867,9 +867,9 @@ def test_write_failure_reason_is_decoded() -> None:
 
 
 def get_request(**args: Any) -> writer_pb2.GetRequest:
-    from safewrite_client import _core as core
-
-    call = core.get_call(REF, args)
+    with sw.Client("127.0.0.1:1") as client:
+        client._unary = lambda call: call  # type: ignore[assignment, method-assign, return-value]
+        call: Any = client.get(REF, **args)
     assert call.method == "Get"
     return call.request  # type: ignore[no-any-return]
 
@@ -906,7 +906,7 @@ def test_get_refuses_what_cannot_be_a_minimum_before_sending() -> None:
     with pytest.raises(TypeError, match="ObjectRef"):
         from safewrite_client import _core as core
 
-        core.get_call(("v1", "ConfigMap", "ns", "cm"), {})  # type: ignore[arg-type]
+        core.get_call(("v1", "ConfigMap", "ns", "cm"), None, None, None)  # type: ignore[arg-type]
     with sw.Client("127.0.0.1:1") as client:
         with pytest.raises(TypeError, match="unexpected keyword argument 'atleast'"):
             client.get(REF, atleast=written)  # type: ignore[call-arg]

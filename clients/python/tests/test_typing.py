@@ -1,15 +1,24 @@
-"""The package type-checks under mypy --strict, and so does a caller of it (py.typed)."""
+"""The package type-checks under mypy --strict, and so do a caller of it (py.typed) and
+the README's examples; every public call names its parameters (no ``**kwargs``), so
+Python itself, help() and a type checker all see them."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable, Dict, List
 
 import pytest
 
+import safewrite_client as sw
+import safewrite_client.kopf as sw_kopf
+
 ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 
 CALLER = '''
 import uuid
@@ -115,6 +124,10 @@ def main(client: sw.Client) -> None:
     client.update(ref, add_finalizer=["example.com/cleanup"])
     client.get(ref, at_leat=None)
     client.get(ref, min_resource_version=7)
+    client.patch_status(ref, merge_patch={}, create_if_missing={})
+    client.transact(ref, lambda obj: None, write_alone=True)
+    client.update(ref, "{}")
+    sw.mutation(cel="{}", timeout=1.0)
 '''
 
 
@@ -127,9 +140,9 @@ def mypy(*paths: Path) -> "subprocess.CompletedProcess[str]":
     )
 
 
-def test_mypy_sees_the_keywords_declared_once(tmp_path: Path) -> None:
-    """The keywords live in one TypedDict per method family (no copied signatures), and
-    a type checker still checks every one of them, on both clients."""
+def test_mypy_checks_every_keyword(tmp_path: Path) -> None:
+    """A misspelt keyword, one the method does not take, or a value of the wrong type is
+    a type error, and so is a mutation given by position."""
     pytest.importorskip("mypy")
     caller = tmp_path / "wrong.py"
     caller.write_text(WRONG, encoding="utf-8")
@@ -140,6 +153,10 @@ def test_mypy_sees_the_keywords_declared_once(tmp_path: Path) -> None:
     assert '"add_finalizer"' in out, out
     assert '"at_leat"' in out, out
     assert '"min_resource_version"' in out, out
+    assert 'Unexpected keyword argument "create_if_missing"' in out, out
+    assert 'Unexpected keyword argument "write_alone"' in out, out
+    assert "Too many positional arguments" in out, out
+    assert 'Unexpected keyword argument "timeout" for "mutation"' in out, out
 
 
 def test_mypy_strict(tmp_path: Path) -> None:
@@ -160,3 +177,90 @@ def test_mypy_strict(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- the README's examples ------------------------------------------------------------
+
+README_BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_mypy_strict_on_the_readme_examples(tmp_path: Path) -> None:
+    """Every ```python block of the README, as written, passes mypy --strict."""
+    pytest.importorskip("mypy")
+    assert README_BLOCKS
+    paths = []
+    for index, block in enumerate(README_BLOCKS):
+        path = tmp_path / ("readme_example_%d.py" % index)
+        path.write_text(block, encoding="utf-8")
+        paths.append(path)
+    proc = mypy(*paths)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- the signatures help() shows ------------------------------------------------------
+
+PUBLIC_CALLS: Dict[str, Callable[..., Any]] = {
+    "Client.update": sw.Client.update,
+    "Client.patch_status": sw.Client.patch_status,
+    "Client.transact": sw.Client.transact,
+    "Client.get": sw.Client.get,
+    "Client.send": sw.Client.send,
+    "AsyncClient.update": sw.AsyncClient.update,
+    "AsyncClient.patch_status": sw.AsyncClient.patch_status,
+    "AsyncClient.transact": sw.AsyncClient.transact,
+    "AsyncClient.get": sw.AsyncClient.get,
+    "AsyncClient.send": sw.AsyncClient.send,
+    "Client": sw.Client,
+    "AsyncClient": sw.AsyncClient,
+    "mutation": sw.mutation,
+    **{"kopf." + name: getattr(sw_kopf, name) for name in sw_kopf.__all__ if callable(getattr(sw_kopf, name))},
+}
+
+
+def keyword_names(fn: Callable[..., Any]) -> List[str]:
+    return [
+        p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC_CALLS))
+def test_every_public_call_names_its_parameters(name: str) -> None:
+    """No ``**kwargs``: help(), an IDE and Python's own argument checks see each one."""
+    signature = inspect.signature(PUBLIC_CALLS[name])
+    kinds = {p.kind for p in signature.parameters.values()}
+    assert inspect.Parameter.VAR_KEYWORD not in kinds, "%s%s" % (name, signature)
+    assert inspect.Parameter.VAR_POSITIONAL not in kinds, "%s%s" % (name, signature)
+    for parameter in signature.parameters.values():
+        if parameter.name != "self":
+            assert parameter.annotation is not inspect.Parameter.empty, (name, parameter.name)
+
+
+def test_help_shows_the_keywords() -> None:
+    import pydoc
+
+    text = pydoc.render_doc(sw.Client.update, renderer=pydoc.plaintext)
+    for keyword in ("cel", "merge_patch", "set_conditions", "idempotency_key", "timeout"):
+        assert keyword + ":" in text, text[:2000]
+    assert "**kwargs" not in text
+
+
+def test_the_two_clients_and_the_two_writes_take_the_same_keywords() -> None:
+    """The signatures are written out per method, for help() and type checkers; these
+    are the rules that keep them one shape."""
+    for method in ("update", "patch_status", "transact", "get"):
+        sync = inspect.signature(getattr(sw.Client, method))
+        aio = inspect.signature(getattr(sw.AsyncClient, method))
+        assert str(sync) == str(aio), method
+    update = keyword_names(sw.Client.update)
+    mutation = keyword_names(sw.mutation)
+    assert update[: len(mutation)] == mutation
+    # The status write: the same keywords but the two a status cannot take.
+    assert keyword_names(sw.Client.patch_status) == [
+        k for k in update if k not in ("create_if_missing", "idempotency_key")
+    ]
+    # A transaction: the write options, and not the mutation (its function is).
+    options = update[len(mutation) :]
+    assert keyword_names(sw.Client.transact) == ["status"] + [k for k in options if k != "write_alone"]
+    for name, parameter in inspect.signature(sw.Client.update).parameters.items():
+        if name in mutation:
+            assert parameter.default == inspect.signature(sw.mutation).parameters[name].default, name

@@ -29,11 +29,8 @@ from ._aio import AsyncClient
 from ._core import (
     ADDRESS_ENV,
     DEFAULT_TARGET,
-    GetArgs,
-    TransactArgs,
+    AtLeast,
     TransactFn,
-    UpdateArgs,
-    WriteArgs,
     channel_options,
     default_target,
 )
@@ -68,7 +65,7 @@ from ._errors import (
     is_retryable,
     reason_name,
 )
-from ._mutation import MutationArgs, mutation
+from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
 from ._sync import Client
 from ._types import (
     Abort,
@@ -99,6 +96,7 @@ __all__ = [
     "RETRYABLE_WITH_KEY_REASONS",
     "WRITE_OUTCOME_UNKNOWN",
     "Abort",
+    "AtLeast",
     "AlreadyOwnedError",
     "AsyncClient",
     "AttemptRecord",
@@ -108,16 +106,17 @@ __all__ = [
     "ConflictError",
     "DeadlineExceededError",
     "FieldViolation",
-    "GetArgs",
     "InternalError",
     "InvalidError",
+    "JsonObject",
+    "JsonPatchOps",
     "ListEntry",
-    "MutationArgs",
     "NotFoundError",
     "ObjectDeletingError",
     "ObjectRef",
     "Outcome",
     "OutcomeUnknownError",
+    "Owner",
     "OwnerReference",
     "PermissionDeniedError",
     "PreconditionFailedError",
@@ -128,13 +127,10 @@ __all__ = [
     "Result",
     "RetryPolicy",
     "SafewriteError",
-    "TransactArgs",
     "TransactFn",
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
-    "UpdateArgs",
-    "WriteArgs",
     "__version__",
     "channel_options",
     "default_target",

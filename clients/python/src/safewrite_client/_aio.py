@@ -6,17 +6,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, Optional, Sequence, Tuple, Union, overload
 
 import grpc
 import grpc.aio
 
 from . import _core as core
-from ._types import ObjectRef, ReadResult, Result
+from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
+from ._types import ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
+from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 
 class AsyncClient:
@@ -100,31 +99,128 @@ class AsyncClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def update(self, ref: ObjectRef, **kwargs: "Unpack[core.UpdateArgs]") -> Result:
-        """Changes an object's main resource, retried on conflict; see
-        :meth:`safewrite_client.Client.update`."""
-        return await self._unary(core.update_call(ref, kwargs))
+    async def update(
+        self,
+        ref: ObjectRef,
+        *,
+        cel: Optional[str] = None,
+        merge_patch: Optional[JsonObject] = None,
+        json_patch: Optional[JsonPatchOps] = None,
+        apply: Optional[JsonObject] = None,
+        force: bool = False,
+        set_conditions: Union[Condition, Sequence[Condition], None] = None,
+        remove_conditions: Union[str, Sequence[str], None] = None,
+        conditions_path: str = "",
+        add_finalizer: Optional[str] = None,
+        remove_finalizer: Optional[str] = None,
+        ensure_owner: Optional[Owner] = None,
+        remove_owner: Optional[Owner] = None,
+        upsert_list_entry: Optional[ListEntry] = None,
+        remove_list_entry: Optional[ListEntry] = None,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        write_alone: bool = False,
+        create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Result:
+        """Changes an object's main resource, retried on conflict (``UpdateWithRetry``);
+        see :meth:`safewrite_client.Client.update`."""
+        change = mutation(
+            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
+            set_conditions=set_conditions, remove_conditions=remove_conditions,
+            conditions_path=conditions_path, add_finalizer=add_finalizer,
+            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
+            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
+            remove_list_entry=remove_list_entry,
+        )
+        settings = core.WriteSettings(
+            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+            dry_run=dry_run, write_alone=write_alone, create_if_missing=create_if_missing,
+            idempotency_key=idempotency_key,
+        )
+        return await self._unary(core.write_call(ref, change, settings, status=False, timeout=timeout))
 
-    async def patch_status(self, ref: ObjectRef, **kwargs: "Unpack[core.WriteArgs]") -> Result:
-        """Changes an object's status subresource, retried on conflict; see
+    async def patch_status(
+        self,
+        ref: ObjectRef,
+        *,
+        cel: Optional[str] = None,
+        merge_patch: Optional[JsonObject] = None,
+        json_patch: Optional[JsonPatchOps] = None,
+        apply: Optional[JsonObject] = None,
+        force: bool = False,
+        set_conditions: Union[Condition, Sequence[Condition], None] = None,
+        remove_conditions: Union[str, Sequence[str], None] = None,
+        conditions_path: str = "",
+        add_finalizer: Optional[str] = None,
+        remove_finalizer: Optional[str] = None,
+        ensure_owner: Optional[Owner] = None,
+        remove_owner: Optional[Owner] = None,
+        upsert_list_entry: Optional[ListEntry] = None,
+        remove_list_entry: Optional[ListEntry] = None,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        write_alone: bool = False,
+        timeout: Optional[float] = None,
+    ) -> Result:
+        """Changes an object's status subresource, retried on conflict (``PatchStatus``):
+        :meth:`update`'s write with the status subresource set; see
         :meth:`safewrite_client.Client.patch_status`."""
-        return await self._unary(core.patch_status_call(ref, kwargs))
+        change = mutation(
+            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
+            set_conditions=set_conditions, remove_conditions=remove_conditions,
+            conditions_path=conditions_path, add_finalizer=add_finalizer,
+            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
+            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
+            remove_list_entry=remove_list_entry,
+        )
+        settings = core.WriteSettings(
+            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+            dry_run=dry_run, write_alone=write_alone,
+        )
+        return await self._unary(core.write_call(ref, change, settings, status=True, timeout=timeout))
 
     async def transact(
-        self, ref: ObjectRef, fn: core.TransactFn, **kwargs: "Unpack[core.TransactArgs]"
+        self,
+        ref: ObjectRef,
+        fn: core.TransactFn,
+        *,
+        status: bool = False,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = None,
     ) -> Result:
         """Runs safewrite's retry loop with ``fn`` as the mutation; see
         :meth:`safewrite_client.Client.transact`. ``fn`` may be a plain function or a
         coroutine function. Cancelling the task cancels the stream, and safewrite
         writes nothing after that point."""
-        begin, timeout = core.begin(ref, kwargs)
-        return await self._transact(begin, fn, timeout)
+        settings = core.WriteSettings(
+            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+            dry_run=dry_run, create_if_missing=create_if_missing, idempotency_key=idempotency_key,
+        )
+        return await self._transact(core.begin(ref, settings, status=status), fn, timeout)
 
-    async def get(self, ref: ObjectRef, **kwargs: "Unpack[core.GetArgs]") -> ReadResult:
+    async def get(
+        self,
+        ref: ObjectRef,
+        *,
+        at_least: Optional[core.AtLeast] = None,
+        min_resource_version: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> ReadResult:
         """Reads an object at least as new as a write of yours (``at_least=`` its
         result, or ``min_resource_version=``); see
         :meth:`safewrite_client.Client.get`."""
-        return await self._unary(core.get_call(ref, kwargs))
+        return await self._unary(core.get_call(ref, at_least, min_resource_version, timeout))
 
     @overload
     async def send(

@@ -20,7 +20,6 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
-    TypedDict,
     TypeVar,
     Union,
 )
@@ -29,15 +28,7 @@ import grpc
 from google.protobuf import duration_pb2
 
 from ._errors import SafewriteError, attempt_record, from_rpc_error
-from ._mutation import (
-    MUTATION_KEYS,
-    JsonObject,
-    MutationArgs,
-    check_keys,
-    dumps,
-    keys_of,
-    mutation,
-)
+from ._mutation import JsonObject, dumps
 from ._tracing import Injector, Metadata, load_injector, trace_metadata
 from ._types import Abort, ObjectRef, Outcome, Preconditions, ReadResult, Result, RetryPolicy
 from .v1 import writer_pb2
@@ -152,95 +143,6 @@ class Settings:
         }
 
 
-# --- a call's keyword arguments ----------------------------------------------------
-
-
-class WriteArgs(MutationArgs, total=False):
-    """The keyword arguments of :meth:`~safewrite_client.Client.patch_status` (and,
-    with :class:`UpdateArgs`' two more, of ``update``), declared once for both clients.
-
-    Exactly one mutation: ``cel``, ``merge_patch``, ``json_patch``, ``apply`` (with
-    ``force``), ``set_conditions`` or ``remove_conditions`` (with
-    ``conditions_path``), ``add_finalizer``, ``remove_finalizer``, ``ensure_owner``,
-    ``remove_owner``, ``upsert_list_entry`` or ``remove_list_entry``; see
-    :class:`MutationArgs`.
-
-    Options: ``preconditions`` (:class:`~safewrite_client.Preconditions`, checked on
-    the fresh object before every write), ``retry_policy``
-    (:class:`~safewrite_client.RetryPolicy`), ``field_manager`` (default
-    ``"safewrite"``), ``dry_run`` (admit without persisting), ``write_alone`` (never
-    committed together with concurrent writes to the same object), ``timeout``
-    (seconds for the whole call, every attempt and backoff; default the client's).
-    """
-
-    preconditions: Optional[Preconditions]
-    retry_policy: Optional[RetryPolicy]
-    field_manager: Optional[str]
-    dry_run: bool
-    write_alone: bool
-    timeout: Optional[float]
-
-
-class UpdateArgs(WriteArgs, total=False):
-    """The keyword arguments of :meth:`~safewrite_client.Client.update`: those of
-    :class:`WriteArgs`, and:
-
-    - ``create_if_missing``: the object to create (a dict or JSON text) when the target
-      does not exist; the mutation is applied to it first, and apiVersion, kind, name
-      and namespace default to the target's.
-    - ``idempotency_key``: makes the change exactly-once across lost answers: the
-      sidecar records it on the object in the same write, and a later attempt or call
-      that finds it writes nothing and returns ``Outcome.UPDATED`` with
-      ``already_applied`` set. One per intended change (e.g. ``str(uuid.uuid4())``),
-      1 to 128 characters of ``[A-Za-z0-9._:-]``; not with ``apply``.
-    """
-
-    create_if_missing: Optional[JsonObject]
-    idempotency_key: Optional[str]
-
-
-class TransactArgs(TypedDict, total=False):
-    """The keyword arguments of :meth:`~safewrite_client.Client.transact`:
-    ``status`` (write the status subresource instead of the main resource),
-    ``preconditions``, ``retry_policy``, ``field_manager``, ``dry_run``, ``timeout``,
-    ``create_if_missing`` and ``idempotency_key`` as for ``update`` (a key is refused
-    with ``status=True``). A transaction always writes alone."""
-
-    status: bool
-    preconditions: Optional[Preconditions]
-    retry_policy: Optional[RetryPolicy]
-    field_manager: Optional[str]
-    dry_run: bool
-    create_if_missing: Optional[JsonObject]
-    idempotency_key: Optional[str]
-    timeout: Optional[float]
-
-
-class GetArgs(TypedDict, total=False):
-    """The keyword arguments of :meth:`~safewrite_client.Client.get`, declared once for
-    both clients; at most one of the first two:
-
-    - ``at_least``: what the answer must be at least as new as: the
-      :class:`~safewrite_client.Result` of the caller's own write (its
-      ``resource_version``), a :class:`~safewrite_client.ReadResult` of an earlier get,
-      or an object (a dict or a kopf body: its ``metadata.resourceVersion``).
-    - ``min_resource_version``: the same, as a resourceVersion string.
-    - ``timeout``: seconds for the call (default the client's).
-
-    Without a minimum (or with an empty one) the sidecar reads live.
-    """
-
-    at_least: Union[Result, ReadResult, Mapping[str, Any], None]
-    min_resource_version: Optional[str]
-    timeout: Optional[float]
-
-
-_WRITE_KEYS = keys_of(WriteArgs)
-_UPDATE_KEYS = keys_of(UpdateArgs)
-_TRANSACT_KEYS = keys_of(TransactArgs)
-_GET_KEYS = keys_of(GetArgs)
-
-
 # --- Python values -> messages -----------------------------------------------------
 
 
@@ -297,28 +199,47 @@ def _retry_policy(value: Optional[RetryPolicy]) -> Optional[writer_pb2.RetryPoli
     return policy
 
 
-def _options(args: Mapping[str, Any]) -> writer_pb2.WriteOptions:
-    """The ``WriteOptions``. The idempotency key is sent as it is: the sidecar checks
-    its shape and refuses it where it does not apply. Only an empty key is refused
-    here, because on the wire it would mean "no key" and silently drop the
-    exactly-once guarantee."""
-    key = args.get("idempotency_key")
-    if key is not None:
-        if not isinstance(key, str):
-            raise TypeError("idempotency_key must be a str, not %s" % type(key).__name__)
-        if not key:
-            raise ValueError(
-                "idempotency_key must not be empty (pass None for no key, or e.g. "
-                "str(uuid.uuid4()))"
-            )
-    create = args.get("create_if_missing")
-    return writer_pb2.WriteOptions(
-        field_manager=args.get("field_manager") or "",
-        dry_run=bool(args.get("dry_run", False)),
-        create_if_missing_json=dumps(create) if create is not None else "",
-        idempotency_key=key or "",
-        write_alone=bool(args.get("write_alone", False)),
-    )
+@dataclass(frozen=True)
+class WriteSettings:
+    """What a write says besides its change, the same for every kind of write (see
+    :meth:`~safewrite_client.Client.update` for each field); ``create_if_missing`` and
+    ``idempotency_key`` stay unset for a status write, whose signature lacks them."""
+
+    preconditions: Optional[Preconditions] = None
+    retry_policy: Optional[RetryPolicy] = None
+    field_manager: Optional[str] = None
+    dry_run: bool = False
+    write_alone: bool = False
+    create_if_missing: Optional[JsonObject] = None
+    idempotency_key: Optional[str] = None
+
+    def options(self) -> writer_pb2.WriteOptions:
+        """The ``WriteOptions``. The idempotency key is sent as it is: the sidecar
+        checks its shape and refuses it where it does not apply. Only an empty key is
+        refused here, because on the wire it would mean "no key" and silently drop the
+        exactly-once guarantee.
+
+        Raises:
+            TypeError: an idempotency key that is not a str.
+            ValueError: an empty idempotency key.
+        """
+        key = self.idempotency_key
+        if key is not None:
+            if not isinstance(key, str):
+                raise TypeError("idempotency_key must be a str, not %s" % type(key).__name__)
+            if not key:
+                raise ValueError(
+                    "idempotency_key must not be empty (pass None for no key, or e.g. "
+                    "str(uuid.uuid4()))"
+                )
+        create = self.create_if_missing
+        return writer_pb2.WriteOptions(
+            field_manager=self.field_manager or "",
+            dry_run=bool(self.dry_run),
+            create_if_missing_json=dumps(create) if create is not None else "",
+            idempotency_key=key or "",
+            write_alone=bool(self.write_alone),
+        )
 
 
 T = TypeVar("T", bound=Union[Result, ReadResult])
@@ -349,44 +270,48 @@ class Unary(Generic[T]):
         return from_rpc_error(err, idempotent=self.idempotent)
 
 
-def update_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary[Result]:
-    """The ``UpdateWithRetry`` call for ``update(ref, **args)``.
+#: The two unary writes, by subresource: the request message and the method. Their
+#: messages have the same fields, so one function builds both.
+_WRITES = {
+    False: (writer_pb2.UpdateWithRetryRequest, "UpdateWithRetry"),
+    True: (writer_pb2.PatchStatusRequest, "PatchStatus"),
+}
+
+
+def write_call(
+    ref: ObjectRef,
+    change: writer_pb2.Mutation,
+    settings: WriteSettings,
+    *,
+    status: bool,
+    timeout: Optional[float],
+) -> Unary[Result]:
+    """The unary write of ``change`` to ``ref``: ``UpdateWithRetry`` of the main
+    resource, or with ``status`` ``PatchStatus`` of the status subresource.
 
     Raises:
-        TypeError: an unknown keyword or a value of the wrong type.
-        ValueError: not exactly one mutation, or an empty idempotency key.
+        TypeError: a value of the wrong type.
+        ValueError: an empty idempotency key.
     """
-    check_keys("update", args, _UPDATE_KEYS)
-    request = writer_pb2.UpdateWithRetryRequest(
+    message, method = _WRITES[bool(status)]
+    request = message(
         target=target(ref),
-        mutation=mutation(**{k: args[k] for k in MUTATION_KEYS if k in args}),
-        preconditions=_preconditions(args.get("preconditions")),
-        retry_policy=_retry_policy(args.get("retry_policy")),
-        options=_options(args),
+        mutation=change,
+        preconditions=_preconditions(settings.preconditions),
+        retry_policy=_retry_policy(settings.retry_policy),
+        options=settings.options(),
     )
-    return Unary("UpdateWithRetry", request, args.get("timeout"), unary_result)
+    return Unary(method, request, timeout, unary_result)
 
 
-def patch_status_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary[Result]:
-    """The ``PatchStatus`` call for ``patch_status(ref, **args)``; raises as
-    :func:`update_call`."""
-    check_keys("patch_status", args, _WRITE_KEYS)
-    request = writer_pb2.PatchStatusRequest(
-        target=target(ref),
-        mutation=mutation(**{k: args[k] for k in MUTATION_KEYS if k in args}),
-        preconditions=_preconditions(args.get("preconditions")),
-        retry_policy=_retry_policy(args.get("retry_policy")),
-        options=_options(args),
-    )
-    return Unary("PatchStatus", request, args.get("timeout"), unary_result)
+#: What a get's answer must be at least as new as (see :meth:`~safewrite_client.Client.get`).
+AtLeast = Union[Result, ReadResult, Mapping[str, Any]]
 
 
-def _min_resource_version(args: Mapping[str, Any]) -> str:
-    """The ``min_resource_version`` of ``get(ref, **args)``: empty (a live read) when
-    neither ``at_least`` nor ``min_resource_version`` says one. It is sent as it is:
-    the sidecar checks its shape (and reads a version that is not a number live)."""
-    at_least = args.get("at_least")
-    given = args.get("min_resource_version")
+def _min_resource_version(at_least: Optional[AtLeast], given: Optional[str]) -> str:
+    """The ``min_resource_version`` of a get: empty (a live read) when neither
+    ``at_least`` nor ``min_resource_version`` says one. It is sent as it is: the
+    sidecar checks its shape (and reads a version that is not a number live)."""
     if at_least is not None and given is not None:
         raise ValueError("get() takes at_least= or min_resource_version=, not both")
     if given is not None:
@@ -414,26 +339,29 @@ def _min_resource_version(args: Mapping[str, Any]) -> str:
     )
 
 
-def get_call(ref: ObjectRef, args: Mapping[str, Any]) -> Unary[ReadResult]:
-    """The ``Get`` call for ``get(ref, **args)``.
+def get_call(
+    ref: ObjectRef,
+    at_least: Optional[AtLeast],
+    min_resource_version: Optional[str],
+    timeout: Optional[float],
+) -> Unary[ReadResult]:
+    """The ``Get`` call of :meth:`~safewrite_client.Client.get`.
 
     Raises:
-        TypeError: an unknown keyword or a value of the wrong type.
+        TypeError: a value of the wrong type.
         ValueError: both ``at_least`` and ``min_resource_version``.
     """
-    check_keys("get", args, _GET_KEYS)
     request = writer_pb2.GetRequest(
-        target=target(ref), min_resource_version=_min_resource_version(args)
+        target=target(ref), min_resource_version=_min_resource_version(at_least, min_resource_version)
     )
-    return Unary("Get", request, args.get("timeout"), read_result)
+    return Unary("Get", request, timeout, read_result)
 
 
 def raw_call(request: Any, timeout: Optional[float]) -> Unary[Union[Result, ReadResult]]:
     """The call for a request message built by the caller (``send``)."""
-    if isinstance(request, writer_pb2.UpdateWithRetryRequest):
-        return Unary("UpdateWithRetry", request, timeout, unary_result)
-    if isinstance(request, writer_pb2.PatchStatusRequest):
-        return Unary("PatchStatus", request, timeout, unary_result)
+    for message, method in _WRITES.values():
+        if isinstance(request, message):
+            return Unary(method, request, timeout, unary_result)
     if isinstance(request, writer_pb2.GetRequest):
         return Unary("Get", request, timeout, read_result)
     raise TypeError(
@@ -473,18 +401,16 @@ def read_result(response: writer_pb2.GetResponse) -> ReadResult:
 # --- Transact ----------------------------------------------------------------------
 
 
-def begin(ref: ObjectRef, args: Mapping[str, Any]) -> Tuple[writer_pb2.TransactBegin, Optional[float]]:
-    """The ``TransactBegin`` and timeout for ``transact(ref, fn, **args)``; raises as
-    :func:`update_call`."""
-    check_keys("transact", args, _TRANSACT_KEYS)
-    message = writer_pb2.TransactBegin(
+def begin(ref: ObjectRef, settings: WriteSettings, *, status: bool) -> writer_pb2.TransactBegin:
+    """The ``TransactBegin`` of a transaction on ``ref`` (its status subresource with
+    ``status``); raises as :func:`write_call`."""
+    return writer_pb2.TransactBegin(
         target=target(ref),
-        status=bool(args.get("status", False)),
-        preconditions=_preconditions(args.get("preconditions")),
-        retry_policy=_retry_policy(args.get("retry_policy")),
-        options=_options(args),
+        status=bool(status),
+        preconditions=_preconditions(settings.preconditions),
+        retry_policy=_retry_policy(settings.retry_policy),
+        options=settings.options(),
     )
-    return message, args.get("timeout")
 
 
 @dataclass(frozen=True)

@@ -1,31 +1,18 @@
 """What to change, from Python values to a ``safewrite.v1.Mutation``: the mutation
-keywords every write takes (one :class:`MutationArgs` for ``update``, ``patch_status``
-and :func:`mutation`), exactly one per call, each checked here before anything is sent."""
+keywords every write takes (declared by :func:`mutation`, and taken as they are by
+``update`` and ``patch_status``), exactly one per call, each checked here before
+anything is sent."""
 
 from __future__ import annotations
 
 import json
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    Dict,
-    FrozenSet,
-    List,
-    Mapping,
-    Sequence,
-    Tuple,
-    TypedDict,
-    Union,
-)
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._names import is_qualified_name
 from ._types import ListEntry, OwnerReference
 from .conditions import Condition
 from .v1 import writer_pb2
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 #: A JSON object given either as a mapping or as JSON text.
 JsonObject = Union[Mapping[str, Any], str]
@@ -33,71 +20,6 @@ JsonObject = Union[Mapping[str, Any], str]
 JsonPatchOps = Union[Sequence[Mapping[str, Any]], str]
 #: An owner: an :class:`OwnerReference`, or the owner object itself (a dict or kopf body).
 Owner = Union[OwnerReference, Mapping[str, Any]]
-
-
-class MutationArgs(TypedDict, total=False):
-    """The mutation keywords of ``update``, ``patch_status`` and :func:`mutation`;
-    exactly one is given, and it is re-applied to the fresh object on every attempt.
-
-    - ``cel``: a CEL expression over ``object`` returning a map, applied as a merge
-      patch, e.g. ``'{"data": {"n": string(int(object.data.n) + 1)}}'``.
-    - ``merge_patch``: an RFC 7386 JSON merge patch (a dict or JSON text).
-    - ``json_patch``: an RFC 6902 JSON Patch (a list of operations or JSON text); its
-      ``test`` operations are preconditions.
-    - ``apply``: a server-side apply configuration (a dict or JSON text) with
-      apiVersion, kind, metadata.name and the fields this manager owns; needs
-      ``field_manager``. ``force=True`` takes over fields other managers own instead
-      of failing with :class:`~safewrite_client.ConflictError`.
-    - ``set_conditions``: a :class:`~safewrite_client.Condition` or a sequence of them
-      (each type once), set with ``meta.SetStatusCondition``'s semantics: the entry of
-      that type is updated in place or appended, its lastTransitionTime changes only
-      with its status, every other entry and field is kept, and a condition set to
-      what it is writes nothing. Unset ``observed_generation``: the fresh object's
-      ``metadata.generation``; unset ``last_transition_time``: the time of the write.
-    - ``remove_conditions``: the types to remove (a str is one type).
-    - ``conditions_path``: with ``set_conditions`` or ``remove_conditions``, where the
-      list is, as field names joined by dots; default ``"status.conditions"``.
-    - ``add_finalizer`` / ``remove_finalizer``: one value of ``metadata.finalizers``,
-      the others kept. Adding to an object being deleted fails with
-      :class:`~safewrite_client.ObjectDeletingError`; a removal that finds the object
-      gone, or after which the API server deletes it, answers ``Outcome.GONE``.
-    - ``ensure_owner`` / ``remove_owner``: one entry of ``metadata.ownerReferences``,
-      matched by uid: an :class:`~safewrite_client.OwnerReference` or the owner object
-      itself (a dict or kopf body). Ensuring a ``controller`` reference when another
-      owner is the controller fails with :class:`~safewrite_client.AlreadyOwnedError`.
-    - ``upsert_list_entry`` / ``remove_list_entry``: one entry of a keyed list, a
-      :class:`~safewrite_client.ListEntry`; every other entry and the order are kept.
-
-    Changes that change nothing (a finalizer that is there, a reference that is not)
-    write nothing and answer ``Outcome.UNCHANGED``.
-    """
-
-    cel: str
-    merge_patch: JsonObject
-    json_patch: JsonPatchOps
-    apply: JsonObject
-    force: bool
-    set_conditions: Union[Condition, Sequence[Condition]]
-    remove_conditions: Union[str, Sequence[str]]
-    conditions_path: str
-    add_finalizer: str
-    remove_finalizer: str
-    ensure_owner: Owner
-    remove_owner: Owner
-    upsert_list_entry: ListEntry
-    remove_list_entry: ListEntry
-
-
-def keys_of(cls: Any) -> FrozenSet[str]:
-    """The keywords a TypedDict declares, its bases' included."""
-    return frozenset(cls.__annotations__)
-
-
-def check_keys(method: str, given: Mapping[str, Any], allowed: FrozenSet[str]) -> None:
-    """Raises TypeError, as Python does, for a keyword ``method`` does not take."""
-    unknown = sorted(set(given) - allowed)
-    if unknown:
-        raise TypeError("%s() got an unexpected keyword argument %r" % (method, unknown[0]))
 
 
 def dumps(value: Any) -> str:
@@ -109,30 +31,37 @@ def dumps(value: Any) -> str:
 
 # --- one builder per mutation keyword ------------------------------------------------
 
-Args = Mapping[str, Any]
+
+@dataclass(frozen=True)
+class Modifiers:
+    """The keywords that qualify a mutation: ``force`` (of ``apply``) and
+    ``conditions_path`` (of ``set_conditions`` and ``remove_conditions``)."""
+
+    force: bool = False
+    conditions_path: str = ""
 
 
-def _cel(value: str, args: Args) -> writer_pb2.Mutation:
+def _cel(value: str, args: Modifiers) -> writer_pb2.Mutation:
     return writer_pb2.Mutation(cel=writer_pb2.CelMutation(expression=value))
 
 
-def _merge_patch(value: JsonObject, args: Args) -> writer_pb2.Mutation:
+def _merge_patch(value: JsonObject, args: Modifiers) -> writer_pb2.Mutation:
     return writer_pb2.Mutation(merge_patch=writer_pb2.MergePatch(patch_json=dumps(value)))
 
 
-def _json_patch(value: JsonPatchOps, args: Args) -> writer_pb2.Mutation:
+def _json_patch(value: JsonPatchOps, args: Modifiers) -> writer_pb2.Mutation:
     return writer_pb2.Mutation(json_patch=writer_pb2.JsonPatch(patch_json=dumps(value)))
 
 
-def _apply(value: JsonObject, args: Args) -> writer_pb2.Mutation:
+def _apply(value: JsonObject, args: Modifiers) -> writer_pb2.Mutation:
     configuration = writer_pb2.ServerSideApply(
-        configuration_json=dumps(value), force=bool(args.get("force", False))
+        configuration_json=dumps(value), force=bool(args.force)
     )
     return writer_pb2.Mutation(apply=configuration)
 
 
-def _conditions_path(args: Args) -> str:
-    path = args.get("conditions_path") or ""
+def _conditions_path(args: Modifiers) -> str:
+    path = args.conditions_path or ""
     if not isinstance(path, str):
         raise TypeError("conditions_path is a str, not %s" % type(path).__name__)
     return path
@@ -152,7 +81,7 @@ def condition_message(condition: Condition) -> writer_pb2.Condition:
     return message
 
 
-def _set_conditions(value: Union[Condition, Sequence[Condition]], args: Args) -> writer_pb2.Mutation:
+def _set_conditions(value: Union[Condition, Sequence[Condition]], args: Modifiers) -> writer_pb2.Mutation:
     conditions: List[Any] = [value] if isinstance(value, Condition) else list(value)
     if not conditions:
         raise ValueError("set_conditions needs at least one Condition")
@@ -172,7 +101,7 @@ def _set_conditions(value: Union[Condition, Sequence[Condition]], args: Args) ->
     return writer_pb2.Mutation(set_condition=change)
 
 
-def _remove_conditions(value: Union[str, Sequence[str]], args: Args) -> writer_pb2.Mutation:
+def _remove_conditions(value: Union[str, Sequence[str]], args: Modifiers) -> writer_pb2.Mutation:
     types = [value] if isinstance(value, str) else list(value)
     if not types:
         raise ValueError("remove_conditions needs at least one type")
@@ -183,10 +112,10 @@ def _remove_conditions(value: Union[str, Sequence[str]], args: Args) -> writer_p
     return writer_pb2.Mutation(remove_condition=change)
 
 
-def _finalizer(remove: bool) -> Callable[[str, Args], writer_pb2.Mutation]:
+def _finalizer(remove: bool) -> Callable[[str, Modifiers], writer_pb2.Mutation]:
     keyword = "remove_finalizer" if remove else "add_finalizer"
 
-    def build(value: str, args: Args) -> writer_pb2.Mutation:
+    def build(value: str, args: Modifiers) -> writer_pb2.Mutation:
         if not isinstance(value, str):
             raise TypeError("%s takes a str, not %s" % (keyword, type(value).__name__))
         if not is_qualified_name(value):
@@ -211,10 +140,10 @@ def owner_reference(value: Owner, keyword: str = "owner") -> OwnerReference:
     )
 
 
-def _owner(remove: bool) -> Callable[[Owner, Args], writer_pb2.Mutation]:
+def _owner(remove: bool) -> Callable[[Owner, Modifiers], writer_pb2.Mutation]:
     keyword = "remove_owner" if remove else "ensure_owner"
 
-    def build(value: Owner, args: Args) -> writer_pb2.Mutation:
+    def build(value: Owner, args: Modifiers) -> writer_pb2.Mutation:
         owner = owner_reference(value, keyword)
         reference = writer_pb2.OwnerReference(
             api_version=owner.api_version,
@@ -230,10 +159,10 @@ def _owner(remove: bool) -> Callable[[Owner, Args], writer_pb2.Mutation]:
     return build
 
 
-def _list_entry(remove: bool) -> Callable[[ListEntry, Args], writer_pb2.Mutation]:
+def _list_entry(remove: bool) -> Callable[[ListEntry, Modifiers], writer_pb2.Mutation]:
     keyword = "remove_list_entry" if remove else "upsert_list_entry"
 
-    def build(value: ListEntry, args: Args) -> writer_pb2.Mutation:
+    def build(value: ListEntry, args: Modifiers) -> writer_pb2.Mutation:
         if not isinstance(value, ListEntry):
             raise TypeError(
                 "%s takes a safewrite_client.ListEntry, not %s" % (keyword, type(value).__name__)
@@ -247,7 +176,7 @@ def _list_entry(remove: bool) -> Callable[[ListEntry, Args], writer_pb2.Mutation
 
 
 # The mutation keywords, in the order an error names them, and what each builds.
-_KINDS: Dict[str, Callable[[Any, Args], writer_pb2.Mutation]] = {
+_KINDS: Dict[str, Callable[[Any, Modifiers], writer_pb2.Mutation]] = {
     "cel": _cel,
     "merge_patch": _merge_patch,
     "json_patch": _json_patch,
@@ -262,41 +191,97 @@ _KINDS: Dict[str, Callable[[Any, Args], writer_pb2.Mutation]] = {
     "remove_list_entry": _list_entry(remove=True),
 }
 
-# The keywords that qualify a mutation, the mutations they qualify, and what to say
-# when they come with another.
-_MODIFIERS: Dict[str, Tuple[Tuple[str, ...], str]] = {
-    "force": (("apply",), "force applies only to server-side apply (apply=...)"),
-    "conditions_path": (
-        ("set_conditions", "remove_conditions"),
-        "conditions_path goes with set_conditions= or remove_conditions=",
-    ),
-}
 
-#: Every keyword of :class:`MutationArgs`.
-MUTATION_KEYS = keys_of(MutationArgs)
+def mutation(
+    *,
+    cel: Optional[str] = None,
+    merge_patch: Optional[JsonObject] = None,
+    json_patch: Optional[JsonPatchOps] = None,
+    apply: Optional[JsonObject] = None,
+    force: bool = False,
+    set_conditions: Union[Condition, Sequence[Condition], None] = None,
+    remove_conditions: Union[str, Sequence[str], None] = None,
+    conditions_path: str = "",
+    add_finalizer: Optional[str] = None,
+    remove_finalizer: Optional[str] = None,
+    ensure_owner: Optional[Owner] = None,
+    remove_owner: Optional[Owner] = None,
+    upsert_list_entry: Optional[ListEntry] = None,
+    remove_list_entry: Optional[ListEntry] = None,
+) -> writer_pb2.Mutation:
+    """The ``safewrite.v1.Mutation`` for exactly one mutation keyword, the same keywords
+    :meth:`~safewrite_client.Client.update` and ``patch_status`` take; a
+    :meth:`~safewrite_client.Client.transact` function may return one to propose it.
+    The mutation is re-applied to the fresh object on every attempt.
 
+    Args:
+        cel: A CEL expression over ``object`` returning a map, applied as a merge
+            patch, e.g. ``'{"data": {"n": string(int(object.data.n) + 1)}}'``.
+        merge_patch: An RFC 7386 JSON merge patch (a dict or JSON text).
+        json_patch: An RFC 6902 JSON Patch (a list of operations or JSON text); its
+            ``test`` operations are preconditions.
+        apply: A server-side apply configuration (a dict or JSON text) with apiVersion,
+            kind, metadata.name and the fields this manager owns; needs a field manager.
+        force: With ``apply``: take over fields other managers own instead of failing
+            with :class:`~safewrite_client.ConflictError`.
+        set_conditions: A :class:`~safewrite_client.Condition` or a sequence of them
+            (each type once), set with ``meta.SetStatusCondition``'s semantics: the
+            entry of that type is updated in place or appended, its lastTransitionTime
+            changes only with its status, every other entry and field is kept, and a
+            condition set to what it is writes nothing. Unset ``observed_generation``:
+            the fresh object's ``metadata.generation``; unset ``last_transition_time``:
+            the time of the write.
+        remove_conditions: The condition types to remove (a str is one type).
+        conditions_path: With ``set_conditions`` or ``remove_conditions``, where the
+            list is, as field names joined by dots; empty: ``"status.conditions"``.
+        add_finalizer: One value to add to ``metadata.finalizers``, the others kept.
+            Adding to an object being deleted fails with
+            :class:`~safewrite_client.ObjectDeletingError`.
+        remove_finalizer: One value to remove from ``metadata.finalizers``; a removal
+            that finds the object gone, or after which the API server deletes it,
+            answers ``Outcome.GONE``.
+        ensure_owner: One entry of ``metadata.ownerReferences``, matched by uid: an
+            :class:`~safewrite_client.OwnerReference` or the owner object itself (a dict
+            or kopf body). Ensuring a ``controller`` reference when another owner is the
+            controller fails with :class:`~safewrite_client.AlreadyOwnedError`.
+        remove_owner: The owner reference to remove, given as for ``ensure_owner``.
+        upsert_list_entry: One entry of a keyed list, a
+            :class:`~safewrite_client.ListEntry`, merged into the entry with equal keys
+            or appended; every other entry and the order are kept.
+        remove_list_entry: The entry of a keyed list to remove (by its key fields).
 
-def mutation(**kwargs: "Unpack[MutationArgs]") -> writer_pb2.Mutation:
-    """The ``safewrite.v1.Mutation`` for exactly one mutation keyword (see
-    :class:`MutationArgs`); a :meth:`~safewrite_client.Client.transact` function may
-    return one to propose it.
+    A change that changes nothing (a finalizer that is there, a reference that is not)
+    writes nothing and answers ``Outcome.UNCHANGED``.
 
     Raises:
         ValueError: not exactly one mutation, a qualifier (``force``,
             ``conditions_path``) with another mutation, or a value the sidecar would
             refuse (e.g. a finalizer that is not a qualified name).
-        TypeError: an unknown keyword or a value of the wrong type.
+        TypeError: a value of the wrong type.
     """
-    check_keys("mutation", kwargs, MUTATION_KEYS)
-    args: Args = kwargs
-    given = [name for name in _KINDS if args.get(name) is not None]
+    values: Dict[str, Any] = {
+        "cel": cel,
+        "merge_patch": merge_patch,
+        "json_patch": json_patch,
+        "apply": apply,
+        "set_conditions": set_conditions,
+        "remove_conditions": remove_conditions,
+        "add_finalizer": add_finalizer,
+        "remove_finalizer": remove_finalizer,
+        "ensure_owner": ensure_owner,
+        "remove_owner": remove_owner,
+        "upsert_list_entry": upsert_list_entry,
+        "remove_list_entry": remove_list_entry,
+    }
+    given = [name for name in _KINDS if values[name] is not None]
     if len(given) != 1:
         raise ValueError(
             "give exactly one mutation, one of %s (got %s)"
             % (", ".join(_KINDS), ", ".join(given) or "none")
         )
     kind = given[0]
-    for modifier, (kinds, why) in _MODIFIERS.items():
-        if args.get(modifier) and kind not in kinds:
-            raise ValueError(why)
-    return _KINDS[kind](args[kind], args)
+    if force and kind != "apply":
+        raise ValueError("force applies only to server-side apply (apply=...)")
+    if conditions_path and kind not in ("set_conditions", "remove_conditions"):
+        raise ValueError("conditions_path goes with set_conditions= or remove_conditions=")
+    return _KINDS[kind](values[kind], Modifiers(force=force, conditions_path=conditions_path))

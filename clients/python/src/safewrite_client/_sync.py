@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import queue
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Iterator, Optional, Sequence, Tuple, Union, overload
 
 import grpc
 
 from . import _core as core
-from ._types import ObjectRef, ReadResult, Result
+from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
+from ._types import ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
+from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 
 class Client:
@@ -96,20 +95,64 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def update(self, ref: ObjectRef, **kwargs: "Unpack[core.UpdateArgs]") -> Result:
+    def update(
+        self,
+        ref: ObjectRef,
+        *,
+        cel: Optional[str] = None,
+        merge_patch: Optional[JsonObject] = None,
+        json_patch: Optional[JsonPatchOps] = None,
+        apply: Optional[JsonObject] = None,
+        force: bool = False,
+        set_conditions: Union[Condition, Sequence[Condition], None] = None,
+        remove_conditions: Union[str, Sequence[str], None] = None,
+        conditions_path: str = "",
+        add_finalizer: Optional[str] = None,
+        remove_finalizer: Optional[str] = None,
+        ensure_owner: Optional[Owner] = None,
+        remove_owner: Optional[Owner] = None,
+        upsert_list_entry: Optional[ListEntry] = None,
+        remove_list_entry: Optional[ListEntry] = None,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        write_alone: bool = False,
+        create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Result:
         """Changes an object's main resource, retried on conflict (``UpdateWithRetry``).
 
-        Give exactly one mutation (``cel=``, ``merge_patch=``, ``json_patch=``,
-        ``apply=``, ``set_conditions=``, ``remove_conditions=``, ``add_finalizer=``,
-        ``remove_finalizer=``, ``ensure_owner=``, ``remove_owner=``,
-        ``upsert_list_entry=`` or ``remove_list_entry=``; see
-        :class:`~safewrite_client.MutationArgs`) and any options (see
-        :class:`~safewrite_client.UpdateArgs`); the mutation is re-applied to the fresh
-        object on every attempt, so read-dependent changes are never lost. A mutation
-        that changes nothing writes nothing and returns ``Outcome.UNCHANGED``; a
-        finalizer removal that finds the object gone, or lets the API server delete it,
-        returns ``Outcome.GONE`` (``result.gone``). The status of a kind with a status
-        subresource is never changed: use :meth:`patch_status`.
+        Give exactly one mutation, from ``cel`` to ``remove_list_entry`` (each is
+        described at :func:`~safewrite_client.mutation`, which takes the same
+        keywords), with ``force`` for ``apply`` and ``conditions_path`` for the
+        conditions; it is re-applied to the fresh object on every attempt, so
+        read-dependent changes are never lost. A mutation that changes nothing writes
+        nothing and returns ``Outcome.UNCHANGED``; a finalizer removal that finds the
+        object gone, or lets the API server delete it, returns ``Outcome.GONE``
+        (``result.gone``). The status of a kind with a status subresource is never
+        changed: use :meth:`patch_status`.
+
+        Args:
+            ref: The object to change.
+            preconditions: Checked on the fresh object before every write.
+            retry_policy: Bounds the retry loop of this call.
+            field_manager: The field manager of the write; default ``"safewrite"``.
+            dry_run: Admit the write without persisting it.
+            write_alone: Never commit this write together with concurrent writes to
+                the same object (group commit).
+            create_if_missing: The object to create (a dict or JSON text) when the
+                target does not exist; the mutation is applied to it first, and
+                apiVersion, kind, name and namespace default to the target's.
+            idempotency_key: Makes the change exactly-once across lost answers: the
+                sidecar records it on the object in the same write, and a later attempt
+                or call that finds it writes nothing and returns ``Outcome.UPDATED``
+                with ``already_applied`` set. One per intended change (e.g.
+                ``str(uuid.uuid4())``), 1 to 128 characters of ``[A-Za-z0-9._:-]``;
+                not with ``apply``.
+            timeout: Seconds for the whole call, every attempt and backoff; default the
+                client's.
 
         Raises:
             SafewriteError: a subclass per failure, e.g. ConflictError, InvalidError,
@@ -118,22 +161,84 @@ class Client:
             ValueError: not exactly one mutation, a value the sidecar would refuse
                 (e.g. a finalizer that is not a qualified name), or an empty
                 ``idempotency_key``.
-            TypeError: an unknown keyword or a value of the wrong type.
+            TypeError: a value of the wrong type (an unknown keyword is refused by
+                Python itself).
         """
-        return self._unary(core.update_call(ref, kwargs))
+        change = mutation(
+            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
+            set_conditions=set_conditions, remove_conditions=remove_conditions,
+            conditions_path=conditions_path, add_finalizer=add_finalizer,
+            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
+            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
+            remove_list_entry=remove_list_entry,
+        )
+        settings = core.WriteSettings(
+            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+            dry_run=dry_run, write_alone=write_alone, create_if_missing=create_if_missing,
+            idempotency_key=idempotency_key,
+        )
+        return self._unary(core.write_call(ref, change, settings, status=False, timeout=timeout))
 
-    def patch_status(self, ref: ObjectRef, **kwargs: "Unpack[core.WriteArgs]") -> Result:
-        """Changes an object's status subresource, retried on conflict (``PatchStatus``).
+    def patch_status(
+        self,
+        ref: ObjectRef,
+        *,
+        cel: Optional[str] = None,
+        merge_patch: Optional[JsonObject] = None,
+        json_patch: Optional[JsonPatchOps] = None,
+        apply: Optional[JsonObject] = None,
+        force: bool = False,
+        set_conditions: Union[Condition, Sequence[Condition], None] = None,
+        remove_conditions: Union[str, Sequence[str], None] = None,
+        conditions_path: str = "",
+        add_finalizer: Optional[str] = None,
+        remove_finalizer: Optional[str] = None,
+        ensure_owner: Optional[Owner] = None,
+        remove_owner: Optional[Owner] = None,
+        upsert_list_entry: Optional[ListEntry] = None,
+        remove_list_entry: Optional[ListEntry] = None,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        write_alone: bool = False,
+        timeout: Optional[float] = None,
+    ) -> Result:
+        """Changes an object's status subresource, retried on conflict (``PatchStatus``):
+        :meth:`update`'s write with the status subresource set.
 
-        Takes the keywords of :meth:`update` except ``create_if_missing`` (a status
-        cannot be created) and ``idempotency_key`` (a status write cannot record it).
-        The mutation sees the whole fresh object; only its effect on ``status`` is
-        written. Raises as :meth:`update`.
+        Takes the keywords of :meth:`update` but ``create_if_missing`` (a status cannot
+        be created) and ``idempotency_key`` (a status write cannot record it). The
+        mutation sees the whole fresh object; only its effect on ``status`` is written.
+        Raises as :meth:`update`.
         """
-        return self._unary(core.patch_status_call(ref, kwargs))
+        change = mutation(
+            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
+            set_conditions=set_conditions, remove_conditions=remove_conditions,
+            conditions_path=conditions_path, add_finalizer=add_finalizer,
+            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
+            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
+            remove_list_entry=remove_list_entry,
+        )
+        settings = core.WriteSettings(
+            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+            dry_run=dry_run, write_alone=write_alone,
+        )
+        return self._unary(core.write_call(ref, change, settings, status=True, timeout=timeout))
 
     def transact(
-        self, ref: ObjectRef, fn: core.TransactFn, **kwargs: "Unpack[core.TransactArgs]"
+        self,
+        ref: ObjectRef,
+        fn: core.TransactFn,
+        *,
+        status: bool = False,
+        preconditions: Optional[Preconditions] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        field_manager: Optional[str] = None,
+        dry_run: bool = False,
+        create_if_missing: Optional[JsonObject] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = None,
     ) -> Result:
         """Runs safewrite's retry loop with ``fn`` as the mutation (``Transact``).
 
@@ -146,30 +251,52 @@ class Client:
 
         Raise :class:`~safewrite_client.Abort` to end without writing
         (``Outcome.ABORTED``). Any other exception aborts the transaction and
-        propagates. Keywords: see :class:`~safewrite_client.TransactArgs`; with
-        ``idempotency_key`` already recorded on the object, ``fn`` is not called and
-        the result has ``already_applied`` set.
+        propagates. With ``idempotency_key`` already recorded on the object, ``fn`` is
+        not called and the result has ``already_applied`` set. A transaction always
+        writes alone.
+
+        Args:
+            status: Write the status subresource instead of the main resource (then
+                with no ``idempotency_key``: the sidecar refuses it).
+            preconditions, retry_policy, field_manager, dry_run, create_if_missing,
+                idempotency_key, timeout: As for :meth:`update`.
 
         Raises:
             SafewriteError: a subclass per failure, as for :meth:`update`.
         """
-        begin, timeout = core.begin(ref, kwargs)
-        return self._transact(begin, fn, timeout)
+        settings = core.WriteSettings(
+            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+            dry_run=dry_run, create_if_missing=create_if_missing, idempotency_key=idempotency_key,
+        )
+        return self._transact(core.begin(ref, settings, status=status), fn, timeout)
 
-    def get(self, ref: ObjectRef, **kwargs: "Unpack[core.GetArgs]") -> ReadResult:
+    def get(
+        self,
+        ref: ObjectRef,
+        *,
+        at_least: Optional[core.AtLeast] = None,
+        min_resource_version: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> ReadResult:
         """Reads an object at least as new as a write of yours (``Get``): read your own
         writes, e.g. when an informer's cache may still hold the object from before it.
 
-        ``at_least=`` takes that write's :class:`~safewrite_client.Result` (or a
-        :class:`~safewrite_client.ReadResult`, or an object with a
-        ``metadata.resourceVersion``), ``min_resource_version=`` the resourceVersion
-        itself; the answer is that state or a newer one, never an older one: the
-        sidecar's remembered copy when it is at or past it (``remembered``, no request
-        to the API server), else a live read. Without a minimum it reads live.
-        Keywords: see :class:`~safewrite_client.GetArgs`.
+        The answer is that state or a newer one, never an older one: the sidecar's
+        remembered copy when it is at or past it (``remembered``, no request to the API
+        server), else a live read. Without a minimum (or with an empty one) it reads
+        live. A get writes nothing, so whenever a failure may be retried it may be sent
+        again as it is (its error's ``idempotent`` is true).
 
-        A get writes nothing, so whenever a failure may be retried it may be sent again
-        as it is (its error's ``idempotent`` is true).
+        Args:
+            ref: The object to read.
+            at_least: What the answer must be at least as new as: the
+                :class:`~safewrite_client.Result` of your own write (its
+                ``resource_version``), a :class:`~safewrite_client.ReadResult` of an
+                earlier get, or an object (a dict or a kopf body: its
+                ``metadata.resourceVersion``).
+            min_resource_version: The same, as a resourceVersion string; not with
+                ``at_least``.
+            timeout: Seconds for the call; default the client's.
 
         Raises:
             SafewriteError: a subclass per failure, as for :meth:`update`, e.g.
@@ -177,9 +304,9 @@ class Client:
                 sidecar's policy refuses the read: Secrets unless allowed),
                 InvalidError (a malformed ``min_resource_version``).
             ValueError: both ``at_least`` and ``min_resource_version``.
-            TypeError: an unknown keyword or a value of the wrong type.
+            TypeError: a value of the wrong type.
         """
-        return self._unary(core.get_call(ref, kwargs))
+        return self._unary(core.get_call(ref, at_least, min_resource_version, timeout))
 
     @overload
     def send(

@@ -41,6 +41,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 import kopf as _kopf
 
 from ._aio import AsyncClient
+from ._core import AtLeast
 from ._errors import SafewriteError, is_retryable
 from ._sync import Client
 from ._types import ObjectRef, Preconditions, ReadResult, Result
@@ -138,13 +139,10 @@ class _StatusChange:
             condition.apply(obj)
 
 
-def _args(body: Mapping[str, Any], field_manager: Optional[str], timeout: Optional[float]) -> Dict[str, Any]:
+def _same_uid(body: Mapping[str, Any]) -> Optional[Preconditions]:
+    """The precondition that the object is the body's (not one made again with its name)."""
     uid = body["metadata"].get("uid")
-    return {
-        "preconditions": Preconditions(uid=uid) if uid else None,
-        "field_manager": field_manager,
-        "timeout": timeout,
-    }
+    return Preconditions(uid=uid) if uid else None
 
 
 def patch_status(
@@ -173,7 +171,9 @@ def patch_status(
             object_ref(body),
             _StatusChange(status, _observed(body, conditions)),
             status=True,
-            **_args(body, field_manager, timeout),
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
@@ -194,7 +194,9 @@ async def apatch_status(
             object_ref(body),
             _StatusChange(status, _observed(body, conditions)),
             status=True,
-            **_args(body, field_manager, timeout),
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
@@ -222,7 +224,11 @@ def set_conditions(
     change = _observed(body, conditions)
     with kopf_errors(default_delay=default_delay):
         return client.patch_status(
-            object_ref(body), set_conditions=change, **_args(body, field_manager, timeout)
+            object_ref(body),
+            set_conditions=change,
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
@@ -240,7 +246,11 @@ async def aset_conditions(
     change = _observed(body, conditions)
     with kopf_errors(default_delay=default_delay):
         return await client.patch_status(
-            object_ref(body), set_conditions=change, **_args(body, field_manager, timeout)
+            object_ref(body),
+            set_conditions=change,
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
@@ -266,7 +276,11 @@ def add_finalizer(
     """
     with kopf_errors(default_delay=default_delay):
         return client.update(
-            object_ref(body), add_finalizer=finalizer, **_args(body, field_manager, timeout)
+            object_ref(body),
+            add_finalizer=finalizer,
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
@@ -283,7 +297,11 @@ async def aadd_finalizer(
     :class:`~safewrite_client.AsyncClient`."""
     with kopf_errors(default_delay=default_delay):
         return await client.update(
-            object_ref(body), add_finalizer=finalizer, **_args(body, field_manager, timeout)
+            object_ref(body),
+            add_finalizer=finalizer,
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
@@ -308,7 +326,11 @@ def remove_finalizer(
     """
     with kopf_errors(default_delay=default_delay):
         return client.update(
-            object_ref(body), remove_finalizer=finalizer, **_args(body, field_manager, timeout)
+            object_ref(body),
+            remove_finalizer=finalizer,
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
@@ -325,13 +347,17 @@ async def aremove_finalizer(
     :class:`~safewrite_client.AsyncClient`."""
     with kopf_errors(default_delay=default_delay):
         return await client.update(
-            object_ref(body), remove_finalizer=finalizer, **_args(body, field_manager, timeout)
+            object_ref(body),
+            remove_finalizer=finalizer,
+            preconditions=_same_uid(body),
+            field_manager=field_manager,
+            timeout=timeout,
         )
 
 
 def _at_least(
-    body: Mapping[str, Any], at_least: Union[Result, ReadResult, Mapping[str, Any], None]
-) -> Union[Result, ReadResult, Mapping[str, Any]]:
+    body: Mapping[str, Any], at_least: Optional[AtLeast]
+) -> AtLeast:
     return body if at_least is None else at_least
 
 
@@ -352,7 +378,7 @@ def get(
     client: Client,
     body: Mapping[str, Any],
     *,
-    at_least: Union[Result, ReadResult, Mapping[str, Any], None] = None,
+    at_least: Optional[AtLeast] = None,
     timeout: Optional[float] = None,
     default_delay: float = DEFAULT_DELAY,
 ) -> ReadResult:
@@ -378,7 +404,7 @@ async def aget(
     client: AsyncClient,
     body: Mapping[str, Any],
     *,
-    at_least: Union[Result, ReadResult, Mapping[str, Any], None] = None,
+    at_least: Optional[AtLeast] = None,
     timeout: Optional[float] = None,
     default_delay: float = DEFAULT_DELAY,
 ) -> ReadResult:

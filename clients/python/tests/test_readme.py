@@ -4,11 +4,13 @@ against the real sidecar (with its address and the test namespace put in)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict, Tuple
 
 import pytest
 
@@ -67,14 +69,15 @@ def test_readme_example_runs(addr: str, namespace: str, index: int) -> None:
     assert proc.stdout.strip(), "the example printed nothing"
 
 
-def test_install_runs_as_written_in_a_fresh_venv(tmp_path: Path) -> None:
-    """The install block's commands, as written, from the repository root, with the
-    ``pip`` of a new virtualenv that sees no other packages; then the client installed
-    there imports and works offline (INSTALLED_CHECK)."""
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Dict[str, str]]:
+    """A new virtualenv, that sees no other packages, in which the install block's
+    commands ran as written from the repository root: its directory, and the
+    environment of a newcomer's shell in it (no SAFEWRITE_ADDRESS)."""
     assert INSTALL, "README.md has no <!-- begin: install --> sh block <!-- end: install -->"
     commands = [line for line in INSTALL.group(1).splitlines() if line.strip()]
     assert commands and all(c.startswith("pip install ") for c in commands), commands
-    venv = tmp_path / "venv"
+    venv = tmp_path_factory.mktemp("newcomer") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -87,9 +90,49 @@ def test_install_runs_as_written_in_a_fresh_venv(tmp_path: Path) -> None:
             cwd=str(REPO_ROOT), env=env, capture_output=True, text=True, timeout=600,
         )
         assert proc.returncode == 0, "%s\n%s%s" % (command, proc.stdout, proc.stderr)
+    return venv, env
+
+
+def test_install_runs_as_written_in_a_fresh_venv(
+    installed: Tuple[Path, Dict[str, str]], tmp_path: Path
+) -> None:
+    """The client installed by the install block imports from the virtualenv and works
+    offline (INSTALLED_CHECK)."""
+    venv, env = installed
     proc = subprocess.run(
         [str(venv / "bin" / "python"), "-c", INSTALLED_CHECK],
         cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("installed "), proc.stdout
+
+
+def test_a_newcomer_runs_the_first_example_as_written(
+    installed: Tuple[Path, Dict[str, str]], addr: str, tmp_path: Path
+) -> None:
+    """The README's first example, copied as written (its namespace and address too)
+    into a new project that uses the virtualenv the install block made, type-checks
+    under mypy --strict against the installed package and runs against the real
+    sidecar, found through SAFEWRITE_ADDRESS as the example says."""
+    venv, env = installed
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.py").write_text(BLOCKS[0], encoding="utf-8")
+    # mypy of the test environment, reading the packages of the newcomer's virtualenv
+    # (PEP 561: the installed py.typed), with no configuration of this checkout.
+    if importlib.util.find_spec("mypy") is not None:
+        checked = subprocess.run(
+            [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+             "--python-executable", str(venv / "bin" / "python"), "main.py"],
+            cwd=str(project), capture_output=True, text=True, timeout=300,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    ran = subprocess.run(
+        [str(venv / "bin" / "python"), "main.py"],
+        cwd=str(project), env=dict(env, SAFEWRITE_ADDRESS=addr),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    outcome, _, data = ran.stdout.strip().partition(" ")
+    assert outcome in ("CREATED", "UPDATED"), ran.stdout
+    assert "'n':" in data, ran.stdout

@@ -12,6 +12,7 @@ import grpc
 import grpc.aio
 
 from . import _core as core
+from ._core import AtLeast
 from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
 from ._types import ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
 from .conditions import Condition
@@ -213,7 +214,7 @@ class AsyncClient:
         self,
         ref: ObjectRef,
         *,
-        at_least: Optional[core.AtLeast] = None,
+        at_least: Optional[AtLeast] = None,
         min_resource_version: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> ReadResult:

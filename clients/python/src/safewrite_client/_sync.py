@@ -8,6 +8,7 @@ from typing import Any, Iterator, Optional, Sequence, Tuple, Union, overload
 import grpc
 
 from . import _core as core
+from ._core import AtLeast
 from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
 from ._types import ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
 from .conditions import Condition
@@ -274,7 +275,7 @@ class Client:
         self,
         ref: ObjectRef,
         *,
-        at_least: Optional[core.AtLeast] = None,
+        at_least: Optional[AtLeast] = None,
         min_resource_version: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> ReadResult:

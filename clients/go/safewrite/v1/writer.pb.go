@@ -339,7 +339,12 @@ type GetRequest struct {
 	Target *ObjectRef `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
 	// The answer is at least as new as this resourceVersion, e.g. WriteResult.resource_version
 	// of the caller's own write. Empty: read live. A resourceVersion that is not a decimal
-	// number (an API server whose versions are not comparable) is always read live.
+	// number (an API server whose versions are not comparable) is always read live. At most
+	// 128 characters of [A-Za-z0-9._:-], else INVALID_ARGUMENT naming this field. A live
+	// read answers the object as it is now, whose own resourceVersion (when it last
+	// changed) may be older than this one, e.g. one of another object's write. A remembered
+	// copy is the object as the sidecar last read or wrote it: after the object was deleted
+	// by another writer, it may still answer with that state.
 	MinResourceVersion string `protobuf:"bytes,2,opt,name=min_resource_version,json=minResourceVersion,proto3" json:"min_resource_version,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache

@@ -13,21 +13,21 @@ import {
   type ChannelOptions,
   type ServiceError,
 } from "@grpc/grpc-js";
+import type { KubernetesObject } from "@kubernetes/client-node";
 
 import { resolveAddress } from "./address.js";
 import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
 import {
   GetRequestSchema,
   GetResponseSchema,
-  PatchStatusRequestSchema,
-  PatchStatusResponseSchema,
   TransactRequestSchema,
   TransactResponseSchema,
   UpdateWithRetryRequestSchema,
   UpdateWithRetryResponseSchema,
   WriterService,
 } from "./gen/safewrite/v1/writer_pb.js";
-import { mutationMessage, type KubeObject, type Mutation } from "./mutation.js";
+import { mutationMessage, type Mutation } from "./mutation.js";
+import { loadClientNode, type Stored } from "./objects.js";
 import {
   callDeadline,
   getRequest,
@@ -74,8 +74,8 @@ function checkToken(token: string): string {
 }
 
 /** A transact function: gets the fresh object (and its attempt) and returns the change. */
-export type TransactFn<T extends object = object> = (
-  object: KubeObject & T,
+export type TransactFn<T extends KubernetesObject = KubernetesObject> = (
+  object: Stored<T>,
   fresh: Fresh<T>,
 ) => Proposal | void | Promise<Proposal | void>;
 
@@ -99,6 +99,8 @@ export class Client {
   constructor(address?: string, options: ClientOptions = {}) {
     this.address = resolveAddress(address);
     this.#options = options.token === undefined ? options : { ...options, token: checkToken(options.token) };
+    // Objects are returned in client-node's shape: load it while the first call is made.
+    void loadClientNode();
   }
 
   /** The channel, created on first use. */
@@ -119,25 +121,29 @@ export class Client {
 
   /**
    * Applies `mutation` to the object's main resource (UpdateWithRetry), re-reading and
-   * re-applying it on conflict within the call's deadline. Never changes the status of
-   * a kind with a status subresource. `T` is what you know of the object beyond
-   * {@link KubeObject} (e.g. `{ data: { n: string } }`), for the result's type; nothing
-   * checks it at run time.
+   * re-applying it on conflict within the call's deadline; with `options.status`, to its
+   * status subresource instead (PatchStatus, as {@link patchStatus}). Never changes the
+   * status of a kind with a status subresource otherwise. `T` is the object's type, for
+   * the result's (client-node's `V1ConfigMap`, your own `KubernetesObject & { spec: ...
+   * }`); nothing checks it at run time.
    *
    * @throws SafewriteError a subclass per gRPC code: ConflictError, InvalidError,
    *   PreconditionFailedError, NotFoundError, UnavailableError, DeadlineExceededError, ...
    */
-  async update<T extends object = object>(
+  async update<T extends KubernetesObject = KubernetesObject>(
     ref: ObjectRef,
     mutation: Mutation,
     options: WriteOptions = {},
   ): Promise<Result<T>> {
+    // One request for both subresources: UpdateWithRetry's and PatchStatus's messages
+    // are the same on the wire; the RPC says which subresource is written.
+    const method = options.status ? WriterService.method.patchStatus : WriterService.method.updateWithRetry;
     const request = create(UpdateWithRetryRequestSchema, {
       ...requestParts(ref, options),
       mutation: mutation === undefined ? undefined : mutationMessage(mutation, ref.namespace ?? ""),
     });
     const response = await this.#unary(
-      path(WriterService.method.updateWithRetry),
+      path(method),
       UpdateWithRetryRequestSchema,
       UpdateWithRetryResponseSchema,
       request,
@@ -149,28 +155,16 @@ export class Client {
 
   /**
    * Applies `mutation` to the object's status subresource (PatchStatus); only its
-   * effect on `status` is written.
+   * effect on `status` is written. The same as {@link update} with `status: true`.
    *
    * @throws SafewriteError as {@link update}.
    */
-  async patchStatus<T extends object = object>(
+  patchStatus<T extends KubernetesObject = KubernetesObject>(
     ref: ObjectRef,
     mutation: Mutation,
     options: WriteOptions = {},
   ): Promise<Result<T>> {
-    const request = create(PatchStatusRequestSchema, {
-      ...requestParts(ref, options),
-      mutation: mutation === undefined ? undefined : mutationMessage(mutation, ref.namespace ?? ""),
-    });
-    const response = await this.#unary(
-      path(WriterService.method.patchStatus),
-      PatchStatusRequestSchema,
-      PatchStatusResponseSchema,
-      request,
-      options,
-      false,
-    );
-    return toResult<T>(response.result);
+    return this.update<T>(ref, mutation, { ...options, status: true });
   }
 
   /**
@@ -179,7 +173,7 @@ export class Client {
    * (as an informer's cache may still hold). The sidecar answers from its remembered copy
    * when that copy is new enough (`remembered: true`, no request to the API server), else
    * reads live; without `atLeast` (or `minResourceVersion`) it always reads live. `T`
-   * types the object, as for {@link update} (e.g. client-node's `V1ConfigMap`).
+   * is the object's type, as for {@link update}.
    *
    * A get writes nothing, so its errors count it as idempotent: `err.retryable` follows
    * the advice as for a write sent with an idempotency key.
@@ -191,7 +185,7 @@ export class Client {
    *   does not let it read (Secrets, by default), InvalidError (`INVALID_REQUEST`, field
    *   `min_resource_version`) for a minimum the sidecar refuses.
    */
-  async get<T extends object = object>(ref: ObjectRef, options: GetOptions = {}): Promise<GetResult<T>> {
+  async get<T extends KubernetesObject = KubernetesObject>(ref: ObjectRef, options: GetOptions = {}): Promise<GetResult<T>> {
     const response = await this.#unary(
       path(WriterService.method.get),
       GetRequestSchema,
@@ -212,7 +206,7 @@ export class Client {
    *
    * @throws SafewriteError as {@link update}.
    */
-  async transact<T extends object = object>(
+  async transact<T extends KubernetesObject = KubernetesObject>(
     ref: ObjectRef,
     fn: TransactFn<T>,
     options: TransactOptions = {},
@@ -231,7 +225,7 @@ export class Client {
    * `transaction.next()` and answer each with `transaction.propose(attempt, change)`.
    * Throws at once when `options.signal` has already fired.
    */
-  beginTransaction<T extends object = object>(ref: ObjectRef, options: TransactOptions = {}): Transaction<T> {
+  beginTransaction<T extends KubernetesObject = KubernetesObject>(ref: ObjectRef, options: TransactOptions = {}): Transaction<T> {
     const signal = options.signal;
     if (signal?.aborted) {
       throw cancelledBySignal(signal);
@@ -294,6 +288,19 @@ export class Client {
     }
     return new Promise((resolve, reject) => {
       let onAbort: (() => void) | undefined;
+      const settle = (err: ServiceError | null, response: MessageShape<O> | undefined): void => {
+        if (err) {
+          reject(
+            err.code === GrpcStatus.CANCELLED && signal?.aborted
+              ? cancelledBySignal(signal, err)
+              : fromServiceError(err, idempotent),
+          );
+        } else if (response === undefined) {
+          reject(new SafewriteError(GrpcStatus.INTERNAL, "the sidecar answered without a message"));
+        } else {
+          resolve(response);
+        }
+      };
       const call = this.#channel().makeUnaryRequest(
         method,
         (message: MessageShape<I>) => Buffer.from(toBinary(input, message)),
@@ -305,17 +312,8 @@ export class Client {
           if (onAbort !== undefined) {
             signal?.removeEventListener("abort", onAbort);
           }
-          if (err) {
-            reject(
-              err.code === GrpcStatus.CANCELLED && signal?.aborted
-                ? cancelledBySignal(signal, err)
-                : fromServiceError(err, idempotent),
-            );
-          } else if (response === undefined) {
-            reject(new SafewriteError(GrpcStatus.INTERNAL, "the sidecar answered without a message"));
-          } else {
-            resolve(response);
-          }
+          // The answer's objects (an error's currentObject too) take client-node's shape.
+          void loadClientNode().then(() => settle(err, response));
         },
       );
       if (signal !== undefined) {

@@ -25,7 +25,7 @@ import {
   type Condition as ConditionMessage,
   type OwnerReference as OwnerReferenceMessage,
 } from "./gen/safewrite/v1/writer_pb.js";
-import { jsonText, Mutation, type JsonObject, type KubeObject } from "./mutation.js";
+import { jsonText, Mutation, type JsonObject } from "./mutation.js";
 
 /**
  * A condition to set: client-node's `V1Condition`, whose `lastTransitionTime`,
@@ -43,11 +43,11 @@ export type ConditionInput = Pick<V1Condition, "type" | "status" | "reason"> &
 
 /**
  * An owner: a `V1OwnerReference` as it stands, or the owning object itself — any
- * client-node `KubernetesObject` (or a safewrite result's object) with `apiVersion`,
+ * client-node `KubernetesObject` (a safewrite result's object is one) with `apiVersion`,
  * `kind`, `metadata.name` and, best, `metadata.uid`. When the uid is empty or absent the
  * sidecar reads the owner (in the object's namespace, or cluster-scoped) to learn it.
  */
-export type Owner = V1OwnerReference | KubernetesObject | KubeObject;
+export type Owner = V1OwnerReference | KubernetesObject;
 
 /** Where a conditions list is: field names joined by dots; absent means "status.conditions". */
 export interface ConditionListOptions {

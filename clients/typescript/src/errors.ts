@@ -10,7 +10,7 @@ import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "./gen/google/rpc/status_pb.js";
 import { Reason, Retry, WriteFailureSchema, type AttemptRecord as AttemptRecordMessage } from "./gen/safewrite/v1/writer_pb.js";
-import type { KubeObject } from "./mutation.js";
+import { parseObject, type Stored } from "./objects.js";
 import { codeAdvice, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
 
 /** The ErrorInfo domain of every error the sidecar returns. */
@@ -69,7 +69,7 @@ export interface ErrorDetails {
   retryDelayMs?: number;
   attemptRecords?: AttemptRecord[];
   /** For precondition failures, the object the check failed on (committed together with others: as it stood at this call's turn). */
-  currentObject?: KubeObject;
+  currentObject?: Stored;
   /** The W3C trace id of the sidecar's span for the call. */
   traceId?: string;
 }
@@ -93,7 +93,7 @@ export class SafewriteError extends Error {
    * another read: as read, or, when the call was committed together with others, as it stood at
    * this call's turn (after the changes of the calls before it).
    */
-  readonly currentObject: KubeObject | undefined;
+  readonly currentObject: Stored | undefined;
   /** The W3C trace id of the sidecar's span (32 hex digits); empty when unknown. */
   readonly traceId: string;
   /**
@@ -286,7 +286,7 @@ export function decodeDetails(bytes: Uint8Array): ErrorDetails & { message?: str
         details.traceId = failure.traceId;
         if (failure.currentObjectJson !== "") {
           try {
-            details.currentObject = JSON.parse(failure.currentObjectJson) as KubeObject;
+            details.currentObject = parseObject(failure.currentObjectJson);
           } catch {
             // Not JSON: leave it out rather than fail the decoding of the rest.
           }

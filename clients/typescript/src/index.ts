@@ -14,10 +14,9 @@ export {
   Mutation,
   type MutationKind,
   type JsonObject,
-  type KubeObject,
-  type ObjectMeta,
   type JsonPatchOp,
 } from "./mutation.js";
+export { refOf, type Stored, type TypeMeta } from "./objects.js";
 export {
   addFinalizer,
   removeConditions,

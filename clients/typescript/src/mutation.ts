@@ -8,35 +8,11 @@ import { status as GrpcStatus } from "@grpc/grpc-js";
 
 import { DOMAIN, InvalidError } from "./errors.js";
 import { MutationSchema, Reason, type Mutation as MutationMessage } from "./gen/safewrite/v1/writer_pb.js";
+import { toJson } from "./objects.js";
 import { reasonName } from "./reasons.js";
 
 /** A JSON object: a patch, an apply configuration, an object to create. */
 export type JsonObject = { [key: string]: unknown };
-
-/** The metadata of a Kubernetes object, with the fields a controller reads most. */
-export interface ObjectMeta {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  [key: string]: unknown;
-}
-
-/**
- * A Kubernetes object as the sidecar returned it (parsed JSON): `metadata` is typed, the
- * rest (spec, status, data, ...) is the kind's own and `unknown` here. A call's type
- * parameter says what else you know of it: `client.update<{ data: { n: string } }>(...)`
- * resolves to an object of type `KubeObject & { data: { n: string } }`. Nothing checks
- * that at run time.
- */
-export interface KubeObject {
-  apiVersion: string;
-  kind: string;
-  metadata: ObjectMeta;
-  [key: string]: unknown;
-}
 
 /** One RFC 6902 JSON Patch operation. `test` operations are preconditions. */
 export interface JsonPatchOp {
@@ -87,12 +63,12 @@ export class Mutation {
   }
 }
 
-/** @internal JSON text as it is, or any value turned into JSON text. */
+/** @internal JSON text as it is, or any value turned into JSON text (Dates as RFC 3339). */
 export function jsonText(value: unknown, what: string): string {
   if (typeof value === "string") {
     return value;
   }
-  const text = JSON.stringify(value);
+  const text = toJson(value);
   if (text === undefined) {
     throw new TypeError(`${what} must be JSON text or a value that serializes to JSON`);
   }

@@ -74,6 +74,11 @@ export interface CallOptions {
 
 /** The options of `update`, `patchStatus` and `transact`. */
 export interface WriteOptions extends CallOptions {
+  /**
+   * Write the object's status subresource instead of its main resource (PatchStatus;
+   * `patchStatus` sets it). Only the change's effect on `status` is written.
+   */
+  status?: boolean;
   preconditions?: Preconditions;
   retryPolicy?: RetryPolicy;
   /** The field manager recorded in managedFields; required for server-side apply. */
@@ -96,11 +101,8 @@ export interface WriteOptions extends CallOptions {
   writeAlone?: boolean;
 }
 
-/** The options of `transact`. */
-export interface TransactOptions extends WriteOptions {
-  /** Write the proposals to the status subresource instead of the main resource. */
-  status?: boolean;
-}
+/** The options of `transact`: those of every write. */
+export type TransactOptions = WriteOptions;
 
 /** What names a resourceVersion: a write's {@link Result}, a get's {@link GetResult}. */
 export interface Versioned {

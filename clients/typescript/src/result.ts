@@ -1,13 +1,15 @@
 /** What a successful call returns: a write's {@link Result}, a get's {@link GetResult}. */
 import { Outcome, type GetResponse, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
 import { attemptRecord, type AttemptRecord } from "./errors.js";
-import type { KubeObject } from "./mutation.js";
+import type { KubernetesObject } from "@kubernetes/client-node";
+
+import { parseObject, type Stored } from "./objects.js";
 
 /**
- * A finished write; `T` is what the call's type parameter says of its object beyond
- * {@link KubeObject} (e.g. `{ data: { n: string } }`).
+ * A finished write; `T` is the object's type as the call's type parameter says it
+ * (client-node's `V1ConfigMap`, your own `KubernetesObject & { spec: ... }`).
  */
-export interface Result<T extends object = object> {
+export interface Result<T extends KubernetesObject = KubernetesObject> {
   /**
    * UPDATED, UNCHANGED (nothing was written), CREATED, ABORTED (a transact function
    * aborted), or GONE (the object does not exist any more; see {@link gone}).
@@ -21,8 +23,10 @@ export interface Result<T extends object = object> {
    * committed together with others (`batchSize` above 1), the object right after this
    * call's own change, in the batch's order, without the changes of the calls after
    * it; an unchanged or already applied call gets the object as it stood at its turn.
+   * In client-node's shape: date-times as `Date`s (see `Stored`); nothing checks `T` at
+   * run time.
    */
-  object: KubeObject & T;
+  object: Stored<T>;
   /** The resourceVersion of `object`: of the write that carried it, or of the read when it is the object as read. */
   resourceVersion: string;
   /** The attempts made, the last included. */
@@ -42,14 +46,14 @@ export interface Result<T extends object = object> {
 }
 
 /** Converts a safewrite.v1.WriteResult message. */
-export function toResult<T extends object = object>(result: WriteResult | undefined): Result<T> {
+export function toResult<T extends KubernetesObject = KubernetesObject>(result: WriteResult | undefined): Result<T> {
   if (result === undefined) {
     throw new Error("the sidecar answered without a result");
   }
   return {
     outcome: result.outcome,
     outcomeName: Outcome[result.outcome] ?? String(result.outcome),
-    object: (result.objectJson === "" ? {} : JSON.parse(result.objectJson)) as KubeObject & T,
+    object: parseObject<T>(result.objectJson),
     resourceVersion: result.resourceVersion,
     attempts: result.attempts,
     attemptRecords: result.attemptRecords.map(attemptRecord),
@@ -59,13 +63,10 @@ export function toResult<T extends object = object>(result: WriteResult | undefi
   };
 }
 
-/**
- * An object read by `get`; `T` is what the call's type parameter says of it beyond
- * {@link KubeObject}, as for {@link Result}.
- */
-export interface GetResult<T extends object = object> {
-  /** The object, at least as new as the call's `atLeast` (or `minResourceVersion`). */
-  object: KubeObject & T;
+/** An object read by `get`; `T` is its type, as for {@link Result}. */
+export interface GetResult<T extends KubernetesObject = KubernetesObject> {
+  /** The object, at least as new as the call's `atLeast` (or `minResourceVersion`), in client-node's shape. */
+  object: Stored<T>;
   /** The resourceVersion of `object`; pass this result as a later call's `atLeast`. */
   resourceVersion: string;
   /**
@@ -78,12 +79,12 @@ export interface GetResult<T extends object = object> {
 }
 
 /** Converts a safewrite.v1.GetResponse message. */
-export function toGetResult<T extends object = object>(response: GetResponse): GetResult<T> {
+export function toGetResult<T extends KubernetesObject = KubernetesObject>(response: GetResponse): GetResult<T> {
   if (response.objectJson === "") {
     throw new Error("the sidecar answered a get without an object");
   }
   return {
-    object: JSON.parse(response.objectJson) as KubeObject & T,
+    object: parseObject<T>(response.objectJson),
     resourceVersion: response.resourceVersion,
     remembered: response.remembered,
     traceId: response.traceId,

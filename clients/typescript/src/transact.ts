@@ -5,6 +5,7 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { status as GrpcStatus, type ClientDuplexStream, type ServiceError } from "@grpc/grpc-js";
+import type { KubernetesObject } from "@kubernetes/client-node";
 
 import {
   TransactAbortSchema,
@@ -14,15 +15,16 @@ import {
   type TransactResponse,
 } from "./gen/safewrite/v1/writer_pb.js";
 import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
-import { Abort, Mutation, mutationMessage, type JsonObject, type KubeObject } from "./mutation.js";
+import { Abort, Mutation, mutationMessage, type JsonObject } from "./mutation.js";
+import { loadClientNode, parseObject, toJson, type Stored } from "./objects.js";
 import { toResult, type Result } from "./result.js";
 
 /** The object as the sidecar just read it, for one attempt; `T` as for {@link Result}. */
-export interface Fresh<T extends object = object> {
+export interface Fresh<T extends KubernetesObject = KubernetesObject> {
   /** The attempt this object belongs to, starting at 1; a proposal must echo it. */
   attempt: number;
-  /** The object, parsed from the sidecar's JSON; yours to change. */
-  object: KubeObject & T;
+  /** The object, in client-node's shape (date-times as `Date`s); yours to change. */
+  object: Stored<T>;
   /** Its metadata.resourceVersion, which the write will carry. */
   resourceVersion: string;
   /** The object did not exist and createIfMissing supplied it: the write will be a create. */
@@ -30,10 +32,10 @@ export interface Fresh<T extends object = object> {
 }
 
 /** An answer to a fresh object: the whole new object, a mutation, or an abort. */
-export type Proposal = KubeObject | JsonObject | Mutation | Abort;
+export type Proposal = KubernetesObject | JsonObject | Mutation | Abort;
 
 /** What {@link Transaction.next} yields: a fresh object to answer, or the final result. */
-export type TransactionEvent<T extends object = object> =
+export type TransactionEvent<T extends KubernetesObject = KubernetesObject> =
   | { fresh: Fresh<T>; result?: undefined }
   | { result: Result<T>; fresh?: undefined };
 
@@ -42,7 +44,7 @@ export type TransactionEvent<T extends object = object> =
  * `Client.transact`). Read with {@link next}; answer each fresh object with
  * {@link propose}, echoing its attempt.
  */
-export class Transaction<T extends object = object> {
+export class Transaction<T extends KubernetesObject = KubernetesObject> {
   readonly #call: ClientDuplexStream<TransactRequest, TransactResponse>;
   readonly #idempotent: boolean;
   readonly #signal: AbortSignal | undefined;
@@ -50,6 +52,8 @@ export class Transaction<T extends object = object> {
   readonly #namespace: string;
   readonly #queue: TransactResponse[] = [];
   #error: SafewriteError | undefined;
+  /** An error came and is being converted into {@link #error}. */
+  #failing = false;
   #ended = false;
   #status = false;
   #waiting: (() => void)[] = [];
@@ -72,9 +76,13 @@ export class Transaction<T extends object = object> {
       this.#notify();
     });
     call.on("error", (err: ServiceError) => {
-      this.#error ??= this.#convert(err);
-      this.#status = true;
-      this.#notify();
+      this.#failing = true;
+      // Its currentObject takes client-node's shape, as the fresh objects do.
+      void loadClientNode().then(() => {
+        this.#error ??= this.#convert(err);
+        this.#status = true;
+        this.#notify();
+      });
     });
     call.on("status", () => {
       this.#status = true;
@@ -125,6 +133,7 @@ export class Transaction<T extends object = object> {
    * @throws SafewriteError a subclass per gRPC code, as for `Client.update`.
    */
   async next(): Promise<TransactionEvent<T>> {
+    await loadClientNode();
     for (;;) {
       const message = this.#queue.shift();
       if (message !== undefined) {
@@ -134,7 +143,7 @@ export class Transaction<T extends object = object> {
             return {
               fresh: {
                 attempt: fresh.attempt,
-                object: (fresh.objectJson === "" ? {} : JSON.parse(fresh.objectJson)) as KubeObject & T,
+                object: parseObject<T>(fresh.objectJson),
                 resourceVersion: fresh.resourceVersion,
                 creating: fresh.creating,
               },
@@ -150,7 +159,7 @@ export class Transaction<T extends object = object> {
       if (this.#error !== undefined) {
         throw this.#error;
       }
-      if (this.#ended && this.#status) {
+      if (this.#ended && this.#status && !this.#failing) {
         throw new SafewriteError(GrpcStatus.INTERNAL, "the Transact stream ended without a result");
       }
       await new Promise<void>((resolve) => {
@@ -174,7 +183,7 @@ export class Transaction<T extends object = object> {
     } else if (change instanceof Mutation) {
       proposal.change = { case: "mutation", value: mutationMessage(change, this.#namespace) };
     } else if (change !== null && typeof change === "object" && !Array.isArray(change)) {
-      proposal.change = { case: "objectJson", value: JSON.stringify(change) };
+      proposal.change = { case: "objectJson", value: toJson(change)! };
     } else {
       throw new TypeError("a proposal is an object, a Mutation (cel(), mergePatch(), ...) or an Abort");
     }
@@ -199,9 +208,9 @@ export class Transaction<T extends object = object> {
  * throwing an Abort aborts too. Any other error thrown by `fn` tears the stream down
  * (nothing is written) and is rethrown as it is.
  */
-export async function runTransaction<T extends object>(
+export async function runTransaction<T extends KubernetesObject>(
   transaction: Transaction<T>,
-  fn: (object: KubeObject & T, fresh: Fresh<T>) => Proposal | void | Promise<Proposal | void>,
+  fn: (object: Stored<T>, fresh: Fresh<T>) => Proposal | void | Promise<Proposal | void>,
 ): Promise<Result<T>> {
   for (;;) {
     const event = await transaction.next();

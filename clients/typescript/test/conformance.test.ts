@@ -55,9 +55,9 @@ import {
   type Preconditions as PreconditionsMessage,
   type RetryPolicy as RetryPolicyMessage,
   type WriteOptions as WriteOptionsMessage,
-} from "@safewrite/client/v1";
-import { ErrorInfoSchema } from "@safewrite/client/gen/google/rpc/error_details_pb";
-import { StatusSchema } from "@safewrite/client/gen/google/rpc/status_pb";
+} from "#gen/safewrite/v1/writer_pb";
+import { ErrorInfoSchema } from "#gen/google/rpc/error_details_pb";
+import { StatusSchema } from "#gen/google/rpc/status_pb";
 
 import { adminClient, namespace, packageRoot } from "./support.js";
 

@@ -37,7 +37,7 @@ import {
   UpdateWithRetryResponseSchema,
   type PatchStatusRequest,
   type UpdateWithRetryRequest,
-} from "@safewrite/client/v1";
+} from "#gen/safewrite/v1/writer_pb";
 
 import { adminClient, configMap, existing, widget } from "./support.js";
 
@@ -194,6 +194,8 @@ describe("the builders refuse before sending", () => {
 class Recorder {
   /** The requests received, as proto3 JSON. */
   readonly requests: JsonValue[] = [];
+  /** The requests received, as bytes (hex), with the RPC each came to. */
+  readonly raw: { method: string; bytes: string }[] = [];
   readonly #server = new Server();
   address = "";
 
@@ -203,7 +205,10 @@ class Recorder {
       requestStream: false,
       responseStream: false,
       requestSerialize: () => Buffer.alloc(0),
-      requestDeserialize: (bytes: Buffer) => input.fromBinary(bytes),
+      requestDeserialize: (bytes: Buffer) => {
+        this.raw.push({ method: name, bytes: bytes.toString("hex") });
+        return input.fromBinary(bytes);
+      },
       responseSerialize: (message: O) => Buffer.from(output.toBinary(message)),
       responseDeserialize: () => undefined,
     });
@@ -277,6 +282,19 @@ describe("the requests sent", () => {
     ]);
   });
 
+  it("patchStatus, and update with status: true, send PatchStatus the very bytes update sends UpdateWithRetry", async () => {
+    const start = recorder.raw.length;
+    const options = { preconditions: { uid: "u" }, retryPolicy: { maxAttempts: 3 }, fieldManager: "m", dryRun: true };
+    const change = mergePatch({ status: { phase: "Ready" } });
+    await client.update(ref, change, options);
+    await client.patchStatus(ref, change, options);
+    await client.update(ref, change, { ...options, status: true });
+    const [main, status, flagged] = recorder.raw.slice(start);
+    assert.deepEqual([main?.method, status?.method, flagged?.method], ["UpdateWithRetry", "PatchStatus", "PatchStatus"]);
+    assert.equal(status?.bytes, main?.bytes);
+    assert.equal(flagged?.bytes, main?.bytes);
+  });
+
   it("no request leaves for a refused argument", async () => {
     const before = recorder.requests.length;
     assert.throws(() => client.update(ref, setOwnerReference({ metadata: { name: "x" } })), TypeError);
@@ -326,7 +344,7 @@ describe("against the sidecar", () => {
       message: "ok",
       lastTransitionTime: new Date("2026-01-01T00:00:00Z"),
     };
-    const set = await client.patchStatus<{ status: { conditions: V1Condition[] } }>(ref, setConditions(ready));
+    const set = await client.patchStatus<KubernetesObject & { status: { conditions: V1Condition[] } }>(ref, setConditions(ready));
     assert.equal(set.outcome, Outcome.UPDATED);
     assert.deepEqual(set.object.status.conditions, [
       { type: "Ready", status: "True", reason: "Reconciled", message: "ok", lastTransitionTime: "2026-01-01T00:00:00Z", observedGeneration: 1 },
@@ -381,12 +399,12 @@ describe("against the sidecar", () => {
   it("upserts a keyed list entry in place and removes it", async () => {
     const ref = widget("list");
     await client.update(ref, mergePatch({}), { createIfMissing: { spec: { parents: [{ controllerName: "a", x: 1 }] } } });
-    const upserted = await client.update<{ spec: { parents: object[] } }>(
+    const upserted = await client.update<KubernetesObject & { spec: { parents: object[] } }>(
       ref,
       upsertListEntry("spec.parents", "controllerName", { controllerName: "b", ok: true }),
     );
     assert.deepEqual(upserted.object.spec.parents, [{ controllerName: "a", x: 1 }, { controllerName: "b", ok: true }]);
-    const removed = await client.update<{ spec: { parents: object[] } }>(
+    const removed = await client.update<KubernetesObject & { spec: { parents: object[] } }>(
       ref,
       removeListEntry("spec.parents", "controllerName", { controllerName: "a" }),
     );

@@ -21,7 +21,7 @@ import {
   UnavailableError,
 } from "@safewrite/client";
 
-import { adminClient, configMap, existing, harness, INCREMENT, namespace } from "./support.js";
+import { adminClient, configMap, data, existing, harness, INCREMENT, namespace } from "./support.js";
 
 const client = adminClient();
 after(() => client.close());
@@ -121,7 +121,7 @@ describe("errors", () => {
     assert.equal(err.code, GrpcStatus.FAILED_PRECONDITION);
     assert.equal(err.reason, "PRECONDITION_FAILED");
     assert.equal(err.failureReason, Reason.PRECONDITION_FAILED);
-    assert.deepEqual(err.currentObject?.["data"], { n: "1" });
+    assert.deepEqual(data(err.currentObject ?? {}), { n: "1" });
     assert.equal(err.retryable, false);
   });
 
@@ -138,7 +138,7 @@ describe("errors", () => {
     );
     assert.equal(missing.reason, "MUTATION_DOES_NOT_APPLY");
     assert.equal(missing.failureReason, Reason.MUTATION_DOES_NOT_APPLY);
-    assert.deepEqual(missing.currentObject?.["data"], { n: "1" });
+    assert.deepEqual(data(missing.currentObject ?? {}), { n: "1" });
   });
 
   it("PreconditionFailedError for a uid that does not match", async () => {
@@ -172,7 +172,7 @@ describe("errors", () => {
     assert.equal(err.failureReason, Reason.FIELD_MANAGER_CONFLICT);
     assert.equal(err.retryable, false);
     const forced = await client.update(ref, apply(config("b"), { force: true }), { fieldManager: "manager-b" });
-    assert.deepEqual(forced.object["data"], { n: "1", shared: "b" });
+    assert.deepEqual(data(forced.object), { n: "1", shared: "b" });
   });
 
   it("PermissionDeniedError with POLICY_DENIED for a Secret (denied by default)", async () => {

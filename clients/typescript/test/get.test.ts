@@ -31,9 +31,9 @@ import {
   type GetResult,
   type Result,
 } from "@safewrite/client";
-import { GetRequestSchema, GetResponseSchema, type GetRequest, type GetResponse } from "@safewrite/client/v1";
+import { GetRequestSchema, GetResponseSchema, type GetRequest, type GetResponse } from "#gen/safewrite/v1/writer_pb";
 
-import { adminClient, configMap, existing, harness, INCREMENT, namespace } from "./support.js";
+import { adminClient, configMap, existing, harness, INCREMENT, namespace, type Counter } from "./support.js";
 
 /** A gRPC server on loopback serving Get: records each request; answers the name "slow" with DEADLINE_EXCEEDED. */
 class Recorder {
@@ -116,7 +116,7 @@ describe("the GetRequest sent", () => {
   });
 
   it("answers the object, its resourceVersion, whether it was remembered and the trace id", async () => {
-    const got: GetResult<{ data: { n: string } }> = await client.get<{ data: { n: string } }>(ref);
+    const got: GetResult<Counter> = await client.get<Counter>(ref);
     assert.deepEqual(got, {
       object: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", resourceVersion: "42" }, data: { n: "7" } },
       resourceVersion: "42",
@@ -158,7 +158,7 @@ describe("read your own writes, against the sidecar", () => {
 
   it("a get at least as new as your write answers that write, from the sidecar's copy", async () => {
     const ref = await existing(client, "get-own");
-    const written = await client.update<{ data: { n: string } }>(ref, cel(INCREMENT));
+    const written = await client.update<Counter>(ref, cel(INCREMENT));
     assert.equal(written.outcome, Outcome.UPDATED);
     const got = await client.get<V1ConfigMap>(ref, { atLeast: written });
     assert.equal(got.remembered, true);
@@ -171,7 +171,7 @@ describe("read your own writes, against the sidecar", () => {
 
   it("without a minimum it reads live, and a live read is remembered for the next get", async () => {
     const ref = await existing(client, "get-live", { n: "5" });
-    const live = await client.get<{ data: { n: string } }>(ref);
+    const live = await client.get<Counter>(ref);
     assert.equal(live.remembered, false);
     assert.equal(live.object.data.n, "5");
     const again = await client.get(ref, { atLeast: live });
@@ -183,8 +183,8 @@ describe("read your own writes, against the sidecar", () => {
     const other = new Client(harness("SAFEWRITE_LOSSY_ADDR"), { timeoutMs: 30_000 });
     try {
       const ref = await existing(client, "get-other");
-      const written = await client.update<{ data: { n: string } }>(ref, mergePatch({ data: { n: "9" } }));
-      const got = await other.get<{ data: { n: string } }>(ref, { atLeast: written });
+      const written = await client.update<Counter>(ref, mergePatch({ data: { n: "9" } }));
+      const got = await other.get<Counter>(ref, { atLeast: written });
       assert.equal(got.remembered, false);
       assert.ok(BigInt(got.resourceVersion) >= BigInt(written.resourceVersion));
       assert.equal(got.object.data.n, "9");

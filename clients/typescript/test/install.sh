@@ -3,12 +3,13 @@
 #
 #   bash test/install.sh      # after `npm ci && npm run build` here (test.sh does both)
 #
-# 1. writes the README's package.json and tsconfig.json, taken from the ```json blocks
-#    after its "<!-- install: package.json -->" and "<!-- install: tsconfig.json -->"
-#    markers, so the test follows the README as it stands;
-# 2. `npm install <this checkout>`, then typescript and @types/node as dev dependencies
-#    (the versions this package pins, where the README takes the newest: the test then
-#    needs no registry once npm's cache holds them, and `--prefer-offline` uses it);
+# 1. checks that the README's install commands are the ones this script runs (below);
+# 2. `npm pack` of this checkout, `npm init -y`, `npm pkg set type=module`, `npm install`
+#    of the packed file (which brings the peer dependency @kubernetes/client-node), then
+#    typescript and @types/node as dev dependencies (the versions this package pins, where
+#    the README takes the newest: with `--prefer-offline` npm's cache then serves every
+#    package, with no registry once it holds them), and the README's tsconfig.json, taken
+#    from the ```json block after its "<!-- install: tsconfig.json -->" marker;
 # 3. saves the README's first example as main.ts, runs `npx tsc` and, when
 #    SAFEWRITE_ADDRESS names a sidecar, `node main.js`, whose output is printed.
 # Run by test/readme.test.ts, inside the harness; the project is removed afterwards.
@@ -29,20 +30,30 @@ block() {
     inside { print }' "$readme"
 }
 
+# The README's commands, as this script runs them.
+commands=$(block '```sh' '## Install')
+for command in "npm ci && npm run build && npm pack" "npm init -y && npm pkg set type=module" \
+  "npm install <path-to>/safewrite/clients/typescript/safewrite-client-" "npm install --save-dev typescript @types/node@20"; do
+  grep -qF -- "$command" <<<"$commands" ||
+    { echo "install.sh: README.md's Install commands no longer say: $command" >&2; exit 1; }
+done
+
 project=$(mktemp -d "${TMPDIR:-/tmp}/safewrite-ts-install.XXXXXX")
 trap 'rm -rf "$project"' EXIT
 cd "$project"
 
-for file in package.json tsconfig.json; do
-  block '```json' "<!-- install: $file -->" >"$file"
-  [ -s "$file" ] || { echo "install.sh: README.md has no \`\`\`json block after <!-- install: $file -->" >&2; exit 1; }
-done
+block '```json' "<!-- install: tsconfig.json -->" >tsconfig.json
+[ -s tsconfig.json ] || { echo "install.sh: README.md has no \`\`\`json block after <!-- install: tsconfig.json -->" >&2; exit 1; }
 block '```ts' >main.ts
 
 pinned() { node -p "require('$package/package.json').devDependencies['$1']"; }
 npm=(npm install --prefer-offline --no-audit --no-fund --loglevel=error)
-"${npm[@]}" "$package"
+tarball=$(cd "$package" && npm pack --ignore-scripts --silent --pack-destination "$project")
+npm init -y >/dev/null && npm pkg set type=module
+"${npm[@]}" "./$tarball"
 "${npm[@]}" --save-dev "typescript@$(pinned typescript)" "@types/node@$(pinned @types/node)"
+[ -d node_modules/@kubernetes/client-node ] ||
+  { echo "install.sh: npm did not install the peer dependency @kubernetes/client-node" >&2; exit 1; }
 
 npx tsc
 if [ -n "${SAFEWRITE_ADDRESS:-}" ]; then

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
+import type { KubernetesObject } from "@kubernetes/client-node";
 import {
   cel,
   Client,
@@ -18,7 +19,6 @@ import {
   OutcomeUnknownError,
   Reason,
   Retry,
-  type KubeObject,
   type ObjectRef,
 } from "@safewrite/client";
 
@@ -38,7 +38,7 @@ async function current(ref: ObjectRef): Promise<string | undefined> {
   return data(res.object)["n"];
 }
 
-function bump(obj: KubeObject): void {
+function bump(obj: KubernetesObject): void {
   const counter = data(obj);
   counter["n"] = String(Number(counter["n"]) + 1);
 }

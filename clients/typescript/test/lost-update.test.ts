@@ -2,9 +2,10 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
-import { cel, mergePatch, Outcome, type JsonObject } from "@safewrite/client";
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { cel, mergePatch, Outcome } from "@safewrite/client";
 
-import { adminClient, configMap, INCREMENT } from "./support.js";
+import { adminClient, configMap, data, INCREMENT } from "./support.js";
 
 // CEL increments may be committed together by the sidecar; transactions always go
 // alone, one round trip per attempt, so fewer of them keep the run short.
@@ -16,7 +17,7 @@ const TX_INCREMENTS = 10;
 const client = adminClient();
 after(() => client.close());
 
-const count = (obj: JsonObject): number => Number((obj["data"] as Record<string, string>)["n"]);
+const count = (obj: KubernetesObject): number => Number(data(obj)["n"]);
 
 /** Runs `writers` async writers, each making `increments` calls one after another. */
 async function contend(writers: number, increments: number, write: () => Promise<unknown>): Promise<void> {
@@ -52,7 +53,7 @@ describe("lost updates", () => {
       const res = await client.transact(
         ref,
         (obj) => {
-          (obj["data"] as Record<string, string>)["n"] = String(count(obj) + 1);
+          data(obj)["n"] = String(count(obj) + 1);
         },
         { timeoutMs: 60_000, retryPolicy: { maxAttempts: 1000 } },
       );

@@ -38,10 +38,10 @@ import {
   UnavailableError,
   UnimplementedError,
 } from "@safewrite/client";
-import { AttemptRecordSchema, retry, retry_by_code, WriteFailureSchema } from "@safewrite/client/v1";
+import { AttemptRecordSchema, retry, retry_by_code, WriteFailureSchema } from "#gen/safewrite/v1/writer_pb";
 
-import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "@safewrite/client/gen/google/rpc/error_details_pb";
-import { StatusSchema } from "@safewrite/client/gen/google/rpc/status_pb";
+import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "#gen/google/rpc/error_details_pb";
+import { StatusSchema } from "#gen/google/rpc/status_pb";
 import { packageRoot } from "./support.js";
 
 describe("reasons", () => {
@@ -193,12 +193,57 @@ describe("mutations", () => {
 });
 
 describe("the package", () => {
-  it("loads nothing of @kubernetes/client-node at run time: its types only", () => {
-    const dist = `${packageRoot}dist`;
-    const loading = readdirSync(dist)
-      .filter((file) => file.endsWith(".js"))
-      .filter((file) => /(?:from|import)\s*\(?\s*["']@kubernetes\//.test(readFileSync(`${dist}/${file}`, "utf8")));
-    assert.deepEqual(loading, []);
+  const manifest = JSON.parse(readFileSync(`${packageRoot}package.json`, "utf8")) as {
+    name: string;
+    license: string;
+    private?: boolean;
+    types: string;
+    files: string[];
+    exports: Record<string, { types: string; default: string }>;
+    peerDependencies: Record<string, string>;
+    peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+    devDependencies: Record<string, string>;
+  };
+
+  it("is ready to publish: npm pack takes the built code, its types, README, LICENSE and CHANGELOG, nothing else", async () => {
+    assert.equal(manifest.name, "@safewrite/client");
+    assert.equal(manifest.license, "Apache-2.0");
+    assert.equal(manifest.private, undefined, "a private package cannot be published");
+    const { stdout } = await promisify(execFile)("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+      cwd: packageRoot,
+    });
+    const [pack] = JSON.parse(stdout) as { name: string; files: { path: string }[] }[];
+    const files = pack!.files.map((f) => f.path).sort();
+    for (const required of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "dist/index.js", "dist/index.d.ts"]) {
+      assert.ok(files.includes(required), `the package holds ${required}`);
+    }
+    assert.ok(files.includes(manifest.types.replace(/^\.\//, "")), "the package holds its `types`");
+    const stray = files.filter(
+      (f) => !["package.json", "README.md", "LICENSE", "CHANGELOG.md"].includes(f) && !/^dist\/.*\.(js|d\.ts)$/.test(f),
+    );
+    assert.deepEqual(stray, [], "no sources, tests, maps or build output");
+    // Every module the built code loads is in the package.
+    const built = readdirSync(`${packageRoot}dist`, { recursive: true, encoding: "utf8" })
+      .filter((f) => f.endsWith(".js"))
+      .map((f) => `dist/${f}`);
+    assert.deepEqual(built.filter((f) => !files.includes(f)), []);
+  });
+
+  it("exports only the public API, not the generated code", async () => {
+    assert.deepEqual(Object.keys(manifest.exports), ["."]);
+    for (const hidden of ["@safewrite/client/v1", "@safewrite/client/dist/gen/safewrite/v1/writer_pb.js", "@safewrite/client/dist/client.js"]) {
+      await assert.rejects(import(hidden), (err: NodeJS.ErrnoException) => err.code === "ERR_PACKAGE_PATH_NOT_EXPORTED", hidden);
+    }
+  });
+
+  it("takes @kubernetes/client-node as a peer dependency from the version it is tested with", () => {
+    const tested = manifest.devDependencies["@kubernetes/client-node"]!;
+    const installed = (
+      JSON.parse(readFileSync(`${packageRoot}node_modules/@kubernetes/client-node/package.json`, "utf8")) as { version: string }
+    ).version;
+    assert.equal(installed, tested, "the tests run with the pinned version");
+    assert.equal(manifest.peerDependencies["@kubernetes/client-node"], `^${tested}`);
+    assert.equal(manifest.peerDependenciesMeta?.["@kubernetes/client-node"]?.optional, undefined, "not optional");
   });
 });
 

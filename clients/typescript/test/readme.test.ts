@@ -1,12 +1,14 @@
 /**
  * The README's examples, every ```ts block, type-checked and run as written against the
  * real sidecar (the client reads SAFEWRITE_ADDRESS; the examples use the "default"
- * namespace, which every API server has), and its Install section followed in a new
- * project by test/install.sh.
+ * namespace, which every API server has) and, for client-node's reads, the real API
+ * server (KUBECONFIG is the harness's admin kubeconfig), and its Install section followed
+ * in a new project by test/install.sh.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
 import { promisify } from "node:util";
 import { describe, it } from "node:test";
 
@@ -17,7 +19,7 @@ import { harness, packageRoot } from "./support.js";
 const readme = readFileSync(`${packageRoot}README.md`, "utf8");
 const blocks = [...readme.matchAll(/```ts\n(.*?)```/gs)].map((m) => m[1]!);
 const dir = `${packageRoot}build/readme`;
-const firstOutput = /^(CREATED|UPDATED) \d+ (UPDATED|ABORTED)$/;
+const firstOutput = /^(CREATED|UPDATED) \d+ (UPDATED|UNCHANGED)$/;
 
 /**
  * Writes the blocks as modules inside the package, so "@safewrite/client" resolves to it:
@@ -65,7 +67,8 @@ describe("README", () => {
     it(`example ${i + 1} runs as written (compiled)`, async () => {
       harness("SAFEWRITE_ADDRESS");
       const file = write("mjs")[i]!;
-      const { stdout } = await promisify(execFile)(process.execPath, [file], { cwd: packageRoot, timeout: 60_000 });
+      const env = { ...process.env, KUBECONFIG: `${dirname(harness("SAFEWRITE_CP_ENV"))}/admin.kubeconfig` };
+      const { stdout } = await promisify(execFile)(process.execPath, [file], { cwd: packageRoot, env, timeout: 60_000 });
       assert.ok(stdout.trim() !== "", "the example printed nothing");
       if (i === 0) {
         assert.match(stdout.trim(), firstOutput);
@@ -73,7 +76,7 @@ describe("README", () => {
     });
   });
 
-  it("installs into a new project as its Install section says, where the first example type-checks and runs", async () => {
+  it("installs into a new project (npm init, the packed package) as its Install section says, where the first example type-checks and runs", async () => {
     harness("SAFEWRITE_ADDRESS");
     const { stdout } = await promisify(execFile)("bash", [`${packageRoot}test/install.sh`], {
       cwd: packageRoot,

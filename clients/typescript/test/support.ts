@@ -1,7 +1,8 @@
 /** What the tests share: the harness's environment, fresh names, a client per test file. */
 import { randomBytes } from "node:crypto";
 
-import { Client, mergePatch, type JsonObject, type ObjectRef } from "@safewrite/client";
+import type { KubernetesObject, V1ConfigMap } from "@kubernetes/client-node";
+import { Client, mergePatch, type ObjectRef } from "@safewrite/client";
 
 /** A variable exported by tests/harness/with-sidecar.sh; a test that needs it fails without it. */
 export function harness(name: string): string {
@@ -55,4 +56,10 @@ export async function existing(
 }
 
 /** An object's `data`, typed. */
-export const data = (obj: JsonObject): Record<string, string> => obj["data"] as Record<string, string>;
+export const data = (obj: KubernetesObject): Record<string, string> => (obj as V1ConfigMap).data as Record<string, string>;
+
+/** The test's counter: a ConfigMap whose data.n is a number's text. */
+export type Counter = V1ConfigMap & { data: { n: string } };
+
+/** The harness's Widget kind: a spec and a status of its own. */
+export type Widget = KubernetesObject & { spec: { size: number }; status?: Record<string, unknown> };

@@ -4,7 +4,7 @@ import { describe, it } from "node:test";
 
 import { Client, mergePatch, Reason, UnauthenticatedError } from "@safewrite/client";
 
-import { configMap, harness } from "./support.js";
+import { configMap, data, harness } from "./support.js";
 
 /** Runs `fn` with a client of the token sidecar, closed afterwards. */
 async function withClient<T>(token: string | undefined, fn: (client: Client) => Promise<T>): Promise<T> {
@@ -43,7 +43,7 @@ describe("token", () => {
     const res = await withClient(`  ${harness("SAFEWRITE_TOKEN")}\n`, (client) =>
       client.update(configMap("token"), mergePatch({ data: { a: "1" } }), { createIfMissing: {} }),
     );
-    assert.deepEqual(res.object["data"], { a: "1" });
+    assert.deepEqual(data(res.object), { a: "1" });
   });
 
   it("an empty token or one that cannot be a header is refused at construction", () => {

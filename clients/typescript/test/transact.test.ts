@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
+import type { KubernetesObject } from "@kubernetes/client-node";
 import {
   Abort,
   abort,
@@ -11,10 +12,9 @@ import {
   mergePatch,
   Outcome,
   Reason,
-  type JsonObject,
 } from "@safewrite/client";
 
-import { adminClient, configMap, data, existing, INCREMENT, widget } from "./support.js";
+import { adminClient, configMap, data, existing, INCREMENT, widget, type Widget } from "./support.js";
 
 const client = adminClient();
 const other = adminClient(); // the second writer, on a connection of its own
@@ -44,7 +44,7 @@ describe("transact", () => {
       return { ...obj, data: { n: "10" } };
     });
     assert.equal(res.outcome, Outcome.UPDATED);
-    assert.deepEqual(res.object["data"], { n: "10" });
+    assert.deepEqual(data(res.object), { n: "10" });
   });
 
   it("writes a returned mutation", async () => {
@@ -143,23 +143,22 @@ describe("transact", () => {
   it("writes the status subresource with status: true", async () => {
     const ref = widget("tstatus");
     await client.update(ref, mergePatch({}), { createIfMissing: { spec: { size: 3 } } });
-    const res = await client.transact(
+    const res = await client.transact<Widget>(
       ref,
       (obj) => {
-        const size = (obj["spec"] as { size: number }).size;
-        obj["status"] = { capacity: size * 10 };
+        obj.status = { capacity: obj.spec.size * 10 };
       },
       { status: true },
     );
     assert.equal(res.outcome, Outcome.UPDATED);
-    assert.deepEqual(res.object["status"], { capacity: 30 });
+    assert.deepEqual(res.object.status, { capacity: 30 });
   });
 
   it("applies a keyed transaction once", async () => {
     const ref = await existing(client, "tkey");
     const key = `k-${ref.name}`;
     let calls = 0;
-    const increment = (obj: JsonObject) => {
+    const increment = (obj: KubernetesObject) => {
       calls += 1;
       data(obj)["n"] = String(Number(data(obj)["n"]) + 1);
     };

@@ -4,7 +4,7 @@ import { after, describe, it } from "node:test";
 
 import { apply, cel, jsonPatch, mergePatch, Outcome } from "@safewrite/client";
 
-import { adminClient, configMap, INCREMENT, widget } from "./support.js";
+import { adminClient, configMap, data, INCREMENT, widget, type Widget } from "./support.js";
 
 const client = adminClient();
 after(() => client.close());
@@ -14,7 +14,7 @@ describe("update", () => {
     const ref = configMap("create");
     const res = await client.update(ref, mergePatch({ data: { a: "1" } }), { createIfMissing: { data: { n: "0" } } });
     assert.equal(res.outcome, Outcome.CREATED);
-    assert.deepEqual(res.object["data"], { n: "0", a: "1" });
+    assert.deepEqual(data(res.object), { n: "0", a: "1" });
     assert.equal((res.object["metadata"] as { name: string }).name, ref.name);
     assert.ok(res.resourceVersion);
     assert.equal(res.attempts, 1);
@@ -28,7 +28,7 @@ describe("update", () => {
     await client.update(ref, mergePatch({}), { createIfMissing: { data: { n: "41" } } });
     const res = await client.update(ref, cel(INCREMENT));
     assert.equal(res.outcome, Outcome.UPDATED);
-    assert.equal((res.object["data"] as Record<string, string>)["n"], "42");
+    assert.equal(data(res.object)["n"], "42");
     const [record] = res.attemptRecords;
     assert.equal(record?.number, 1);
     assert.ok(record?.resourceVersionRead);
@@ -54,7 +54,7 @@ describe("update", () => {
       ]),
     );
     assert.equal(res.outcome, Outcome.UPDATED);
-    assert.deepEqual(res.object["data"], { n: "1", m: "2" });
+    assert.deepEqual(data(res.object), { n: "1", m: "2" });
   });
 
   it("applies a server-side apply configuration with a field manager", async () => {
@@ -63,7 +63,7 @@ describe("update", () => {
     const config = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: ref.name }, data: { owned: "yes" } };
     const res = await client.update(ref, apply(config), { fieldManager: "ts-test" });
     assert.equal(res.outcome, Outcome.UPDATED);
-    assert.deepEqual(res.object["data"], { n: "1", owned: "yes" });
+    assert.deepEqual(data(res.object), { n: "1", owned: "yes" });
     const again = await client.update(ref, apply(config), { fieldManager: "ts-test" });
     assert.equal(again.outcome, Outcome.UNCHANGED);
   });
@@ -73,7 +73,7 @@ describe("update", () => {
     await client.update(ref, mergePatch({}), { createIfMissing: { data: { n: "0" } } });
     const dry = await client.update(ref, mergePatch({ data: { n: "9" } }), { dryRun: true });
     assert.equal(dry.outcome, Outcome.UPDATED);
-    assert.equal((dry.object["data"] as Record<string, string>)["n"], "9");
+    assert.equal(data(dry.object)["n"], "9");
     const res = await client.update(ref, mergePatch({ data: { n: "0" } }));
     assert.equal(res.outcome, Outcome.UNCHANGED);
   });
@@ -88,7 +88,7 @@ describe("update", () => {
     const second = await client.update(ref, cel(INCREMENT), { idempotencyKey: key });
     assert.equal(second.outcome, Outcome.UPDATED);
     assert.equal(second.alreadyApplied, true);
-    assert.equal((second.object["data"] as Record<string, string>)["n"], "1");
+    assert.equal(data(second.object)["n"], "1");
   });
 
   it("takes preconditions that hold, a retry policy and writeAlone", async () => {
@@ -112,10 +112,10 @@ describe("patchStatus", () => {
   it("writes only the status of a kind with a status subresource", async () => {
     const ref = widget("status");
     await client.update(ref, mergePatch({}), { createIfMissing: { spec: { size: 1 } } });
-    const res = await client.patchStatus(ref, mergePatch({ spec: { size: 2 }, status: { phase: "Ready" } }));
+    const res = await client.patchStatus<Widget>(ref, mergePatch({ spec: { size: 2 }, status: { phase: "Ready" } }));
     assert.equal(res.outcome, Outcome.UPDATED);
-    assert.deepEqual(res.object["spec"], { size: 1 });
-    assert.deepEqual(res.object["status"], { phase: "Ready" });
+    assert.deepEqual(res.object.spec, { size: 1 });
+    assert.deepEqual(res.object.status, { phase: "Ready" });
     const again = await client.patchStatus(ref, cel('{"status": {"phase": "Ready"}}'));
     assert.equal(again.outcome, Outcome.UNCHANGED);
   });

@@ -1,6 +1,6 @@
 package dev.safewrite;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 /**
  * An object read with {@link SafewriteClient#get}: at least as new as the minimum resourceVersion
@@ -17,9 +17,19 @@ import com.google.gson.JsonObject;
 public record GetResult(
     String objectJson, String resourceVersion, boolean remembered, String traceId) {
 
-  /** The object as a Gson tree, parsed anew on every call (change it freely). */
-  public JsonObject object() {
+  /** The object as a Jackson tree, parsed anew on every call (change it freely). */
+  public ObjectNode object() {
     return Json.object(objectJson);
+  }
+
+  /**
+   * The object as an instance of {@code type}, read by Jackson anew on every call: your fabric8
+   * class (such as a java-operator-sdk custom resource) or any class Jackson binds.
+   *
+   * @throws IllegalArgumentException when Jackson cannot read the object as {@code type}
+   */
+  public <T> T object(Class<T> type) {
+    return Json.as(object(), type);
   }
 
   static GetResult fromProto(dev.safewrite.v1.GetResponse response) {

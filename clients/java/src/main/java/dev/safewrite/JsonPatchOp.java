@@ -1,8 +1,9 @@
 package dev.safewrite;
 
-import com.google.gson.JsonElement;
-import com.google.gson.JsonNull;
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.NullNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.databind.node.TextNode;
 import java.util.Objects;
 
 /**
@@ -16,7 +17,7 @@ import java.util.Objects;
  * @param from the source of {@code move} and {@code copy}, else null
  * @param value the value of {@code add}, {@code replace} and {@code test}, else null
  */
-public record JsonPatchOp(String op, String path, String from, JsonElement value) {
+public record JsonPatchOp(String op, String path, String from, JsonNode value) {
 
   public JsonPatchOp {
     Objects.requireNonNull(op, "op");
@@ -24,33 +25,33 @@ public record JsonPatchOp(String op, String path, String from, JsonElement value
   }
 
   /** {@code {"op": "test", "path": path, "value": value}}. */
-  public static JsonPatchOp test(String path, JsonElement value) {
+  public static JsonPatchOp test(String path, JsonNode value) {
     return new JsonPatchOp("test", path, null, orNull(value));
   }
 
   /** {@code test} against a string value. */
   public static JsonPatchOp test(String path, String value) {
-    return test(path, Json.parse(quote(value)));
+    return test(path, TextNode.valueOf(Objects.requireNonNull(value, "value")));
   }
 
   /** {@code {"op": "add", "path": path, "value": value}}. */
-  public static JsonPatchOp add(String path, JsonElement value) {
+  public static JsonPatchOp add(String path, JsonNode value) {
     return new JsonPatchOp("add", path, null, orNull(value));
   }
 
   /** {@code add} of a string value. */
   public static JsonPatchOp add(String path, String value) {
-    return add(path, Json.parse(quote(value)));
+    return add(path, TextNode.valueOf(Objects.requireNonNull(value, "value")));
   }
 
   /** {@code {"op": "replace", "path": path, "value": value}}. */
-  public static JsonPatchOp replace(String path, JsonElement value) {
+  public static JsonPatchOp replace(String path, JsonNode value) {
     return new JsonPatchOp("replace", path, null, orNull(value));
   }
 
   /** {@code replace} with a string value. */
   public static JsonPatchOp replace(String path, String value) {
-    return replace(path, Json.parse(quote(value)));
+    return replace(path, TextNode.valueOf(Objects.requireNonNull(value, "value")));
   }
 
   /** {@code {"op": "remove", "path": path}}. */
@@ -68,24 +69,20 @@ public record JsonPatchOp(String op, String path, String from, JsonElement value
     return new JsonPatchOp("copy", path, Objects.requireNonNull(from, "from"), null);
   }
 
-  JsonObject toJson() {
-    JsonObject json = new JsonObject();
-    json.addProperty("op", op);
-    json.addProperty("path", path);
+  ObjectNode toJson() {
+    ObjectNode json = Json.MAPPER.createObjectNode();
+    json.put("op", op);
+    json.put("path", path);
     if (from != null) {
-      json.addProperty("from", from);
+      json.put("from", from);
     }
     if (value != null) {
-      json.add("value", value.deepCopy());
+      json.set("value", value.deepCopy());
     }
     return json;
   }
 
-  private static JsonElement orNull(JsonElement value) {
-    return value == null ? JsonNull.INSTANCE : value;
-  }
-
-  private static String quote(String value) {
-    return Json.text(new com.google.gson.JsonPrimitive(Objects.requireNonNull(value, "value")));
+  private static JsonNode orNull(JsonNode value) {
+    return value == null ? NullNode.getInstance() : value;
   }
 }

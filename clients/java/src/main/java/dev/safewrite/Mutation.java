@@ -1,8 +1,7 @@
 package dev.safewrite;
 
-import com.google.gson.JsonArray;
-import com.google.gson.JsonElement;
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import dev.safewrite.v1.CelMutation;
 import dev.safewrite.v1.FinalizerChange;
 import dev.safewrite.v1.JsonPatch;
@@ -31,12 +30,13 @@ import java.util.Set;
  * #addFinalizer}, {@link #removeFinalizer}), owner references ({@link
  * #setOwnerReference(HasMetadata)}, {@link #setControllerReference}, {@link
  * #removeOwnerReference(HasMetadata)}) and entries of keyed lists ({@link #upsertListEntry(String,
- * List, JsonObject)}, {@link #removeListEntry(String, List, JsonObject)}). Conditions, owners and
- * owner references are fabric8's types ({@code io.fabric8:kubernetes-model-core}, which an operator
- * has; the other mutations do not need it).
+ * List, Object)}, {@link #removeListEntry(String, List, Object)}). Conditions, owners and owner
+ * references are fabric8's types ({@code io.fabric8:kubernetes-model-core}, which an operator has;
+ * the other mutations do not need it).
  *
- * <p>JSON is given as text or as a Gson tree; text is sent as it is and checked by the sidecar.
- * Other arguments are checked here: a missing or malformed one throws {@link
+ * <p>JSON is given as text, sent as it is and checked by the sidecar, or as an object: a Jackson
+ * {@code JsonNode}, or any object Jackson writes, such as a fabric8 resource (fields left null are
+ * not written). Other arguments are checked here: a missing or malformed one throws {@link
  * IllegalArgumentException} (a null one {@link NullPointerException}) before anything is sent. What
  * only the sidecar checks (the format of a condition's type and reason, of a finalizer) fails the
  * call with {@link InvalidException} naming the field, e.g. {@code
@@ -71,8 +71,13 @@ public final class Mutation {
             .build());
   }
 
-  /** An RFC 7386 JSON merge patch. */
-  public static Mutation mergePatch(JsonObject patch) {
+  /**
+   * An RFC 7386 JSON merge patch given as an object: a Jackson {@code JsonNode} (a null field
+   * removes it), a {@code Map}, or a fabric8 resource holding the fields to set.
+   *
+   * @throws IllegalArgumentException when Jackson cannot write it
+   */
+  public static Mutation mergePatch(Object patch) {
     return mergePatch(Json.text(Objects.requireNonNull(patch, "patch")));
   }
 
@@ -89,8 +94,8 @@ public final class Mutation {
             .build());
   }
 
-  /** An RFC 6902 JSON Patch. */
-  public static Mutation jsonPatch(JsonArray patch) {
+  /** An RFC 6902 JSON Patch, as a Jackson array of operations. */
+  public static Mutation jsonPatch(ArrayNode patch) {
     return jsonPatch(Json.text(Objects.requireNonNull(patch, "patch")));
   }
 
@@ -101,7 +106,7 @@ public final class Mutation {
 
   /** An RFC 6902 JSON Patch made of these operations, in order. */
   public static Mutation jsonPatch(List<JsonPatchOp> ops) {
-    JsonArray patch = new JsonArray();
+    ArrayNode patch = Json.MAPPER.createArrayNode();
     for (JsonPatchOp op : ops) {
       patch.add(op.toJson());
     }
@@ -125,8 +130,14 @@ public final class Mutation {
             .build());
   }
 
-  /** A server-side apply configuration; see {@link #apply(String, boolean)}. */
-  public static Mutation apply(JsonObject configuration, boolean force) {
+  /**
+   * A server-side apply configuration given as an object: a Jackson {@code JsonNode}, or a fabric8
+   * resource (as fabric8's own {@code serverSideApply} takes it) whose fields left null are not
+   * written; see {@link #apply(String, boolean)}.
+   *
+   * @throws IllegalArgumentException when Jackson cannot write it
+   */
+  public static Mutation apply(Object configuration, boolean force) {
     return apply(Json.text(Objects.requireNonNull(configuration, "configuration")), force);
   }
 
@@ -326,18 +337,19 @@ public final class Mutation {
    *
    * @param path where the list is, field names joined by dots, e.g. {@code status.parents}
    * @param keys the key fields' names, at least one
-   * @param entry the entry, carrying every key field
+   * @param entry the entry, carrying every key field: a Jackson {@code ObjectNode}, a {@code Map},
+   *     or an object Jackson writes, such as a fabric8 {@code Condition}
    * @throws IllegalArgumentException when the path or the keys are empty, or the entry lacks a key
    *     field
    */
-  public static Mutation upsertListEntry(String path, List<String> keys, JsonObject entry) {
+  public static Mutation upsertListEntry(String path, List<String> keys, Object entry) {
     return listEntry(path, keys, entry, false);
   }
 
   /**
-   * {@link #upsertListEntry(String, List, JsonObject)} of an entry given as JSON text, sent as it
-   * is: one that is not an object carrying every key field fails the call with {@link
-   * InvalidException} (field {@code mutation.list_entry.entry_json}).
+   * {@link #upsertListEntry(String, List, Object)} of an entry given as JSON text, sent as it is:
+   * one that is not an object carrying every key field fails the call with {@link InvalidException}
+   * (field {@code mutation.list_entry.entry_json}).
    */
   public static Mutation upsertListEntry(String path, List<String> keys, String entryJson) {
     return listEntry(path, keys, entryJson, false);
@@ -346,33 +358,31 @@ public final class Mutation {
   /**
    * Removes the entry whose key fields all equal those of {@code entry} (its other fields are not
    * used) from the keyed list at {@code path}, keeping the others in their order; removing an entry
-   * that is not there writes nothing. See {@link #upsertListEntry(String, List, JsonObject)}.
+   * that is not there writes nothing. See {@link #upsertListEntry(String, List, Object)}.
    *
    * @throws IllegalArgumentException when the path or the keys are empty, or the entry lacks a key
    *     field
    */
-  public static Mutation removeListEntry(String path, List<String> keys, JsonObject entry) {
+  public static Mutation removeListEntry(String path, List<String> keys, Object entry) {
     return listEntry(path, keys, entry, true);
   }
 
   /**
-   * {@link #removeListEntry(String, List, JsonObject)} of an entry given as JSON text, sent as it
-   * is.
+   * {@link #removeListEntry(String, List, Object)} of an entry given as JSON text, sent as it is.
    */
   public static Mutation removeListEntry(String path, List<String> keys, String entryJson) {
     return listEntry(path, keys, entryJson, true);
   }
 
-  private static Mutation listEntry(
-      String path, List<String> keys, JsonObject entry, boolean remove) {
-    Objects.requireNonNull(entry, "entry");
+  private static Mutation listEntry(String path, List<String> keys, Object entry, boolean remove) {
+    JsonNode tree = Json.tree(Objects.requireNonNull(entry, "entry"));
     for (String key : names(keys, "keys")) {
-      JsonElement value = entry.get(key);
-      if (value == null || value.isJsonNull()) {
-        throw new IllegalArgumentException("the entry has no key field " + key + ": " + entry);
+      JsonNode value = tree.get(key);
+      if (value == null || value.isNull()) {
+        throw new IllegalArgumentException("the entry has no key field " + key + ": " + tree);
       }
     }
-    return listEntry(path, keys, Json.text(entry), remove);
+    return listEntry(path, keys, Json.text(tree), remove);
   }
 
   private static Mutation listEntry(

@@ -1,6 +1,5 @@
 package dev.safewrite;
 
-import com.google.gson.JsonObject;
 import dev.safewrite.v1.TransactAbort;
 import dev.safewrite.v1.TransactProposal;
 import java.util.Objects;
@@ -9,28 +8,40 @@ import java.util.Objects;
 public final class Proposal {
   private final TransactProposal proto;
 
-  private Proposal(TransactProposal proto) {
+  /** An object given as a value, written when the proposal is sent; else null. */
+  private final Object value;
+
+  private Proposal(TransactProposal proto, Object value) {
     this.proto = proto;
+    this.value = value;
   }
 
   /**
-   * The whole new object. Its resourceVersion is ignored: the write carries the fresh object's. An
-   * object equal to the fresh one writes nothing ({@link Outcome#UNCHANGED}).
+   * The whole new object: a Jackson {@code JsonNode}, or any object Jackson writes, such as a
+   * fabric8 resource (fields left null are not written). {@link Fresh#object()} itself, changed in
+   * place, is written as returning {@code null} writes it. Its resourceVersion is ignored: the
+   * write carries the fresh object's. An object equal to the fresh one writes nothing ({@link
+   * Outcome#UNCHANGED}).
    */
-  public static Proposal object(JsonObject object) {
-    return object(Json.text(Objects.requireNonNull(object, "object")));
+  public static Proposal object(Object object) {
+    Objects.requireNonNull(object, "object");
+    if (object instanceof String json) {
+      return object(json);
+    }
+    return new Proposal(null, object);
   }
 
-  /** The whole new object, as JSON text; see {@link #object(JsonObject)}. */
+  /** The whole new object, as JSON text; see {@link #object(Object)}. */
   public static Proposal object(String objectJson) {
     Objects.requireNonNull(objectJson, "objectJson");
-    return new Proposal(TransactProposal.newBuilder().setObjectJson(objectJson).build());
+    return new Proposal(TransactProposal.newBuilder().setObjectJson(objectJson).build(), null);
   }
 
   /** A mutation, applied by the sidecar to the fresh object it sent. */
   public static Proposal mutation(Mutation mutation) {
     Objects.requireNonNull(mutation, "mutation");
-    return new Proposal(TransactProposal.newBuilder().setMutation(mutation.toProto()).build());
+    return new Proposal(
+        TransactProposal.newBuilder().setMutation(mutation.toProto()).build(), null);
   }
 
   /** Ends the transaction without writing; its outcome is {@link Outcome#ABORTED}. */
@@ -38,7 +49,8 @@ public final class Proposal {
     return new Proposal(
         TransactProposal.newBuilder()
             .setAbort(TransactAbort.newBuilder().setReason(Objects.requireNonNullElse(reason, "")))
-            .build());
+            .build(),
+        null);
   }
 
   /**
@@ -47,13 +59,19 @@ public final class Proposal {
    * transaction with {@link InvalidException}.
    */
   public static Proposal of(TransactProposal proto) {
-    return new Proposal(Objects.requireNonNull(proto, "proto"));
+    return new Proposal(Objects.requireNonNull(proto, "proto"), null);
   }
 
-  TransactProposal toProto(int attempt) {
-    if (proto.getAttempt() != 0) {
-      return proto;
+  /** The message to send in answer to {@code fresh}. */
+  TransactProposal toProto(Fresh<?> fresh) {
+    TransactProposal message = proto;
+    if (message == null) {
+      String json = fresh.isObject(value) ? fresh.proposedJson() : Json.text(value);
+      message = TransactProposal.newBuilder().setObjectJson(json).build();
     }
-    return proto.toBuilder().setAttempt(attempt).build();
+    if (message.getAttempt() != 0) {
+      return message;
+    }
+    return message.toBuilder().setAttempt(fresh.attempt()).build();
   }
 }

@@ -1,6 +1,6 @@
 package dev.safewrite;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.List;
 
 /**
@@ -31,16 +31,28 @@ public record Result(
     boolean alreadyApplied) {
 
   /**
-   * The object as a Gson tree, parsed anew on every call (change it freely).
+   * The object as a Jackson tree, parsed anew on every call (change it freely).
    *
    * @throws IllegalStateException when there is none: the call found the object {@link
    *     Outcome#GONE}
    */
-  public JsonObject object() {
+  public ObjectNode object() {
     if (objectJson.isEmpty()) {
       throw new IllegalStateException("no object: the call found it " + outcome);
     }
     return Json.object(objectJson);
+  }
+
+  /**
+   * The object as an instance of {@code type}, read by Jackson anew on every call: your fabric8
+   * class (such as a java-operator-sdk custom resource) or any class Jackson binds.
+   *
+   * @throws IllegalStateException when there is none: the call found the object {@link
+   *     Outcome#GONE}
+   * @throws IllegalArgumentException when Jackson cannot read the object as {@code type}
+   */
+  public <T> T object(Class<T> type) {
+    return Json.as(object(), type);
   }
 
   /**

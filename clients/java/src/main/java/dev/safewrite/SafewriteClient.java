@@ -1,5 +1,9 @@
 package dev.safewrite;
 
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.protobuf.Message;
+import com.google.protobuf.Parser;
 import dev.safewrite.v1.GetRequest;
 import dev.safewrite.v1.PatchStatusRequest;
 import dev.safewrite.v1.PatchStatusResponse;
@@ -36,9 +40,12 @@ import java.util.function.Function;
  * left it or newer, from the sidecar's remembered copy when it can, where an informer's cache may
  * still hold the object from before it; {@link #get(ObjectRef)} reads live.
  *
- * <p>Options: each call takes a {@link WriteConfig} (preconditions, retry policy,
- * create-if-missing, idempotency key, timeout, ...), or the same options one at a time as {@link
- * WriteOption}s.
+ * <p>Objects: Jackson's {@link ObjectNode}, or your own class through Jackson, such as a fabric8
+ * resource ({@link #transact(ObjectRef, Class, TransactFunction)}, {@link Result#object(Class)}).
+ *
+ * <p>Options: each call comes without options (the defaults) and with a {@link WriteConfig}
+ * (preconditions, retry policy, create-if-missing, idempotency key, timeout, ...), built once and
+ * reusable.
  *
  * <p>Deadlines: a call is bounded by its {@link WriteConfig.Builder#timeout(Duration)}, else the
  * client's {@link Builder#defaultTimeout(Duration)}, and always by the deadline of the current
@@ -119,11 +126,65 @@ public final class SafewriteClient implements AutoCloseable {
 
   /**
    * Applies {@code mutation} to the object's main resource ({@code UpdateWithRetry}), retried on
-   * conflict. It never changes the status of a kind with a status subresource.
+   * conflict, with the default options. It never changes the status of a kind with a status
+   * subresource.
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result update(ObjectRef ref, Mutation mutation) {
+    return update(ref, mutation, WriteConfig.DEFAULTS);
+  }
+
+  /**
+   * {@link #update(ObjectRef, Mutation)} with the options of {@code config}.
    *
    * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
    */
   public Result update(ObjectRef ref, Mutation mutation, WriteConfig config) {
+    return write(request(ref, mutation, config), false, config.timeout);
+  }
+
+  /**
+   * Sends an {@code UpdateWithRetry} request as built with the generated types, bounded by the
+   * client's default timeout and the current Context's deadline.
+   */
+  public Result update(UpdateWithRetryRequest request) {
+    return write(Objects.requireNonNull(request, "request"), false, null);
+  }
+
+  /**
+   * Applies {@code mutation} to the object's status subresource ({@code PatchStatus}), retried on
+   * conflict, with the default options: only its effect on {@code status} is written, never the
+   * spec. The kind must have a status subresource.
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result patchStatus(ObjectRef ref, Mutation mutation) {
+    return patchStatus(ref, mutation, WriteConfig.DEFAULTS);
+  }
+
+  /**
+   * {@link #patchStatus(ObjectRef, Mutation)} with the options of {@code config}; create-if-missing
+   * and idempotency keys are refused ({@link InvalidException}).
+   *
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   */
+  public Result patchStatus(ObjectRef ref, Mutation mutation, WriteConfig config) {
+    return write(request(ref, mutation, config), true, config.timeout);
+  }
+
+  /** Sends a {@code PatchStatus} request as built with the generated types. */
+  public Result patchStatus(PatchStatusRequest request) {
+    Objects.requireNonNull(request, "request");
+    return write(sameFields(request, UpdateWithRetryRequest.parser()), true, null);
+  }
+
+  /**
+   * The request of a write, the same for both subresources: {@code UpdateWithRetryRequest} and
+   * {@code PatchStatusRequest} are one message under two names.
+   */
+  private static UpdateWithRetryRequest request(
+      ObjectRef ref, Mutation mutation, WriteConfig config) {
     Objects.requireNonNull(ref, "ref");
     Objects.requireNonNull(mutation, "mutation");
     Objects.requireNonNull(config, "config");
@@ -132,68 +193,46 @@ public final class SafewriteClient implements AutoCloseable {
             .setTarget(ref.toProto())
             .setMutation(mutation.toProto());
     config.fill(request::setPreconditions, request::setRetryPolicy, request::setOptions);
-    return update(request.build(), config.timeout);
+    return request.build();
   }
 
   /**
-   * {@link #update(ObjectRef, Mutation, WriteConfig)} with the options given one at a time (none:
-   * the defaults).
-   *
-   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
+   * Sends a write to the main resource ({@code UpdateWithRetry}) or, when {@code status}, to the
+   * status subresource ({@code PatchStatus}), the request's fields unchanged.
    */
-  public Result update(ObjectRef ref, Mutation mutation, WriteOption... options) {
-    return update(ref, mutation, WriteConfig.of(options));
+  private Result write(UpdateWithRetryRequest request, boolean status, Duration timeout) {
+    WriteResponse response =
+        unary(
+            keyed(request.getOptions()),
+            timeout,
+            stub -> {
+              if (status) {
+                PatchStatusResponse answer =
+                    stub.patchStatus(sameFields(request, PatchStatusRequest.parser()));
+                return new WriteResponse(answer.hasResult(), answer.getResult());
+              }
+              UpdateWithRetryResponse answer = stub.updateWithRetry(request);
+              return new WriteResponse(answer.hasResult(), answer.getResult());
+            });
+    if (!response.present()) {
+      throw new InternalException("the sidecar answered without a result");
+    }
+    return Result.fromProto(response.result());
   }
+
+  /** The answer of either write: both carry one {@code WriteResult}. */
+  private record WriteResponse(boolean present, WriteResult result) {}
 
   /**
-   * Sends an {@code UpdateWithRetry} request as built with the generated types, bounded by the
-   * client's default timeout and the current Context's deadline.
+   * {@code message} as the other name of the same message: the two write requests have the same
+   * fields under the same numbers, so the bytes of one are the other.
    */
-  public Result update(UpdateWithRetryRequest request) {
-    return update(request, null);
-  }
-
-  private Result update(UpdateWithRetryRequest request, Duration timeout) {
-    UpdateWithRetryResponse response =
-        unary(keyed(request.getOptions()), timeout, stub -> stub.updateWithRetry(request));
-    return result(response.hasResult(), response.getResult());
-  }
-
-  /**
-   * Applies {@code mutation} to the object's status subresource ({@code PatchStatus}), retried on
-   * conflict: only its effect on {@code status} is written, never the spec. The kind must have a
-   * status subresource; create-if-missing and idempotency keys are refused.
-   *
-   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
-   */
-  public Result patchStatus(ObjectRef ref, Mutation mutation, WriteConfig config) {
-    Objects.requireNonNull(ref, "ref");
-    Objects.requireNonNull(mutation, "mutation");
-    Objects.requireNonNull(config, "config");
-    PatchStatusRequest.Builder request =
-        PatchStatusRequest.newBuilder().setTarget(ref.toProto()).setMutation(mutation.toProto());
-    config.fill(request::setPreconditions, request::setRetryPolicy, request::setOptions);
-    return patchStatus(request.build(), config.timeout);
-  }
-
-  /**
-   * {@link #patchStatus(ObjectRef, Mutation, WriteConfig)} with the options given one at a time.
-   *
-   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
-   */
-  public Result patchStatus(ObjectRef ref, Mutation mutation, WriteOption... options) {
-    return patchStatus(ref, mutation, WriteConfig.of(options));
-  }
-
-  /** Sends a {@code PatchStatus} request as built with the generated types. */
-  public Result patchStatus(PatchStatusRequest request) {
-    return patchStatus(request, null);
-  }
-
-  private Result patchStatus(PatchStatusRequest request, Duration timeout) {
-    PatchStatusResponse response =
-        unary(keyed(request.getOptions()), timeout, stub -> stub.patchStatus(request));
-    return result(response.hasResult(), response.getResult());
+  private static <M extends Message> M sameFields(Message message, Parser<M> parser) {
+    try {
+      return parser.parseFrom(message.toByteString());
+    } catch (InvalidProtocolBufferException cannot) {
+      throw new IllegalStateException("the write requests no longer share their fields", cannot);
+    }
   }
 
   /**
@@ -284,9 +323,10 @@ public final class SafewriteClient implements AutoCloseable {
 
   /**
    * Runs the sidecar's retry loop with {@code function} as the mutation of the object's main
-   * resource ({@code Transact}): the sidecar sends the fresh object, the function answers with a
-   * {@link Proposal}, the sidecar writes it with the resourceVersion it read, and on a conflict the
-   * function runs again on the next fresh object. It runs on the calling thread.
+   * resource ({@code Transact}), with the default options: the sidecar sends the fresh object, the
+   * function answers with a {@link Proposal}, the sidecar writes it with the resourceVersion it
+   * read, and on a conflict the function runs again on the next fresh object. It runs on the
+   * calling thread, and gets the object as a Jackson {@link ObjectNode}.
    *
    * <p>An aborted transaction returns {@link Outcome#ABORTED}. An exception the function throws
    * aborts the transaction (nothing is written) and is rethrown as it is. When the deadline passes
@@ -295,48 +335,95 @@ public final class SafewriteClient implements AutoCloseable {
    *
    * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
    */
-  public Result transact(ObjectRef ref, TransactFunction function, WriteConfig config) {
-    return transact(ref, false, function, config);
+  public Result transact(ObjectRef ref, TransactFunction<ObjectNode> function) {
+    return transact(ref, ObjectNode.class, function, WriteConfig.DEFAULTS);
+  }
+
+  /** {@link #transact(ObjectRef, TransactFunction)} with the options of {@code config}. */
+  public Result transact(ObjectRef ref, TransactFunction<ObjectNode> function, WriteConfig config) {
+    return transact(ref, ObjectNode.class, function, config);
   }
 
   /**
-   * {@link #transact(ObjectRef, TransactFunction, WriteConfig)} with the options given one at a
-   * time.
+   * {@link #transact(ObjectRef, TransactFunction)} handing the function the object as an instance
+   * of {@code type}, read by Jackson: your fabric8 class (a java-operator-sdk custom resource such
+   * as {@code Widget.class}, a {@code ConfigMap}) or any class Jackson binds. Change {@link
+   * Fresh#object()} in place and return {@code null}: what is written is the fresh object with your
+   * changes, so fields your class does not have are kept.
+   *
+   * <pre>{@code
+   * client.transact(ObjectRef.of(widget), Widget.class, fresh -> {
+   *   fresh.object().getStatus().setCapacity(fresh.object().getSpec().getSize() * 10L);
+   *   return null;
+   * });
+   * }</pre>
    */
-  public Result transact(ObjectRef ref, TransactFunction function, WriteOption... options) {
-    return transact(ref, false, function, WriteConfig.of(options));
+  public <T> Result transact(ObjectRef ref, Class<T> type, TransactFunction<T> function) {
+    return transact(ref, type, function, WriteConfig.DEFAULTS);
   }
 
-  /** {@link #transact} writing the function's changes to the status subresource only. */
-  public Result transactStatus(ObjectRef ref, TransactFunction function, WriteConfig config) {
-    return transact(ref, true, function, config);
+  /** {@link #transact(ObjectRef, Class, TransactFunction)} with the options of {@code config}. */
+  public <T> Result transact(
+      ObjectRef ref, Class<T> type, TransactFunction<T> function, WriteConfig config) {
+    return transact(ref, false, type, function, config);
   }
 
-  /** {@link #transactStatus(ObjectRef, TransactFunction, WriteConfig)}, options one at a time. */
-  public Result transactStatus(ObjectRef ref, TransactFunction function, WriteOption... options) {
-    return transact(ref, true, function, WriteConfig.of(options));
+  /**
+   * {@link #transact(ObjectRef, TransactFunction)} writing the function's changes to the status
+   * subresource only.
+   */
+  public Result transactStatus(ObjectRef ref, TransactFunction<ObjectNode> function) {
+    return transactStatus(ref, ObjectNode.class, function, WriteConfig.DEFAULTS);
   }
 
-  /** Runs a transaction opened with a {@code TransactBegin} built with the generated types. */
-  public Result transact(TransactBegin begin, TransactFunction function) {
-    return transact(begin, function, null);
+  /** {@link #transactStatus(ObjectRef, TransactFunction)} with the options of {@code config}. */
+  public Result transactStatus(
+      ObjectRef ref, TransactFunction<ObjectNode> function, WriteConfig config) {
+    return transactStatus(ref, ObjectNode.class, function, config);
   }
 
-  private Result transact(
-      ObjectRef ref, boolean status, TransactFunction function, WriteConfig config) {
+  /** {@link #transact(ObjectRef, Class, TransactFunction)} writing the status subresource only. */
+  public <T> Result transactStatus(ObjectRef ref, Class<T> type, TransactFunction<T> function) {
+    return transactStatus(ref, type, function, WriteConfig.DEFAULTS);
+  }
+
+  /**
+   * {@link #transactStatus(ObjectRef, Class, TransactFunction)} with the options of {@code config}.
+   */
+  public <T> Result transactStatus(
+      ObjectRef ref, Class<T> type, TransactFunction<T> function, WriteConfig config) {
+    return transact(ref, true, type, function, config);
+  }
+
+  /**
+   * Runs a transaction opened with a {@code TransactBegin} built with the generated types, the
+   * function given the object as an {@link ObjectNode}.
+   */
+  public Result transact(TransactBegin begin, TransactFunction<ObjectNode> function) {
+    return transact(begin, ObjectNode.class, function, null);
+  }
+
+  private <T> Result transact(
+      ObjectRef ref,
+      boolean status,
+      Class<T> type,
+      TransactFunction<T> function,
+      WriteConfig config) {
     Objects.requireNonNull(ref, "ref");
     Objects.requireNonNull(config, "config");
     TransactBegin.Builder begin =
         TransactBegin.newBuilder().setTarget(ref.toProto()).setStatus(status);
     config.fill(begin::setPreconditions, begin::setRetryPolicy, begin::setOptions);
-    return transact(begin.build(), function, config.timeout);
+    return transact(begin.build(), type, function, config.timeout);
   }
 
-  private Result transact(TransactBegin begin, TransactFunction function, Duration timeout) {
+  private <T> Result transact(
+      TransactBegin begin, Class<T> type, TransactFunction<T> function, Duration timeout) {
     Objects.requireNonNull(begin, "begin");
+    Objects.requireNonNull(type, "type");
     Objects.requireNonNull(function, "function");
     boolean keyed = !begin.getOptions().getIdempotencyKey().isEmpty();
-    return Transaction.run(bounded(async, timeout), begin, function, keyed);
+    return Transaction.run(bounded(async, timeout), begin, type, function, keyed);
   }
 
   /** Closes the connection (one made by this client), waiting briefly for calls in flight. */
@@ -359,13 +446,6 @@ public final class SafewriteClient implements AutoCloseable {
   private <S extends AbstractStub<S>> S bounded(S stub, Duration timeout) {
     Duration bound = timeout != null ? timeout : defaultTimeout;
     return bound == null ? stub : stub.withDeadlineAfter(bound.toNanos(), TimeUnit.NANOSECONDS);
-  }
-
-  private static Result result(boolean present, WriteResult result) {
-    if (!present) {
-      throw new InternalException("the sidecar answered without a result");
-    }
-    return Result.fromProto(result);
   }
 
   /**

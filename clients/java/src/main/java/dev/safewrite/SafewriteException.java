@@ -1,6 +1,6 @@
 package dev.safewrite;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.Retry;
 import io.grpc.Status;
@@ -129,12 +129,22 @@ public abstract class SafewriteException extends RuntimeException {
     return details.currentObjectJson;
   }
 
-  /** {@link #currentObjectJson()} as a Gson tree, parsed anew on every call. */
-  public Optional<JsonObject> currentObject() {
+  /** {@link #currentObjectJson()} as a Jackson tree, parsed anew on every call. */
+  public Optional<ObjectNode> currentObject() {
     if (details.currentObjectJson.isEmpty()) {
       return Optional.empty();
     }
     return Optional.of(Json.object(details.currentObjectJson));
+  }
+
+  /**
+   * {@link #currentObjectJson()} as an instance of {@code type} (your fabric8 class), read by
+   * Jackson anew on every call.
+   *
+   * @throws IllegalArgumentException when Jackson cannot read the object as {@code type}
+   */
+  public <T> Optional<T> currentObject(Class<T> type) {
+    return currentObject().map(object -> Json.as(object, type));
   }
 
   /** The W3C trace id of the sidecar's span of the call; empty when tracing is off. */

@@ -9,8 +9,10 @@ package dev.safewrite;
  * (changed in place, or not at all: then nothing is written). Return {@link Proposal#abort(String)}
  * to end without writing. An exception thrown here also ends the transaction without writing, and
  * {@link SafewriteClient#transact} throws it as it is.
+ *
+ * @param <T> the type of {@link Fresh#object()}: a Jackson {@code ObjectNode}, or your own class
  */
 @FunctionalInterface
-public interface TransactFunction {
-  Proposal apply(Fresh fresh);
+public interface TransactFunction<T> {
+  Proposal apply(Fresh<T> fresh);
 }

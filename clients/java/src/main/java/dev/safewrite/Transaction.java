@@ -15,7 +15,7 @@ import java.util.concurrent.LinkedBlockingQueue;
  * object with the function's proposal for that attempt, return the {@code result}. gRPC's callbacks
  * only queue what arrives.
  */
-final class Transaction implements ClientResponseObserver<TransactRequest, TransactResponse> {
+final class Transaction<T> implements ClientResponseObserver<TransactRequest, TransactResponse> {
   /** Bounds the abort reason sent for a function's exception. */
   private static final int MAX_ABORT_REASON = 1024;
 
@@ -28,22 +28,29 @@ final class Transaction implements ClientResponseObserver<TransactRequest, Trans
   private record Completed() implements Event {}
 
   private final BlockingQueue<Event> events = new LinkedBlockingQueue<>();
-  private final TransactFunction function;
+  private final TransactFunction<T> function;
+  private final Class<T> type;
   private final boolean keyed;
   private ClientCallStreamObserver<TransactRequest> requests;
 
-  private Transaction(TransactFunction function, boolean keyed) {
+  private Transaction(TransactFunction<T> function, Class<T> type, boolean keyed) {
     this.function = function;
+    this.type = type;
     this.keyed = keyed;
   }
 
   /**
-   * Runs a transaction on {@code stub}, whose deadline bounds it. {@code keyed} says whether {@code
-   * begin} carries an idempotency key.
+   * Runs a transaction on {@code stub}, whose deadline bounds it, handing {@code function} the
+   * fresh objects as {@code type}. {@code keyed} says whether {@code begin} carries an idempotency
+   * key.
    */
-  static Result run(
-      WriterServiceStub stub, TransactBegin begin, TransactFunction function, boolean keyed) {
-    Transaction transaction = new Transaction(function, keyed);
+  static <T> Result run(
+      WriterServiceStub stub,
+      TransactBegin begin,
+      Class<T> type,
+      TransactFunction<T> function,
+      boolean keyed) {
+    Transaction<T> transaction = new Transaction<>(function, type, keyed);
     stub.transact(transaction);
     boolean done = false;
     try {
@@ -82,13 +89,13 @@ final class Transaction implements ClientResponseObserver<TransactRequest, Trans
               throw new InternalException(
                   "the sidecar sent an object after the transaction was aborted");
             }
-            Fresh fresh = new Fresh(response.getFresh());
+            Fresh<T> fresh = new Fresh<>(response.getFresh(), type);
             TransactProposal proposal;
             try {
               proposal = propose(fresh);
             } catch (RuntimeException failure) {
               functionFailure = failure;
-              proposal = abortFor(failure, fresh.attempt());
+              proposal = abortFor(failure, fresh);
             }
             aborted = proposal.hasAbort();
             send(TransactRequest.newBuilder().setProposal(proposal).build());
@@ -110,23 +117,23 @@ final class Transaction implements ClientResponseObserver<TransactRequest, Trans
     }
   }
 
-  private TransactProposal propose(Fresh fresh) {
+  private TransactProposal propose(Fresh<T> fresh) {
     Proposal proposal = function.apply(fresh);
     if (proposal == null) {
       proposal =
           fresh.objectTouched()
-              ? Proposal.object(fresh.object())
+              ? Proposal.object((Object) fresh.object())
               : Proposal.object(fresh.objectJson());
     }
-    return proposal.toProto(fresh.attempt());
+    return proposal.toProto(fresh);
   }
 
-  private static TransactProposal abortFor(RuntimeException failure, int attempt) {
+  private static TransactProposal abortFor(RuntimeException failure, Fresh<?> fresh) {
     String reason = String.valueOf(failure);
     if (reason.length() > MAX_ABORT_REASON) {
       reason = reason.substring(0, MAX_ABORT_REASON);
     }
-    return Proposal.abort(reason).toProto(attempt);
+    return Proposal.abort(reason).toProto(fresh);
   }
 
   private void send(TransactRequest request) {

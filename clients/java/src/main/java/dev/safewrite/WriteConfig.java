@@ -1,6 +1,5 @@
 package dev.safewrite;
 
-import com.google.gson.JsonObject;
 import dev.safewrite.v1.Preconditions;
 import dev.safewrite.v1.WriteOptions;
 import java.time.Duration;
@@ -24,11 +23,12 @@ import java.util.function.Consumer;
  * }</pre>
  *
  * <p>Unset parts take the defaults: no preconditions, the sidecar's retry policy, and the client's
- * {@link SafewriteClient.Builder#defaultTimeout(Duration)}. {@link WriteOption}s set the same
- * options one at a time, as arguments of the call.
+ * {@link SafewriteClient.Builder#defaultTimeout(Duration)}. A call without a config takes the
+ * defaults for all of them.
  */
 public final class WriteConfig {
-  private static final WriteConfig DEFAULTS = builder().build();
+  /** Nothing set: what a call without a config uses. */
+  static final WriteConfig DEFAULTS = builder().build();
 
   final Preconditions preconditions;
   final WriteOptions options;
@@ -59,20 +59,6 @@ public final class WriteConfig {
     builder.retryPolicy = retryPolicy;
     builder.timeout = timeout;
     return builder;
-  }
-
-  /** The config the {@link WriteOption}s leave, applied in order; none: the defaults. */
-  static WriteConfig of(WriteOption... opts) {
-    if (opts == null || opts.length == 0) {
-      return DEFAULTS;
-    }
-    Builder builder = new Builder();
-    for (WriteOption opt : opts) {
-      if (opt != null) {
-        opt.applyTo(builder);
-      }
-    }
-    return builder.build();
   }
 
   /**
@@ -188,8 +174,13 @@ public final class WriteConfig {
       return this;
     }
 
-    /** {@link #createIfMissing(String)} with a Gson object. */
-    public Builder createIfMissing(JsonObject object) {
+    /**
+     * {@link #createIfMissing(String)} with the object as a Jackson {@code JsonNode}, or any object
+     * Jackson writes, such as a fabric8 resource (fields left null are not written).
+     *
+     * @throws IllegalArgumentException when Jackson cannot write it
+     */
+    public Builder createIfMissing(Object object) {
       return createIfMissing(Json.text(Objects.requireNonNull(object, "object")));
     }
 

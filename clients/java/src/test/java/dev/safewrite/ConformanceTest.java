@@ -6,11 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import com.google.gson.JsonArray;
-import com.google.gson.JsonElement;
-import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
-import com.google.gson.JsonPrimitive;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.databind.node.TextNode;
 import com.google.protobuf.Any;
 import com.google.protobuf.Message;
 import com.google.protobuf.util.JsonFormat;
@@ -71,19 +70,19 @@ class ConformanceTest {
   /** Each step's bound: a few seconds, as the cases' README asks. */
   private static SafewriteClient client;
 
-  private static JsonObject cases() throws Exception {
-    return JsonParser.parseString(Files.readString(CASES)).getAsJsonObject();
+  private static ObjectNode cases() throws Exception {
+    return Json.object(Files.readString(CASES));
   }
 
   @TestFactory
   @Tag("sidecar")
   Stream<DynamicTest> conformance() throws Exception {
-    JsonArray cases = cases().getAsJsonArray("cases");
+    ArrayNode cases = cases().withArrayProperty("cases");
     assertTrue(cases.size() > 0, "no conformance cases");
     List<DynamicTest> tests = new ArrayList<>();
     for (int i = 0; i < cases.size(); i++) {
-      JsonObject testCase = cases.get(i).getAsJsonObject();
-      String name = testCase.get("name").getAsString();
+      ObjectNode testCase = (ObjectNode) cases.get(i);
+      String name = testCase.get("name").asText();
       String objectName = "conf-java-" + i + "-" + Sidecar.RUN;
       String row = String.format("%02d %s", i + 1, name);
       String knownBug = KNOWN_SIDECAR_BUGS.get(name);
@@ -112,8 +111,8 @@ class ConformanceTest {
     return tests.stream();
   }
 
-  private static JsonArray adviceRows() throws Exception {
-    return cases().getAsJsonObject("advice").getAsJsonArray("cases");
+  private static ArrayNode adviceRows() throws Exception {
+    return cases().withObjectProperty("advice").withArrayProperty("cases");
   }
 
   /**
@@ -123,12 +122,12 @@ class ConformanceTest {
    */
   @TestFactory
   Stream<DynamicTest> advice() throws Exception {
-    JsonArray rows = adviceRows();
+    ArrayNode rows = adviceRows();
     assertTrue(rows.size() > 0, "no advice rows");
     List<DynamicTest> tests = new ArrayList<>();
-    for (JsonElement element : rows) {
-      JsonObject row = element.getAsJsonObject();
-      String name = row.get("reason").getAsString() + " " + row.get("code").getAsString();
+    for (JsonNode element : rows) {
+      ObjectNode row = (ObjectNode) element;
+      String name = row.get("reason").asText() + " " + row.get("code").asText();
       tests.add(
           DynamicTest.dynamicTest(
               "advice " + name,
@@ -148,7 +147,7 @@ class ConformanceTest {
   @Test
   void everyReasonHasAnAdviceRow() throws Exception {
     Set<String> rowed = new TreeSet<>();
-    adviceRows().forEach(row -> rowed.add(row.getAsJsonObject().get("reason").getAsString()));
+    adviceRows().forEach(row -> rowed.add(row.get("reason").asText()));
     for (Reason reason : Reason.values()) {
       if (reason != Reason.UNRECOGNIZED) {
         assertTrue(rowed.contains(reason.name()), reason + " has no row in the advice table");
@@ -156,9 +155,9 @@ class ConformanceTest {
     }
   }
 
-  private static void checkAdvice(JsonObject row) {
-    Reason reason = Reason.valueOf(row.get("reason").getAsString());
-    Status.Code code = Status.Code.valueOf(row.get("code").getAsString());
+  private static void checkAdvice(ObjectNode row) {
+    Reason reason = Reason.valueOf(row.get("reason").asText());
+    Status.Code code = Status.Code.valueOf(row.get("code").asText());
     StatusRuntimeException answer = sidecarFailure(reason, code);
     ObjectRef ref = ObjectRef.of("v1", "ConfigMap", "default", "advice");
     for (boolean keyed : new boolean[] {false, true}) {
@@ -177,7 +176,7 @@ class ConformanceTest {
       assertEquals(code, e.code(), e.getMessage());
       String field = keyed ? "retryable_with_key" : "retryable";
       assertEquals(
-          row.get(field).getAsBoolean(),
+          row.get(field).asBoolean(),
           e.isRetryable(),
           field + " of " + e.getMessage() + " (advice " + e.retryAdvice() + ")");
     }
@@ -255,7 +254,7 @@ class ConformanceTest {
       Boolean alreadyApplied,
       Boolean remembered,
       String resourceVersion,
-      JsonObject object) {
+      ObjectNode object) {
 
     static Answer of(Result result) {
       return new Answer(
@@ -276,17 +275,16 @@ class ConformanceTest {
     }
   }
 
-  private static void run(JsonObject testCase, String objectName) throws Exception {
-    JsonObject substituted =
-        substitute(testCase, Map.of("$NS", Sidecar.namespace(), "$NAME", objectName))
-            .getAsJsonObject();
-    JsonArray steps = substituted.getAsJsonArray("steps");
+  private static void run(ObjectNode testCase, String objectName) throws Exception {
+    ObjectNode substituted =
+        (ObjectNode) substitute(testCase, Map.of("$NS", Sidecar.namespace(), "$NAME", objectName));
+    ArrayNode steps = substituted.withArrayProperty("steps");
     // $RV: the resourceVersion the step before answered with; empty before any, or after a failure.
     String previousVersion = "";
     for (int i = 0; i < steps.size(); i++) {
-      JsonObject step = substitute(steps.get(i), Map.of("$RV", previousVersion)).getAsJsonObject();
-      String where = "step " + (i + 1) + " (" + step.get("call").getAsString() + ")";
-      JsonObject expect = step.getAsJsonObject("expect");
+      ObjectNode step = (ObjectNode) substitute(steps.get(i), Map.of("$RV", previousVersion));
+      String where = "step " + (i + 1) + " (" + step.get("call").asText() + ")";
+      ObjectNode expect = step.withObjectProperty("expect");
       Answer answer = null;
       SafewriteException failure = null;
       try {
@@ -307,9 +305,9 @@ class ConformanceTest {
     }
   }
 
-  private static Answer call(JsonObject step) throws Exception {
+  private static Answer call(ObjectNode step) throws Exception {
     SafewriteClient client = client();
-    switch (step.get("call").getAsString()) {
+    switch (step.get("call").asText()) {
       case "update":
         return Answer.of(
             client.update(parse(step.get("request"), UpdateWithRetryRequest.newBuilder())));
@@ -329,10 +327,10 @@ class ConformanceTest {
                 : client.get(ref, get.getMinResourceVersion()));
       case "transact":
         // The README names it `begin`; some cases name it `request`, as for the unary calls.
-        JsonElement beginJson = step.has("begin") ? step.get("begin") : step.get("request");
+        JsonNode beginJson = step.has("begin") ? step.get("begin") : step.get("request");
         TransactBegin begin = parse(beginJson, TransactBegin.newBuilder());
         List<TransactProposal> proposals = new ArrayList<>();
-        for (JsonElement proposal : step.getAsJsonArray("proposals")) {
+        for (JsonNode proposal : step.withArrayProperty("proposals")) {
           proposals.add(parse(proposal, TransactProposal.newBuilder()));
         }
         Iterator<TransactProposal> next = proposals.iterator();
@@ -351,42 +349,42 @@ class ConformanceTest {
     }
   }
 
-  private static void checkSuccess(String where, JsonObject expect, Answer answer) {
+  private static void checkSuccess(String where, ObjectNode expect, Answer answer) {
     if (expect.has("outcome")) {
-      assertEquals(expect.get("outcome").getAsString(), answer.outcome(), where + ": outcome");
+      assertEquals(expect.get("outcome").asText(), answer.outcome(), where + ": outcome");
     }
     if (expect.has("already_applied")) {
       assertEquals(
-          expect.get("already_applied").getAsBoolean(),
+          expect.get("already_applied").asBoolean(),
           answer.alreadyApplied(),
           where + ": already_applied");
     }
     if (expect.has("remembered")) {
       assertEquals(
-          expect.get("remembered").getAsBoolean(), answer.remembered(), where + ": remembered");
+          expect.get("remembered").asBoolean(), answer.remembered(), where + ": remembered");
     }
     if (expect.has("object")) {
       assertSubset(where + ": object", expect.get("object"), answer.object());
     }
   }
 
-  private static void checkFailure(String where, JsonObject expect, SafewriteException e) {
+  private static void checkFailure(String where, ObjectNode expect, SafewriteException e) {
     assertEquals(
-        expect.get("code").getAsString(), e.code().name(), where + ": code of " + e.getMessage());
+        expect.get("code").asText(), e.code().name(), where + ": code of " + e.getMessage());
     assertEquals(SafewriteException.DOMAIN, e.domain(), where + ": domain of " + e.getMessage());
     if (expect.has("reason")) {
       assertEquals(
-          expect.get("reason").getAsString(), e.reason(), where + ": reason of " + e.getMessage());
+          expect.get("reason").asText(), e.reason(), where + ": reason of " + e.getMessage());
     }
     if (expect.has("write_failure_reason")) {
       assertEquals(
-          expect.get("write_failure_reason").getAsString(),
+          expect.get("write_failure_reason").asText(),
           e.writeFailureReason().name(),
           where + ": write_failure_reason of " + e.getMessage());
     }
     if (expect.has("field_violations")) {
       List<String> expected = new ArrayList<>();
-      expect.getAsJsonArray("field_violations").forEach(field -> expected.add(field.getAsString()));
+      expect.withArrayProperty("field_violations").forEach(field -> expected.add(field.asText()));
       assertEquals(
           expected,
           e.fieldViolations().stream().map(FieldViolation::field).toList(),
@@ -401,22 +399,19 @@ class ConformanceTest {
   }
 
   /** Maps are compared as subsets, everything else by equality. */
-  private static void assertSubset(String where, JsonElement expected, JsonElement actual) {
-    if (expected.isJsonObject()) {
+  private static void assertSubset(String where, JsonNode expected, JsonNode actual) {
+    if (expected.isObject()) {
       assertTrue(
-          actual != null && actual.isJsonObject(), where + ": expected an object, got " + actual);
-      for (Map.Entry<String, JsonElement> field : expected.getAsJsonObject().entrySet()) {
-        assertSubset(
-            where + "." + field.getKey(),
-            field.getValue(),
-            actual.getAsJsonObject().get(field.getKey()));
+          actual != null && actual.isObject(), where + ": expected an object, got " + actual);
+      for (Map.Entry<String, JsonNode> field : expected.properties()) {
+        assertSubset(where + "." + field.getKey(), field.getValue(), actual.get(field.getKey()));
       }
     } else {
       assertEquals(expected, actual, where);
     }
   }
 
-  private static <T extends Message> T parse(JsonElement json, Message.Builder builder)
+  private static <T extends Message> T parse(JsonNode json, Message.Builder builder)
       throws Exception {
     JsonFormat.parser().merge(json.toString(), builder);
     @SuppressWarnings("unchecked")
@@ -424,26 +419,23 @@ class ConformanceTest {
     return message;
   }
 
-  private static JsonElement substitute(JsonElement element, Map<String, String> values) {
-    if (element.isJsonObject()) {
-      JsonObject out = new JsonObject();
-      element
-          .getAsJsonObject()
-          .entrySet()
-          .forEach(e -> out.add(e.getKey(), substitute(e.getValue(), values)));
+  private static JsonNode substitute(JsonNode element, Map<String, String> values) {
+    if (element.isObject()) {
+      ObjectNode out = Json.MAPPER.createObjectNode();
+      element.properties().forEach(e -> out.set(e.getKey(), substitute(e.getValue(), values)));
       return out;
     }
-    if (element.isJsonArray()) {
-      JsonArray out = new JsonArray();
-      element.getAsJsonArray().forEach(e -> out.add(substitute(e, values)));
+    if (element.isArray()) {
+      ArrayNode out = Json.MAPPER.createArrayNode();
+      element.forEach(e -> out.add(substitute(e, values)));
       return out;
     }
-    if (element.isJsonPrimitive() && element.getAsJsonPrimitive().isString()) {
-      String text = element.getAsString();
+    if (element.isTextual()) {
+      String text = element.asText();
       for (Map.Entry<String, String> value : values.entrySet()) {
         text = text.replace(value.getKey(), value.getValue());
       }
-      return new JsonPrimitive(text);
+      return TextNode.valueOf(text);
     }
     return element;
   }

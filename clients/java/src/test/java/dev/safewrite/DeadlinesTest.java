@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.safewrite.v1.Reason;
 import io.grpc.Context;
 import io.grpc.Deadline;
@@ -32,13 +33,13 @@ class DeadlinesTest {
     TIMER.shutdownNow();
   }
 
-  private static Proposal slowIncrement(Fresh fresh, long sleepMillis) {
+  private static Proposal slowIncrement(Fresh<ObjectNode> fresh, long sleepMillis) {
     try {
       Thread.sleep(sleepMillis);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-    fresh.object().getAsJsonObject("data").addProperty("n", "100");
+    fresh.object().withObjectProperty("data").put("n", "100");
     return null;
   }
 
@@ -55,7 +56,7 @@ class DeadlinesTest {
                     .transact(
                         ref,
                         fresh -> slowIncrement(fresh, 1500),
-                        WriteOption.timeout(Duration.ofMillis(400))));
+                        WriteConfig.builder().timeout(Duration.ofMillis(400)).build()));
     assertTrue(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(10));
     assertEquals(ErrorKind.DEADLINE_EXCEEDED, e.kind());
     // The sidecar's answer says no write is in doubt (the function still ran): the same call may
@@ -118,11 +119,11 @@ class DeadlinesTest {
                                     ref,
                                     Mutation.cel(
                                         "{\"data\": {\"n\": string(int(object.data.n) + 1)}}"),
-                                    WriteOption.writeAlone());
+                                    WriteConfig.builder().writeAlone(true).build());
                             return Proposal.mutation(
                                 Mutation.mergePatch("{\"data\": {\"mine\": \"yes\"}}"));
                           },
-                          WriteOption.timeout(Duration.ofSeconds(2))));
+                          WriteConfig.builder().timeout(Duration.ofSeconds(2)).build()));
       if (e instanceof OutcomeUnknownException) {
         assertFalse(e.isRetryable(), "a write in doubt, and no idempotency key");
         continue;
@@ -178,7 +179,9 @@ class DeadlinesTest {
       // A call's own timeout wins over the default.
       Result result =
           bounded.transact(
-              ref, fresh -> slowIncrement(fresh, 600), WriteOption.timeout(Duration.ofSeconds(20)));
+              ref,
+              fresh -> slowIncrement(fresh, 600),
+              WriteConfig.builder().timeout(Duration.ofSeconds(20)).build());
       assertEquals("100", data(result.object(), "n"));
     }
   }

@@ -131,7 +131,7 @@ class ErrorsTest {
                     .update(
                         Sidecar.configMap("big"),
                         Mutation.mergePatch("{}"),
-                        WriteOption.createIfMissing(big)));
+                        WriteConfig.builder().createIfMissing(big).build()));
     assertEquals(Status.Code.OUT_OF_RANGE, e.code());
     assertEquals(Reason.REASON_REQUEST_TOO_LARGE, e.writeFailureReason());
   }
@@ -146,7 +146,9 @@ class ErrorsTest {
             () ->
                 client()
                     .update(
-                        ref, INCREMENT, WriteOption.preconditionCel("object.data.n == \"99\"")));
+                        ref,
+                        INCREMENT,
+                        WriteConfig.builder().preconditionCel("object.data.n == \"99\"").build()));
     assertEquals("PRECONDITION_FAILED", e.reason());
     assertEquals(Reason.REASON_PRECONDITION_FAILED, e.writeFailureReason());
     assertEquals("1", data(e.currentObject().orElseThrow(), "n"));
@@ -158,7 +160,9 @@ class ErrorsTest {
             () ->
                 client()
                     .update(
-                        ref, INCREMENT, WriteOption.uid("00000000-0000-0000-0000-000000000000")));
+                        ref,
+                        INCREMENT,
+                        WriteConfig.builder().uid("00000000-0000-0000-0000-000000000000").build()));
     assertEquals(Reason.REASON_PRECONDITION_FAILED, uid.writeFailureReason());
 
     PreconditionFailedException test =
@@ -190,7 +194,9 @@ class ErrorsTest {
     ConflictException e =
         assertThrows(
             ConflictException.class,
-            () -> client().update(ref, INCREMENT, WriteOption.resourceVersion("1")));
+            () ->
+                client()
+                    .update(ref, INCREMENT, WriteConfig.builder().resourceVersion("1").build()));
     assertEquals(Status.Code.ABORTED, e.code());
     assertEquals("RESOURCE_VERSION_MISMATCH", e.reason());
     assertEquals(Reason.REASON_RESOURCE_VERSION_MISMATCH, e.writeFailureReason());
@@ -213,12 +219,15 @@ class ErrorsTest {
                     .update(
                         ref,
                         Mutation.apply(config, false),
-                        WriteOption.fieldManager("other-manager")));
+                        WriteConfig.builder().fieldManager("other-manager").build()));
     assertEquals(Reason.REASON_FIELD_MANAGER_CONFLICT, e.writeFailureReason());
     assertFalse(e.isRetryable());
     Result forced =
         client()
-            .update(ref, Mutation.apply(config, true), WriteOption.fieldManager("other-manager"));
+            .update(
+                ref,
+                Mutation.apply(config, true),
+                WriteConfig.builder().fieldManager("other-manager").build());
     assertEquals("2", data(forced.object(), "n"));
   }
 
@@ -247,7 +256,9 @@ class ErrorsTest {
               PermissionDeniedException.class,
               () ->
                   restricted.update(
-                      ref, INCREMENT, WriteOption.timeout(java.time.Duration.ofSeconds(20))));
+                      ref,
+                      INCREMENT,
+                      WriteConfig.builder().timeout(java.time.Duration.ofSeconds(20)).build()));
       assertEquals("Forbidden", e.reason());
       assertEquals(Reason.REASON_API_SERVER, e.writeFailureReason());
       assertEquals("403", e.errorMetadata().get("http_status"));

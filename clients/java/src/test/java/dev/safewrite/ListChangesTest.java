@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonArray;
-import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.google.protobuf.Any;
 import com.google.protobuf.util.JsonFormat;
 import com.google.rpc.ErrorInfo;
@@ -221,9 +221,8 @@ class ListChangesTest {
 
   @Test
   void listEntriesAreKeyed() throws Exception {
-    JsonObject entry =
-        JsonParser.parseString("{\"controllerName\": \"a\", \"x\": null, \"n\": 9007199254740993}")
-            .getAsJsonObject();
+    ObjectNode entry =
+        Json.object("{\"controllerName\": \"a\", \"x\": null, \"n\": 9007199254740993}");
     assertEquals(
         mutation(
             "{\"listEntry\": {\"path\": \"status.parents\", \"keys\": [\"controllerName\"],"
@@ -286,7 +285,7 @@ class ListChangesTest {
                 .setObjectJson("{\"metadata\": {\"name\": \"gear\"}}")
                 .build());
     assertTrue(deleted.gone());
-    assertEquals("gear", deleted.object().getAsJsonObject("metadata").get("name").getAsString());
+    assertEquals("gear", deleted.object().withObjectProperty("metadata").get("name").asText());
     assertFalse(
         Result.fromProto(
                 WriteResult.newBuilder()
@@ -328,8 +327,8 @@ class ListChangesTest {
 
   // Against the sidecar.
 
-  private static JsonArray conditions(Result result) {
-    return result.object().getAsJsonObject("status").getAsJsonArray("conditions");
+  private static ArrayNode conditions(Result result) {
+    return result.object().withObjectProperty("status").withArrayProperty("conditions");
   }
 
   @Test
@@ -340,22 +339,22 @@ class ListChangesTest {
         .update(
             ref,
             Mutation.mergePatch("{}"),
-            WriteOption.createIfMissing("{\"spec\": {\"size\": 1}}"));
+            WriteConfig.builder().createIfMissing("{\"spec\": {\"size\": 1}}").build());
 
     Result set = client().patchStatus(ref, Mutation.setCondition(ready()));
     assertEquals(Outcome.UPDATED, set.outcome());
-    JsonObject condition = conditions(set).get(0).getAsJsonObject();
-    assertEquals("Ready", condition.get("type").getAsString());
-    assertEquals(1, condition.get("observedGeneration").getAsInt(), "the object's generation");
+    ObjectNode condition = (ObjectNode) conditions(set).get(0);
+    assertEquals("Ready", condition.get("type").asText());
+    assertEquals(1, condition.get("observedGeneration").asInt(), "the object's generation");
     assertTrue(
-        condition.get("lastTransitionTime").getAsString().matches("\\d{4}-\\d\\d-\\d\\dT.*Z"),
+        condition.get("lastTransitionTime").asText().matches("\\d{4}-\\d\\d-\\d\\dT.*Z"),
         "the time of the write: " + condition);
 
     assertEquals(
         Outcome.UNCHANGED, client().patchStatus(ref, Mutation.setCondition(ready())).outcome());
     Result removed = client().patchStatus(ref, Mutation.removeCondition("Ready"));
     assertEquals(Outcome.UPDATED, removed.outcome());
-    JsonObject status = removed.object().getAsJsonObject("status");
+    ObjectNode status = removed.object().withObjectProperty("status");
     assertTrue(
         status == null || !status.has("conditions") || conditions(removed).isEmpty(),
         "no Ready condition left: " + status);
@@ -392,7 +391,7 @@ class ListChangesTest {
     ObjectRef second = Sidecar.configMap("owner");
     ObjectRef owned = Sidecar.configMap("owned");
     String secondUid =
-        Sidecar.create(second, "{}").object().getAsJsonObject("metadata").get("uid").getAsString();
+        Sidecar.create(second, "{}").object().withObjectProperty("metadata").get("uid").asText();
     Sidecar.create(first, "{}");
     Sidecar.create(owned, "{}");
     ConfigMap firstOwner = configMap(first.name(), null); // no uid: the sidecar reads it
@@ -402,16 +401,15 @@ class ListChangesTest {
 
     Result controlled = client().update(owned, Mutation.setControllerReference(firstOwner));
     assertEquals(Outcome.UPDATED, controlled.outcome());
-    JsonObject reference =
+    JsonNode reference =
         controlled
             .object()
-            .getAsJsonObject("metadata")
-            .getAsJsonArray("ownerReferences")
-            .get(0)
-            .getAsJsonObject();
-    assertEquals(first.name(), reference.get("name").getAsString());
-    assertFalse(reference.get("uid").getAsString().isEmpty(), "the uid read: " + reference);
-    assertTrue(reference.get("controller").getAsBoolean());
+            .withObjectProperty("metadata")
+            .withArrayProperty("ownerReferences")
+            .get(0);
+    assertEquals(first.name(), reference.get("name").asText());
+    assertFalse(reference.get("uid").asText().isEmpty(), "the uid read: " + reference);
+    assertTrue(reference.get("controller").asBoolean());
     assertEquals(
         Outcome.UNCHANGED,
         client().update(owned, Mutation.setControllerReference(firstOwner)).outcome());
@@ -427,9 +425,10 @@ class ListChangesTest {
 
     client().update(owned, Mutation.setOwnerReference(secondOwner));
     Result removed = client().update(owned, Mutation.removeOwnerReference(firstOwner));
-    JsonArray left = removed.object().getAsJsonObject("metadata").getAsJsonArray("ownerReferences");
+    ArrayNode left =
+        removed.object().withObjectProperty("metadata").withArrayProperty("ownerReferences");
     assertEquals(1, left.size(), left.toString());
-    assertEquals(secondUid, left.get(0).getAsJsonObject().get("uid").getAsString());
+    assertEquals(secondUid, left.get(0).get("uid").asText());
   }
 
   @Test
@@ -440,9 +439,11 @@ class ListChangesTest {
         .update(
             ref,
             Mutation.mergePatch("{}"),
-            WriteOption.createIfMissing(
-                "{\"spec\": {\"size\": 1, \"parents\": [{\"controllerName\": \"a\"}]}}"));
-    JsonObject b = JsonParser.parseString("{\"controllerName\": \"b\"}").getAsJsonObject();
+            WriteConfig.builder()
+                .createIfMissing(
+                    "{\"spec\": {\"size\": 1, \"parents\": [{\"controllerName\": \"a\"}]}}")
+                .build());
+    ObjectNode b = Json.object("{\"controllerName\": \"b\"}");
     Mutation upsert = Mutation.upsertListEntry("spec.parents", List.of("controllerName"), b);
     assertEquals(Outcome.UPDATED, client().update(ref, upsert).outcome());
     assertEquals(Outcome.UNCHANGED, client().update(ref, upsert).outcome());
@@ -452,9 +453,9 @@ class ListChangesTest {
                 ref,
                 Mutation.removeListEntry(
                     "spec.parents", List.of("controllerName"), "{\"controllerName\": \"a\"}"),
-                WriteOption.timeout(Duration.ofSeconds(10)));
+                WriteConfig.builder().timeout(Duration.ofSeconds(10)).build());
     assertEquals(
         "[{\"controllerName\":\"b\"}]",
-        removed.object().getAsJsonObject("spec").getAsJsonArray("parents").toString());
+        removed.object().withObjectProperty("spec").withArrayProperty("parents").toString());
   }
 }

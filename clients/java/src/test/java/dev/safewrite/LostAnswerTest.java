@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.safewrite.v1.Reason;
 import io.grpc.Status;
 import java.time.Duration;
@@ -48,9 +48,9 @@ class LostAnswerTest {
     }
   }
 
-  private static Proposal bump(Fresh fresh) {
-    JsonObject data = fresh.object().getAsJsonObject("data");
-    data.addProperty("n", Integer.toString(Integer.parseInt(data.get("n").getAsString()) + 1));
+  private static Proposal bump(Fresh<ObjectNode> fresh) {
+    ObjectNode data = fresh.object().withObjectProperty("data");
+    data.put("n", Integer.toString(Integer.parseInt(data.get("n").asText()) + 1));
     return null;
   }
 
@@ -93,7 +93,7 @@ class LostAnswerTest {
     // The sidecar retries the lost write itself: its next read finds the key on the object, so
     // the call succeeds as already applied, and the change was made once.
     String key = "k-" + ref.name();
-    Result result = lossy.update(ref, INCREMENT, WriteOption.idempotencyKey(key));
+    Result result = lossy.update(ref, INCREMENT, WriteConfig.builder().idempotencyKey(key).build());
     assertEquals(Outcome.UPDATED, result.outcome());
     assertTrue(result.alreadyApplied());
     assertEquals("1", data(result.object(), "n"));
@@ -101,7 +101,8 @@ class LostAnswerTest {
     assertEquals(0, result.attemptRecords().get(0).httpStatus());
     assertEquals("1", data(Sidecar.read(ref), "n"));
     // The same change with the same key, through the normal sidecar: made once.
-    Result again = client().update(ref, INCREMENT, WriteOption.idempotencyKey(key));
+    Result again =
+        client().update(ref, INCREMENT, WriteConfig.builder().idempotencyKey(key).build());
     assertTrue(again.alreadyApplied());
     assertEquals("1", data(again.object(), "n"));
 
@@ -115,7 +116,7 @@ class LostAnswerTest {
               calls.incrementAndGet();
               return bump(fresh);
             },
-            WriteOption.idempotencyKey(key + "-t"));
+            WriteConfig.builder().idempotencyKey(key + "-t").build());
     assertEquals(Outcome.UPDATED, transacted.outcome());
     assertTrue(transacted.alreadyApplied());
     assertEquals(1, calls.get(), "the retry found the key and did not call the function again");

@@ -4,7 +4,7 @@ import static dev.safewrite.Sidecar.client;
 import static dev.safewrite.Sidecar.data;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
@@ -84,10 +84,9 @@ class LostUpdateTest {
                     .transact(
                         ref,
                         fresh -> {
-                          JsonObject data = fresh.object().getAsJsonObject("data");
-                          data.addProperty(
-                              "n",
-                              Integer.toString(Integer.parseInt(data.get("n").getAsString()) + 1));
+                          ObjectNode data = fresh.object().withObjectProperty("data");
+                          data.put(
+                              "n", Integer.toString(Integer.parseInt(data.get("n").asText()) + 1));
                           return null;
                         });
             conflicts.addAndGet(result.attempts() - 1);

@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.google.protobuf.Any;
 import com.google.rpc.BadRequest;
 import com.google.rpc.ErrorInfo;
@@ -16,6 +18,7 @@ import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.Retry;
 import dev.safewrite.v1.UpdateWithRetryRequest;
 import dev.safewrite.v1.WriteFailure;
+import io.fabric8.kubernetes.api.model.ConfigMap;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.StatusProto;
@@ -196,8 +199,7 @@ class OfflineTest {
         List.of(new dev.safewrite.AttemptRecord(1, "7", 409, "Conflict", Duration.ofMillis(10), 2)),
         e.attemptRecords());
     assertEquals(4, e.attempts(), "the metadata's count wins when larger than the records");
-    assertEquals(
-        "1", e.currentObject().orElseThrow().getAsJsonObject("data").get("n").getAsString());
+    assertEquals("1", e.currentObject().orElseThrow().withObjectProperty("data").get("n").asText());
     assertEquals("0af7651916cd43dd8448eb211c80319c", e.traceId());
     assertFalse(e.isRetryable());
   }
@@ -287,18 +289,7 @@ class OfflineTest {
             .writeAlone(true)
             .timeout(Duration.ofSeconds(3))
             .build();
-    WriteConfig options =
-        WriteConfig.of(
-            WriteOption.uid("u"),
-            WriteOption.resourceVersion("5"),
-            WriteOption.preconditionCel("true"),
-            WriteOption.retryPolicy(policy),
-            WriteOption.fieldManager("m"),
-            WriteOption.dryRun(),
-            WriteOption.createIfMissing("{}"),
-            WriteOption.idempotencyKey("k"),
-            WriteOption.writeAlone(),
-            WriteOption.timeout(Duration.ofSeconds(3)));
+    WriteConfig options = built.toBuilder().build();
     assertEquals(options.toString(), built.toString());
     assertEquals(built.preconditions, options.preconditions);
     assertEquals(built.options, options.options);
@@ -335,27 +326,23 @@ class OfflineTest {
     assertTrue(Mutation.apply("{}", true).toProto().getApply().getForce());
     assertEquals(
         "{\"a\":null}",
-        Mutation.mergePatch(
-                com.google.gson.JsonParser.parseString("{\"a\": null}").getAsJsonObject())
-            .toProto()
-            .getMergePatch()
-            .getPatchJson());
+        Mutation.mergePatch(Json.object("{\"a\": null}")).toProto().getMergePatch().getPatchJson());
 
     WriteConfig config =
-        WriteConfig.of(
-            WriteOption.uid("u"),
-            WriteOption.resourceVersion("5"),
-            WriteOption.preconditionCel("true"),
-            WriteOption.retryPolicy(
-                RetryPolicy.builder().maxAttempts(3).initialBackoff(Duration.ofMillis(20)).build()),
-            WriteOption.fieldManager("m"),
-            WriteOption.dryRun(),
-            WriteOption.createIfMissing("{}"),
-            WriteOption.idempotencyKey("k1"),
-            WriteOption.idempotencyKey("k2"),
-            WriteOption.writeAlone(),
-            WriteOption.timeout(Duration.ofSeconds(3)),
-            null);
+        WriteConfig.builder()
+            .uid("u")
+            .resourceVersion("5")
+            .preconditionCel("true")
+            .retryPolicy(
+                RetryPolicy.builder().maxAttempts(3).initialBackoff(Duration.ofMillis(20)).build())
+            .fieldManager("m")
+            .dryRun(true)
+            .createIfMissing("{}")
+            .idempotencyKey("k1")
+            .idempotencyKey("k2")
+            .writeAlone(true)
+            .timeout(Duration.ofSeconds(3))
+            .build();
     assertEquals("u", config.preconditions.getUid());
     assertEquals("5", config.preconditions.getResourceVersion());
     assertEquals("true", config.preconditions.getCel());
@@ -369,8 +356,9 @@ class OfflineTest {
     assertTrue(config.options.getWriteAlone());
     assertEquals(Duration.ofSeconds(3), config.timeout);
     assertTrue(RetryPolicy.requeue().toProto().getRequeue());
-    assertFalse(WriteConfig.of().hasOptions());
-    assertThrows(IllegalArgumentException.class, () -> WriteOption.timeout(Duration.ZERO));
+    assertFalse(WriteConfig.DEFAULTS.hasOptions());
+    assertThrows(
+        IllegalArgumentException.class, () -> WriteConfig.builder().timeout(Duration.ZERO).build());
     assertThrows(IllegalArgumentException.class, () -> RetryPolicy.builder().maxAttempts(-1));
   }
 
@@ -388,7 +376,7 @@ class OfflineTest {
     assertEquals(Outcome.CREATED, result.outcome());
     assertEquals(
         "9007199254740993",
-        result.object().get("n").getAsBigInteger().toString(),
+        result.object().get("n").bigIntegerValue().toString(),
         "int64 survives");
     assertTrue(result.alreadyApplied());
     assertThrows(
@@ -398,12 +386,99 @@ class OfflineTest {
                 proto.toBuilder()
                     .setOutcome(dev.safewrite.v1.Outcome.OUTCOME_UNSPECIFIED)
                     .build()));
-    assertEquals(4, Proposal.abort(null).toProto(4).getAttempt());
+    Fresh<ObjectNode> fresh = fresh(4, "{}", ObjectNode.class);
+    assertEquals(4, Proposal.abort(null).toProto(fresh).getAttempt());
     assertEquals(
         7,
         Proposal.of(dev.safewrite.v1.TransactProposal.newBuilder().setAttempt(7).build())
-            .toProto(4)
+            .toProto(fresh)
             .getAttempt());
     assertNotNull(UpdateWithRetryRequest.getDefaultInstance());
+  }
+
+  private static <T> Fresh<T> fresh(int attempt, String json, Class<T> type) {
+    return new Fresh<>(
+        dev.safewrite.v1.FreshObject.newBuilder().setAttempt(attempt).setObjectJson(json).build(),
+        type);
+  }
+
+  @Test
+  void aTypedObjectWritesItsChangesAndKeepsWhatItsClassLacks() {
+    Fresh<ConfigMap> fresh =
+        fresh(
+            1,
+            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\","
+                + " \"metadata\": {\"name\": \"c\", \"resourceVersion\": \"7\"},"
+                + " \"data\": {\"n\": \"1\", \"gone\": \"x\"},"
+                + " \"future\": {\"big\": 9007199254740993, \"f\": 1.50}}",
+            ConfigMap.class);
+    ConfigMap map = fresh.object();
+    assertSame(map, fresh.object(), "one object per attempt");
+    map.getData().put("n", "2");
+    map.getData().remove("gone");
+    map.getMetadata().setLabels(Map.of("a", "b"));
+    ObjectNode written = Json.object(Proposal.object(map).toProto(fresh).getObjectJson());
+    assertEquals("2", written.get("data").get("n").asText());
+    assertFalse(written.get("data").has("gone"), "a removed entry is removed");
+    assertEquals("b", written.get("metadata").get("labels").get("a").asText());
+    assertEquals("7", written.get("metadata").get("resourceVersion").asText());
+    assertEquals(
+        "{\"big\":9007199254740993,\"f\":1.50}",
+        Json.text(written.get("future")),
+        "a field the class lacks is kept as it was, numbers and all");
+
+    Fresh<ConfigMap> untouched = fresh(1, "{\"kind\": \"ConfigMap\", \"x\": 1}", ConfigMap.class);
+    untouched.object();
+    assertEquals(
+        "{\"kind\":\"ConfigMap\",\"x\":1}",
+        Proposal.object(untouched.object()).toProto(untouched).getObjectJson(),
+        "an unchanged object is written as read");
+
+    ConfigMap other = new ConfigMap();
+    other.setData(Map.of("only", "this"));
+    assertEquals(
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"data\":{\"only\":\"this\"}}",
+        Proposal.object(other).toProto(fresh).getObjectJson(),
+        "another object is written whole, nulls left out");
+    assertThrows(
+        IllegalArgumentException.class,
+        () -> fresh(1, "{\"data\": 5}", ConfigMap.class).object(),
+        "an object the class cannot read");
+  }
+
+  @Test
+  void updateAndPatchStatusSendTheSameRequestEachToItsMethod() {
+    // The two requests are one message under two names: same fields, numbers and types.
+    List<String> update =
+        UpdateWithRetryRequest.getDescriptor().getFields().stream()
+            .map(f -> f.getNumber() + " " + f.getName() + " " + f.toProto().getTypeName())
+            .toList();
+    List<String> status =
+        dev.safewrite.v1.PatchStatusRequest.getDescriptor().getFields().stream()
+            .map(f -> f.getNumber() + " " + f.getName() + " " + f.toProto().getTypeName())
+            .toList();
+    assertEquals(update, status);
+
+    RecordingChannel channel = new RecordingChannel();
+    SafewriteClient client = SafewriteClient.forChannel(channel);
+    ObjectRef ref = ObjectRef.of("v1", "ConfigMap", "ns", "name");
+    Mutation mutation = Mutation.mergePatch("{\"status\": {\"n\": 1}}");
+    WriteConfig config =
+        WriteConfig.builder().uid("u").fieldManager("m").retryPolicy(RetryPolicy.requeue()).build();
+    assertThrows(UnavailableException.class, () -> client.update(ref, mutation, config));
+    assertThrows(UnavailableException.class, () -> client.patchStatus(ref, mutation, config));
+    dev.safewrite.v1.PatchStatusRequest built =
+        dev.safewrite.v1.PatchStatusRequest.newBuilder()
+            .setTarget(ref.toProto())
+            .setMutation(mutation.toProto())
+            .build();
+    assertThrows(UnavailableException.class, () -> client.patchStatus(built));
+    assertEquals(3, channel.sent.size());
+    assertInstanceOf(UpdateWithRetryRequest.class, channel.sent.get(0));
+    assertInstanceOf(dev.safewrite.v1.PatchStatusRequest.class, channel.sent.get(1));
+    assertEquals(
+        ((UpdateWithRetryRequest) channel.sent.get(0)).toByteString(),
+        ((dev.safewrite.v1.PatchStatusRequest) channel.sent.get(1)).toByteString());
+    assertEquals(built, channel.sent.get(2), "a built request is sent as it is");
   }
 }

@@ -1,9 +1,12 @@
 package dev.safewrite;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fabric8.kubernetes.api.model.ConfigMap;
 import io.fabric8.kubernetes.api.model.ConfigMapBuilder;
 import io.fabric8.kubernetes.api.model.Namespace;
@@ -49,13 +52,21 @@ class OperatorTest {
     public Long capacity;
   }
 
-  /** Writes a Widget's status, computed by the sidecar from the fresh object. */
+  /**
+   * Writes a Widget's status, computed by the sidecar from the fresh object, with the error mapping
+   * of java-operator-sdk's retry (as examples/operator does): a retryable failure is thrown, for
+   * the SDK to retry with its backoff; any other would fail the same way again, so the reconcile
+   * returns normally and the SDK does not retry it.
+   */
   static final class WidgetReconciler implements Reconciler<Widget> {
     private static final Mutation STATUS =
         Mutation.cel("{\"status\": {\"capacity\": int(object.spec.size) * 10}}");
+    private static final WriteConfig BOUNDED =
+        WriteConfig.builder().timeout(Duration.ofSeconds(10)).build();
 
     private final SafewriteClient safewrite;
     final List<Outcome> outcomes = new ArrayList<>();
+    final List<SafewriteException> refused = new ArrayList<>();
 
     WidgetReconciler(SafewriteClient safewrite) {
       this.safewrite = safewrite;
@@ -63,15 +74,13 @@ class OperatorTest {
 
     @Override
     public UpdateControl<Widget> reconcile(Widget widget, Context<Widget> context) {
-      WriteConfig config = WriteConfig.builder().timeout(Duration.ofSeconds(10)).build();
       try {
-        outcomes.add(safewrite.patchStatus(ObjectRef.of(widget), STATUS, config).outcome());
+        outcomes.add(safewrite.patchStatus(ObjectRef.of(widget), STATUS, BOUNDED).outcome());
       } catch (SafewriteException e) {
-        if (!e.isRetryable()) {
-          throw e;
+        if (e.isRetryable()) {
+          throw e; // the SDK retries a thrown exception
         }
-        return UpdateControl.<Widget>noUpdate()
-            .rescheduleAfter(e.retryDelay().orElse(Duration.ofSeconds(1)));
+        refused.add(e); // a real reconciler records it in the status: see examples/operator
       }
       return UpdateControl.noUpdate();
     }
@@ -134,8 +143,8 @@ class OperatorTest {
         "written already: the SDK patches nothing");
     reconciler.reconcile(widget, null);
     assertEquals(List.of(Outcome.UPDATED, Outcome.UNCHANGED), reconciler.outcomes);
-    JsonObject status = Sidecar.read(ObjectRef.of(widget)).getAsJsonObject("status");
-    assertEquals(30, status.get("capacity").getAsInt());
+    ObjectNode status = Sidecar.read(ObjectRef.of(widget)).withObjectProperty("status");
+    assertEquals(30, status.get("capacity").asInt());
   }
 
   @Test
@@ -158,5 +167,36 @@ class OperatorTest {
     assertEquals(Outcome.CREATED, Sidecar.client().update(ref, increment, ifMissing).outcome());
     assertEquals(Outcome.UPDATED, Sidecar.client().update(ref, increment, ifMissing).outcome());
     assertEquals("2", Sidecar.data(Sidecar.read(ref), "n"));
+  }
+
+  @Test
+  @Tag("sidecar")
+  void reconcilerThrowsOnlyWhatTheSdkShouldRetry() throws Exception {
+    Widget widget = widget(Sidecar.namespace(), Sidecar.name("josdk-errors"));
+    Sidecar.client()
+        .update(
+            ObjectRef.of(widget),
+            Mutation.mergePatch("{}"),
+            WriteConfig.builder().createIfMissing("{\"spec\": {\"size\": 3}}").build());
+
+    // A sidecar whose identity may only read: the API server refuses the write, and would
+    // refuse it again. The reconcile ends normally: the SDK does not retry it.
+    try (SafewriteClient readOnly =
+        SafewriteClient.connect(Sidecar.env("SAFEWRITE_RESTRICTED_ADDR"))) {
+      WidgetReconciler reconciler = new WidgetReconciler(readOnly);
+      assertTrue(reconciler.reconcile(widget, null).isNoUpdate());
+      assertEquals(1, reconciler.refused.size());
+      assertInstanceOf(PermissionDeniedException.class, reconciler.refused.get(0));
+      assertFalse(reconciler.refused.get(0).isRetryable());
+    }
+
+    // Nothing listens on port 1: UNAVAILABLE is retryable, so it is thrown for the SDK's retry.
+    try (SafewriteClient unreachable = SafewriteClient.connect("127.0.0.1:1")) {
+      WidgetReconciler reconciler = new WidgetReconciler(unreachable);
+      UnavailableException thrown =
+          assertThrows(UnavailableException.class, () -> reconciler.reconcile(widget, null));
+      assertTrue(thrown.isRetryable());
+      assertTrue(reconciler.refused.isEmpty());
+    }
   }
 }

@@ -3,7 +3,7 @@ package dev.safewrite;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.InputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -88,20 +88,20 @@ final class Sidecar {
             .update(
                 ref,
                 Mutation.mergePatch("{}"),
-                WriteOption.createIfMissing("{\"data\": " + dataJson + "}"));
+                WriteConfig.builder().createIfMissing("{\"data\": " + dataJson + "}").build());
     assertEquals(Outcome.CREATED, result.outcome());
     return result;
   }
 
   /** The object as it is now: a no-op write answers it as read. */
-  static JsonObject read(ObjectRef ref) {
+  static ObjectNode read(ObjectRef ref) {
     Result result = client().update(ref, Mutation.mergePatch("{}"));
     assertEquals(Outcome.UNCHANGED, result.outcome());
     return result.object();
   }
 
-  static String data(JsonObject object, String key) {
-    return object.getAsJsonObject("data").get(key).getAsString();
+  static String data(ObjectNode object, String key) {
+    return object.withObjectProperty("data").get(key).asText();
   }
 
   /**

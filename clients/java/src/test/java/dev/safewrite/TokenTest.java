@@ -32,7 +32,8 @@ class TokenTest {
   }
 
   private static Result create(SafewriteClient client, ObjectRef ref) {
-    return client.update(ref, Mutation.mergePatch("{}"), WriteOption.createIfMissing("{}"));
+    return client.update(
+        ref, Mutation.mergePatch("{}"), WriteConfig.builder().createIfMissing("{}").build());
   }
 
   @Test
@@ -117,7 +118,7 @@ class TokenTest {
           client.transact(
               ref,
               fresh -> {
-                fresh.object().add("data", Json.object("{\"by\": \"transact\"}"));
+                fresh.object().set("data", Json.object("{\"by\": \"transact\"}"));
                 return null;
               });
       assertEquals(Outcome.UPDATED, result.outcome());

@@ -47,7 +47,8 @@ class TracingTest {
   }
 
   private static Result touch(SafewriteClient client, String prefix) {
-    return client.update(Sidecar.configMap(prefix), PATCH, WriteOption.createIfMissing("{}"));
+    return client.update(
+        Sidecar.configMap(prefix), PATCH, WriteConfig.builder().createIfMissing("{}").build());
   }
 
   @Test
@@ -89,7 +90,7 @@ class TracingTest {
                     .transact(
                         Sidecar.configMap("traced-tx"),
                         fresh -> null,
-                        WriteOption.createIfMissing("{}")));
+                        WriteConfig.builder().createIfMissing("{}").build()));
     assertEquals(TRACE_ID, transacted.traceId());
   }
 
@@ -131,7 +132,7 @@ class TracingTest {
             client.update(
                 Sidecar.configMap("no-otel"),
                 Mutation.mergePatch("{}"),
-                WriteOption.createIfMissing("{}"));
+                WriteConfig.builder().createIfMissing("{}").build());
         return TraceContext.AVAILABLE + " " + result.outcome();
       }
     }

@@ -8,10 +8,11 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonObject;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.safewrite.v1.MergePatch;
 import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.TransactProposal;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -23,9 +24,9 @@ import org.junit.jupiter.api.Test;
 class TransactTest {
 
   /** Increments data.n of the fresh object in place. */
-  private static Proposal increment(Fresh fresh) {
-    JsonObject data = fresh.object().getAsJsonObject("data");
-    data.addProperty("n", Integer.toString(Integer.parseInt(data.get("n").getAsString()) + 1));
+  private static Proposal increment(Fresh<ObjectNode> fresh) {
+    ObjectNode data = fresh.object().withObjectProperty("data");
+    data.put("n", Integer.toString(Integer.parseInt(data.get("n").asText()) + 1));
     return null;
   }
 
@@ -41,7 +42,7 @@ class TransactTest {
                   creating.add(fresh.creating());
                   return increment(fresh);
                 },
-                WriteOption.createIfMissing("{\"data\": {\"n\": \"0\"}}"));
+                WriteConfig.builder().createIfMissing("{\"data\": {\"n\": \"0\"}}").build());
     assertEquals(Outcome.CREATED, created.outcome());
     assertEquals("1", data(created.object(), "n"));
     assertEquals(List.of(true), creating);
@@ -68,8 +69,8 @@ class TransactTest {
             .transact(
                 ref,
                 fresh -> {
-                  JsonObject object = fresh.object().deepCopy();
-                  object.getAsJsonObject("data").addProperty("w", "y");
+                  ObjectNode object = fresh.object().deepCopy();
+                  object.withObjectProperty("data").put("w", "y");
                   return Proposal.object(object);
                 });
     assertEquals("y", data(whole.object(), "w"));
@@ -83,7 +84,7 @@ class TransactTest {
     assertEquals("1", data(aborted.object(), "n"));
     assertEquals(
         whole.resourceVersion(),
-        Sidecar.read(ref).getAsJsonObject("metadata").get("resourceVersion").getAsString());
+        Sidecar.read(ref).withObjectProperty("metadata").get("resourceVersion").asText());
   }
 
   @Test
@@ -99,7 +100,7 @@ class TransactTest {
                     .transact(
                         ref,
                         fresh -> {
-                          fresh.object().getAsJsonObject("data").addProperty("n", "100");
+                          fresh.object().withObjectProperty("data").put("n", "100");
                           throw boom;
                         }));
     assertSame(boom, thrown);
@@ -123,7 +124,7 @@ class TransactTest {
                         .update(
                             ref,
                             Mutation.mergePatch("{\"data\": {\"n\": \"10\", \"other\": \"x\"}}"),
-                            WriteOption.writeAlone());
+                            WriteConfig.builder().writeAlone(true).build());
                   }
                   return increment(fresh);
                 });
@@ -154,10 +155,10 @@ class TransactTest {
                               .update(
                                   ref,
                                   Mutation.mergePatch("{\"data\": {\"n\": \"10\"}}"),
-                                  WriteOption.writeAlone());
+                                  WriteConfig.builder().writeAlone(true).build());
                           return increment(fresh);
                         },
-                        WriteOption.retryPolicy(RetryPolicy.requeue())));
+                        WriteConfig.builder().retryPolicy(RetryPolicy.requeue()).build()));
     assertEquals(1, calls.get());
     assertEquals(ErrorKind.CONFLICT, conflict.kind());
     assertEquals("Conflict", conflict.reason());
@@ -172,7 +173,10 @@ class TransactTest {
     ObjectRef ref = Sidecar.configMap("tx-key");
     Sidecar.create(ref, "{\"n\": \"0\"}");
     String key = UUID.randomUUID().toString();
-    Result first = client().transact(ref, TransactTest::increment, WriteOption.idempotencyKey(key));
+    Result first =
+        client()
+            .transact(
+                ref, TransactTest::increment, WriteConfig.builder().idempotencyKey(key).build());
     assertFalse(first.alreadyApplied());
     AtomicInteger calls = new AtomicInteger();
     Result second =
@@ -183,7 +187,7 @@ class TransactTest {
                   calls.incrementAndGet();
                   return increment(fresh);
                 },
-                WriteOption.idempotencyKey(key));
+                WriteConfig.builder().idempotencyKey(key).build());
     assertTrue(second.alreadyApplied());
     assertEquals(0, calls.get());
     assertEquals("1", data(second.object(), "n"));
@@ -196,23 +200,23 @@ class TransactTest {
         .update(
             ref,
             Mutation.mergePatch("{}"),
-            WriteOption.createIfMissing("{\"spec\": {\"size\": 3}}"));
+            WriteConfig.builder().createIfMissing("{\"spec\": {\"size\": 3}}").build());
     Result result =
         client()
             .transactStatus(
                 ref,
                 fresh -> {
-                  JsonObject object = fresh.object();
-                  int size = object.getAsJsonObject("spec").get("size").getAsInt();
-                  object.getAsJsonObject("spec").addProperty("size", 99);
-                  JsonObject status = new JsonObject();
-                  status.addProperty("capacity", size * 10);
-                  object.add("status", status);
+                  ObjectNode object = fresh.object();
+                  int size = object.withObjectProperty("spec").get("size").asInt();
+                  object.withObjectProperty("spec").put("size", 99);
+                  ObjectNode status = Json.MAPPER.createObjectNode();
+                  status.put("capacity", size * 10);
+                  object.set("status", status);
                   return null;
                 });
     assertEquals(Outcome.UPDATED, result.outcome());
-    assertEquals(30, result.object().getAsJsonObject("status").get("capacity").getAsInt());
-    assertEquals(3, result.object().getAsJsonObject("spec").get("size").getAsInt());
+    assertEquals(30, result.object().withObjectProperty("status").get("capacity").asInt());
+    assertEquals(3, result.object().withObjectProperty("spec").get("size").asInt());
   }
 
   @Test
@@ -232,5 +236,86 @@ class TransactTest {
             InvalidException.class, () -> client().transact(ref, fresh -> Proposal.of(stale)));
     assertEquals(Reason.REASON_INVALID_REQUEST, invalid.writeFailureReason());
     assertEquals("1", data(Sidecar.read(ref), "n"));
+  }
+
+  @Test
+  void readmeTransactionLabelsTheObjectOnce() {
+    ObjectRef ref = Sidecar.configMap("tx-readme");
+    Sidecar.create(ref, "{}");
+    TransactFunction<ObjectNode> label =
+        fresh -> {
+          ObjectNode labels = fresh.object().withObject("/metadata/labels");
+          if (labels.has("owner")) {
+            return Proposal.abort("already owned");
+          }
+          labels.put("owner", "me");
+          return null;
+        };
+    WriteConfig bounded = WriteConfig.builder().timeout(Duration.ofSeconds(10)).build();
+    Result result = client().transact(ref, label, bounded);
+    assertEquals(Outcome.UPDATED, result.outcome());
+    assertEquals("me", result.object().at("/metadata/labels/owner").asText());
+    assertEquals(Outcome.ABORTED, client().transact(ref, label, bounded).outcome());
+  }
+
+  @Test
+  void typedTransactionHandsTheFunctionItsClassAndKeepsWhatItLacks() {
+    ObjectRef ref = Sidecar.widget("tx-typed");
+    client()
+        .update(
+            ref,
+            Mutation.mergePatch("{}"),
+            WriteConfig.builder()
+                .createIfMissing("{\"spec\": {\"size\": 3, \"color\": \"red\"}}")
+                .build());
+    client().patchStatus(ref, Mutation.mergePatch("{\"status\": {\"phase\": \"Pending\"}}"));
+
+    List<Class<?>> handed = new ArrayList<>();
+    Result status =
+        client()
+            .transactStatus(
+                ref,
+                OperatorTest.Widget.class,
+                fresh -> {
+                  OperatorTest.Widget widget = fresh.object();
+                  handed.add(widget.getClass());
+                  widget.getStatus().capacity = widget.getSpec().size * 10L;
+                  return Proposal.object(widget);
+                });
+    assertEquals(List.of(OperatorTest.Widget.class), handed);
+    assertEquals(Outcome.UPDATED, status.outcome());
+    OperatorTest.Widget written = status.object(OperatorTest.Widget.class);
+    assertEquals(30L, written.getStatus().capacity);
+    assertEquals(
+        "Pending",
+        status.object().at("/status/phase").asText(),
+        "a field the class does not have is kept");
+
+    Result spec =
+        client()
+            .transact(
+                ref,
+                OperatorTest.Widget.class,
+                fresh -> {
+                  fresh.object().getSpec().size = 4;
+                  return null;
+                });
+    assertEquals(Outcome.UPDATED, spec.outcome());
+    assertEquals(4, spec.object().at("/spec/size").asInt());
+    assertEquals("red", spec.object().at("/spec/color").asText());
+    assertEquals(30, spec.object().at("/status/capacity").asInt());
+
+    Result unchanged = client().transact(ref, OperatorTest.Widget.class, fresh -> null);
+    assertEquals(Outcome.UNCHANGED, unchanged.outcome());
+    Result untouched =
+        client()
+            .transact(
+                ref,
+                OperatorTest.Widget.class,
+                fresh -> {
+                  fresh.object();
+                  return null;
+                });
+    assertEquals(Outcome.UNCHANGED, untouched.outcome(), "read and written back as it was");
   }
 }

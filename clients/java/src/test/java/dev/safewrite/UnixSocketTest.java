@@ -23,8 +23,10 @@ class UnixSocketTest {
             client.update(
                 ref,
                 Mutation.cel("{\"data\": {\"n\": string(int(object.data.n) + 1)}}"),
-                WriteOption.createIfMissing("{\"data\": {\"n\": \"0\"}}"),
-                WriteOption.timeout(java.time.Duration.ofSeconds(20)));
+                WriteConfig.builder()
+                    .createIfMissing("{\"data\": {\"n\": \"0\"}}")
+                    .timeout(java.time.Duration.ofSeconds(20))
+                    .build());
         assertEquals(address.equals(socket) ? "2" : "1", Sidecar.data(result.object(), "n"));
       }
     }
@@ -40,8 +42,10 @@ class UnixSocketTest {
             client.update(
                 Sidecar.configMap("channel"),
                 Mutation.mergePatch("{}"),
-                WriteOption.createIfMissing("{}"),
-                WriteOption.timeout(java.time.Duration.ofSeconds(20)));
+                WriteConfig.builder()
+                    .createIfMissing("{}")
+                    .timeout(java.time.Duration.ofSeconds(20))
+                    .build());
         assertEquals(Outcome.CREATED, result.outcome());
       }
       assertFalse(channel.isShutdown(), "close() left the caller's channel open");
@@ -59,8 +63,10 @@ class UnixSocketTest {
           client.update(
               ref,
               Mutation.mergePatch("{}"),
-              WriteOption.createIfMissing("{}"),
-              WriteOption.timeout(java.time.Duration.ofSeconds(20)));
+              WriteConfig.builder()
+                  .createIfMissing("{}")
+                  .timeout(java.time.Duration.ofSeconds(20))
+                  .build());
       assertEquals(Outcome.CREATED, result.outcome());
     }
   }

@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonObject;
-import com.google.gson.JsonPrimitive;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.databind.node.TextNode;
 import java.util.UUID;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -22,7 +22,11 @@ class WritesTest {
   void createsThenUpdatesThenWritesNothingForNoChange() {
     ObjectRef ref = Sidecar.configMap("cycle");
     Result created =
-        client().update(ref, INCREMENT, WriteOption.createIfMissing("{\"data\": {\"n\": \"0\"}}"));
+        client()
+            .update(
+                ref,
+                INCREMENT,
+                WriteConfig.builder().createIfMissing("{\"data\": {\"n\": \"0\"}}").build());
     assertEquals(Outcome.CREATED, created.outcome());
     assertEquals("1", data(created.object(), "n"));
     assertFalse(created.resourceVersion().isEmpty());
@@ -44,10 +48,10 @@ class WritesTest {
     ObjectRef ref = Sidecar.configMap("kinds");
     Sidecar.create(ref, "{\"n\": \"1\"}");
 
-    JsonObject patch = new JsonObject();
-    JsonObject data = new JsonObject();
-    data.addProperty("merged", "yes");
-    patch.add("data", data);
+    ObjectNode patch = Json.MAPPER.createObjectNode();
+    ObjectNode data = Json.MAPPER.createObjectNode();
+    data.put("merged", "yes");
+    patch.set("data", data);
     assertEquals("yes", data(client().update(ref, Mutation.mergePatch(patch)).object(), "merged"));
 
     Result patched =
@@ -57,24 +61,32 @@ class WritesTest {
                 Mutation.jsonPatch(
                     JsonPatchOp.test("/data/n", "1"),
                     JsonPatchOp.replace("/data/n", "5"),
-                    JsonPatchOp.add("/data/added", new JsonPrimitive("x")),
+                    JsonPatchOp.add("/data/added", TextNode.valueOf("x")),
                     JsonPatchOp.remove("/data/merged")));
     assertEquals("5", data(patched.object(), "n"));
     assertEquals("x", data(patched.object(), "added"));
-    assertFalse(patched.object().getAsJsonObject("data").has("merged"));
+    assertFalse(patched.object().withObjectProperty("data").has("merged"));
 
     String apply =
         "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \""
             + ref.name()
             + "\"}, \"data\": {\"applied\": \"yes\"}}";
     Result applied =
-        client().update(ref, Mutation.apply(apply, false), WriteOption.fieldManager("java-test"));
+        client()
+            .update(
+                ref,
+                Mutation.apply(apply, false),
+                WriteConfig.builder().fieldManager("java-test").build());
     assertEquals(Outcome.UPDATED, applied.outcome());
     assertEquals("yes", data(applied.object(), "applied"));
     assertEquals("5", data(applied.object(), "n"));
     // The same configuration again: the API server keeps the resourceVersion.
     Result again =
-        client().update(ref, Mutation.apply(apply, false), WriteOption.fieldManager("java-test"));
+        client()
+            .update(
+                ref,
+                Mutation.apply(apply, false),
+                WriteConfig.builder().fieldManager("java-test").build());
     assertEquals(Outcome.UNCHANGED, again.outcome());
   }
 
@@ -84,7 +96,10 @@ class WritesTest {
     Sidecar.create(ref, "{\"n\": \"0\"}");
     Result dry =
         client()
-            .update(ref, Mutation.mergePatch("{\"data\": {\"n\": \"9\"}}"), WriteOption.dryRun());
+            .update(
+                ref,
+                Mutation.mergePatch("{\"data\": {\"n\": \"9\"}}"),
+                WriteConfig.builder().dryRun(true).build());
     assertEquals(Outcome.UPDATED, dry.outcome());
     assertEquals("9", data(dry.object(), "n"));
     assertEquals("0", data(Sidecar.read(ref), "n"));
@@ -95,11 +110,14 @@ class WritesTest {
     ObjectRef ref = Sidecar.configMap("keyed");
     Sidecar.create(ref, "{\"n\": \"0\"}");
     String key = UUID.randomUUID().toString();
-    Result first = client().update(ref, INCREMENT, WriteOption.idempotencyKey(key));
+    Result first =
+        client().update(ref, INCREMENT, WriteConfig.builder().idempotencyKey(key).build());
     assertEquals(Outcome.UPDATED, first.outcome());
     assertFalse(first.alreadyApplied());
     Result second =
-        client().update(ref, INCREMENT, WriteOption.idempotencyKey(key), WriteOption.writeAlone());
+        client()
+            .update(
+                ref, INCREMENT, WriteConfig.builder().idempotencyKey(key).writeAlone(true).build());
     assertEquals(Outcome.UPDATED, second.outcome());
     assertTrue(second.alreadyApplied());
     assertEquals("1", data(second.object(), "n"));
@@ -109,21 +127,23 @@ class WritesTest {
   void preconditionsThatHoldLetTheWriteThrough() {
     ObjectRef ref = Sidecar.configMap("holds");
     Result created = Sidecar.create(ref, "{\"n\": \"0\"}");
-    String uid = created.object().getAsJsonObject("metadata").get("uid").getAsString();
+    String uid = created.object().withObjectProperty("metadata").get("uid").asText();
     Result updated =
         client()
             .update(
                 ref,
                 INCREMENT,
-                WriteOption.uid(uid),
-                WriteOption.resourceVersion(created.resourceVersion()),
-                WriteOption.preconditionCel("object.data.n == \"0\""),
-                WriteOption.retryPolicy(
-                    RetryPolicy.builder()
-                        .maxAttempts(3)
-                        .initialBackoff(java.time.Duration.ofMillis(5))
-                        .maxBackoff(java.time.Duration.ofMillis(50))
-                        .build()));
+                WriteConfig.builder()
+                    .uid(uid)
+                    .resourceVersion(created.resourceVersion())
+                    .preconditionCel("object.data.n == \"0\"")
+                    .retryPolicy(
+                        RetryPolicy.builder()
+                            .maxAttempts(3)
+                            .initialBackoff(java.time.Duration.ofMillis(5))
+                            .maxBackoff(java.time.Duration.ofMillis(50))
+                            .build())
+                    .build());
     assertEquals(Outcome.UPDATED, updated.outcome());
     assertEquals("1", data(updated.object(), "n"));
   }
@@ -135,7 +155,7 @@ class WritesTest {
         .update(
             ref,
             Mutation.mergePatch("{}"),
-            WriteOption.createIfMissing("{\"spec\": {\"size\": 1}}"));
+            WriteConfig.builder().createIfMissing("{\"spec\": {\"size\": 1}}").build());
     Result result =
         client()
             .patchStatus(
@@ -143,8 +163,8 @@ class WritesTest {
                 Mutation.mergePatch(
                     "{\"spec\": {\"size\": 2}, \"status\": {\"phase\": \"Ready\"}}"));
     assertEquals(Outcome.UPDATED, result.outcome());
-    assertEquals(1, result.object().getAsJsonObject("spec").get("size").getAsInt());
-    assertEquals("Ready", result.object().getAsJsonObject("status").get("phase").getAsString());
+    assertEquals(1, result.object().withObjectProperty("spec").get("size").asInt());
+    assertEquals("Ready", result.object().withObjectProperty("status").get("phase").asText());
     // Update never writes status: a status-only change is UNCHANGED.
     Result mainOnly =
         client().update(ref, Mutation.mergePatch("{\"status\": {\"phase\": \"Gone\"}}"));

@@ -66,7 +66,7 @@ func (e *Error) Advice() safewritev1.Retry {
 // Retryable reports whether the same call, sent again, may succeed and is safe to send,
 // as the proto's retry option of [Error.ReasonCode] says (see safewritev1.Retry):
 //
-//   - RETRY_LATER: yes, after [Error.RetryDelay] when [Error.HasRetryDelay], else with
+//   - RETRY_LATER: yes, after the delay of [Error.RetryDelay] when it gives one, else with
 //     backoff: throttling, load shedding, an outage, an open circuit breaker, a
 //     deadline that left no write in doubt;
 //   - RETRY_WITH_IDEMPOTENCY_KEY: a write may have been applied ([ErrOutcomeUnknown],

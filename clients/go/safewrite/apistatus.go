@@ -201,8 +201,8 @@ func (e *Error) Status() metav1.Status {
 	for _, v := range e.FieldViolations {
 		details.Causes = append(details.Causes, metav1.StatusCause{Type: causeType, Field: v.Field, Message: v.Description})
 	}
-	if e.HasRetryDelay && e.RetryDelay > 0 {
-		details.RetryAfterSeconds = int32(min(math.Ceil(e.RetryDelay.Seconds()), math.MaxInt32))
+	if delay, ok := e.RetryDelay(); ok && delay > 0 {
+		details.RetryAfterSeconds = int32(min(math.Ceil(delay.Seconds()), math.MaxInt32))
 	}
 	if details.Name != "" || details.Kind != "" || len(details.Causes) > 0 || details.RetryAfterSeconds > 0 {
 		st.Details = details

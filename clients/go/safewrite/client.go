@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -18,9 +17,9 @@ import (
 // DefaultTarget is where the sidecar listens unless told otherwise.
 const DefaultTarget = "127.0.0.1:50051"
 
-// AddressEnv is the environment variable that names the sidecar's address when [New]
-// is given none: "host:port", "http://host:port" or "unix:///path/to/socket" (the
-// variable `safewrite health` reads too).
+// AddressEnv is the environment variable that names the sidecar's address when
+// [NewClient] is given none: "host:port", "http://host:port" or
+// "unix:///path/to/socket" (the variable `safewrite health` reads too).
 const AddressEnv = "SAFEWRITE_ADDRESS"
 
 // maxResponseSize bounds one answer of the sidecar; Kubernetes objects as JSON stay far
@@ -30,30 +29,21 @@ const maxResponseSize = 64 << 20
 // Client is a client of the safewrite sidecar. It is safe for concurrent use; Close it
 // to release its connection.
 type Client struct {
-	conn     *grpc.ClientConn // nil when the connection is the caller's (NewClient)
+	conn     *grpc.ClientConn // nil when the connection is the caller's (NewClientFromConn)
 	stub     safewritev1.WriterServiceClient
 	timeout  time.Duration
 	callOpts []grpc.CallOption
 	target   string
-	// optionErr is the error of an unusable option given to NewClient, which every call
-	// returns (New returns it instead of a client).
-	optionErr *Error
 }
 
-// Option configures a [Client].
-type Option func(*dialConfig)
+// Option configures a [Client], given to [NewClient] or [NewClientFromConn].
+type Option func(*clientConfig)
 
-// DialOption is the former name of [Option].
-//
-// Deprecated: use [Option].
-type DialOption = Option
-
-type dialConfig struct {
+type clientConfig struct {
 	creds        credentials.TransportCredentials
 	grpcOpts     []grpc.DialOption
 	timeout      time.Duration
 	waitForReady bool
-	block        bool
 	// noTracePropagation: see WithoutTracePropagation.
 	noTracePropagation bool
 	// token: see WithToken; empty for none.
@@ -62,38 +52,45 @@ type dialConfig struct {
 	err *Error
 }
 
+// newClientConfig applies opts; the error is that of the first unusable option.
+func newClientConfig(opts []Option) (*clientConfig, error) {
+	cfg := &clientConfig{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(cfg)
+		}
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	return cfg, nil
+}
+
 // WithTransportCredentials connects with TLS (or other) credentials instead of a
 // plaintext connection; the sidecar normally serves on localhost or a unix socket.
+// [NewClientFromConn] ignores it: the connection has its credentials.
 func WithTransportCredentials(creds credentials.TransportCredentials) Option {
-	return func(cfg *dialConfig) { cfg.creds = creds }
+	return func(cfg *clientConfig) { cfg.creds = creds }
 }
 
 // WithGRPCDialOptions adds gRPC dial options (interceptors, stats handlers, ...).
+// [NewClientFromConn] ignores them: the connection has its own.
 func WithGRPCDialOptions(opts ...grpc.DialOption) Option {
-	return func(cfg *dialConfig) { cfg.grpcOpts = append(cfg.grpcOpts, opts...) }
+	return func(cfg *clientConfig) { cfg.grpcOpts = append(cfg.grpcOpts, opts...) }
 }
 
 // WithDefaultTimeout bounds every call whose context has no deadline to d, every
 // attempt and backoff included. Without it such calls are bounded only by the
 // sidecar's retry policy.
 func WithDefaultTimeout(d time.Duration) Option {
-	return func(cfg *dialConfig) { cfg.timeout = d }
+	return func(cfg *clientConfig) { cfg.timeout = d }
 }
 
 // WithWaitForReady makes calls wait, within their deadline, for the sidecar to become
 // reachable (e.g. while it starts beside the controller) instead of failing at once
 // with [ErrUnavailable].
 func WithWaitForReady() Option {
-	return func(cfg *dialConfig) { cfg.waitForReady = true }
-}
-
-// WithBlock makes [Dial] wait, within its context, until the connection to the sidecar
-// is ready. [New] ignores it.
-//
-// Deprecated: use [New], which connects lazily like grpc.NewClient, with
-// [WithWaitForReady] so that calls wait for the sidecar within their deadline.
-func WithBlock() Option {
-	return func(cfg *dialConfig) { cfg.block = true }
+	return func(cfg *clientConfig) { cfg.waitForReady = true }
 }
 
 // WithToken sends token with every call of the client, as the gRPC metadata
@@ -106,10 +103,10 @@ func WithBlock() Option {
 // across a network with [WithTransportCredentials].
 //
 // A token that is empty, or that holds a character gRPC metadata cannot carry (a line
-// break, a control or non-ASCII character), is an unusable option: [New] returns
-// [ErrInvalid], and every call of a client made by [NewClient] does.
+// break, a control or non-ASCII character), is an unusable option: [NewClient] and
+// [NewClientFromConn] return [ErrInvalid].
 func WithToken(token string) Option {
-	return func(cfg *dialConfig) {
+	return func(cfg *clientConfig) {
 		trimmed, err := checkToken(token)
 		if err != nil {
 			if cfg.err == nil {
@@ -151,9 +148,9 @@ func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]
 // unix socket, and the token goes there too.
 func (bearerToken) RequireTransportSecurity() bool { return false }
 
-// New returns a client of the sidecar at target, the way grpc.NewClient does: it does
-// no I/O and connects on the first call (and again whenever the connection is lost).
-// A sidecar that is not up yet fails calls with [ErrUnavailable], unless
+// NewClient returns a client of the sidecar at target, the way grpc.NewClient does: it
+// does no I/O and connects on the first call (and again whenever the connection is
+// lost). A sidecar that is not up yet fails calls with [ErrUnavailable], unless
 // [WithWaitForReady] makes them wait for it within their deadline.
 //
 // target is "host:port", "unix:///path/to/socket" (a path starting with "/" is taken
@@ -161,15 +158,10 @@ func (bearerToken) RequireTransportSecurity() bool { return false }
 // the environment variable SAFEWRITE_ADDRESS ([AddressEnv]), else [DefaultTarget]
 // (127.0.0.1:50051). The connection is plaintext unless [WithTransportCredentials] is
 // given. An error means the target or an option is unusable ([ErrInvalid]).
-func New(target string, opts ...Option) (*Client, error) {
-	cfg := &dialConfig{}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(cfg)
-		}
-	}
-	if cfg.err != nil {
-		return nil, cfg.err
+func NewClient(target string, opts ...Option) (*Client, error) {
+	cfg, err := newClientConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	target = resolveTarget(target)
 	creds := cfg.creds
@@ -198,7 +190,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// resolveTarget applies the defaults of [New] to a target.
+// resolveTarget applies the defaults of [NewClient] to a target.
 func resolveTarget(target string) string {
 	target = strings.TrimSpace(target)
 	if target == "" {
@@ -216,59 +208,28 @@ func resolveTarget(target string) string {
 	return target
 }
 
-// Dial is [New] with a context, which bounds the wait for the sidecar that
-// [WithBlock] asks for; without WithBlock it only checks that ctx has not ended.
-//
-// Deprecated: use [New] (and [WithWaitForReady]); it connects lazily like
-// grpc.NewClient.
-func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, FromError(err)
-	}
-	c, err := New(target, opts...)
+// NewClientFromConn returns a client that calls the sidecar over a gRPC connection you
+// made (a *grpc.ClientConn, or any grpc.ClientConnInterface, as generated gRPC clients
+// take), which the client does not close. Only the call options of opts apply
+// ([WithDefaultTimeout], [WithWaitForReady], [WithToken], [WithoutTracePropagation]);
+// the caller's OpenTelemetry context is propagated as with [NewClient]. An error means
+// an option is unusable ([ErrInvalid]), as with NewClient.
+func NewClientFromConn(conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
+	cfg, err := newClientConfig(opts)
 	if err != nil {
 		return nil, err
-	}
-	cfg := &dialConfig{}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(cfg)
-		}
-	}
-	if cfg.block {
-		if err := waitReady(ctx, c.conn); err != nil {
-			_ = c.conn.Close()
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
-// NewClient returns a client that calls the sidecar over an existing gRPC connection,
-// which it does not close. Only the call options of opts apply
-// ([WithDefaultTimeout], [WithWaitForReady], [WithToken], [WithoutTracePropagation]);
-// the caller's OpenTelemetry context is propagated as with [New]. An unusable option
-// (a [WithToken] token that cannot be sent) makes every call of the client fail, before
-// anything is sent, with the [ErrInvalid] error that [New] would return.
-func NewClient(conn grpc.ClientConnInterface, opts ...Option) *Client {
-	cfg := &dialConfig{}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(cfg)
-		}
 	}
 	if !cfg.noTracePropagation {
 		conn = tracingConn{conn}
 	}
 	c := &Client{stub: safewritev1.NewWriterServiceClient(conn)}
 	c.configure(cfg)
-	return c
+	return c, nil
 }
 
 // configure sets the call options of cfg.
-func (c *Client) configure(cfg *dialConfig) {
+func (c *Client) configure(cfg *clientConfig) {
 	c.timeout = cfg.timeout
-	c.optionErr = cfg.err
 	if cfg.waitForReady {
 		c.callOpts = append(c.callOpts, grpc.WaitForReady(true))
 	}
@@ -277,37 +238,8 @@ func (c *Client) configure(cfg *dialConfig) {
 	}
 }
 
-// checkOptions returns the error of an unusable option given to [NewClient], a copy
-// for each call (the call sets its Target), or nil.
-func (c *Client) checkOptions() error {
-	if c.optionErr == nil {
-		return nil
-	}
-	err := *c.optionErr
-	return &err
-}
-
-func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
-	conn.Connect()
-	for {
-		state := conn.GetState()
-		if state == connectivity.Ready {
-			return nil
-		}
-		if state == connectivity.Shutdown {
-			return clientError(codes.Canceled, "the connection to %s was closed", conn.Target())
-		}
-		if !conn.WaitForStateChange(ctx, state) {
-			code := codes.DeadlineExceeded
-			if ctx.Err() == context.Canceled {
-				code = codes.Canceled
-			}
-			return clientError(code, "the sidecar at %s was not ready (%s): %v", conn.Target(), state, ctx.Err())
-		}
-	}
-}
-
-// Close closes the client's connection (unless it was given one with [NewClient]).
+// Close closes the client's connection (unless it was given one with
+// [NewClientFromConn]).
 func (c *Client) Close() error {
 	if c.conn == nil {
 		return nil
@@ -386,12 +318,9 @@ func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opt
 	return resultFrom(resp.GetResult())
 }
 
-// prepare checks the client's options and a unary write's mutation of ref and options
+// prepare checks a unary write's mutation of ref and options
 // before anything is sent.
 func (c *Client) prepare(ref ObjectRef, m Mutation, opts []WriteOption) (*safewritev1.Mutation, *writeConfig, error) {
-	if err := c.checkOptions(); err != nil {
-		return nil, nil, err
-	}
 	mutation, err := m.proto()
 	if err != nil {
 		return nil, nil, err

@@ -518,5 +518,5 @@ func fakeSidecar(t *testing.T, srv safewritev1.WriterServiceServer) *safewrite.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return safewrite.NewClient(conn)
+	return fromConn(t, conn)
 }

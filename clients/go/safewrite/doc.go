@@ -5,7 +5,7 @@
 // applies the change, writes it with the resourceVersion it read, and on a conflict
 // starts over from a fresh read, within the call's context deadline:
 //
-//	c, err := safewrite.New("") // $SAFEWRITE_ADDRESS, else 127.0.0.1:50051; or "unix:///run/safewrite/safewrite.sock"
+//	c, err := safewrite.NewClient("") // $SAFEWRITE_ADDRESS, else 127.0.0.1:50051; or "unix:///run/safewrite/safewrite.sock"
 //	if err != nil { ... }
 //	defer c.Close()
 //	ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "counter"}

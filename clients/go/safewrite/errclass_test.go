@@ -39,8 +39,8 @@ func TestInvalidObjectHasFieldViolations(t *testing.T) {
 	if !hasViolation(swErr, "labels") {
 		t.Fatalf("field violations %+v name no label", swErr.FieldViolations)
 	}
-	if swErr.HasRetryDelay {
-		t.Fatalf("an invalid object has a retry delay %v", swErr.RetryDelay)
+	if delay, ok := swErr.RetryDelay(); ok {
+		t.Fatalf("an invalid object has a retry delay %v", delay)
 	}
 	if swErr.Attempts != 1 || len(swErr.AttemptRecords) != 1 || swErr.AttemptRecords[0].HTTPStatus != 422 {
 		t.Fatalf("attempts %d, records %+v", swErr.Attempts, swErr.AttemptRecords)
@@ -383,10 +383,11 @@ func TestUnavailableWithRetryDelay(t *testing.T) {
 			t.Fatalf("error %v, want ErrUnavailable", err)
 		}
 		swErr := asError(t, err)
-		if !swErr.HasRetryDelay || swErr.RetryDelay <= 0 || swErr.Domain != safewrite.Domain {
-			t.Fatalf("retry delay %v (given: %v), domain %q: want the sidecar's RetryInfo", swErr.RetryDelay, swErr.HasRetryDelay, swErr.Domain)
+		delay, ok := swErr.RetryDelay()
+		if !ok || delay <= 0 || swErr.Domain != safewrite.Domain {
+			t.Fatalf("retry delay %v (given: %v), domain %q: want the sidecar's RetryInfo", delay, ok, swErr.Domain)
 		}
-		t.Logf("%v (retry after %v, %d attempt(s))", err, swErr.RetryDelay, swErr.Attempts)
+		t.Logf("%v (retry after %v, %d attempt(s))", err, delay, swErr.Attempts)
 	}
 }
 
@@ -428,8 +429,8 @@ func TestResourceExhausted(t *testing.T) {
 		t.Fatalf("error %v, want ErrResourceExhausted", err)
 	}
 	swErr := asError(t, err)
-	if swErr.Reason != "OVERLOADED" || !swErr.HasRetryDelay || swErr.RetryDelay <= 0 {
-		t.Fatalf("reason %q, retry delay %v", swErr.Reason, swErr.RetryDelay)
+	if delay, ok := swErr.RetryDelay(); swErr.Reason != "OVERLOADED" || !ok || delay <= 0 {
+		t.Fatalf("reason %q, retry delay %v (given: %v)", swErr.Reason, delay, ok)
 	}
 }
 

@@ -38,10 +38,10 @@ var (
 	// [Error.CurrentObject] holds the object as it is now.
 	ErrPreconditionFailed = errors.New("safewrite: precondition failed")
 	// ErrUnavailable (UNAVAILABLE): the API server or the sidecar is unreachable,
-	// throttling, or behind an open circuit breaker; retry after [Error.RetryDelay].
+	// throttling, or behind an open circuit breaker; retry after the delay of [Error.RetryDelay].
 	ErrUnavailable = errors.New("safewrite: unavailable")
 	// ErrResourceExhausted (RESOURCE_EXHAUSTED): the sidecar is shedding load or its rate
-	// limit would outlast the deadline; retry after [Error.RetryDelay].
+	// limit would outlast the deadline; retry after the delay of [Error.RetryDelay].
 	ErrResourceExhausted = errors.New("safewrite: resource exhausted")
 	// ErrPermissionDenied (PERMISSION_DENIED): the sidecar's identity may not do this
 	// (403).
@@ -160,11 +160,6 @@ type Error struct {
 	Metadata map[string]string
 	// FieldViolations are the fields at fault (google.rpc.BadRequest).
 	FieldViolations []FieldViolation
-	// RetryDelay is how long to wait before retrying (google.rpc.RetryInfo); zero when
-	// the status gave none (see HasRetryDelay).
-	RetryDelay time.Duration
-	// HasRetryDelay is true when the status carried a google.rpc.RetryInfo.
-	HasRetryDelay bool
 	// CurrentObject is, for ErrPreconditionFailed, the object the check failed on, so
 	// the caller can decide what to do without another read: as read, or, when the call
 	// was committed together with others, as it stood at this call's turn (after the
@@ -187,7 +182,20 @@ type Error struct {
 	// sidecar's tracing is off, or when the error did not come from the sidecar.
 	TraceID string
 
+	// retryDelay is the google.rpc.RetryInfo delay; see RetryDelay.
+	retryDelay time.Duration
+	// hasRetryDelay: the status carried a google.rpc.RetryInfo.
+	hasRetryDelay bool
+
 	status *status.Status
+}
+
+// RetryDelay returns how long the sidecar asks to wait before the call is sent again
+// (its google.rpc.RetryInfo), and whether it gave one: ok is false when the status
+// carried no RetryInfo, and then delay is zero. A delay is given with throttling, load
+// shedding and an open circuit breaker ([ErrUnavailable], [ErrResourceExhausted]).
+func (e *Error) RetryDelay() (delay time.Duration, ok bool) {
+	return e.retryDelay, e.hasRetryDelay
 }
 
 // Error returns "safewrite: CODE (Reason): Message".
@@ -309,8 +317,8 @@ func fromStatus(st *status.Status) *Error {
 				})
 			}
 		case *errdetails.RetryInfo:
-			e.HasRetryDelay = true
-			e.RetryDelay = d.GetRetryDelay().AsDuration()
+			e.hasRetryDelay = true
+			e.retryDelay = d.GetRetryDelay().AsDuration()
 		case *safewritev1.WriteFailure:
 			e.ReasonCode = d.GetReason()
 			e.AttemptRecords = attemptRecords(d.GetAttemptRecords())

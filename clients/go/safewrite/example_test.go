@@ -15,7 +15,7 @@ import (
 func ExampleClient_Update() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := safewrite.New("") // $SAFEWRITE_ADDRESS, else the sidecar's default 127.0.0.1:50051
+	c, err := safewrite.NewClient("") // $SAFEWRITE_ADDRESS, else the sidecar's default 127.0.0.1:50051
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func ExampleClient_Update() {
 
 func ExampleClient_PatchStatus() {
 	ctx := context.Background()
-	c, err := safewrite.New("unix:///run/safewrite/safewrite.sock")
+	c, err := safewrite.NewClient("unix:///run/safewrite/safewrite.sock")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func ExampleClient_PatchStatus() {
 func ExampleClient_Transact() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := safewrite.New("")
+	c, err := safewrite.NewClient("")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func ExampleClient_Transact() {
 func ExampleClient_Get() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := safewrite.New("")
+	c, err := safewrite.NewClient("")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -82,9 +82,6 @@ type GetResult struct {
 // when the API server cannot answer. A read writes nothing, so [Error.Idempotent] is
 // true: a Get cut off by its deadline may simply be sent again.
 func (c *Client) Get(ctx context.Context, ref ObjectRef, opts ...GetOption) (*GetResult, error) {
-	if err := c.checkOptions(); err != nil {
-		return nil, withTarget(err, ref)
-	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	resp, err := c.stub.Get(ctx, getRequest(ref, opts), c.callOpts...)

@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"safewrite.dev/clients/go/safewrite"
@@ -66,11 +67,21 @@ func testContext(t *testing.T) context.Context {
 // dial returns a client of the sidecar at target, closed when the test ends.
 func dial(t *testing.T, target string, opts ...safewrite.Option) *safewrite.Client {
 	t.Helper()
-	c, err := safewrite.New(target, opts...)
+	c, err := safewrite.NewClient(target, opts...)
 	if err != nil {
-		t.Fatalf("New(%q): %v", target, err)
+		t.Fatalf("NewClient(%q): %v", target, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// fromConn returns a client over conn, the caller's connection.
+func fromConn(t *testing.T, conn grpc.ClientConnInterface, opts ...safewrite.Option) *safewrite.Client {
+	t.Helper()
+	c, err := safewrite.NewClientFromConn(conn, opts...)
+	if err != nil {
+		t.Fatalf("NewClientFromConn: %v", err)
+	}
 	return c
 }
 

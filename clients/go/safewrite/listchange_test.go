@@ -201,7 +201,7 @@ func TestOwnerReferenceNamespaces(t *testing.T) {
 		}
 	}
 	// Through a call: refused before the (absent) sidecar is asked.
-	c, err := New("unix:///nonexistent/safewrite.sock")
+	c, err := NewClient("unix:///nonexistent/safewrite.sock")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,12 +37,12 @@ func TestNewTargets(t *testing.T) {
 		"/run/sw.sock":          "unix:///run/sw.sock",
 		"dns:///localhost:5005": "dns:///localhost:5005",
 	} {
-		c, err := New(target)
+		c, err := NewClient(target)
 		if err != nil {
-			t.Fatalf("New(%q): %v", target, err)
+			t.Fatalf("NewClient(%q): %v", target, err)
 		}
 		if c.target != want || c.conn.Target() != want {
-			t.Errorf("New(%q) dials %q (%q), want %q", target, c.target, c.conn.Target(), want)
+			t.Errorf("NewClient(%q) dials %q (%q), want %q", target, c.target, c.conn.Target(), want)
 		}
 		_ = c.Close()
 	}
@@ -57,25 +57,25 @@ func TestNewTargets(t *testing.T) {
 		"/run/sw.sock":           "unix:///run/sw.sock",
 	} {
 		t.Setenv(AddressEnv, env)
-		c, err := New("")
+		c, err := NewClient("")
 		if err != nil {
-			t.Fatalf("New with %s=%q: %v", AddressEnv, env, err)
+			t.Fatalf("NewClient with %s=%q: %v", AddressEnv, env, err)
 		}
 		if c.target != want {
-			t.Errorf("New with %s=%q dials %q, want %q", AddressEnv, env, c.target, want)
+			t.Errorf("NewClient with %s=%q dials %q, want %q", AddressEnv, env, c.target, want)
 		}
 		_ = c.Close()
 	}
-	if c, err := New("127.0.0.1:7001"); err != nil || c.target != "127.0.0.1:7001" {
+	if c, err := NewClient("127.0.0.1:7001"); err != nil || c.target != "127.0.0.1:7001" {
 		t.Errorf("an explicit target must win over %s: %v", AddressEnv, err)
 	} else {
 		_ = c.Close()
 	}
 	t.Setenv(AddressEnv, "")
 
-	// New does no I/O: nothing listens there, yet it returns a client, whose calls
+	// NewClient does no I/O: nothing listens there, yet it returns a client, whose calls
 	// fail with ErrUnavailable.
-	c, err := New("unix:///nonexistent/safewrite.sock")
+	c, err := NewClient("unix:///nonexistent/safewrite.sock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,21 +83,21 @@ func TestNewTargets(t *testing.T) {
 		t.Errorf("a call to nothing: %v, want ErrUnavailable", err)
 	}
 	_ = c.Close()
-	if _, err := New("dns:///bad target\x00"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("New of an unusable target: %v, want ErrInvalid", err)
+	if _, err := NewClient("dns:///bad target\x00"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("NewClient of an unusable target: %v, want ErrInvalid", err)
 	}
 
-	// The deprecated Dial: its context, and WithBlock waiting within it.
-	canceled, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := Dial(canceled, ""); !errors.Is(err, context.Canceled) {
-		t.Errorf("Dial with a canceled context: %v", err)
+	// WithWaitForReady: a call to nothing waits within its deadline.
+	c, err = NewClient("unix:///nonexistent/safewrite.sock", WithWaitForReady())
+	if err != nil {
+		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := Dial(short, "unix:///nonexistent/safewrite.sock", WithBlock()); !errors.Is(err, ErrDeadlineExceeded) {
-		t.Errorf("Dial WithBlock to nothing: %v, want ErrDeadlineExceeded", err)
+	if _, err := c.Update(short, ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Name: "x"}, CEL("{}")); !errors.Is(err, ErrDeadlineExceeded) {
+		t.Errorf("a call to nothing WithWaitForReady: %v, want ErrDeadlineExceeded", err)
 	}
+	_ = c.Close()
 }
 
 func TestMutations(t *testing.T) {
@@ -215,8 +215,8 @@ func TestErrorDecoding(t *testing.T) {
 	if len(swErr.FieldViolations) != 1 || swErr.FieldViolations[0] != (FieldViolation{Field: "metadata.uid", Description: "x"}) {
 		t.Fatalf("field violations %+v", swErr.FieldViolations)
 	}
-	if !swErr.HasRetryDelay || swErr.RetryDelay != 1500*time.Millisecond {
-		t.Fatalf("retry delay %v", swErr.RetryDelay)
+	if delay, ok := swErr.RetryDelay(); !ok || delay != 1500*time.Millisecond {
+		t.Fatalf("retry delay %v (given: %v)", delay, ok)
 	}
 	if swErr.Attempts != 2 || swErr.AttemptRecords[0] != (AttemptRecord{Number: 1, ResourceVersionRead: "40", HTTPStatus: 409, Reason: "Conflict", Backoff: 250 * time.Millisecond}) {
 		t.Fatalf("attempts %d %+v", swErr.Attempts, swErr.AttemptRecords)
@@ -362,14 +362,14 @@ func TestLostAnswerIsRetryableOnlyWithAKey(t *testing.T) {
 	}
 }
 
-func fakeClient(t *testing.T, fake *fakeWriter) *Client {
+func fakeClient(t *testing.T, fake safewritev1.WriterServiceServer) *Client {
 	t.Helper()
 	listener := bufconn.Listen(1 << 20)
 	server := grpc.NewServer()
 	safewritev1.RegisterWriterServiceServer(server, fake)
 	go func() { _ = server.Serve(listener) }()
 	t.Cleanup(server.Stop)
-	c, err := New("passthrough:///fake",
+	c, err := NewClient("passthrough:///fake",
 		WithGRPCDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return listener.DialContext(ctx)
 		})))

@@ -139,8 +139,8 @@ func callBoth(t *testing.T, c *Client, w *metadataWriter, ctx context.Context, w
 func TestTracePropagation(t *testing.T) {
 	w := &metadataWriter{}
 	dialer := metadataServer(t, w)
-	dial := func(opts ...DialOption) *Client {
-		c, err := New("passthrough:///fake", append(opts, WithGRPCDialOptions(dialer))...)
+	dial := func(opts ...Option) *Client {
+		c, err := NewClient("passthrough:///fake", append(opts, WithGRPCDialOptions(dialer))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,23 +260,33 @@ func TestTracePropagation(t *testing.T) {
 		}
 	})
 
-	t.Run("NewClient", func(t *testing.T) {
+	t.Run("NewClientFromConn", func(t *testing.T) {
 		conn, err := grpc.NewClient("passthrough:///fake", dialer, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = conn.Close() })
-		unary, stream := callBoth(t, NewClient(conn), w, ctx, sc.TraceID().String())
+		unary, stream := callBoth(t, mustFromConn(t, conn), w, ctx, sc.TraceID().String())
 		for kind, md := range map[string]metadata.MD{"unary": unary, "stream": stream} {
 			if got := md.Get("traceparent"); len(got) != 1 || got[0] != wantParent {
 				t.Errorf("%s: traceparent %q, want %q", kind, got, wantParent)
 			}
 		}
-		unary, stream = callBoth(t, NewClient(conn, WithoutTracePropagation()), w, ctx, "")
+		unary, stream = callBoth(t, mustFromConn(t, conn, WithoutTracePropagation()), w, ctx, "")
 		for kind, md := range map[string]metadata.MD{"unary": unary, "stream": stream} {
 			if got := md.Get("traceparent"); len(got) != 0 {
 				t.Errorf("%s: traceparent %q sent, although turned off", kind, got)
 			}
 		}
 	})
+}
+
+// mustFromConn returns a client over conn, the caller's connection.
+func mustFromConn(t *testing.T, conn grpc.ClientConnInterface, opts ...Option) *Client {
+	t.Helper()
+	c, err := NewClientFromConn(conn, opts...)
+	if err != nil {
+		t.Fatalf("NewClientFromConn: %v", err)
+	}
+	return c
 }

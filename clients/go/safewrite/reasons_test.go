@@ -174,8 +174,8 @@ func TestStatusMapping(t *testing.T) {
 		if got := tc.err.Retryable(); got != tc.retryable {
 			t.Errorf("%s: Retryable() = %v", tc.name, got)
 		}
-		if tc.err.HasRetryDelay && (st.Details == nil || st.Details.RetryAfterSeconds != 2) {
-			t.Errorf("%s: retry delay %v gives Details %+v", tc.name, tc.err.RetryDelay, st.Details)
+		if delay, ok := tc.err.RetryDelay(); ok && (st.Details == nil || st.Details.RetryAfterSeconds != 2) {
+			t.Errorf("%s: retry delay %v gives Details %+v", tc.name, delay, st.Details)
 		}
 		if len(tc.err.FieldViolations) > 0 && (st.Details == nil || len(st.Details.Causes) != 1 || st.Details.Causes[0].Field != "target.name") {
 			t.Errorf("%s: causes %+v", tc.name, st.Details)

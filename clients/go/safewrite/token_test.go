@@ -61,8 +61,8 @@ func TestTokenInvalidWithAnotherToken(t *testing.T) {
 }
 
 // TestTokenWrites: with the sidecar's token, surrounding whitespace and all (as read
-// from a file), every kind of call writes, through a client made by New and through
-// one made by NewClient over the caller's connection.
+// from a file), every kind of call writes, through a client made by NewClient and
+// through one made by NewClientFromConn over the caller's connection.
 func TestTokenWrites(t *testing.T) {
 	addr := sidecarEnv(t, "SAFEWRITE_TOKEN_ADDR")
 	token := " " + sidecarEnv(t, "SAFEWRITE_TOKEN") + "\n"
@@ -72,8 +72,8 @@ func TestTokenWrites(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	clients := map[string]*safewrite.Client{
-		"New":       dial(t, addr, safewrite.WithToken(token)),
-		"NewClient": safewrite.NewClient(conn, safewrite.WithToken(token)),
+		"NewClient":         dial(t, addr, safewrite.WithToken(token)),
+		"NewClientFromConn": fromConn(t, conn, safewrite.WithToken(token)),
 	}
 	api := newAPIServer(t)
 	for name, c := range clients {
@@ -93,7 +93,7 @@ func TestTokenWrites(t *testing.T) {
 		})
 	}
 	// The caller's connection, without the option: refused.
-	_, err = safewrite.NewClient(conn).Update(testContext(t), configMapRef(t), safewrite.MergePatch(`{}`))
+	_, err = fromConn(t, conn).Update(testContext(t), configMapRef(t), safewrite.MergePatch(`{}`))
 	checkRefused(t, err, safewritev1.Reason_REASON_TOKEN_REQUIRED)
 }
 
@@ -111,8 +111,8 @@ func (c unusedConn) NewStream(_ context.Context, _ *grpc.StreamDesc, method stri
 }
 
 // TestTokenValidation: an empty token, or one that gRPC metadata cannot carry, is
-// ErrInvalid from New, and from every call of a client made by NewClient, before
-// anything is sent; the error does not show the token.
+// ErrInvalid from NewClient and from NewClientFromConn, before anything is sent; the
+// error does not show the token.
 func TestTokenValidation(t *testing.T) {
 	for _, token := range []string{"", " \t\r\n", "se\ncret", "se\x00cret", "sécret", "secret\x7f"} {
 		check := func(err error) {
@@ -125,32 +125,20 @@ func TestTokenValidation(t *testing.T) {
 				t.Errorf("token %q: the error shows the token: %v", token, err)
 			}
 		}
-		c, err := safewrite.New("127.0.0.1:1", safewrite.WithToken(token))
+		c, err := safewrite.NewClient("127.0.0.1:1", safewrite.WithToken(token))
 		if c != nil {
 			_ = c.Close()
 		}
 		check(err)
 
-		c = safewrite.NewClient(unusedConn{t}, safewrite.WithToken(token))
-		ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm"}
-		ctx := context.Background()
-		_, err = c.Update(ctx, ref, safewrite.MergePatch(`{}`))
-		check(err)
-		if swErr := asError(t, err); swErr.Target != ref {
-			t.Errorf("token %q: Target %v, want %v", token, swErr.Target, ref)
+		c, err = safewrite.NewClientFromConn(unusedConn{t}, safewrite.WithToken(token))
+		if c != nil {
+			t.Errorf("token %q: NewClientFromConn returned a client", token)
 		}
-		_, err = c.PatchStatus(ctx, ref, safewrite.MergePatch(`{}`))
 		check(err)
-		_, err = c.Transact(ctx, ref, func(*unstructured.Unstructured) error { return nil })
-		check(err)
-		_, err = c.Get(ctx, ref)
-		check(err)
-		if swErr := asError(t, err); swErr.Target != ref {
-			t.Errorf("token %q: Get's Target %v, want %v", token, swErr.Target, ref)
-		}
 	}
 	// Inner spaces are printable ASCII, as the sidecar's file may hold them.
-	c, err := safewrite.New("127.0.0.1:1", safewrite.WithToken(" two words\n"))
+	c, err := safewrite.NewClient("127.0.0.1:1", safewrite.WithToken(" two words\n"))
 	if err != nil {
 		t.Fatalf("a token with an inner space: %v", err)
 	}

@@ -16,7 +16,7 @@ const traceparentKey = "traceparent"
 // context (W3C traceparent and tracestate, and whatever else the global propagator
 // injects) with its calls. Each call then starts a trace of its own in the sidecar.
 func WithoutTracePropagation() Option {
-	return func(cfg *dialConfig) { cfg.noTracePropagation = true }
+	return func(cfg *clientConfig) { cfg.noTracePropagation = true }
 }
 
 // injectTraceContext returns ctx with the OpenTelemetry context of ctx added to its

@@ -65,9 +65,6 @@ func (c *Client) transact(ctx context.Context, ref ObjectRef, status bool, propo
 }
 
 func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool, propose proposer, opts []WriteOption) (*Result, error) {
-	if err := c.checkOptions(); err != nil {
-		return nil, err
-	}
 	if propose == nil {
 		return nil, clientError(codes.InvalidArgument, "no transaction function")
 	}

@@ -460,7 +460,7 @@ func TestUnixSocket(t *testing.T) {
 	ref := newCounter(t, newClient(t))
 	// "unix:///abs/path" and a bare absolute path both dial the socket.
 	for i, target := range []string{"unix://" + path, path} {
-		c := dial(t, target, safewrite.WithBlock())
+		c := dial(t, target, safewrite.WithWaitForReady())
 		res, err := c.Update(testContext(t), ref, safewrite.CEL(increment))
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)

@@ -57,8 +57,8 @@ func Result(err error) (reconcile.Result, error) {
 	if !swErr.Retryable() {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
-	if swErr.HasRetryDelay && swErr.RetryDelay > 0 {
-		return reconcile.Result{RequeueAfter: swErr.RetryDelay}, nil
+	if delay, ok := swErr.RetryDelay(); ok && delay > 0 {
+		return reconcile.Result{RequeueAfter: delay}, nil
 	}
 	return reconcile.Result{}, err
 }

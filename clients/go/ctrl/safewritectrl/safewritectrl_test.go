@@ -36,7 +36,7 @@ func TestIgnoreNotFound(t *testing.T) {
 		}
 		t.Fatal("SAFEWRITE_ADDRESS or SAFEWRITE_NAMESPACE is unset: run this through clients/go/test.sh")
 	}
-	c, err := safewrite.New(addr)
+	c, err := safewrite.NewClient(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

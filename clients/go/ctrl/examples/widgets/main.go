@@ -68,7 +68,7 @@ func run(ctx context.Context, cfg *rest.Config, namespace string, r *WidgetRecon
 	if err != nil {
 		return fmt.Errorf("the manager: %w", err)
 	}
-	sidecar, err := safewrite.New("") // SAFEWRITE_ADDRESS, else 127.0.0.1:50051
+	sidecar, err := safewrite.NewClient("") // SAFEWRITE_ADDRESS, else 127.0.0.1:50051
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ const maxResponseSize = 64 << 20
 // to release its connection.
 type Client struct {
 	conn     *grpc.ClientConn // nil when the connection is the caller's (NewClientFromConn)
+	cc       grpc.ClientConnInterface
 	stub     safewritev1.WriterServiceClient
 	timeout  time.Duration
 	callOpts []grpc.CallOption
@@ -185,7 +186,7 @@ func NewClient(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, clientError(codes.InvalidArgument, "client of %q: %v", target, err)
 	}
-	c := &Client{stub: safewritev1.NewWriterServiceClient(conn), conn: conn, target: target}
+	c := &Client{cc: conn, stub: safewritev1.NewWriterServiceClient(conn), conn: conn, target: target}
 	c.configure(cfg)
 	return c, nil
 }
@@ -222,7 +223,7 @@ func NewClientFromConn(conn grpc.ClientConnInterface, opts ...Option) (*Client, 
 	if !cfg.noTracePropagation {
 		conn = tracingConn{conn}
 	}
-	c := &Client{stub: safewritev1.NewWriterServiceClient(conn)}
+	c := &Client{cc: conn, stub: safewritev1.NewWriterServiceClient(conn)}
 	c.configure(cfg)
 	return c, nil
 }
@@ -274,23 +275,7 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 // [*Error] matching one of the sentinel errors ([ErrConflict], [ErrInvalid],
 // [ErrPreconditionFailed], [ErrNotFound], [ErrPermissionDenied], ...).
 func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
-	mutation, cfg, err := c.prepare(ref, m, opts)
-	if err != nil {
-		return nil, withTarget(err, ref)
-	}
-	ctx, cancel := c.callContext(ctx)
-	defer cancel()
-	resp, err := c.stub.UpdateWithRetry(ctx, &safewritev1.UpdateWithRetryRequest{
-		Target:        ref.proto(),
-		Mutation:      mutation,
-		Preconditions: cfg.preconditions,
-		RetryPolicy:   cfg.retryPolicy,
-		Options:       cfg.options,
-	}, c.callOpts...)
-	if err != nil {
-		return nil, withTarget(withKey(FromError(err), cfg), ref)
-	}
-	return resultFrom(resp.GetResult())
+	return c.write(ctx, mainResource, ref, m, opts)
 }
 
 // PatchStatus changes an object's status subresource with m, retried on conflict
@@ -299,20 +284,47 @@ func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...
 // a status cannot be created ([WithCreateIfMissing] is refused). Otherwise as
 // [Client.Update].
 func (c *Client) PatchStatus(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
+	return c.write(ctx, statusSubresource, ref, m, opts)
+}
+
+// subresource is the part of an object a unary write changes: the RPC that writes it.
+type subresource string
+
+const (
+	// mainResource: UpdateWithRetry, everything but the status of a kind with a status
+	// subresource.
+	mainResource subresource = safewritev1.WriterService_UpdateWithRetry_FullMethodName
+	// statusSubresource: PatchStatus, the status subresource.
+	statusSubresource subresource = safewritev1.WriterService_PatchStatus_FullMethodName
+)
+
+// writeRequest is the one request of a unary write, for either subresource: the proto's
+// UpdateWithRetryRequest and PatchStatusRequest have the same fields, numbers and
+// types (TestWriteRequestsHaveOneShape checks it), so one message is the same bytes on
+// the wire as the other, and likewise for writeResponse.
+type (
+	writeRequest  = safewritev1.UpdateWithRetryRequest
+	writeResponse = safewritev1.UpdateWithRetryResponse
+)
+
+// write sends one unary write of ref's subresource sub: the code of [Client.Update] and
+// [Client.PatchStatus].
+func (c *Client) write(ctx context.Context, sub subresource, ref ObjectRef, m Mutation, opts []WriteOption) (*Result, error) {
 	mutation, cfg, err := c.prepare(ref, m, opts)
 	if err != nil {
 		return nil, withTarget(err, ref)
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	resp, err := c.stub.PatchStatus(ctx, &safewritev1.PatchStatusRequest{
+	req := &writeRequest{
 		Target:        ref.proto(),
 		Mutation:      mutation,
 		Preconditions: cfg.preconditions,
 		RetryPolicy:   cfg.retryPolicy,
 		Options:       cfg.options,
-	}, c.callOpts...)
-	if err != nil {
+	}
+	resp := &writeResponse{}
+	if err := c.cc.Invoke(ctx, string(sub), req, resp, c.callOpts...); err != nil {
 		return nil, withTarget(withKey(FromError(err), cfg), ref)
 	}
 	return resultFrom(resp.GetResult())

@@ -1,8 +1,8 @@
 /** What a successful call returns: a write's {@link Result}, a get's {@link GetResult}. */
-import { Outcome, type GetResponse, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
-import { attemptRecord, type AttemptRecord } from "./errors.js";
 import type { KubernetesObject } from "@kubernetes/client-node";
 
+import { Outcome, type GetResponse, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
+import { attemptRecord, type AttemptRecord } from "./errors.js";
 import { parseObject, type Stored } from "./objects.js";
 
 /**

@@ -32,9 +32,9 @@ export interface TypeMeta {
 
 /**
  * The {@link ObjectRef} of a client-node object: its `apiVersion`, `kind`,
- * `metadata.namespace` and `metadata.name`. The items of a client-node list (and of an
- * informer's cache) carry no `apiVersion` and `kind`: give them as `type`, which wins
- * over the object's own.
+ * `metadata.namespace` and `metadata.name`. The items of a client-node list carry no
+ * `apiVersion` and `kind` (nor, then, those an informer's cache got from its list): give
+ * them as `type`, which wins over the object's own.
  *
  * @throws TypeError when the object has no name, or no apiVersion or kind and `type`
  *   gives none.

@@ -12,6 +12,7 @@ pub mod listen;
 pub mod metrics;
 pub mod process;
 pub mod reasons;
+pub mod requests;
 pub mod runtime;
 pub mod service;
 pub mod target;

@@ -48,22 +48,13 @@ fn increment(namespace: &str) -> pb::UpdateWithRetryRequest {
     }
 }
 
-/// The API server's own count of requests for configmaps (GET, UPDATE, PATCH, CREATE).
+/// The API server's own count of requests for configmaps, reads and writes.
 async fn configmap_requests(kube: &kube::Client) -> Result<f64, Box<dyn std::error::Error>> {
+    use safewrite::requests::{READS, WRITES, count};
     let text = kube
         .request_text(http::Request::get("/metrics").body(Vec::new())?)
         .await?;
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| l.contains("resource=\"configmaps\""))
-        .filter(|l| {
-            ["GET", "UPDATE", "PATCH", "CREATE"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum())
+    Ok(count(&text, "configmaps", READS) + count(&text, "configmaps", WRITES))
 }
 
 /// The naive writers: read, change, write back with no resourceVersion (an

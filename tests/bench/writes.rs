@@ -461,11 +461,10 @@ fn sample(sidecar: &Sidecar) -> SidecarSample {
 /// The API server's own counts of requests for configmaps, reads (GET, LIST, WATCH) and
 /// writes (the verbs of `apiserver_request_total` are HTTP methods: PUT, POST, PATCH).
 async fn apiserver_requests(cp: &ControlPlane) -> (f64, f64) {
-    let reads = ["GET", "LIST", "WATCH"];
-    let writes = ["PUT", "POST", "PATCH", "APPLY", "DELETE"];
+    use safewrite::requests::{READS, WRITES};
     (
-        support::apiserver_requests(cp, &reads, "configmaps").await,
-        support::apiserver_requests(cp, &writes, "configmaps").await,
+        support::apiserver_requests(cp, READS, "configmaps").await,
+        support::apiserver_requests(cp, WRITES, "configmaps").await,
     )
 }
 

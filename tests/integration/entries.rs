@@ -155,7 +155,6 @@ impl Written {
 /// The Cog CRD: its conditions list is what controller-gen makes of []metav1.Condition
 /// (`listType=map` keyed by type, every field typed and the required ones required).
 async fn install_crd_with_condition_map(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = "cogs.test.safewrite.dev";
     let condition = json!({"type": "object",
         "required": ["lastTransitionTime", "message", "reason", "status", "type"],
@@ -179,25 +178,7 @@ async fn install_crd_with_condition_map(client: &kube::Client) {
                         "x-kubernetes-list-type": "map",
                         "x-kubernetes-list-map-keys": ["type"]}}}}}}}]}}))
     .unwrap();
-    match api.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("create CRD: {e}"),
-    }
-    for _ in 0..100 {
-        let crd = api.get(name).await.unwrap();
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("CRD {name} not established");
+    support::create_crd(client, crd).await;
 }
 
 fn set(type_: &str, status: &str, reason: &str, time: Option<&str>) -> pb::mutation::Kind {
@@ -661,7 +642,6 @@ async fn route_parents_of_eight_controllers_survive_an_outside_writer() {
 #[tokio::test]
 async fn conditions_without_a_status_subresource_and_a_stale_remembered_copy() {
     let env = Env::new("nostatus").await;
-    let api: Api<CustomResourceDefinition> = Api::all(env.kube.clone());
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": {"name": "sprockets.test.safewrite.dev"},
         "spec": {"group": "test.safewrite.dev", "scope": "Namespaced",
@@ -670,11 +650,7 @@ async fn conditions_without_a_status_subresource_and_a_stale_remembered_copy() {
                 "schema": {"openAPIV3Schema": {"type": "object",
                     "x-kubernetes-preserve-unknown-fields": true}}}]}}))
     .unwrap();
-    match api.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("create CRD: {e}"),
-    }
+    support::create_crd(&env.kube, crd).await;
     let target = env.target("test.safewrite.dev/v1", "Sprocket", "s");
     let mut made = false;
     for _ in 0..100 {

@@ -543,18 +543,12 @@ pub async fn apiserver_requests(cp: &ControlPlane, verbs: &[&str], resource: &st
         .body(Vec::new())
         .expect("request");
     let text = client.request_text(request).await.expect("GET /metrics");
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
-        .filter(|l| l.contains(&format!("resource=\"{resource}\"")))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+    safewrite::requests::count(&text, resource, verbs)
 }
 
 /// Installs `<plural>.test.safewrite.dev` (namespaced, with a status subresource) and
 /// waits until it is established.
 pub async fn install_crd(client: &kube::Client, plural: &str, kind: &str) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = format!("{plural}.test.safewrite.dev");
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": {"name": name},
@@ -572,6 +566,13 @@ pub async fn install_crd(client: &kube::Client, plural: &str, kind: &str) {
         }
     }))
     .unwrap();
+    create_crd(client, crd).await;
+}
+
+/// Creates `crd` (or finds it there) and waits until it is established.
+pub async fn create_crd(client: &kube::Client, crd: CustomResourceDefinition) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().expect("a CRD has a name");
     match api.create(&PostParams::default(), &crd).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {}

@@ -11,8 +11,11 @@
 # SAFEWRITE_ADDRESS and the rest. Then, unless surefire flags pick a part of the suite,
 # install-check.sh follows the README's Install section as written, against a sidecar of
 # its own: it installs the client into ~/.m2 and builds and runs a project made from the
-# README. Prints the counts, the conformance matrix and the time; fails when a test or the
-# install check fails and when no test ran at all.
+# README, and examples/operator/run.sh runs the java-operator-sdk example in a real
+# Operator against a control plane and sidecar of its own (its log goes to
+# target/operator-example.log, shown when it fails). Prints the counts, the conformance
+# matrix and the time; fails when a test, the install check or the example fails and when
+# no test ran at all.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,8 +36,16 @@ bash ../../tests/harness/with-sidecar.sh \
 
 if [ $# -eq 0 ]; then
   bash ../../tests/harness/with-sidecar.sh bash install-check.sh || status=$?
+  if bash examples/operator/run.sh >target/operator-example.log 2>&1; then
+    tail -n 1 target/operator-example.log
+  else
+    example=$?
+    cat target/operator-example.log
+    echo "test.sh: the java-operator-sdk example failed; its log is target/operator-example.log"
+    status=$example
+  fi
 else
-  echo "test.sh: a part of the suite: install-check.sh not run"
+  echo "test.sh: a part of the suite: install-check.sh and the operator example not run"
 fi
 
 # Every test class leaves TEST-<class>.xml: sum its counts.

@@ -1,11 +1,14 @@
 package dev.safewrite.examples.operator;
 
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
+import io.fabric8.kubernetes.api.model.Condition;
 import io.fabric8.kubernetes.api.model.Namespaced;
 import io.fabric8.kubernetes.client.CustomResource;
 import io.fabric8.kubernetes.model.annotation.Group;
 import io.fabric8.kubernetes.model.annotation.Kind;
 import io.fabric8.kubernetes.model.annotation.Version;
+import java.util.ArrayList;
+import java.util.List;
 
 /** The test harness's custom resource, widgets.test.safewrite.dev (with a status subresource). */
 @Group("test.safewrite.dev")
@@ -33,6 +36,15 @@ public class Widget extends CustomResource<Widget.Spec, Widget.Status> implement
   public static class Status {
     private Long capacity;
     private Long observedGeneration;
+    private List<Condition> conditions = new ArrayList<>();
+
+    public List<Condition> getConditions() {
+      return conditions;
+    }
+
+    public void setConditions(List<Condition> conditions) {
+      this.conditions = conditions;
+    }
 
     public Long getCapacity() {
       return capacity;

@@ -6,27 +6,41 @@ import dev.safewrite.ObjectRef;
 import dev.safewrite.SafewriteClient;
 import dev.safewrite.SafewriteException;
 import dev.safewrite.WriteConfig;
+import io.fabric8.kubernetes.api.model.ConditionBuilder;
 import io.javaoperatorsdk.operator.api.reconciler.Context;
 import io.javaoperatorsdk.operator.api.reconciler.ControllerConfiguration;
 import io.javaoperatorsdk.operator.api.reconciler.Reconciler;
 import io.javaoperatorsdk.operator.api.reconciler.UpdateControl;
 import java.time.Duration;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Reconciles a Widget by writing its status through safewrite instead of the operator SDK's own
- * status update: the sidecar computes the status from the fresh object (a CEL expression), writes
- * it with the resourceVersion it read and retries conflicts itself, so a stale cache can never
+ * status update: the sidecar hands the transaction the fresh Widget, writes the status computed
+ * from it with the resourceVersion it read and retries conflicts itself, so a stale cache can never
  * overwrite a newer status, and an unchanged status writes nothing (no event, no reconcile loop).
+ *
+ * <p>Errors follow java-operator-sdk's retry: a failure safewrite says is worth retrying is thrown,
+ * and the SDK retries it with its backoff; any other failure would fail the same way again, so it
+ * is recorded on the Widget as a {@code Refused} condition and the reconcile returns normally: the
+ * SDK does not retry it, and the next change to the Widget reconciles again.
  */
 @ControllerConfiguration
 public class WidgetReconciler implements Reconciler<Widget> {
-  /** The status as a function of the fresh object, evaluated by the sidecar. */
-  static final Mutation STATUS =
-      Mutation.cel(
-          "{\"status\": {\"capacity\": int(object.spec.size) * 10,"
-              + " \"observedGeneration\": object.metadata.generation}}");
+  private static final Logger LOG = LoggerFactory.getLogger(WidgetReconciler.class);
 
-  /** Each status write is bounded; the SDK retries a failed reconcile with its own backoff. */
+  /** The largest size served; a larger Widget is refused until its spec changes. */
+  static final int MAX_SIZE = 1000;
+
+  /** Each status write is bounded, and refused for a Widget larger than {@link #MAX_SIZE}. */
+  static final WriteConfig STATUS_WRITE =
+      WriteConfig.builder()
+          .preconditionCel("int(object.spec.size) <= " + MAX_SIZE)
+          .timeout(Duration.ofSeconds(10))
+          .build();
+
+  /** A failure's record is bounded too. */
   static final WriteConfig BOUNDED = WriteConfig.builder().timeout(Duration.ofSeconds(10)).build();
 
   private final SafewriteClient safewrite;
@@ -37,18 +51,52 @@ public class WidgetReconciler implements Reconciler<Widget> {
 
   @Override
   public UpdateControl<Widget> reconcile(Widget widget, Context<Widget> context) {
+    ObjectRef ref = ObjectRef.of(widget);
     try {
-      safewrite.patchStatus(ObjectRef.of(widget), STATUS, BOUNDED);
+      safewrite.transactStatus(
+          ref,
+          Widget.class,
+          fresh -> {
+            Widget current = fresh.object();
+            Widget.Status status = current.getStatus();
+            if (status == null) {
+              status = new Widget.Status();
+              current.setStatus(status);
+            }
+            status.setCapacity(current.getSpec().getSize() * 10L);
+            status.setObservedGeneration(current.getMetadata().getGeneration());
+            status.getConditions().removeIf(c -> "Refused".equals(c.getType()));
+            return null; // write the fresh Widget as changed here
+          },
+          STATUS_WRITE);
     } catch (NotFoundException deleted) {
       // Gone since the event: nothing to do.
     } catch (SafewriteException e) {
-      if (!e.isRetryable()) {
+      if (e.isRetryable()) {
         throw e; // the SDK logs it and retries with its own backoff
       }
-      return UpdateControl.<Widget>noUpdate()
-          .rescheduleAfter(e.retryDelay().orElse(Duration.ofSeconds(1)));
+      refused(ref, e);
     }
-    // The status is already written: the SDK has nothing to update.
+    // The status is already written: the SDK has nothing to update, and retries nothing.
     return UpdateControl.noUpdate();
+  }
+
+  /** Says on the Widget why its status could not be written; never asks the SDK to retry. */
+  private void refused(ObjectRef ref, SafewriteException e) {
+    String reason = e.reason().isEmpty() ? e.code().name() : e.reason();
+    try {
+      safewrite.patchStatus(
+          ref,
+          Mutation.setCondition(
+              new ConditionBuilder()
+                  .withType("Refused")
+                  .withStatus("True")
+                  .withReason(reason)
+                  .withMessage(e.description().isEmpty() ? e.getMessage() : e.description())
+                  .build()),
+          BOUNDED);
+    } catch (SafewriteException unrecorded) {
+      LOG.warn("{}: {}; and it could not be recorded: {}", ref, e, unrecorded.toString());
+    }
   }
 }

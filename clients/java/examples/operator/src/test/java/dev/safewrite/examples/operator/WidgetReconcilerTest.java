@@ -1,28 +1,67 @@
 package dev.safewrite.examples.operator;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import dev.safewrite.SafewriteClient;
+import io.fabric8.kubernetes.api.model.Condition;
 import io.fabric8.kubernetes.api.model.ObjectMetaBuilder;
 import io.fabric8.kubernetes.client.Config;
 import io.fabric8.kubernetes.client.ConfigBuilder;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.KubernetesClientBuilder;
+import io.fabric8.kubernetes.client.dsl.Resource;
 import io.javaoperatorsdk.operator.Operator;
+import io.javaoperatorsdk.operator.api.reconciler.Context;
+import io.javaoperatorsdk.operator.api.reconciler.ControllerConfiguration;
+import io.javaoperatorsdk.operator.api.reconciler.Reconciler;
+import io.javaoperatorsdk.operator.api.reconciler.UpdateControl;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Predicate;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
  * Runs the operator against the real API server and sidecar of
  * ../../../../tests/harness/with-sidecar.sh: a Widget gets its status, and again after its spec
- * changes.
+ * changes; a failure that is not retryable is recorded on the Widget and not retried by
+ * java-operator-sdk; a retryable one is thrown and retried by it.
  */
 class WidgetReconcilerTest {
+  private KubernetesClient kubernetes;
+  private String namespace;
+
+  /** Each reconcile of the wrapped reconciler: the Widget's name, and whether it was a retry. */
+  private record Call(String name, boolean retry) {}
+
+  /** The example's reconciler, with each call recorded. */
+  @ControllerConfiguration
+  static final class Recorded implements Reconciler<Widget> {
+    final WidgetReconciler reconciler;
+    final List<Call> calls = new CopyOnWriteArrayList<>();
+
+    Recorded(WidgetReconciler reconciler) {
+      this.reconciler = reconciler;
+    }
+
+    @Override
+    public UpdateControl<Widget> reconcile(Widget widget, Context<Widget> context) {
+      calls.add(new Call(widget.getMetadata().getName(), context.getRetryInfo().isPresent()));
+      return reconciler.reconcile(widget, context);
+    }
+
+    List<Call> of(Widget widget) {
+      return calls.stream().filter(c -> c.name().equals(widget.getMetadata().getName())).toList();
+    }
+  }
 
   private static String env(String name) {
     String value = System.getenv(name);
@@ -44,8 +83,8 @@ class WidgetReconcilerTest {
     return values;
   }
 
-  @Test
-  void widgetStatusFollowsItsSpec() throws Exception {
+  @BeforeEach
+  void connect() throws Exception {
     Map<String, String> cp = controlPlane();
     Config config =
         new ConfigBuilder()
@@ -53,24 +92,45 @@ class WidgetReconcilerTest {
             .withOauthToken(cp.get("ADMIN_TOKEN"))
             .withCaCertFile(cp.get("CA_FILE"))
             .build();
-    String namespace = env("SAFEWRITE_NAMESPACE");
-    try (KubernetesClient kubernetes = new KubernetesClientBuilder().withConfig(config).build();
-        SafewriteClient safewrite = SafewriteClient.connect()) {
-      Operator operator = new Operator(o -> o.withKubernetesClient(kubernetes));
-      operator.register(new WidgetReconciler(safewrite), o -> o.settingNamespace(namespace));
-      operator.start();
+    kubernetes = new KubernetesClientBuilder().withConfig(config).build();
+    namespace = env("SAFEWRITE_NAMESPACE");
+  }
+
+  @AfterEach
+  void close() {
+    kubernetes.close();
+  }
+
+  /** Runs {@code reconciler} in an operator of its own, on this test's namespace. */
+  private Operator start(Reconciler<Widget> reconciler) {
+    Operator operator = new Operator(o -> o.withKubernetesClient(kubernetes));
+    operator.register(reconciler, o -> o.settingNamespace(namespace));
+    operator.start();
+    return operator;
+  }
+
+  private Resource<Widget> create(String prefix, int size) {
+    Widget widget = new Widget();
+    widget.setMetadata(
+        new ObjectMetaBuilder()
+            .withName(prefix + "-" + Long.toString(System.nanoTime(), 36))
+            .withNamespace(namespace)
+            .build());
+    widget.setSpec(new Widget.Spec());
+    widget.getSpec().setSize(size);
+    Resource<Widget> resource =
+        kubernetes.resources(Widget.class).inNamespace(namespace).resource(widget);
+    resource.create();
+    return resource;
+  }
+
+  @Test
+  void widgetStatusFollowsItsSpec() throws Exception {
+    try (SafewriteClient safewrite = SafewriteClient.connect()) {
+      Operator operator = start(new WidgetReconciler(safewrite));
       try {
-        Widget widget = new Widget();
-        widget.setMetadata(
-            new ObjectMetaBuilder()
-                .withName("josdk-" + Long.toString(System.nanoTime(), 36))
-                .withNamespace(namespace)
-                .build());
-        widget.setSpec(new Widget.Spec());
-        widget.getSpec().setSize(3);
-        var resource = kubernetes.resources(Widget.class).inNamespace(namespace).resource(widget);
-        resource.create();
-        Widget reconciled = await(kubernetes, widget, w -> Long.valueOf(30).equals(capacity(w)));
+        Resource<Widget> resource = create("josdk", 3);
+        Widget reconciled = await(resource, w -> Long.valueOf(30).equals(capacity(w)));
         assertEquals(
             reconciled.getMetadata().getGeneration(),
             reconciled.getStatus().getObservedGeneration());
@@ -80,8 +140,62 @@ class WidgetReconcilerTest {
               w.getSpec().setSize(5);
               return w;
             });
-        reconciled = await(kubernetes, widget, w -> Long.valueOf(50).equals(capacity(w)));
+        reconciled = await(resource, w -> Long.valueOf(50).equals(capacity(w)));
         assertEquals(5, reconciled.getSpec().getSize());
+      } finally {
+        operator.stop();
+      }
+    }
+  }
+
+  @Test
+  void refusedWidgetIsRecordedAndNotRetried() throws Exception {
+    try (SafewriteClient safewrite = SafewriteClient.connect()) {
+      Recorded recorded = new Recorded(new WidgetReconciler(safewrite));
+      Operator operator = start(recorded);
+      try {
+        Resource<Widget> resource = create("refused", WidgetReconciler.MAX_SIZE + 1);
+        Widget refused = await(resource, w -> refusal(w).isPresent());
+        assertEquals("PRECONDITION_FAILED", refusal(refused).get().getReason());
+        assertEquals(null, capacity(refused), "nothing else was written");
+        int calls = recorded.of(refused).size();
+        // The SDK retries a failed reconcile after 2 s, then 3 s: wait past both.
+        Thread.sleep(5_500);
+        List<Call> after = recorded.of(refused);
+        assertEquals(calls, after.size(), "reconciled again: " + after);
+        assertTrue(after.stream().noneMatch(Call::retry), "retried: " + after);
+
+        // Fixed by the user: the next change reconciles, and the refusal is gone.
+        resource.edit(
+            w -> {
+              w.getSpec().setSize(7);
+              return w;
+            });
+        Widget fixed = await(resource, w -> Long.valueOf(70).equals(capacity(w)));
+        assertTrue(refusal(fixed).isEmpty(), "still refused: " + fixed.getStatus().getConditions());
+      } finally {
+        operator.stop();
+      }
+    }
+  }
+
+  @Test
+  void retryableFailureIsThrownAndRetriedByTheSdk() throws Exception {
+    // Nothing listens on port 1: every call fails with UNAVAILABLE, which is retryable.
+    try (SafewriteClient unreachable = SafewriteClient.connect("127.0.0.1:1")) {
+      Recorded recorded = new Recorded(new WidgetReconciler(unreachable));
+      Operator operator = start(recorded);
+      try {
+        Resource<Widget> resource = create("retried", 3);
+        Widget widget = resource.get();
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (recorded.of(widget).stream().noneMatch(Call::retry)) {
+          if (System.nanoTime() > deadline) {
+            fail("the SDK never retried: " + recorded.of(widget));
+          }
+          Thread.sleep(100);
+        }
+        assertTrue(refusal(resource.get()).isEmpty(), "a retryable failure is not recorded");
       } finally {
         operator.stop();
       }
@@ -92,17 +206,20 @@ class WidgetReconcilerTest {
     return widget.getStatus() == null ? null : widget.getStatus().getCapacity();
   }
 
-  private static Widget await(KubernetesClient kubernetes, Widget widget, Predicate<Widget> done)
+  private static Optional<Condition> refusal(Widget widget) {
+    return widget.getStatus() == null
+        ? Optional.empty()
+        : widget.getStatus().getConditions().stream()
+            .filter(c -> "Refused".equals(c.getType()))
+            .findFirst();
+  }
+
+  private static Widget await(Resource<Widget> resource, Predicate<Widget> done)
       throws InterruptedException {
     long deadline = System.nanoTime() + 30_000_000_000L;
     Widget current = null;
     while (System.nanoTime() < deadline) {
-      current =
-          kubernetes
-              .resources(Widget.class)
-              .inNamespace(widget.getMetadata().getNamespace())
-              .withName(widget.getMetadata().getName())
-              .get();
+      current = resource.get();
       if (current != null && done.test(current)) {
         return current;
       }

@@ -108,22 +108,23 @@ func (t *Typed) RefOf(obj Object) (ObjectRef, error) { return RefFor(t.scheme, o
 // computed from typed values use [MergeFrom] (exactly what changed) or [MergePatch] of
 // a typed object (its fields, nulls dropped). On failure obj is left as it was.
 func (t *Typed) Update(ctx context.Context, obj Object, m Mutation, opts ...WriteOption) (*Result, error) {
-	ref, err := t.RefOf(obj)
-	if err != nil {
-		return nil, err
-	}
-	res, err := t.client.Update(ctx, ref, m, opts...)
-	return t.decodeResult(res, err, obj)
+	return t.write(ctx, mainResource, obj, m, opts)
 }
 
 // PatchStatus is [Client.PatchStatus] of obj's status subresource, with obj as for
 // [Typed.Update].
 func (t *Typed) PatchStatus(ctx context.Context, obj Object, m Mutation, opts ...WriteOption) (*Result, error) {
+	return t.write(ctx, statusSubresource, obj, m, opts)
+}
+
+// write is [Client.write] of obj's subresource sub: the code of [Typed.Update] and
+// [Typed.PatchStatus].
+func (t *Typed) write(ctx context.Context, sub subresource, obj Object, m Mutation, opts []WriteOption) (*Result, error) {
 	ref, err := t.RefOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.client.PatchStatus(ctx, ref, m, opts...)
+	res, err := t.client.write(ctx, sub, ref, m, opts)
 	return t.decodeResult(res, err, obj)
 }
 

@@ -17,8 +17,9 @@ import java.util.Objects;
 /**
  * JSON text to and from Jackson trees and the caller's own classes. Numbers keep their value
  * (integers of any size, decimals as BigDecimal), so int64 values survive. A class's fields left
- * null are not written, as fabric8 writes them; fields of the JSON a class does not have are
- * ignored when reading it (the transaction keeps them on the object: {@link #mergeDiff}).
+ * null are not written, as fabric8 writes them (a null in a Map or a tree is); fields of the JSON a
+ * class does not have are ignored when reading it (the transaction keeps them on the object: {@link
+ * #mergeDiff}).
  */
 final class Json {
   static final ObjectMapper MAPPER =
@@ -26,7 +27,9 @@ final class Json {
           .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
           .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
           .disable(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES)
-          .serializationInclusion(JsonInclude.Include.NON_NULL)
+          .defaultPropertyInclusion(
+              JsonInclude.Value.construct(
+                  JsonInclude.Include.NON_NULL, JsonInclude.Include.USE_DEFAULTS))
           .build();
 
   private Json() {}

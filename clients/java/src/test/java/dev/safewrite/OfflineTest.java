@@ -327,6 +327,12 @@ class OfflineTest {
     assertEquals(
         "{\"a\":null}",
         Mutation.mergePatch(Json.object("{\"a\": null}")).toProto().getMergePatch().getPatchJson());
+    Map<String, Object> removal = new java.util.HashMap<>();
+    removal.put("a", null);
+    assertEquals(
+        "{\"a\":null}",
+        Mutation.mergePatch(removal).toProto().getMergePatch().getPatchJson(),
+        "a null in a Map is written: it removes the field");
 
     WriteConfig config =
         WriteConfig.builder()

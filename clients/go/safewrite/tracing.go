@@ -58,7 +58,8 @@ func traceStreamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc
 }
 
 // tracingConn applies the trace interceptors to calls over a connection that the
-// client did not dial itself ([NewClient]), where it cannot install interceptors.
+// client did not dial itself ([NewClientFromConn]), where it cannot install
+// interceptors.
 type tracingConn struct {
 	grpc.ClientConnInterface
 }

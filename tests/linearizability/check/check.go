@@ -163,7 +163,7 @@ func checkObject(obj Object, ops []indexed, deadline time.Time, htmlDir, stem st
 	start := time.Now()
 	rep := ObjectReport{Key: obj.Key, Model: obj.Model}
 	ordered := numericRVs(obj, ops)
-	model := modelOf(obj, ordered)
+	model := modelOf(obj, ops, ordered)
 	history := operations(obj, ops, ordered)
 	rep.Operations = len(history)
 	var timeout time.Duration
@@ -202,13 +202,23 @@ func checkObject(obj Object, ops []indexed, deadline time.Time, htmlDir, stem st
 	return rep
 }
 
-func modelOf(obj Object, ordered bool) porcupine.Model {
+func modelOf(obj Object, ops []indexed, ordered bool) porcupine.Model {
 	switch obj.Model {
 	case ModelCounter:
 		n, _ := strconv.ParseInt(obj.Initial, 10, 64) // validated
 		return counterModel(n)
 	case ModelRegister:
 		return registerModel(obj.Initial, obj.InitialRV, ordered)
+	case ModelConditions:
+		asked := map[string]bool{}
+		for _, op := range ops {
+			if op.Kind == KindSetCondition && op.Input.LTT != "" {
+				asked[op.Input.LTT] = true
+			}
+		}
+		return conditionsModel(formatConditions(mustConditions(obj.Initial)), asked)
+	case ModelFinalizers:
+		return finalizersModel(obj.Initial)
 	default:
 		return setModel(obj.Initial)
 	}
@@ -279,6 +289,9 @@ func operations(obj Object, ops []indexed, ordered bool) []porcupine.Operation {
 			i.from, i.x = op.Input.From, op.Input.To
 		case kCASRV:
 			i.rv, i.x = op.Input.RV, op.Input.To
+		case kSetCondition:
+			i.x = ""
+			i.cond = condition{typ: op.Input.Type, status: op.Input.Status, reason: op.Input.Reason, ltt: op.Input.LTT}
 		}
 		o := answerOf(obj.Model, op.Operation)
 		if ordered {
@@ -362,9 +375,12 @@ func mergeReads(model string, history []porcupine.Operation) []porcupine.Operati
 	for n, op := range history {
 		i, o := op.Input.(in), op.Output.(out)
 		// A register's value alone can come back: only its resourceVersion is unique,
-		// and within a batch only for values written once.
+		// and within a batch only for values written once. A list of conditions or
+		// finalizers comes back too, within a batch with one resourceVersion: only
+		// live reads, which see no batch's inside, are merged.
 		if i.kind != kRead || (i.x != "" && !hasItem(o.value, i.x)) ||
-			(model == ModelRegister && (o.rv == "" || i.role == roleObservedRepeatable)) {
+			(model == ModelRegister && (o.rv == "" || i.role == roleObservedRepeatable)) ||
+			((model == ModelConditions || model == ModelFinalizers) && (o.rv == "" || i.role != roleWhole)) {
 			kept = append(kept, op)
 			continue
 		}
@@ -428,6 +444,16 @@ func observes(i in, o out) bool {
 		return true
 	case kAppend:
 		return o.result != rUnchanged || hasItem(o.value, i.x)
+	case kAdd:
+		return o.result != rUnchanged || hasItem(o.value, i.x)
+	case kRemove:
+		return o.result != rUnchanged || !hasItem(o.value, i.x)
+	case kSetCondition:
+		if o.result != rUnchanged {
+			return true
+		}
+		list, err := parseConditions(o.value)
+		return err == nil && conditionHolds(list, i.cond.typ, i.cond.status, i.cond.reason)
 	}
 	return false
 }
@@ -471,9 +497,11 @@ func mismatched(history []porcupine.Operation, ordered bool) []porcupine.Operati
 }
 
 // tighten narrows the operations' intervals by what their answers pin: a counter's
-// value, a set's length and, in an ordered register history, the resourceVersion
-// never go back, and an operation whose answer carries one is linearized where the
-// object has it (right after a write, or as an answer that wrote nothing shows it).
+// value, a set's length and, in an ordered register, conditions or finalizers
+// history, the resourceVersion never go back, and an operation whose answer carries
+// one is linearized where the object has it (right after a write, or as an answer
+// that wrote nothing shows it). The conditions and finalizers models do not track
+// the resourceVersion: this narrowing is what holds their answers to its order.
 // So an operation answered with a lower one is linearized before one answered with
 // a higher one: after the latest call of those lower, and before the earliest
 // return of those higher. Every linearization the models accept keeps within the
@@ -494,7 +522,7 @@ func tighten(model string, history []porcupine.Operation, ordered bool) {
 			if o.n >= 0 {
 				pins = append(pins, pinned{n, uint64(o.n)})
 			}
-		case ModelRegister:
+		case ModelRegister, ModelConditions, ModelFinalizers:
 			if ordered && o.rv != "" {
 				pins = append(pins, pinned{n, o.rvn})
 			}
@@ -541,11 +569,14 @@ func tighten(model string, history []porcupine.Operation, ordered bool) {
 	}
 }
 
-// numericRVs says whether every resourceVersion of a register's history is a
-// decimal number (as etcd's revisions are): the model then also requires that they
-// never go back (see registerModel).
+// numericRVs says whether every resourceVersion of a register's, conditions' or
+// finalizers' history is a decimal number (as etcd's revisions are): the register's
+// model then also requires that they never go back (see registerModel), and every
+// such history is narrowed by them (see tighten).
 func numericRVs(obj Object, ops []indexed) bool {
-	if obj.Model != ModelRegister {
+	switch obj.Model {
+	case ModelRegister, ModelConditions, ModelFinalizers:
+	default:
 		return false
 	}
 	number := func(rv string) bool {
@@ -810,8 +841,69 @@ func bounds(obj Object, ops []indexed) map[int]openEffect {
 				prev = junk
 			}
 		}
+	case ModelConditions, ModelFinalizers:
+		listBounds(obj, ops, effects)
 	}
 	return effects
+}
+
+// listBounds reads what the history tells of the open writes of a conditions or
+// finalizers list:
+//
+//   - a set_condition that asked for a lastTransitionTime no other operation asks
+//     for, shown by an answer, was certainly made, moving the status, before the
+//     first such answer returned (only a status change by it writes that time);
+//   - open writes of one change (the same finalizer added, or removed; the same
+//     condition set, asking no time of its own) are alike: which of them made the
+//     change makes no difference, so they are taken in the order of their calls.
+func listBounds(obj Object, ops []indexed, effects map[int]openEffect) {
+	asked := map[string]int{}
+	shown := map[string]int64{}
+	for _, op := range ops {
+		if op.Kind == KindSetCondition && op.Input.LTT != "" {
+			asked[op.Input.LTT]++
+		}
+		if obj.Model == ModelConditions && op.Result != ResultUnknown && op.Value != "" {
+			for _, c := range mustConditions(op.Value) {
+				if t, ok := shown[c.ltt]; !ok || op.Return < t {
+					shown[c.ltt] = op.Return
+				}
+			}
+		}
+	}
+	type change struct{ kind, value, typ, status, reason string }
+	groups := map[change][]indexed{}
+	var order []change
+	for _, op := range ops {
+		if op.Kind == KindRead || op.Result != ResultUnknown {
+			continue
+		}
+		if ltt := op.Input.LTT; ltt != "" {
+			if t, ok := shown[ltt]; ok && asked[ltt] == 1 {
+				effects[op.index] = openEffect{bounded: true, by: t, must: true}
+			}
+			continue
+		}
+		k := change{op.Kind, op.Input.Value, op.Input.Type, op.Input.Status, op.Input.Reason}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], op)
+	}
+	junk := 0
+	for _, k := range order {
+		group := groups[k]
+		if len(group) < 2 {
+			continue
+		}
+		sort.SliceStable(group, func(a, b int) bool { return group[a].Call < group[b].Call })
+		prev := 0
+		for _, op := range group {
+			junk++
+			effects[op.index] = openEffect{junk: junk, prev: prev}
+			prev = junk
+		}
+	}
 }
 
 // safeName makes a key or name usable in a file name.

@@ -2,8 +2,9 @@
 // linearizability, one object at a time, with porcupine.
 //
 // A history is a JSON file (see Load and the README): the objects written, each with
-// its model (counter, register or set) and initial value, and the operations made on
-// them, each with its call and return times, what it asked and what it was answered.
+// its model (counter, register, set, conditions or finalizers) and initial value, and
+// the operations made on them, each with its call and return times, what it asked and
+// what it was answered.
 package check
 
 import (
@@ -38,6 +39,12 @@ type Input struct {
 	To    string `json:"to"`
 	Value string `json:"value"`
 	RV    string `json:"rv"`
+	// A set_condition's condition: its type, status and reason, and the
+	// lastTransitionTime asked for ("" for the time of the write).
+	Type   string `json:"type,omitempty"`
+	Status string `json:"status,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	LTT    string `json:"ltt,omitempty"`
 }
 
 // Operation is one call and its answer.
@@ -64,6 +71,10 @@ const (
 	ModelCounter  = "counter"
 	ModelRegister = "register"
 	ModelSet      = "set"
+	// ModelConditions is the conditions list of an object's status.
+	ModelConditions = "conditions"
+	// ModelFinalizers is an object's metadata.finalizers.
+	ModelFinalizers = "finalizers"
 )
 
 // The kinds of operation.
@@ -74,6 +85,11 @@ const (
 	KindCAS    = "cas"
 	KindCASRV  = "cas_rv"
 	KindAppend = "append"
+	// KindSetCondition upserts one condition (conditions).
+	KindSetCondition = "set_condition"
+	// KindAdd and KindRemove add and remove one finalizer (finalizers).
+	KindAdd    = "add"
+	KindRemove = "remove"
 )
 
 // The results.
@@ -84,16 +100,22 @@ const (
 	ResultPreconditionFailed = "precondition_failed"
 	ResultAborted            = "aborted"
 	ResultUnknown            = "unknown"
+	// ResultGone: the sidecar said the object does not exist any more. No workload
+	// deletes its objects, so every model refuses it.
+	ResultGone = "gone"
 )
 
 var (
 	modelKinds = map[string][]string{
-		ModelCounter:  {KindInc, KindRead},
-		ModelRegister: {KindWrite, KindCAS, KindCASRV, KindRead},
-		ModelSet:      {KindAppend, KindRead},
+		ModelCounter:    {KindInc, KindRead},
+		ModelRegister:   {KindWrite, KindCAS, KindCASRV, KindRead},
+		ModelSet:        {KindAppend, KindRead},
+		ModelConditions: {KindSetCondition, KindRead},
+		ModelFinalizers: {KindAdd, KindRemove, KindRead},
 	}
+	modelNames = []string{ModelCounter, ModelRegister, ModelSet, ModelConditions, ModelFinalizers}
 	allResults = []string{ResultOK, ResultUnchanged, ResultAlreadyApplied,
-		ResultPreconditionFailed, ResultAborted, ResultUnknown}
+		ResultPreconditionFailed, ResultAborted, ResultUnknown, ResultGone}
 )
 
 // InputError says why a history cannot be read: the file, the field and what is wrong
@@ -271,7 +293,7 @@ func (h *History) Validate() error {
 			return bad(field+".key", "%q appears twice", o.Key)
 		}
 		if _, ok := modelKinds[o.Model]; !ok {
-			return bad(field+".model", "%q is not one of counter, register, set", o.Model)
+			return bad(field+".model", "%q is not one of %s", o.Model, strings.Join(modelNames, ", "))
 		}
 		models[o.Key] = o.Model
 		switch o.Model {
@@ -279,8 +301,12 @@ func (h *History) Validate() error {
 			if _, err := strconv.ParseInt(o.Initial, 10, 64); err != nil {
 				return bad(field+".initial", "%q is not a decimal integer (a counter's data.n)", o.Initial)
 			}
-		case ModelSet:
+		case ModelSet, ModelFinalizers:
 			if err := validList(o.Initial); err != nil {
+				return bad(field+".initial", "%v", err)
+			}
+		case ModelConditions:
+			if _, err := parseConditions(o.Initial); err != nil {
 				return bad(field+".initial", "%v", err)
 			}
 		}
@@ -319,6 +345,26 @@ func (h *History) Validate() error {
 			if op.Input.RV == "" {
 				return bad(field+".input.rv", "empty: a cas_rv needs the resourceVersion it requires")
 			}
+		case KindAdd, KindRemove:
+			if op.Input.Value == "" {
+				return bad(field+".input.value", "empty: %s needs the finalizer it changes", op.Kind)
+			}
+			if strings.Contains(op.Input.Value, ",") {
+				return bad(field+".input.value", "%q contains a comma, the separator of a list's items", op.Input.Value)
+			}
+		case KindSetCondition:
+			c := condition{typ: op.Input.Type, status: op.Input.Status, reason: op.Input.Reason, ltt: op.Input.LTT}
+			for _, f := range []struct{ name, v string }{{"type", c.typ}, {"status", c.status}, {"reason", c.reason}} {
+				if f.v == "" {
+					return bad(field+".input."+f.name, "empty: a set_condition needs the condition's %s", f.name)
+				}
+			}
+			if err := c.valid(); err != nil {
+				return bad(field+".input", "%v", err)
+			}
+			if c.ltt == unknownLTT {
+				return bad(field+".input.ltt", "%q is not a time", c.ltt)
+			}
 		}
 		if op.Result == ResultUnknown {
 			continue // its value, if any, is not used
@@ -330,9 +376,19 @@ func (h *History) Validate() error {
 					return bad(field+".value", "%q is not a decimal integer (a counter's data.n)", op.Value)
 				}
 			}
-		case ModelSet:
+		case ModelSet, ModelFinalizers:
 			if err := validList(op.Value); err != nil {
 				return bad(field+".value", "%v", err)
+			}
+		case ModelConditions:
+			list, err := parseConditions(op.Value)
+			if err != nil {
+				return bad(field+".value", "%v", err)
+			}
+			for _, c := range list {
+				if c.ltt == unknownLTT {
+					return bad(field+".value", "%q is not a time", c.ltt)
+				}
 			}
 		}
 	}

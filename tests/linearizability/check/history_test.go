@@ -153,3 +153,67 @@ func TestTimeout(t *testing.T) {
 		t.Fatalf("%v: %s", r.Verdict, r.Line())
 	}
 }
+
+const listsHistory = `{
+  "name": "lists",
+  "objects": [
+    {"key": "ns/c", "model": "conditions", "initial": "", "initial_rv": "1"},
+    {"key": "ns/f", "model": "finalizers", "initial": "", "initial_rv": "1"}
+  ],
+  "operations": [
+    {"client": 1, "object": "ns/c", "call": 0, "return": 10, "kind": "set_condition", "via": "patch_status",
+     "input": {"from": "", "to": "", "value": "", "rv": "", "type": "Ready", "status": "True", "reason": "Done", "ltt": "2001-01-01T00:00:01Z"},
+     "result": "ok", "code": "OK", "reason": "", "value": "Ready=True/Done@2001-01-01T00:00:01Z", "rv": "2"},
+    {"client": 2, "object": "ns/f", "call": 0, "return": 10, "kind": "add", "via": "finalizer",
+     "input": {"from": "", "to": "", "value": "x.dev/f", "rv": ""},
+     "result": "ok", "code": "OK", "reason": "", "value": "x.dev/f", "rv": "3"}
+  ]
+}`
+
+// The conditions and finalizers models read their own fields, and refuse what they
+// cannot model, naming the field.
+func TestLoadLists(t *testing.T) {
+	path := writeFile(t, "lists.json", listsHistory)
+	r, err := File(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Linearizable || r.Operations != 2 {
+		t.Fatalf("%s", r.Line())
+	}
+	cases := []struct {
+		name, from, to, field string
+	}{
+		{"no type", `"type": "Ready"`, `"type": ""`, "operations[0].input.type: empty"},
+		{"no reason", `"reason": "Done"`, `"reason": ""`, "operations[0].input.reason: empty"},
+		{"a type with a separator", `"type": "Ready"`, `"type": "Re;ady"`, `operations[0].input: condition type "Re;ady"`},
+		{"not a conditions list", `"value": "Ready=True/Done@2001-01-01T00:00:01Z"`, `"value": "Ready True"`, `operations[0].value: "Ready True" is not a conditions list`},
+		{"a type twice", `"value": "Ready=True/Done@2001-01-01T00:00:01Z"`, `"value": "R=True/D@t;R=False/D@t"`, `holds the condition type "R" twice`},
+		{"no finalizer", `"value": "x.dev/f", "rv": ""`, `"value": "", "rv": ""`, "operations[1].input.value: empty: add needs the finalizer"},
+		{"a finalizer with a comma", `"value": "x.dev/f", "rv": ""`, `"value": "x,y", "rv": ""`, `operations[1].input.value: "x,y" contains a comma`},
+		{"a kind of another model", `"kind": "add"`, `"kind": "append"`, `operations[1].kind: "append" is not a kind of the finalizers model`},
+		{"an unknown model", `"model": "finalizers"`, `"model": "finalisers"`, `objects[1].model: "finalisers" is not one of counter, register, set, conditions, finalizers`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(listsHistory, c.from) {
+				t.Fatalf("the history lacks %q", c.from)
+			}
+			_, err := File(writeFile(t, "bad.json", strings.Replace(listsHistory, c.from, c.to, 1)), Options{})
+			var ie *InputError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), c.field) {
+				t.Fatalf("error %v, want an *InputError with %q", err, c.field)
+			}
+		})
+	}
+	// gone is a result like any other: read, then refused by the model.
+	gone := strings.Replace(listsHistory, `"result": "ok", "code": "OK", "reason": "", "value": "x.dev/f"`,
+		`"result": "gone", "code": "OK", "reason": "", "value": "x.dev/f"`, 1)
+	r, err = File(writeFile(t, "gone.json", gone), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Violation || r.Results[ResultGone] != 1 {
+		t.Fatalf("%s", r.Line())
+	}
+}

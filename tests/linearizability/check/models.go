@@ -26,10 +26,14 @@ const (
 	kCAS
 	kCASRV
 	kAppend
+	kSetCondition
+	kAdd
+	kRemove
 )
 
 var kindNames = map[string]opKind{
 	KindInc: kInc, KindRead: kRead, KindWrite: kWrite, KindCAS: kCAS, KindCASRV: kCASRV, KindAppend: kAppend,
+	KindSetCondition: kSetCondition, KindAdd: kAdd, KindRemove: kRemove,
 }
 
 func (k opKind) String() string {
@@ -50,11 +54,13 @@ const (
 	rPreconditionFailed
 	rAborted
 	rUnknown
+	rGone
 )
 
 var resultNames = map[string]result{
 	ResultOK: rOK, ResultUnchanged: rUnchanged, ResultAlreadyApplied: rAlreadyApplied,
 	ResultPreconditionFailed: rPreconditionFailed, ResultAborted: rAborted, ResultUnknown: rUnknown,
+	ResultGone: rGone,
 }
 
 func (r result) String() string {
@@ -90,12 +96,18 @@ type in struct {
 	kind opKind
 	role role
 	// x is the value written (write), the value swapped in (cas, cas_rv), the item
-	// appended (append), or, for the readback of an already_applied append, the item
-	// the answer's list must hold.
+	// appended (append), the finalizer added or removed (add, remove), or, for the
+	// readback of an already_applied append, the item the answer's list must hold.
 	x    string
 	from string // cas: the value required
 	rv   string // cas_rv: the resourceVersion required
 	rvn  uint64 // the same as a number, when the history is ordered
+	// cond: the condition a set_condition sets (ltt "" for the time of the write).
+	cond condition
+	// key: in a partition of a conditions or finalizers history (see
+	// partitionLists), the condition type or finalizer it checks; the answer's list
+	// is then that entry alone (or empty), and so is what the state is held to.
+	key string
 	// rvMismatch: an aborted cas_rv whose code (ABORTED) says the resourceVersion did
 	// not match.
 	rvMismatch bool
@@ -106,9 +118,9 @@ type in struct {
 	// an already_applied one); see bounds.
 
 	// must: the effect was certainly made, by this operation (a value or item that no
-	// other operation writes, and that an answer shows) or, for an already_applied
-	// effect, by it or an earlier one: the operation steps only where it can have
-	// made it.
+	// other operation writes, or a lastTransitionTime no other asks for, and that an
+	// answer shows) or, for an already_applied effect, by it or an earlier one: the
+	// operation steps only where it can have made it.
 	must bool
 	// after (sets, when atKnown): the list as it stood just before the item was
 	// appended, as the answers show it (a set's lists only grow, so every answer that
@@ -121,8 +133,10 @@ type in struct {
 	// reordered to take them in that order: the checker only tries that one.
 	rank int
 	// junk (registers): 1 + the index of an unknown write whose value nothing else
-	// refers to (x is then unseenValue), 0 for none; prev: 1 + the index of the alike
-	// one called before it, which is taken first (as rank for counters), 0 for none.
+	// refers to (x is then unseenValue), 0 for none; (conditions, finalizers) 1 + the
+	// index of an unknown write with others alike (the same change, asking no time of
+	// its own). prev: 1 + the index of the alike one called before it, which is taken
+	// first (as rank for counters), 0 for none.
 	junk, prev int
 }
 
@@ -137,7 +151,7 @@ type out struct {
 	result result
 	has    bool   // the answer carried an object
 	n      int64  // counter: its value
-	value  string // register: data.v; set: data.items
+	value  string // register: data.v; set: data.items; conditions, finalizers: the list
 	rv     string // "" when not known
 	rvn    uint64 // the same as a number, when the history is ordered
 }
@@ -461,6 +475,304 @@ func setStep(s string, i in, o out) []any {
 	return nil
 }
 
+// ---- conditions and finalizers: state lst ----
+
+// lst is the state of a conditions or finalizers list in the partition of one key (see
+// partitionLists): the key's entry as a history writes it ("" when it is not there),
+// and the bitmap of the alike open writes taken (see in.junk). The initial state is
+// the whole initial list (whole), cut to the key at the partition's first step.
+type lst struct {
+	list, taken string
+	whole       bool
+}
+
+func hashLst(state any) uint64 {
+	l := state.(lst)
+	return hashString(l.list) ^ (hashString(l.taken) * 17)
+}
+
+func describeLst(state any) string { return "[" + state.(lst).list + "]" }
+
+// cut is the state in the partition of the key.
+func (s lst) cut(key string, project func(list, key string) string) lst {
+	if s.whole {
+		return lst{list: project(s.list, key), taken: s.taken}
+	}
+	return s
+}
+
+// open steps an open write (an unknown answer): to the state it makes, when the
+// history says it was made (must), else to both. An alike open write (junk > 0) is
+// taken only after the one called before it (prev), so that the search tries one
+// order of them; a write that would change nothing is one the search need not take.
+func (s lst) open(i in, changes bool, next string) []any {
+	if i.junk > 0 {
+		if i.prev > 0 && !hasBit(s.taken, i.prev-1) {
+			return nil
+		}
+		s.taken = withBit(s.taken, i.junk-1)
+	}
+	switch {
+	case i.must && !changes:
+		return nil // it was made, and could not have been made here
+	case i.must:
+		return one(lst{list: next, taken: s.taken})
+	case changes:
+		return two(s, lst{list: next, taken: s.taken})
+	}
+	return one(s)
+}
+
+// conditionsModel is a register per condition type: its status, reason and
+// lastTransitionTime, or its absence. A set_condition writes only when the status or
+// the reason changes, and moves the lastTransitionTime exactly when the status
+// changes (or the entry is new): to the time asked for, or to one of the sidecar's
+// choosing, which must be no time a caller asked for (callers ask for times in the
+// past, each its own). asked holds the times the history's callers asked for.
+func conditionsModel(initial string, asked map[string]bool) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			return partitionLists(history, func(i in) string { return i.cond.typ }, conditionTypes, projectConditions)
+		},
+		Init: func() []any { return one(lst{list: initial, whole: true}) },
+		Step: func(state, input, output any) []any {
+			return conditionsStep(state.(lst), input.(in), output.(out), asked)
+		},
+		Hash:                      hashLst,
+		DescribeOperation:         describeOperation(ModelConditions),
+		DescribeState:             describeLst,
+		DescribeOperationMetadata: describeMeta,
+	}
+	return nm.ToModel()
+}
+
+// entry reads one entry as a history writes it; false for "".
+func entry(s string) (condition, bool) {
+	if s == "" {
+		return condition{}, false
+	}
+	typ, rest, _ := strings.Cut(s, "=")
+	status, rest, _ := strings.Cut(rest, "/")
+	reason, ltt, _ := strings.Cut(rest, "@")
+	return condition{typ, status, reason, ltt}, true
+}
+
+func conditionsStep(s lst, i in, o out, asked map[string]bool) []any {
+	s = s.cut(i.key, projectConditions)
+	// observed: the answer shows the entry as it is; a time the state does not know
+	// (unknownLTT) it tells, and it must be one no caller asked for.
+	observed := func(state string) []any {
+		if !o.has || o.value == state {
+			return one(lst{list: state, taken: s.taken})
+		}
+		e, present := entry(state)
+		a, shown := entry(o.value)
+		if !present || !shown || e.typ != a.typ || e.status != a.status || e.reason != a.reason ||
+			e.ltt != unknownLTT || asked[a.ltt] {
+			return nil
+		}
+		return one(lst{list: o.value, taken: s.taken})
+	}
+	switch i.kind {
+	case kRead:
+		return observed(s.list)
+	case kSetCondition:
+		c := i.cond
+		moved := c.ltt
+		if moved == "" {
+			moved = unknownLTT
+		}
+		e, present := entry(s.list)
+		next, changes, moves := "", true, true
+		switch {
+		case !present:
+			next = condition{c.typ, c.status, c.reason, moved}.String()
+		case e.status != c.status:
+			next = condition{c.typ, c.status, c.reason, moved}.String()
+		case e.reason != c.reason:
+			next, moves = condition{c.typ, c.status, c.reason, e.ltt}.String(), false
+		default:
+			next, changes, moves = s.list, false, false
+		}
+		switch o.result {
+		case rOK:
+			if !changes {
+				return nil
+			}
+			return observed(next)
+		case rUnchanged:
+			if changes {
+				return nil
+			}
+			return observed(s.list)
+		case rPreconditionFailed, rAborted:
+			return observed(s.list)
+		case rUnknown:
+			if i.must && !moves {
+				// Its time is shown: it was made where it moved the status.
+				return nil
+			}
+			return s.open(i, changes, next)
+		}
+		// gone: the object is never deleted.
+	}
+	return nil
+}
+
+// finalizersModel is a bit per finalizer of metadata.finalizers: add sets it, remove
+// clears it, and either writes nothing when there is nothing to do.
+func finalizersModel(initial string) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			return partitionLists(history, func(i in) string { return i.x }, finalizerNames, projectFinalizers)
+		},
+		Init: func() []any { return one(lst{list: initial, whole: true}) },
+		Step: func(state, input, output any) []any {
+			return finalizersStep(state.(lst), input.(in), output.(out))
+		},
+		Hash:                      hashLst,
+		DescribeOperation:         describeOperation(ModelFinalizers),
+		DescribeState:             describeLst,
+		DescribeOperationMetadata: describeMeta,
+	}
+	return nm.ToModel()
+}
+
+func finalizersStep(s lst, i in, o out) []any {
+	s = s.cut(i.key, projectFinalizers)
+	observed := func(state string) []any {
+		if o.has && o.value != state {
+			return nil
+		}
+		return one(lst{list: state, taken: s.taken})
+	}
+	switch i.kind {
+	case kRead:
+		return observed(s.list)
+	case kAdd, kRemove:
+		present := s.list != ""
+		changes, next := !present, i.x
+		if i.kind == kRemove {
+			changes, next = present, ""
+		}
+		switch o.result {
+		case rOK:
+			if !changes {
+				return nil
+			}
+			return observed(next)
+		case rUnchanged:
+			if changes {
+				return nil
+			}
+			return observed(s.list)
+		case rPreconditionFailed, rAborted:
+			return observed(s.list)
+		case rUnknown:
+			return s.open(i, changes, next)
+		}
+		// gone: the object is never deleted.
+	}
+	return nil
+}
+
+// ---- partitions of a list, one per entry ----
+
+// partitionLists splits a conditions or finalizers history into one history per
+// condition type or finalizer (key), as a register per type and a bit per finalizer:
+// the writes of that key, and as reads, every answer that shows the list (a live
+// read, a write of another key, an answer that wrote nothing), each answer's list cut
+// to that key's entry. A linearization of the whole projects onto each partition.
+//
+// What the partitions do not check is that one answer shows all keys as they stood
+// at one point, and the order of the entries: an answer that shows another key's
+// change made after its own (the batch's final list) passes when each key's own
+// history allows it. Partitions of two keys would check it, but their searches
+// multiply: with the writes whose outcome is open (which may take effect at any time
+// after their call) of both keys, one of 1,200 operations ran out of 20 seconds where
+// each key alone took under half a second.
+func partitionLists(history []porcupine.Operation, keyOf func(in) string, keysOf func(list string) []string,
+	project func(list, key string) string) [][]porcupine.Operation {
+	var keys []string
+	seen := map[string]bool{}
+	note := func(k string) {
+		if k != "" && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for _, op := range history {
+		i, o := op.Input.(in), op.Output.(out)
+		if i.kind != kRead {
+			note(keyOf(i))
+		}
+		if o.has {
+			for _, k := range keysOf(o.value) {
+				note(k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return [][]porcupine.Operation{history}
+	}
+	partitions := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		var part []porcupine.Operation
+		for _, op := range history {
+			i, o := op.Input.(in), op.Output.(out)
+			switch {
+			case i.kind != kRead && keyOf(i) == k:
+			case !o.has || o.result == rUnknown:
+				continue // another key's write that shows nothing
+			case i.kind != kRead:
+				i = in{kind: kRead, role: roleObserved, was: describeCall(i) + " → " + o.result.String()}
+				o.result = rOK
+			}
+			i.key = k
+			if o.has {
+				o.value = project(o.value, k)
+			}
+			op.Input, op.Output = i, o
+			part = append(part, op)
+		}
+		partitions = append(partitions, part)
+	}
+	return partitions
+}
+
+func conditionTypes(list string) []string {
+	var types []string
+	for _, c := range mustConditions(list) {
+		types = append(types, c.typ)
+	}
+	return types
+}
+
+func finalizerNames(list string) []string {
+	if list == "" {
+		return nil
+	}
+	return strings.Split(list, ",")
+}
+
+// projectConditions cuts a conditions list to the entry of the type, if any.
+func projectConditions(list, typ string) string {
+	for _, c := range mustConditions(list) {
+		if c.typ == typ {
+			return c.String()
+		}
+	}
+	return ""
+}
+
+// projectFinalizers cuts a finalizers list to the finalizer, if it is there.
+func projectFinalizers(list, finalizer string) string {
+	if hasItem(list, finalizer) {
+		return finalizer
+	}
+	return ""
+}
+
 // ---- descriptions ----
 
 func describeMeta(m any) string {
@@ -492,7 +804,7 @@ func describeOperation(model string) func(input, output any) string {
 				answer = strconv.FormatInt(o.n, 10)
 			case ModelRegister:
 				answer = fmt.Sprintf("%q", o.value)
-			case ModelSet:
+			case ModelSet, ModelConditions, ModelFinalizers:
 				answer = "[" + o.value + "]"
 			}
 			if o.rv != "" {
@@ -530,6 +842,14 @@ func describeCall(i in) string {
 		return fmt.Sprintf("cas_rv(@%s→%s)", i.rv, quoteValue(i.x))
 	case kAppend:
 		return fmt.Sprintf("append(%s)", i.x)
+	case kAdd, kRemove:
+		return fmt.Sprintf("%s(%s)", i.kind, i.x)
+	case kSetCondition:
+		ltt := i.cond.ltt
+		if ltt == "" {
+			ltt = "now"
+		}
+		return fmt.Sprintf("set_condition(%s=%s/%s@%s)", i.cond.typ, i.cond.status, i.cond.reason, ltt)
 	}
 	return i.kind.String()
 }

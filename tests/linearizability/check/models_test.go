@@ -303,3 +303,206 @@ func TestRegisterOpaqueResourceVersions(t *testing.T) {
 	expect(t, violation, ModelRegister, "a", "x-1",
 		w(1, 0, 10, "b", "b-5"), o(3, 20, 30, KindRead, ResultOK, "b", "a-3"))
 }
+
+// cond is a set_condition at [call, ret] by client c, asking for lastTransitionTime
+// ltt ("" for the time of the write), answered with the conditions list value.
+func cond(c int, call, ret int64, typ, status, reason, ltt, result, value, rv string) Operation {
+	return with(o(c, call, ret, KindSetCondition, result, value, rv),
+		Input{Type: typ, Status: status, Reason: reason, LTT: ltt})
+}
+
+// Times as the workload asks for them (unique, in the past) and as the sidecar
+// chooses them (the time of the write).
+const (
+	asked1 = "2001-01-01T00:00:01Z"
+	asked2 = "2001-01-01T00:00:02Z"
+	asked3 = "2001-01-01T00:00:03Z"
+	now1   = "2026-11-26T15:04:05Z"
+	now2   = "2026-11-26T15:04:06Z"
+)
+
+func TestConditions(t *testing.T) {
+	read := func(c int, call, ret int64, value, rv string) Operation {
+		return o(c, call, ret, KindRead, ResultOK, value, rv)
+	}
+	cases := []struct {
+		name string
+		want Verdict
+		ops  []Operation
+	}{
+		{"two types set at once, each told the list right after its own", ok, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "5"),
+			cond(2, 0, 10, "B", "False", "Wait", "", ResultOK, "A=True/Done@"+asked1+";B=False/Wait@"+now1, "5"),
+			read(3, 20, 30, "A=True/Done@"+asked1+";B=False/Wait@"+now1, "5"),
+		}},
+		{"a new reason keeps the lastTransitionTime, a new status moves it", ok, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "A", "True", "Again", asked2, ResultOK, "A=True/Again@"+asked1, "3"),
+			cond(3, 40, 50, "A", "False", "Lost", asked3, ResultOK, "A=False/Lost@"+asked3, "4"),
+			cond(1, 60, 70, "A", "True", "Back", "", ResultOK, "A=True/Back@"+now1, "5"),
+			cond(2, 80, 90, "A", "True", "Back", asked2, ResultUnchanged, "A=True/Back@"+now1, "5"),
+		}},
+		{"a lost status change, its time learned from a read", ok, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "A", "False", "Lost", "", ResultUnknown, "", ""),
+			read(3, 40, 50, "A=False/Lost@"+now2, "3"),
+			cond(2, 60, 70, "A", "False", "Again", "", ResultOK, "A=False/Again@"+now2, "4"),
+		}},
+		{"a lost change that was never made", ok, []Operation{
+			cond(2, 0, 10, "A", "False", "Lost", "", ResultUnknown, "", ""),
+			read(3, 40, 50, "", "3"),
+		}},
+		{"a failed call showing the list as it stood", ok, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "B", "True", "Done", asked2, ResultAborted, "A=True/Done@"+asked1, "2"),
+		}},
+		{"one type set twice in a batch, each told the batch's final list", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=False/Lost@"+asked2, "5"),
+			cond(2, 0, 10, "A", "False", "Lost", asked2, ResultOK, "A=False/Lost@"+asked2, "5"),
+		}},
+		{"a member's change lost from the batch's write", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "5"),
+			cond(2, 0, 10, "B", "True", "Done", asked2, ResultOK, "B=True/Done@"+asked2, "5"),
+			read(3, 20, 30, "B=True/Done@"+asked2, "5"),
+		}},
+		{"told a status it did not set", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=False/Done@"+asked1, "2"),
+		}},
+		{"the lastTransitionTime moved without a status change", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "A", "True", "Again", asked2, ResultOK, "A=True/Again@"+asked2, "3"),
+		}},
+		{"the lastTransitionTime kept on a status change", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "A", "False", "Lost", "", ResultOK, "A=False/Lost@"+asked1, "3"),
+		}},
+		{"a status change not to the time asked for", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "A", "False", "Lost", asked2, ResultOK, "A=False/Lost@"+now1, "3"),
+		}},
+		{"the time of a lost status change, two different ones told", violation, []Operation{
+			cond(2, 0, 10, "A", "False", "Lost", "", ResultUnknown, "", ""),
+			read(3, 20, 30, "A=False/Lost@"+now1, "3"),
+			read(3, 40, 50, "A=False/Lost@"+now2, "3"),
+		}},
+		{"an unchanged answer for a status that was not there", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "A", "False", "Done", "", ResultUnchanged, "A=True/Done@"+asked1, "2"),
+		}},
+		{"a change of nothing answered written", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "A", "True", "Done", asked2, ResultOK, "A=True/Done@"+asked1, "3"),
+		}},
+		{"a stale read", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			read(3, 20, 30, "", "1"),
+		}},
+		{"an aborted set that took effect", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultAborted, "", ""),
+			read(3, 20, 30, "A=True/Done@"+asked1, "2"),
+		}},
+		{"the object said gone", violation, []Operation{
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultGone, "", ""),
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { expect(t, c.want, ModelConditions, "", "1", c.ops...) })
+	}
+}
+
+func TestFinalizers(t *testing.T) {
+	add := func(c int, call, ret int64, x, result, value, rv string) Operation {
+		return with(o(c, call, ret, KindAdd, result, value, rv), Input{Value: x})
+	}
+	remove := func(c int, call, ret int64, x, result, value, rv string) Operation {
+		return with(o(c, call, ret, KindRemove, result, value, rv), Input{Value: x})
+	}
+	read := func(c int, call, ret int64, value, rv string) Operation {
+		return o(c, call, ret, KindRead, ResultOK, value, rv)
+	}
+	cases := []struct {
+		name string
+		want Verdict
+		ops  []Operation
+	}{
+		{"adds and removes at once, each told the list right after its own", ok, []Operation{
+			add(1, 0, 10, "f", ResultOK, "f", "5"),
+			add(2, 0, 10, "g", ResultOK, "f,g", "5"),
+			remove(3, 0, 10, "f", ResultOK, "g", "5"),
+			add(4, 0, 10, "g", ResultUnchanged, "g", "5"),
+			read(5, 20, 30, "g", "5"),
+		}},
+		{"nothing to do, nothing written", ok, []Operation{
+			remove(1, 0, 10, "f", ResultUnchanged, "", "1"),
+			add(2, 20, 30, "f", ResultOK, "f", "2"),
+			add(3, 40, 50, "f", ResultUnchanged, "f", "2"),
+		}},
+		{"a lost add, made or not", ok, []Operation{
+			add(1, 0, 10, "f", ResultUnknown, "", ""),
+			read(2, 20, 30, "", "1"),
+			read(2, 40, 50, "f", "2"),
+		}},
+		{"one finalizer added and removed in a batch, each told the final list", violation, []Operation{
+			add(1, 0, 10, "f", ResultOK, "", "5"),
+			remove(2, 0, 10, "f", ResultOK, "", "5"),
+		}},
+		{"a member's change lost from the batch's write", violation, []Operation{
+			add(1, 0, 10, "f", ResultOK, "f", "5"),
+			add(2, 0, 10, "g", ResultOK, "g", "5"),
+			read(3, 20, 30, "g", "5"),
+		}},
+		{"added twice", violation, []Operation{
+			add(1, 0, 10, "f", ResultOK, "f", "2"),
+			add(2, 20, 30, "f", ResultOK, "f", "3"),
+		}},
+		{"a removal told the finalizer is still there", violation, []Operation{
+			add(1, 0, 10, "f", ResultOK, "f", "2"),
+			remove(2, 20, 30, "f", ResultOK, "f", "3"),
+		}},
+		{"an add answered unchanged with the finalizer absent", violation, []Operation{
+			add(1, 0, 10, "f", ResultUnchanged, "", "1"),
+		}},
+		{"an unchanged removal whose finalizer was there", violation, []Operation{
+			add(1, 0, 10, "f", ResultOK, "f", "2"),
+			remove(2, 20, 30, "f", ResultUnchanged, "", "3"),
+		}},
+		{"a stale read", violation, []Operation{
+			add(1, 0, 10, "f", ResultOK, "f", "2"),
+			read(2, 20, 30, "", "1"),
+		}},
+		{"a lost add made, then undone", violation, []Operation{
+			add(1, 0, 10, "f", ResultUnknown, "", ""),
+			read(2, 20, 30, "f", "2"),
+			read(2, 40, 50, "", "2"),
+		}},
+		{"the object said gone", violation, []Operation{
+			remove(1, 0, 10, "f", ResultGone, "", ""),
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { expect(t, c.want, ModelFinalizers, "", "1", c.ops...) })
+	}
+}
+
+// The conditions and finalizers models check one condition type or finalizer at a time
+// (see partitionLists): what holds across two of them at one point is not checked.
+// These histories are not linearizable, and pass.
+func TestListsCheckedPerEntry(t *testing.T) {
+	final := "A=True/Done@" + asked1 + ";B=True/Done@" + asked2
+	t.Run("conditions: each member told the batch's final list", func(t *testing.T) {
+		expect(t, ok, ModelConditions, "", "1",
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, final, "5"),
+			cond(2, 0, 10, "B", "True", "Done", asked2, ResultOK, final, "5"))
+	})
+	t.Run("conditions: the entries in another order", func(t *testing.T) {
+		expect(t, ok, ModelConditions, "", "1",
+			cond(1, 0, 10, "A", "True", "Done", asked1, ResultOK, "A=True/Done@"+asked1, "2"),
+			cond(2, 20, 30, "B", "True", "Done", asked2, ResultOK, final, "3"),
+			o(3, 40, 50, KindRead, ResultOK, "B=True/Done@"+asked2+";A=True/Done@"+asked1, "3"))
+	})
+	t.Run("finalizers: each member told the batch's final list", func(t *testing.T) {
+		expect(t, ok, ModelFinalizers, "", "1",
+			with(o(1, 0, 10, KindAdd, ResultOK, "f,g", "5"), Input{Value: "f"}),
+			with(o(2, 0, 10, KindAdd, ResultOK, "f,g", "5"), Input{Value: "g"}))
+	})
+}

@@ -15,6 +15,7 @@ func workload(seed int64, variant groupsim.Variant) groupsim.Config {
 	cfg := groupsim.Default(seed)
 	cfg.Variant = variant
 	cfg.ClientsPerObject = 4 + int(seed%13)
+	cfg.ListClients = 4 + int(seed%5)
 	cfg.LostAnswer = 0.02 * float64(seed%4)
 	cfg.NotApplied = 0.02 * float64(seed%3)
 	cfg.ClientCut = 0.02 * float64(seed%5)
@@ -57,14 +58,16 @@ func TestGroupCommitCorrect(t *testing.T) {
 func TestGroupCommitBugsCaught(t *testing.T) {
 	for _, variant := range []groupsim.Variant{groupsim.BatchFinal, groupsim.NotThreaded} {
 		for _, models := range []struct {
-			name                      string
-			counters, registers, sets int
-		}{{"all", 2, 2, 2}, {"counter", 1, 0, 0}, {"register", 0, 1, 0}, {"set", 0, 0, 1}} {
+			name                                              string
+			counters, registers, sets, conditions, finalizers int
+		}{{"all", 2, 2, 2, 2, 2}, {"counter", 1, 0, 0, 0, 0}, {"register", 0, 1, 0, 0, 0}, {"set", 0, 0, 1, 0, 0},
+			{"conditions", 0, 0, 0, 1, 0}, {"finalizers", 0, 0, 0, 0, 1}} {
 			t.Run(variant.String()+"/"+models.name, func(t *testing.T) {
 				used := 0
 				for seed := int64(1); seed <= 100 && used < 10; seed++ {
 					cfg := workload(seed, variant)
 					cfg.Counters, cfg.Registers, cfg.Sets = models.counters, models.registers, models.sets
+					cfg.Conditions, cfg.Finalizers = models.conditions, models.finalizers
 					if variant == groupsim.NotThreaded && models.name == "register" {
 						// Blind writes do not need the running result: make it cas.
 						cfg.RegisterCASPercent = 60
@@ -94,7 +97,7 @@ func TestGroupCommitBugsCaught(t *testing.T) {
 // (about 15 operations in flight per object at any time).
 func largeConfig(seed int64) groupsim.Config {
 	cfg := groupsim.Default(seed)
-	cfg.Counters, cfg.Registers, cfg.Sets = 4, 3, 3
+	cfg.Counters, cfg.Registers, cfg.Sets, cfg.Conditions, cfg.Finalizers = 4, 3, 3, 0, 0
 	cfg.ClientsPerObject, cfg.OpsPerClient = 18, 28
 	return cfg
 }

@@ -19,6 +19,7 @@ import (
 	"math/rand"
 	"strconv"
 	"strings"
+	"time"
 
 	"safewrite.dev/tests/linearizability/check"
 )
@@ -43,10 +44,15 @@ func (v Variant) String() string {
 
 // Config of a run.
 type Config struct {
-	Seed                       int64
-	Variant                    Variant
-	Counters, Registers, Sets  int // objects of each model
-	ClientsPerObject           int
+	Seed                      int64
+	Variant                   Variant
+	Counters, Registers, Sets int // objects of each model
+	Conditions, Finalizers    int
+	ClientsPerObject          int
+	// ListClients share each conditions or finalizers object (0: ClientsPerObject):
+	// a violation of their models takes the checker longer to prove when more calls
+	// are in flight at once.
+	ListClients                int
 	OpsPerClient               int
 	LostAnswer                 float64 // a batch's write applied, its answer lost
 	NotApplied                 float64 // a batch's write not applied, its answer lost
@@ -58,7 +64,7 @@ type Config struct {
 // Default is a workload with every kind of operation and fault.
 func Default(seed int64) Config {
 	return Config{
-		Seed: seed, Counters: 2, Registers: 2, Sets: 2,
+		Seed: seed, Counters: 2, Registers: 2, Sets: 2, Conditions: 2, Finalizers: 2,
 		ClientsPerObject: 6, OpsPerClient: 12,
 		LostAnswer: 0.04, NotApplied: 0.03, ClientCut: 0.03,
 		CounterPreconditionPercent: 20, RegisterCASPercent: 25,
@@ -93,6 +99,7 @@ type call struct {
 	started   bool // its batch has begun: its effect no longer depends on its caller
 	answering bool // its answer is on its way: its caller waits for it
 	done      bool // its caller has its answer (or gave up)
+	ret       int64
 }
 
 type client struct {
@@ -138,6 +145,10 @@ type sim struct {
 	rv      int
 	history *check.History
 	stats   Stats
+	// pairs: for conditions and finalizers under NotThreaded, pairs of members whose
+	// answers no order of the two explains; Run counts as certain those that no other
+	// call could have come between (see certainPairs).
+	pairs [][2]*call
 }
 
 // Run simulates the workload and returns its history.
@@ -148,7 +159,8 @@ func Run(cfg Config) (*check.History, Stats) {
 	for _, m := range []struct {
 		model string
 		n     int
-	}{{check.ModelCounter, cfg.Counters}, {check.ModelRegister, cfg.Registers}, {check.ModelSet, cfg.Sets}} {
+	}{{check.ModelCounter, cfg.Counters}, {check.ModelRegister, cfg.Registers}, {check.ModelSet, cfg.Sets},
+		{check.ModelConditions, cfg.Conditions}, {check.ModelFinalizers, cfg.Finalizers}} {
 		for i := range m.n {
 			s.rv++
 			o := &object{key: fmt.Sprintf("sim/%s-%d", m.model, i), model: m.model, rv: strconv.Itoa(s.rv)}
@@ -164,7 +176,11 @@ func Run(cfg Config) (*check.History, Stats) {
 	}
 	id := 0
 	for _, o := range objects {
-		for range cfg.ClientsPerObject {
+		clients := cfg.ClientsPerObject
+		if cfg.ListClients > 0 && (o.model == check.ModelConditions || o.model == check.ModelFinalizers) {
+			clients = cfg.ListClients
+		}
+		for range clients {
 			c := &client{id: id, obj: o, left: cfg.OpsPerClient, seen: o.value, seenRV: o.rv}
 			id++
 			s.at(s.between(0, 300_000), func() { s.next(c) })
@@ -175,6 +191,7 @@ func Run(cfg Config) (*check.History, Stats) {
 		s.now = e.at
 		e.run()
 	}
+	s.certainPairs()
 	return s.history, s.stats
 }
 
@@ -233,6 +250,29 @@ func (s *sim) issue(c *client) {
 			op.Input.RV, op.Input.To = c.seenRV, unique
 			alone = true
 		}
+	case check.ModelConditions:
+		if r < 25 {
+			op.Kind, op.Via = check.KindRead, "live_read"
+			break
+		}
+		op.Kind, op.Via = check.KindSetCondition, "patch_status"
+		op.Input.Type = []string{"A", "B", "C"}[s.rng.Intn(3)]
+		op.Input.Status = []string{"True", "False"}[s.rng.Intn(2)]
+		op.Input.Reason = []string{"Done", "Wait"}[s.rng.Intn(2)]
+		if s.chance(0.5) {
+			// A time of the caller's own, unique and in the past.
+			op.Input.LTT = time.Unix(978307200+int64(c.id)*100_000+int64(c.n), 0).UTC().Format(time.RFC3339)
+		}
+	case check.ModelFinalizers:
+		if r < 25 {
+			op.Kind, op.Via = check.KindRead, "live_read"
+			break
+		}
+		op.Kind, op.Via = check.KindAdd, "finalizer"
+		if s.chance(0.5) {
+			op.Kind = check.KindRemove
+		}
+		op.Input.Value = fmt.Sprintf("sim.dev/f%d", s.rng.Intn(4))
 	case check.ModelSet:
 		switch {
 		case c.retry != "":
@@ -313,6 +353,7 @@ func (s *sim) finish(k *call, result, code, reason, value, rv string) {
 		return
 	}
 	k.done = true
+	k.ret = s.now
 	op := k.op
 	op.Return = s.now
 	op.Result, op.Code, op.Reason, op.Value, op.RV = result, code, reason, value, rv
@@ -333,9 +374,32 @@ const (
 	preconditionFailed
 )
 
-// apply is a member's mutation: its verdict and the state after it.
-func apply(model string, op check.Operation, state string) (verdict, string) {
+// apply is a member's mutation: its verdict and the state after it. now is the time
+// of the fold, in the simulation's microseconds.
+func apply(model string, op check.Operation, state string, now int64) (verdict, string) {
 	switch op.Kind {
+	case check.KindSetCondition:
+		return setCondition(op.Input, state, now)
+	case check.KindAdd, check.KindRemove:
+		var kept []string
+		present := false
+		for _, f := range strings.Split(state, ",") {
+			if f == op.Input.Value {
+				present = true
+			} else if f != "" {
+				kept = append(kept, f)
+			}
+		}
+		switch {
+		case op.Kind == check.KindAdd && present, op.Kind == check.KindRemove && !present:
+			return unchanged, state
+		case op.Kind == check.KindAdd:
+			kept = append(strings.Split(state, ","), op.Input.Value)
+			if state == "" {
+				kept = kept[1:]
+			}
+		}
+		return changed, strings.Join(kept, ",")
 	case check.KindInc:
 		n, _ := strconv.ParseInt(state, 10, 64)
 		if op.Via == "cel_precondition" && n%5 == 4 {
@@ -418,7 +482,7 @@ func (s *sim) attempt(o *object, members []*call) {
 			if s.cfg.Variant == NotThreaded {
 				from = fresh
 			}
-			verdicts[i], states[i] = apply(o.model, m.op, from)
+			verdicts[i], states[i] = apply(o.model, m.op, from, s.now)
 			if verdicts[i] == changed {
 				running, body = states[i], states[i]
 				if first < 0 {
@@ -522,10 +586,21 @@ func (s *sim) noteShared(o *object, members []*call, verdicts []verdict, states 
 	switch s.cfg.Variant {
 	case BatchFinal:
 		// Every change is told the final object: a counter's value twice, a list
-		// ending in another's item, a register's value another member wrote.
-		if o.model != check.ModelRegister {
+		// ending in another's item, a register's value another member wrote, a
+		// condition or finalizer list without the change itself.
+		switch o.model {
+		case check.ModelConditions, check.ModelFinalizers:
+			for _, i := range changes {
+				if !holdsAfter(members[i].op, body) {
+					s.stats.Certain++
+					break
+				}
+			}
+			return
+		case check.ModelRegister:
+		default:
 			s.stats.Certain++
-			break
+			return
 		}
 		for _, i := range changes {
 			if states[i] != body { // its own value, not the final one
@@ -537,7 +612,14 @@ func (s *sim) noteShared(o *object, members []*call, verdicts []verdict, states 
 		// Two increments told the same value; two appends each told a list without
 		// the other's item; two compare-and-swaps of one value both succeeding.
 		a, b := members[changes[0]].op, members[changes[1]].op
-		if o.model != check.ModelRegister || (a.Kind == check.KindCAS && b.Kind == check.KindCAS && a.Input.From == b.Input.From) {
+		switch o.model {
+		case check.ModelConditions, check.ModelFinalizers:
+			s.notePair(members, verdicts, states, changes)
+		case check.ModelRegister:
+			if a.Kind == check.KindCAS && b.Kind == check.KindCAS && a.Input.From == b.Input.From {
+				s.stats.Certain++
+			}
+		default:
 			s.stats.Certain++
 		}
 	}
@@ -552,7 +634,7 @@ func (s *sim) alone(k *call) {
 			s.after(10_000, 100_000, func() { s.answer(k, check.ResultAborted, "", "") })
 			return
 		}
-		v, state := apply(o.model, k.op, o.value)
+		v, state := apply(o.model, k.op, o.value, s.now)
 		if v == unchanged {
 			value, rv := o.value, o.rv
 			s.after(10_000, 100_000, func() { s.answer(k, check.ResultUnchanged, value, rv) })
@@ -569,4 +651,136 @@ func (s *sim) alone(k *call) {
 			s.after(50_000, 500_000, func() { s.answer(k, check.ResultOK, state, rv) })
 		})
 	})
+}
+
+// notePair notes, in a not-threaded batch of conditions or finalizers, the first
+// two changes to one condition type or finalizer whose answers no order of the two
+// explains: each was applied to the batch's read, and neither, applied after the
+// other, gives what it was told. (Conditions only when both asked for their
+// lastTransitionTime: a time of the write's own is not known to the checker.)
+func (s *sim) notePair(members []*call, verdicts []verdict, states []string, changes []int) {
+	for x, i := range changes {
+		for _, j := range changes[x+1:] {
+			a, b := members[i].op, members[j].op
+			if key(a) != key(b) || (a.Kind == check.KindSetCondition && (a.Input.LTT == "" || b.Input.LTT == "")) {
+				continue
+			}
+			if v, after := apply(modelOf(b), b, states[i], 0); v == changed && after == states[j] {
+				continue // a, then b
+			}
+			if v, after := apply(modelOf(a), a, states[j], 0); v == changed && after == states[i] {
+				continue // b, then a
+			}
+			s.pairs = append(s.pairs, [2]*call{members[i], members[j]})
+			return
+		}
+	}
+}
+
+// key is the condition type or finalizer an operation writes.
+func key(op check.Operation) string {
+	if op.Kind == check.KindSetCondition {
+		return op.Input.Type
+	}
+	return op.Input.Value
+}
+
+func modelOf(op check.Operation) string {
+	if op.Kind == check.KindSetCondition {
+		return check.ModelConditions
+	}
+	return check.ModelFinalizers
+}
+
+// certainPairs counts the pairs (see sim.pairs) that no other call on their key
+// could have come between: none called before the later of the two returned that
+// was not answered before the earlier of the two was called.
+func (s *sim) certainPairs() {
+	for _, p := range s.pairs {
+		a, b := p[0], p[1]
+		between := false
+		for _, op := range s.history.Operations {
+			if op.Object != a.op.Object || op.Kind == check.KindRead || key(op) != key(a.op) ||
+				(op.Client == a.op.Client && op.Call == a.op.Call) || (op.Client == b.op.Client && op.Call == b.op.Call) {
+				continue
+			}
+			if op.Call < max(a.ret, b.ret) && (op.Result == check.ResultUnknown || op.Return > min(a.op.Call, b.op.Call)) {
+				between = true
+				break
+			}
+		}
+		if !between {
+			s.stats.Certain++
+		}
+	}
+}
+
+// The conditions lists the simulation writes, in the checker's format: entries
+// "type=status/reason@lastTransitionTime" joined by ";".
+
+type simCondition struct{ typ, status, reason, ltt string }
+
+func parseSimConditions(state string) []simCondition {
+	var list []simCondition
+	if state == "" {
+		return nil
+	}
+	for _, e := range strings.Split(state, ";") {
+		typ, rest, _ := strings.Cut(e, "=")
+		status, rest, _ := strings.Cut(rest, "/")
+		reason, ltt, _ := strings.Cut(rest, "@")
+		list = append(list, simCondition{typ, status, reason, ltt})
+	}
+	return list
+}
+
+func formatSimConditions(list []simCondition) string {
+	parts := make([]string, len(list))
+	for i, c := range list {
+		parts[i] = c.typ + "=" + c.status + "/" + c.reason + "@" + c.ltt
+	}
+	return strings.Join(parts, ";")
+}
+
+// setCondition as the sidecar does it: the time of the write, in seconds, when the
+// caller asked for none.
+func setCondition(in check.Input, state string, now int64) (verdict, string) {
+	ltt := in.LTT
+	if ltt == "" {
+		ltt = time.Unix(1795000000+now/1_000_000, 0).UTC().Format(time.RFC3339)
+	}
+	list := parseSimConditions(state)
+	for i, c := range list {
+		if c.typ != in.Type {
+			continue
+		}
+		if c.status == in.Status && c.reason == in.Reason {
+			return unchanged, state
+		}
+		if c.status != in.Status {
+			list[i].ltt = ltt
+		}
+		list[i].status, list[i].reason = in.Status, in.Reason
+		return changed, formatSimConditions(list)
+	}
+	return changed, formatSimConditions(append(list, simCondition{in.Type, in.Status, in.Reason, ltt}))
+}
+
+// holdsAfter says whether a list shows what a condition or finalizer change makes.
+func holdsAfter(op check.Operation, body string) bool {
+	switch op.Kind {
+	case check.KindSetCondition:
+		for _, c := range parseSimConditions(body) {
+			if c.typ == op.Input.Type {
+				return c.status == op.Input.Status && c.reason == op.Input.Reason
+			}
+		}
+		return false
+	default:
+		present := false
+		for _, f := range strings.Split(body, ",") {
+			present = present || f == op.Input.Value
+		}
+		return present == (op.Kind == check.KindAdd)
+	}
 }

@@ -1,19 +1,19 @@
 //! The long linearizability run, by hand (`bash tests/linearizability.sh`, not part of
 //! the test command): the workloads of `tests/integration/linearizability.rs` (1 and 3
 //! sidecars, group commit on and off; counters, registers and sets written every way the
-//! sidecar offers, with live reads between) for at least 20 minutes and 200,000
-//! operations, in rounds of fresh objects, each round with one fault in turn: none, the
-//! fault proxy hanging, resetting requests before forwarding them, dropping answers
-//! after the commit, answering 429 / 503 / slowly, kube-apiserver stopped and started,
-//! etcd stopped and started. Then the Go checker (porcupine) must find every history
-//! linearizable.
+//! sidecar offers, status conditions and finalizers, with live reads between) for at
+//! least 20 minutes and 200,000 operations, in rounds of fresh objects, each round with
+//! one fault in turn: none, the fault proxy hanging, resetting requests before
+//! forwarding them, dropping answers after the commit, answering 429 / 503 / slowly,
+//! kube-apiserver stopped and started, etcd stopped and started. Then the Go checker
+//! (porcupine) must find every history linearizable.
 //!
 //! Tunables: `LIN_SECS` (1200) and `LIN_OPS` (200000), both reached before it stops;
-//! `LIN_ROUND_SECS` (40) per round; `LIN_WRITERS` per object (12); `LIN_OBJECTS` per
-//! model and workload in each round (1); `LIN_THINK_MS` (300), each writer's mean pause;
-//! `LIN_DEADLINE_SECS` (10) per call; `LIN_LIMIT_SECS` (3600), past which it fails;
-//! `LIN_CHECK_TIMEOUT` (600s). `SAFEWRITE_LINEARIZABILITY_BIN` runs another sidecar
-//! binary.
+//! `LIN_ROUND_SECS` (40) per round; `LIN_WRITERS` per object (12), `LIN_LIST_WRITERS`
+//! per conditions or finalizers object (6); `LIN_OBJECTS` per model and workload in each
+//! round (1); `LIN_THINK_MS` (300), each writer's mean pause; `LIN_DEADLINE_SECS` (10)
+//! per call; `LIN_LIMIT_SECS` (3600), past which it fails; `LIN_CHECK_TIMEOUT` (600s).
+//! `SAFEWRITE_LINEARIZABILITY_BIN` runs another sidecar binary.
 
 mod support;
 
@@ -89,6 +89,7 @@ async fn long_histories_through_every_fault_are_linearizable() {
         }),
         objects_per_model: env("LIN_OBJECTS", 1) as usize,
         writers_per_object: env("LIN_WRITERS", 12) as usize,
+        writers_per_list: env("LIN_LIST_WRITERS", 6) as usize,
         think: Duration::from_millis(env("LIN_THINK_MS", 300)),
         deadline: Duration::from_secs(env("LIN_DEADLINE_SECS", 10)),
         sidecar_args: Vec::new(),

@@ -1,8 +1,10 @@
 //! Histories of real calls for the linearizability checker (`tests/linearizability`, Go,
-//! porcupine): concurrent writers on ConfigMaps that model a counter, a register and a
-//! set, through real sidecars and the real API server, while faults are injected in
-//! turn; every call is recorded with its call and return time (one monotonic clock),
-//! what it asked and what it was answered, in the JSON the checker reads.
+//! porcupine): concurrent writers on ConfigMaps that model a counter, a register, a set
+//! and a set of finalizers, and on objects of a test CRD whose status conditions model
+//! a register per condition type, through real sidecars and the real API server, while
+//! faults are injected in turn; every call is recorded with its call and return time
+//! (one monotonic clock), what it asked and what it was answered, in the JSON the
+//! checker reads.
 //!
 //! A run starts a control plane of its own (it stops the API server and etcd), a fault
 //! proxy in front of it for the sidecars (live reads go straight to the API server), and
@@ -17,10 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use prost::Message;
 use safewrite::pb;
 use safewrite::pb::transact_proposal::Change as Proposed;
@@ -55,33 +57,68 @@ pub fn out_dir() -> PathBuf {
     target.join("linearizability")
 }
 
-/// What an object models, and where in the ConfigMap its value lives.
+/// What an object models, and where in the object its value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Model {
-    /// `data.n`, a decimal count: `inc` (+1) and `read`.
+    /// A ConfigMap's `data.n`, a decimal count: `inc` (+1) and `read`.
     Counter,
-    /// `data.v`: `write`, `cas`, `cas_rv` and `read`.
+    /// A ConfigMap's `data.v`: `write`, `cas`, `cas_rv` and `read`.
     Register,
-    /// `data.items`, comma-separated (empty = empty): keyed `append` and `read`.
+    /// A ConfigMap's `data.items`, comma-separated (empty = empty): keyed `append` and
+    /// `read`.
     Set,
+    /// A test CRD object's `status.conditions` (through its status subresource):
+    /// `set_condition` and `read`.
+    Conditions,
+    /// A ConfigMap's `metadata.finalizers`: `add`, `remove` and `read`.
+    Finalizers,
 }
 
+/// The test CRD whose objects hold the conditions (namespaced, with a status
+/// subresource).
+const CRD_PLURAL: &str = "linwidgets";
+const CRD_KIND: &str = "LinWidget";
+const CRD_GROUP: &str = "test.safewrite.dev";
+
+/// The condition types, statuses and reasons the writers set.
+const CONDITION_TYPES: [&str; 3] = ["Ready", "Synced", "Degraded"];
+const CONDITION_STATUSES: [&str; 2] = ["True", "False"];
+const CONDITION_REASONS: [&str; 2] = ["Reconciled", "Waiting"];
+
+/// The finalizers the writers add and remove.
+const FINALIZERS: [&str; 4] = [
+    "lin.safewrite.dev/a",
+    "lin.safewrite.dev/b",
+    "lin.safewrite.dev/c",
+    "lin.safewrite.dev/d",
+];
+
 impl Model {
-    pub const ALL: [Model; 3] = [Model::Counter, Model::Register, Model::Set];
+    pub const ALL: [Model; 5] = [
+        Model::Counter,
+        Model::Register,
+        Model::Set,
+        Model::Conditions,
+        Model::Finalizers,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Model::Counter => "counter",
             Model::Register => "register",
             Model::Set => "set",
+            Model::Conditions => "conditions",
+            Model::Finalizers => "finalizers",
         }
     }
 
-    fn field(self) -> &'static str {
+    /// The ConfigMap `data` field of the models that keep their value there.
+    fn field(self) -> Option<&'static str> {
         match self {
-            Model::Counter => "n",
-            Model::Register => "v",
-            Model::Set => "items",
+            Model::Counter => Some("n"),
+            Model::Register => Some("v"),
+            Model::Set => Some("items"),
+            Model::Conditions | Model::Finalizers => None,
         }
     }
 
@@ -89,7 +126,68 @@ impl Model {
         match self {
             Model::Counter => "0",
             Model::Register => "init",
-            Model::Set => "",
+            Model::Set | Model::Conditions | Model::Finalizers => "",
+        }
+    }
+
+    /// The kind of object the model's writers write.
+    fn resource(self) -> ApiResource {
+        match self {
+            Model::Conditions => ApiResource {
+                group: CRD_GROUP.into(),
+                version: "v1".into(),
+                api_version: format!("{CRD_GROUP}/v1"),
+                kind: CRD_KIND.into(),
+                plural: CRD_PLURAL.into(),
+            },
+            _ => ApiResource::erase::<ConfigMap>(&()),
+        }
+    }
+
+    /// A fresh object of the model, named `name`.
+    fn object(self, name: &str) -> DynamicObject {
+        let r = self.resource();
+        let mut object = json!({
+            "apiVersion": r.api_version, "kind": r.kind,
+            "metadata": {"name": name},
+        });
+        match self.field() {
+            Some(field) => object["data"] = json!({field: self.initial()}),
+            None if self == Model::Conditions => object["spec"] = json!({}),
+            None => {}
+        }
+        serde_json::from_value(object).expect("an object")
+    }
+
+    /// The model's value in an object, as the checker reads it: a `data` field; the
+    /// conditions as `type=status/reason@lastTransitionTime` joined by `;`; the
+    /// finalizers joined by `,`.
+    fn value_of(self, object: &Value) -> String {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        match self.field() {
+            Some(field) => text(&object["data"][field]),
+            None if self == Model::Conditions => object["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    format!(
+                        "{}={}/{}@{}",
+                        text(&c["type"]),
+                        text(&c["status"]),
+                        text(&c["reason"]),
+                        text(&c["lastTransitionTime"])
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(";"),
+            None => object["metadata"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(text)
+                .collect::<Vec<_>>()
+                .join(","),
         }
     }
 }
@@ -159,6 +257,8 @@ pub struct Plan {
     pub objects_per_model: usize,
     /// Concurrent writers per object (each also reads the object live now and then).
     pub writers_per_object: usize,
+    /// Concurrent writers per conditions or finalizers object; 0: `writers_per_object`.
+    pub writers_per_list: usize,
     /// Mean pause between one writer's calls (exponentially distributed: bursts form).
     pub think: Duration,
     /// The deadline of every call.
@@ -168,6 +268,16 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Concurrent writers per object of the model.
+    pub fn writers(&self, model: Model) -> usize {
+        match model {
+            Model::Conditions | Model::Finalizers if self.writers_per_list > 0 => {
+                self.writers_per_list
+            }
+            _ => self.writers_per_object,
+        }
+    }
+
     /// The four workloads: 1 and 3 sidecars, group commit on and off.
     pub fn four_workloads(prefix: &str) -> Vec<Workload> {
         vec![
@@ -237,6 +347,16 @@ struct Input {
     to: String,
     value: String,
     rv: String,
+    /// A set_condition's condition (`ltt` empty: the time of the write).
+    condition: Option<ConditionInput>,
+}
+
+#[derive(Debug, Clone)]
+struct ConditionInput {
+    type_: String,
+    status: String,
+    reason: String,
+    ltt: String,
 }
 
 /// One call and its answer, as the checker reads it.
@@ -258,14 +378,21 @@ pub struct Op {
 
 impl Op {
     fn to_json(&self) -> Value {
+        let mut input = json!({
+            "from": self.input.from, "to": self.input.to,
+            "value": self.input.value, "rv": self.input.rv,
+        });
+        if let Some(c) = &self.input.condition {
+            input["type"] = json!(c.type_);
+            input["status"] = json!(c.status);
+            input["reason"] = json!(c.reason);
+            input["ltt"] = json!(c.ltt);
+        }
         json!({
             "client": self.client, "object": self.object,
             "call": self.call, "return": self.ret,
             "kind": self.kind, "via": self.via,
-            "input": {
-                "from": self.input.from, "to": self.input.to,
-                "value": self.input.value, "rv": self.input.rv,
-            },
+            "input": input,
             "result": self.result, "code": self.code, "reason": self.reason,
             "value": self.value, "rv": self.rv,
         })
@@ -349,6 +476,8 @@ impl Answer {
             pb::Outcome::Updated | pb::Outcome::Created => "ok",
             pb::Outcome::Unchanged => "unchanged",
             pb::Outcome::Aborted => "aborted",
+            // No workload deletes its objects: a model that meets it rejects it.
+            pb::Outcome::Gone => "gone",
             pb::Outcome::Unspecified => "unknown",
         };
         let object: Option<Value> = serde_json::from_str(&result.object_json).ok();
@@ -418,10 +547,11 @@ fn resource_version(object: &Value) -> String {
         .to_string()
 }
 
-fn target(ns: &str, name: &str) -> Option<pb::ObjectRef> {
+fn target(model: Model, ns: &str, name: &str) -> Option<pb::ObjectRef> {
+    let r = model.resource();
     Some(pb::ObjectRef {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
+        api_version: r.api_version,
+        kind: r.kind,
         namespace: ns.into(),
         name: name.into(),
     })
@@ -520,7 +650,7 @@ async fn transact(
 struct Writer {
     client_id: usize,
     client: WriterServiceClient<Channel>,
-    api: Api<ConfigMap>,
+    api: Api<DynamicObject>,
     ns: String,
     name: String,
     key: String,
@@ -561,12 +691,7 @@ impl Writer {
         let value = a
             .object
             .as_ref()
-            .map(|o| {
-                o["data"][self.model.field()]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
+            .map(|o| self.model.value_of(o))
             .unwrap_or_default();
         if a.object.is_some() && a.result != "unknown" {
             self.last_value = value.clone();
@@ -618,10 +743,25 @@ impl Writer {
         }
     }
 
+    /// PatchStatus, its answer classified.
+    async fn patch_status(&mut self, request: pb::PatchStatusRequest) -> Answer {
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(self.deadline);
+        let guard = self.deadline + Duration::from_secs(2);
+        match tokio::time::timeout(guard, self.client.patch_status(request)).await {
+            Ok(Ok(response)) => match response.into_inner().result {
+                Some(result) => Answer::of_result(&result),
+                None => Answer::no_answer("NO_RESULT"),
+            },
+            Ok(Err(status)) => Answer::of_status(&status, false),
+            Err(_) => Answer::no_answer("CLIENT_DEADLINE"),
+        }
+    }
+
     /// Transact with the caller's code `f`, its answer classified.
     async fn transact(&mut self, f: impl FnMut(&Value) -> Proposed) -> Answer {
         let begin = pb::TransactBegin {
-            target: target(&self.ns, &self.name),
+            target: target(self.model, &self.ns, &self.name),
             retry_policy: retry_policy(),
             ..Default::default()
         };
@@ -636,7 +776,7 @@ impl Writer {
 
     fn request(&self, mutation: Option<pb::Mutation>) -> pb::UpdateWithRetryRequest {
         pb::UpdateWithRetryRequest {
-            target: target(&self.ns, &self.name),
+            target: target(self.model, &self.ns, &self.name),
             mutation,
             retry_policy: retry_policy(),
             ..Default::default()
@@ -647,8 +787,8 @@ impl Writer {
     async fn read(&mut self) {
         let call = self.now();
         let answer = match tokio::time::timeout(self.deadline, self.api.get(&self.name)).await {
-            Ok(Ok(cm)) => {
-                let object = serde_json::to_value(&cm).unwrap_or_default();
+            Ok(Ok(got)) => {
+                let object = serde_json::to_value(&got).unwrap_or_default();
                 Answer {
                     result: "ok",
                     code: "OK".into(),
@@ -808,6 +948,74 @@ impl Writer {
         answer
     }
 
+    /// Sets one condition through the status subresource: a type, status and reason
+    /// at random, and in one call of two a lastTransitionTime of its own (a time in
+    /// 2001 no other call asks for), else the time of the write.
+    async fn set_condition(&mut self) -> Answer {
+        let pick =
+            |rng: &mut fastrand::Rng, from: &[&str]| from[rng.usize(..from.len())].to_string();
+        self.seq += 1;
+        let ltt = if self.rng.bool() {
+            let secs = 978_307_200 + self.client_id as u64 * 100_000 + self.seq;
+            let at = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+            humantime::format_rfc3339_seconds(at).to_string()
+        } else {
+            String::new()
+        };
+        let condition = ConditionInput {
+            type_: pick(&mut self.rng, &CONDITION_TYPES),
+            status: pick(&mut self.rng, &CONDITION_STATUSES),
+            reason: pick(&mut self.rng, &CONDITION_REASONS),
+            ltt,
+        };
+        let request = pb::PatchStatusRequest {
+            target: target(self.model, &self.ns, &self.name),
+            mutation: Some(pb::Mutation {
+                kind: Some(pb::mutation::Kind::SetCondition(pb::SetCondition {
+                    conditions: vec![pb::Condition {
+                        r#type: condition.type_.clone(),
+                        status: condition.status.clone(),
+                        reason: condition.reason.clone(),
+                        last_transition_time: condition.ltt.clone(),
+                        ..Default::default()
+                    }],
+                    path: String::new(),
+                })),
+            }),
+            retry_policy: retry_policy(),
+            ..Default::default()
+        };
+        let call = self.now();
+        let answer = self.patch_status(request).await;
+        let input = Input {
+            condition: Some(condition),
+            ..Default::default()
+        };
+        self.record("set_condition", "patch_status", input, call, &answer);
+        answer
+    }
+
+    /// Adds or removes one finalizer, at random.
+    async fn finalizer(&mut self) -> Answer {
+        let value = FINALIZERS[self.rng.usize(..FINALIZERS.len())].to_string();
+        let remove = self.rng.bool();
+        let request = self.request(Some(pb::Mutation {
+            kind: Some(pb::mutation::Kind::Finalizer(pb::FinalizerChange {
+                finalizer: value.clone(),
+                remove,
+            })),
+        }));
+        let call = self.now();
+        let answer = self.update(request).await;
+        let input = Input {
+            value,
+            ..Default::default()
+        };
+        let kind = if remove { "remove" } else { "add" };
+        self.record(kind, "finalizer", input, call, &answer);
+        answer
+    }
+
     /// One operation of this writer's model, chosen at random; its answer, or None for
     /// a read.
     async fn step(&mut self) -> Option<Answer> {
@@ -824,6 +1032,8 @@ impl Writer {
             Model::Register if r < 0.68 => self.cas("json_patch_test").await,
             Model::Register if r < 0.84 => self.cas("transact").await,
             Model::Register => self.cas_rv().await,
+            Model::Conditions => self.set_condition().await,
+            Model::Finalizers => self.finalizer().await,
             // An append left open is sent again, with its key, before any new one, as a
             // controller retries the work item it has not finished.
             Model::Set => {
@@ -881,7 +1091,7 @@ impl Writer {
 struct Running {
     spec: Workload,
     ns: String,
-    api: Api<ConfigMap>,
+    client: kube::Client,
     sidecars: Vec<Sidecar>,
     channels: Vec<Channel>,
     objects: Vec<Object>,
@@ -993,11 +1203,11 @@ async fn fault_step(
 
 /// Creates an object of a round, waiting (at most 30 s) for an API server that is
 /// still recovering from the last round's fault.
-async fn create(api: &Api<ConfigMap>, cm: &ConfigMap) -> ConfigMap {
-    let name = cm.metadata.name.as_deref().unwrap_or_default();
+async fn create(api: &Api<DynamicObject>, object: &DynamicObject) -> DynamicObject {
+    let name = object.metadata.name.as_deref().unwrap_or_default();
     let started = Instant::now();
     loop {
-        let error = match api.create(&PostParams::default(), cm).await {
+        let error = match api.create(&PostParams::default(), object).await {
             Ok(created) => return created,
             // An earlier try was created though its answer was lost; no writer has
             // started on it yet.
@@ -1026,6 +1236,7 @@ pub async fn run(plan: &Plan) -> Run {
     let binary = sidecar_binary();
     eprintln!("linearizability: sidecar binary {}", binary.display());
     let admin = cp.admin_client().await;
+    super::install_crd(&admin, CRD_PLURAL, CRD_KIND).await;
 
     let mut workloads = Vec::new();
     for spec in &plan.workloads {
@@ -1053,7 +1264,7 @@ pub async fn run(plan: &Plan) -> Run {
         }
         workloads.push(Running {
             spec: spec.clone(),
-            api: Api::namespaced(admin.clone(), &ns),
+            client: admin.clone(),
             ns,
             sidecars,
             channels,
@@ -1071,55 +1282,62 @@ pub async fn run(plan: &Plan) -> Run {
         let round = &plan.rounds[rounds % plan.rounds.len()];
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
-        for (w, workload) in workloads.iter_mut().enumerate() {
+        // The round's objects, created all at once.
+        let mut creating = Vec::new();
+        for (w, workload) in workloads.iter().enumerate() {
             for model in Model::ALL {
                 for i in 0..plan.objects_per_model {
                     let name = format!("r{rounds}-{}-{i}", model.name());
-                    let cm: ConfigMap = serde_json::from_value(json!({
-                        "metadata": {"name": name},
-                        "data": {model.field(): model.initial()},
-                    }))
-                    .expect("configmap");
-                    let created = create(&workload.api, &cm).await;
-                    let rv = created.metadata.resource_version.unwrap_or_default();
-                    let key = format!("{}/{name}", workload.ns);
-                    workload.objects.push(Object {
-                        key: key.clone(),
-                        model,
-                        initial_rv: rv.clone(),
+                    let api: Api<DynamicObject> = Api::namespaced_with(
+                        workload.client.clone(),
+                        &workload.ns,
+                        &model.resource(),
+                    );
+                    creating.push(async move {
+                        let created = create(&api, &model.object(&name)).await;
+                        (w, model, name, api, created)
                     });
-                    for _ in 0..plan.writers_per_object {
-                        let client_id = workload.next_client;
-                        workload.next_client += 1;
-                        let channel =
-                            workload.channels[client_id % workload.channels.len()].clone();
-                        let writer = Writer {
-                            client_id,
-                            client: WriterServiceClient::new(channel),
-                            api: workload.api.clone(),
-                            ns: workload.ns.clone(),
-                            name: name.clone(),
-                            key: key.clone(),
-                            model,
-                            origin,
-                            deadline: plan.deadline,
-                            think: plan.think,
-                            last_value: model.initial().into(),
-                            last_rv: rv.clone(),
-                            seq: 0,
-                            pending: VecDeque::new(),
-                            rng: fastrand::Rng::with_seed(
-                                (rounds as u64) << 32 | (w as u64) << 24 | client_id as u64,
-                            ),
-                            ops: Vec::new(),
-                            failures: 0,
-                        };
-                        tasks.push((
-                            w,
-                            tokio::spawn(writer.run(stopped.clone(), ops_done.clone())),
-                        ));
-                    }
                 }
+            }
+        }
+        for (w, model, name, api, created) in futures::future::join_all(creating).await {
+            let workload = &mut workloads[w];
+            let rv = created.metadata.resource_version.unwrap_or_default();
+            let key = format!("{}/{name}", workload.ns);
+            workload.objects.push(Object {
+                key: key.clone(),
+                model,
+                initial_rv: rv.clone(),
+            });
+            for _ in 0..plan.writers(model) {
+                let client_id = workload.next_client;
+                workload.next_client += 1;
+                let channel = workload.channels[client_id % workload.channels.len()].clone();
+                let writer = Writer {
+                    client_id,
+                    client: WriterServiceClient::new(channel),
+                    api: api.clone(),
+                    ns: workload.ns.clone(),
+                    name: name.clone(),
+                    key: key.clone(),
+                    model,
+                    origin,
+                    deadline: plan.deadline,
+                    think: plan.think,
+                    last_value: model.initial().into(),
+                    last_rv: rv.clone(),
+                    seq: 0,
+                    pending: VecDeque::new(),
+                    rng: fastrand::Rng::with_seed(
+                        (rounds as u64) << 32 | (w as u64) << 24 | client_id as u64,
+                    ),
+                    ops: Vec::new(),
+                    failures: 0,
+                };
+                tasks.push((
+                    w,
+                    tokio::spawn(writer.run(stopped.clone(), ops_done.clone())),
+                ));
             }
         }
         let at = origin.elapsed().as_secs_f64();
@@ -1311,6 +1529,9 @@ impl Run {
                 ("cas", "transact"),
                 ("cas_rv", "rv_precondition"),
                 ("append", "cel"),
+                ("set_condition", "patch_status"),
+                ("add", "finalizer"),
+                ("remove", "finalizer"),
                 ("read", "live_read"),
             ] {
                 let definite = h
@@ -1324,7 +1545,7 @@ impl Run {
                     h.name
                 );
             }
-            for kind in ["inc", "write", "append"] {
+            for kind in ["inc", "write", "append", "set_condition", "add", "remove"] {
                 assert!(
                     h.ops.iter().any(|op| op.kind == kind && op.result == "ok"),
                     "{}: no {kind} succeeded",

@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 
 mod parse;
 
+use crate::engine::cel::short;
 use crate::engine::mutation::{ApplyError, type_name};
 use crate::target::{ApiVersion, Kind, Name};
 
@@ -322,11 +323,13 @@ fn ensure_owner(metadata: &mut Map<String, Value>, owner: &Owner) -> Result<(), 
             .flatten()
             .find(|r| r["controller"].as_bool() == Some(true) && r["uid"].as_str() != Some(uid))
     {
+        // The object's own strings, quoted short: they may be anything.
+        let field = |name: &str| short(other[name].as_str().unwrap_or_default(), 80);
         return Err(ApplyError::AlreadyOwned(format!(
             "{}/{} (uid {})",
-            other["kind"].as_str().unwrap_or_default(),
-            other["name"].as_str().unwrap_or_default(),
-            other["uid"].as_str().unwrap_or_default()
+            field("kind"),
+            field("name"),
+            field("uid")
         )));
     }
     let at = references.and_then(|list| list.iter().position(|r| r["uid"].as_str() == Some(uid)));
@@ -439,7 +442,7 @@ fn list_at<'a>(
             field: field.to_string(),
             reason: format!(
                 "{} is {kind} on the current object, not a list",
-                path.as_str()
+                short(path.as_str(), 120)
             ),
         })
 }
@@ -450,11 +453,11 @@ fn not_an_object(field: &str, path: &FieldPath, depth: usize, value: &Value) -> 
         field: field.to_string(),
         reason: format!(
             "{} runs through {}, which is {} on the current object, not a map",
-            path.as_str(),
+            short(path.as_str(), 120),
             if prefix.is_empty() {
-                "the object"
+                "the object".to_string()
             } else {
-                &prefix
+                short(&prefix, 120)
             },
             type_name(value)
         ),

@@ -11,6 +11,14 @@
 #                         # tests/harness/jaeger.sh; a long first build, so only on demand)
 #   binaries.sh deploy    # also kustomize, helm and promtool, which render and check
 #                         # deploy/ (tests/integration/deploy.rs); only on demand
+#   binaries.sh node      # also a node (tests/harness/node-binaries.sh): kubelet,
+#                         # kube-controller-manager, kube-scheduler, containerd (+ its runc
+#                         # shim and ctr), runc, the CNI plugins bridge/host-local/loopback/
+#                         # portmap and a pause image (an OCI layout, pause-oci/ in the
+#                         # directory), for tests/harness/node.sh. runc is built with cgo
+#                         # and seccomp: as root, libseccomp-dev and pkg-config are
+#                         # installed from Debian when missing (and iptables and socat,
+#                         # which node.sh uses)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +29,7 @@ cache=${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}
 bindir="$cache/bin/set-k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-grpcurl-$GRPCURL_VERSION-buf-$BUF_VERSION"
 with_jaeger=false
 with_deploy=false
+with_node=false
 case "${1:-}" in
   "") ;;
   jaeger) with_jaeger=true; bindir="$bindir-jaeger-$JAEGER_VERSION" ;;
@@ -28,7 +37,11 @@ case "${1:-}" in
     with_deploy=true
     bindir="$bindir-kustomize-$KUSTOMIZE_VERSION-helm-$HELM_VERSION-promtool-$PROMTOOL_VERSION"
     ;;
-  *) echo "usage: $0 [jaeger|deploy]" >&2; exit 2 ;;
+  node)
+    with_node=true
+    bindir="$bindir-node-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cni-$CNI_PLUGINS_VERSION"
+    ;;
+  *) echo "usage: $0 [jaeger|deploy|node]" >&2; exit 2 ;;
 esac
 mkdir -p "$bindir"
 # tool_path NAME VERSION: where one tool's binary is cached.
@@ -150,7 +163,8 @@ fi
 
 # go_install PACKAGE VERSION OUTPUT [LDFLAGS [TAGS]]: `go install PACKAGE@VERSION` for a
 # module without replace directives (its own go.sum is used as it is), built once per
-# machine; runs at the same time wait for the lock, then find the binary.
+# machine; runs at the same time wait for the lock, then find the binary. Static
+# (CGO_ENABLED=0) unless GO_INSTALL_CGO=1.
 go_install() {
   local package=$1 version=$2 output=$3 ldflags="-s -w ${4:-}" tags=${5:-}
   [ -x "$output" ] && return 0
@@ -163,7 +177,7 @@ go_install() {
     log "building $package@$version (first run on this machine only; takes minutes)"
     local started=$SECONDS gobin
     gobin=$(mktemp -d)
-    GOBIN=$gobin CGO_ENABLED=0 nice -n 10 \
+    GOBIN=$gobin CGO_ENABLED=${GO_INSTALL_CGO:-0} nice -n 10 \
       go install -trimpath -ldflags="$ldflags" -tags="$tags" "$package@$version"
     mv "$gobin/$(basename "$output")" "$output"
     rm -rf "$gobin"
@@ -183,6 +197,11 @@ if $with_deploy; then
   go_install github.com/prometheus/prometheus/cmd/promtool "$PROMTOOL_VERSION" "$promtool" \
     "" remove_all_sd
   tools+=("$kustomize" "$helm" "$promtool")
+fi
+
+if $with_node; then
+  # shellcheck source=tests/harness/node-binaries.sh
+  . "$here/node-binaries.sh"
 fi
 
 for tool in "${tools[@]}"; do

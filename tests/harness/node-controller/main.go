@@ -1,0 +1,99 @@
+// The controller container of tests/integration/node.rs: a small static program built
+// from the Go client (clients/go) by tests/harness/node.sh. WORKERS goroutines each make
+// WRITES read-dependent increments of ConfigMap COUNTER in POD_NAMESPACE through the
+// sidecar at SAFEWRITE_ADDRESS, then it writes its figures as one JSON line to
+// /dev/termination-log (the pod's status carries it) and exits 0 only if every write
+// succeeded.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"safewrite.dev/clients/go/safewrite"
+)
+
+const increment = `{"data": {"n": string(int(object.data.n) + 1)}}`
+
+func number(name string, fallback int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return fallback
+}
+
+func main() {
+	workers, writes := number("WORKERS", 16), number("WRITES", 50)
+	counter := os.Getenv("COUNTER")
+	if counter == "" {
+		counter = "counter"
+	}
+	client, err := safewrite.NewClient("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		os.Exit(2)
+	}
+	defer client.Close()
+	ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap",
+		Namespace: os.Getenv("POD_NAMESPACE"), Name: counter}
+
+	latencies := make([]time.Duration, workers*writes)
+	attempts := make([]int, workers*writes)
+	var failures sync.Map
+	var wg sync.WaitGroup
+	started := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range writes {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				begin := time.Now()
+				res, err := client.Update(ctx, ref, safewrite.CEL(increment))
+				cancel()
+				latencies[w*writes+i] = time.Since(begin)
+				if err != nil {
+					failures.Store(fmt.Sprintf("%d/%d", w, i), err.Error())
+					continue
+				}
+				attempts[w*writes+i] = res.Attempts
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(started)
+
+	sort.Slice(latencies, func(a, b int) bool { return latencies[a] < latencies[b] })
+	quantile := func(q float64) float64 {
+		return float64(latencies[int(q*float64(len(latencies)-1))].Microseconds()) / 1000
+	}
+	total := 0
+	for _, a := range attempts {
+		total += a
+	}
+	failed := map[string]string{}
+	failures.Range(func(k, v any) bool {
+		if len(failed) < 5 {
+			failed[k.(string)] = v.(string)
+		}
+		return true
+	})
+	n := 0
+	failures.Range(func(any, any) bool { n++; return true })
+	figures, _ := json.Marshal(map[string]any{
+		"workers": workers, "writes": workers * writes, "failed": n, "examples": failed,
+		"attempts": total, "seconds": elapsed.Seconds(),
+		"p50_ms": quantile(0.50), "p99_ms": quantile(0.99),
+	})
+	fmt.Println(string(figures))
+	_ = os.WriteFile("/dev/termination-log", figures, 0o644)
+	if n > 0 {
+		os.Exit(1)
+	}
+}

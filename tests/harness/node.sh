@@ -1,0 +1,478 @@
+#!/usr/bin/env bash
+# A real Kubernetes node in the harness: containerd + runc + kubelet, registered with a
+# control plane of its own (tests/harness/controlplane.sh, plus kube-controller-manager
+# and kube-scheduler), running real pods.
+#
+#   tests/harness/node.sh run
+#
+# Needs root (a container runtime does). Builds (or takes from the cache) the node's
+# binaries (`binaries.sh node`) and the safewrite image (deploy/image/build.sh), starts
+# a control plane, containerd and a kubelet in a fresh temporary directory, imports the
+# pause image and the safewrite image, and when the node is Ready prints one line:
+#
+#   ready <dir>
+#
+# <dir>/env holds the control plane's KEY=VALUE lines plus NODE_NAME, CP_DIR (admin and
+# restricted kubeconfigs), SAFEWRITE_IMAGE (the image name pods use, with
+# imagePullPolicy: Never), POD_CIDR, SERVICE_HOST, KUBELET_PORT. Everything lives until
+# stdin reaches end-of-file (or SIGTERM/SIGINT/SIGHUP), then every process (pods,
+# shims, containerd, kubelet, the control plane), mount, network namespace, cgroup,
+# interface, route and iptables rule this script made is removed, with <dir>.
+#
+# The node, and what is not real about it:
+# - kubelet with `failCgroupV1: false`: kubelet 1.35+ refuses cgroup v1 unless told, and
+#   the machines this runs on have only cgroup v1. cgroupfs driver (no systemd), pods
+#   under a cgroup root of this node's own. The node's address is 127.0.0.1: its
+#   kubelet listens on loopback only, and the API server reaches it there (logs).
+# - containerd with `restrict_oom_score_adj = true`: here processes lack
+#   CAP_SYS_RESOURCE, so runc cannot lower a sandbox's oom_score_adj.
+# - The kubelet authenticates with the control plane's admin token (no TLS bootstrap,
+#   no Node authorizer: the control plane authorizes with RBAC only).
+# - Pods run on a bridge with a pod CIDR (a /24 of 10.244.0.0/16, CNI bridge +
+#   host-local) in network namespaces containerd makes under <dir>; pod traffic is
+#   never forwarded off the bridge (iptables FORWARD drops it, whatever IP forwarding
+#   says) nor masqueraded, and a pod has no default route: only its /24 and the service
+#   range (via the bridge address), so it reaches its own loopback, other pods and the
+#   node's bridge address, nothing else. 10.244.0.0/16 and the service range get blackhole routes
+#   on the node, so nothing sent there can leave the machine.
+# - No kube-proxy: the API server's Service address (KUBERNETES_SERVICE_HOST, which the
+#   kubelet gives every pod) is DNATed from the bridge to a TLS relay (socat) on the
+#   bridge address, which serves a certificate naming that Service address (signed by a
+#   CA of this node's, published to pods in kube-root-ca.crt with the control plane's)
+#   and forwards to the API server on loopback. controlplane.sh's serving certificate
+#   names only 127.0.0.1 and localhost, which a pod cannot reach; the relay is the
+#   stand-in for kube-proxy plus a certificate with the Service's address in it.
+# - kube-controller-manager (Deployments, ReplicaSets, Jobs, service accounts, the
+#   garbage collector, kube-root-ca.crt with both CAs) and kube-scheduler run with the
+#   admin identity too, without leader election, serving on loopback only.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+log() { echo "node: $*" >&2; }
+
+[ "${1:-}" = run ] || { echo "usage: $0 run    (start a node; stops when stdin closes)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { log "needs root (a container runtime does)"; exit 1; }
+
+started=$SECONDS
+bindir=$("$here/binaries.sh" node | tail -n 1)
+# deploy/image/build.sh stages in one directory of target/image: runs at the same time
+# (another checkout user's deploy/image/test.sh) can spoil each other's, so a failed
+# build is tried once more.
+image_layout=$(bash "$root/deploy/image/build.sh" | tail -n 1) ||
+  image_layout=$(bash "$root/deploy/image/build.sh" | tail -n 1) ||
+  { log "deploy/image/build.sh failed"; exit 1; }
+built=$SECONDS
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/safewrite-node.XXXXXX")
+chmod 0755 "$dir"
+id=$(basename "$dir" | tr -dc 'a-zA-Z0-9' | tail -c 6 | tr 'A-Z' 'a-z')
+node_name="safewrite-node-$id"
+bridge="swbr$id"
+cgroup_root="/safewrite-node-$id"
+containerd_pid=""
+kubelet_pid=""
+kcm_pid=""
+scheduler_pid=""
+relay_pid=""
+cp_pid=""
+added_routes=()
+iptables_rules=()
+
+# --- teardown ------------------------------------------------------------------------
+stop_pid() { # PID: TERM, up to 10 s, then KILL
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+cgroup_dirs() { # every cgroup v1 hierarchy's directory for this node's cgroup root
+  local mount
+  for mount in /sys/fs/cgroup/*/; do
+    [ -d "$mount${cgroup_root#/}" ] && echo "$mount${cgroup_root#/}"
+  done
+  return 0
+}
+teardown() {
+  trap - EXIT INT TERM HUP
+  stop_pid "$scheduler_pid"
+  stop_pid "$kcm_pid"
+  stop_pid "$kubelet_pid"
+  # Every process in the pods' cgroups (containers, pause), until none is left.
+  for _ in $(seq 1 50); do
+    local pids
+    pids=$(cgroup_dirs | while read -r d; do find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null; done | sort -u)
+    [ -n "$pids" ] || break
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.1
+  done
+  # The shims serving this containerd, then containerd.
+  local shim
+  for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address $dir/" 2>/dev/null || true); do
+    kill -KILL "$shim" 2>/dev/null || true
+  done
+  stop_pid "$containerd_pid"
+  stop_pid "$relay_pid"
+  # Mounts under <dir> (rootfs overlays, network namespaces, volumes), deepest first.
+  awk -v d="$dir/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+    while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
+  # Cgroups, deepest first.
+  cgroup_dirs | while read -r d; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
+  local rule
+  for rule in "${iptables_rules[@]}"; do
+    # shellcheck disable=SC2086
+    iptables -w 5 $rule 2>/dev/null || true
+  done
+  ip link del "$bridge" 2>/dev/null || true
+  local route
+  for route in "${added_routes[@]}"; do
+    ip route del blackhole "$route" 2>/dev/null || true
+  done
+  # The control plane stops when its stdin closes.
+  if [ -n "$cp_pid" ]; then
+    local cp_in=${CONTROLPLANE[1]:-}
+    [ -z "$cp_in" ] || exec {cp_in}>&-
+    wait "$cp_pid" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+}
+trap teardown EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
+
+fail() {
+  log "$*"
+  for f in "$dir"/containerd.log "$dir"/kubelet.log "$dir"/kube-controller-manager.log \
+    "$dir"/kube-scheduler.log; do
+    if [ -f "$f" ]; then
+      echo "--- last lines of $(basename "$f")" >&2
+      tail -n 25 "$f" >&2
+    fi
+  done
+  exit 1
+}
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# --- the control plane ----------------------------------------------------------------
+# The API server reaches the kubelet at its InternalIP (127.0.0.1): never by host name.
+coproc CONTROLPLANE {
+  SAFEWRITE_APISERVER_FLAGS="--kubelet-preferred-address-types InternalIP ${SAFEWRITE_APISERVER_FLAGS:-}" \
+    exec bash "$here/controlplane.sh" run
+}
+cp_pid=$CONTROLPLANE_PID
+read -r ready cp_dir <&"${CONTROLPLANE[0]}" || fail "the control plane did not start"
+[ "$ready" = ready ] || fail "the control plane did not start"
+# shellcheck disable=SC1091
+. "$cp_dir/env"
+started_node=$SECONDS
+admin() {
+  curl -sS --max-time 10 --cacert "$CA_FILE" -H "Authorization: Bearer $ADMIN_TOKEN" \
+    -H 'Content-Type: application/json' "$@"
+}
+
+# --- network: a bridge, a pod CIDR and the service range that route nowhere else -------
+# The pod CIDR is a /24 of 10.244.0.0/16 that no route on this machine uses, chosen per
+# node. 10.244.0.0/16 and the service range get blackhole routes (unless some route
+# already covers them), so only the bridge's /24 leads anywhere: to the pods.
+pod_cidr=""
+for _ in $(seq 1 50); do
+  candidate="10.244.$((RANDOM % 250 + 1)).0/24"
+  if ! ip route show | grep -q "^${candidate} "; then
+    pod_cidr=$candidate
+    break
+  fi
+done
+[ -n "$pod_cidr" ] || fail "no free /24 in 10.244.0.0/16"
+gateway="${pod_cidr%.0/24}.1"
+service_range=10.96.0.0/16 # controlplane.sh's --service-cluster-ip-range
+service_host=$(admin "$SERVER/api/v1/namespaces/default/services/kubernetes" | jq -r .spec.clusterIP)
+[ -n "$service_host" ] && [ "$service_host" != null ] || fail "no kubernetes Service address"
+for route in 10.244.0.0/16 "$service_range"; do
+  if ip route add blackhole "$route" 2>/dev/null; then
+    added_routes+=("$route")
+  fi
+done
+# The bridge exists before the CNI plugin sees it, so its address is ours.
+ip link add "$bridge" type bridge
+ip addr add "$gateway/24" dev "$bridge"
+ip link set "$bridge" up
+# Nothing from the pods is forwarded anywhere (IP forwarding stays as it is; off here).
+add_rule() { # TABLE CHAIN RULE...: insert now, delete at teardown
+  local table=$1 chain=$2
+  shift 2
+  iptables -w 5 -t "$table" -I "$chain" "$@"
+  iptables_rules+=("-t $table -D $chain $*")
+}
+add_rule filter FORWARD -i "$bridge" ! -o "$bridge" -j DROP
+add_rule filter FORWARD -o "$bridge" ! -i "$bridge" -j DROP
+
+# The API server's Service address -> the relay on the bridge address.
+pki="$dir/pki"
+mkdir -p "$pki"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=safewrite-node-ca" \
+  -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=kubernetes" \
+  -keyout "$pki/relay.key" -out "$pki/relay.csr" 2>/dev/null
+printf 'subjectAltName=IP:%s,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n' \
+  "$service_host" >"$pki/ext.cnf"
+openssl x509 -req -in "$pki/relay.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+  -CAcreateserial -days 2 -extfile "$pki/ext.cnf" -out "$pki/relay.crt" 2>/dev/null
+cat "$CA_FILE" "$pki/ca.crt" >"$pki/pod-ca.crt"
+relay_port=$(free_port)
+socat "OPENSSL-LISTEN:$relay_port,bind=$gateway,reuseaddr,fork,cert=$pki/relay.crt,key=$pki/relay.key,verify=0" \
+  "OPENSSL:127.0.0.1:$API_PORT,cafile=$CA_FILE,commonname=localhost" \
+  </dev/null >>"$dir/relay.log" 2>&1 &
+relay_pid=$!
+add_rule nat PREROUTING -i "$bridge" -d "$service_host" -p tcp --dport 443 \
+  -j DNAT --to-destination "$gateway:$relay_port"
+
+# --- containerd -------------------------------------------------------------------------
+mkdir -p "$dir/cni/net.d" "$dir/cni/bin" "$dir/opt"
+for plugin in bridge host-local loopback portmap; do
+  ln -s "$(readlink -f "$bindir/$plugin")" "$dir/cni/bin/$plugin"
+done
+cat >"$dir/cni/net.d/10-safewrite.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "safewrite-pods",
+  "plugins": [
+    {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false,
+     "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$gateway"}]],
+              "routes": [{"dst": "$service_range"}], "dataDir": "$dir/cni/ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+pause_image=$(jq -r '.manifests[0].annotations["io.containerd.image.name"]' "$bindir/pause-oci/index.json")
+cat >"$dir/containerd.toml" <<TOML
+version = 3
+root = "$dir/containerd/root"
+state = "$dir/containerd/state"
+[grpc]
+  address = "$dir/containerd.sock"
+[ttrpc]
+  address = "$dir/containerd.sock.ttrpc"
+[plugins.'io.containerd.internal.v1.opt']
+  path = "$dir/opt"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "$pause_image"
+[plugins.'io.containerd.cri.v1.runtime']
+  # Processes here lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj.
+  restrict_oom_score_adj = true
+  # Network namespaces under the state directory, so teardown finds them all.
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+      BinaryName = "$(readlink -f "$bindir/runc")"
+      SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$dir/cni/bin"]
+    conf_dir = "$dir/cni/net.d"
+TOML
+# The shim is found on PATH.
+PATH="$bindir:$PATH" "$bindir/containerd" --config "$dir/containerd.toml" \
+  </dev/null >>"$dir/containerd.log" 2>&1 &
+containerd_pid=$!
+ctr() { "$bindir/ctr" --address "$dir/containerd.sock" --namespace k8s.io "$@"; }
+for i in $(seq 1 100); do
+  ctr version >/dev/null 2>&1 && break
+  kill -0 "$containerd_pid" 2>/dev/null || fail "containerd exited during start-up"
+  [ "$i" = 100 ] && fail "containerd did not answer within 20s"
+  sleep 0.2
+done
+
+# --- images: pause and safewrite, from OCI layouts ----------------------------------------
+tar --create --file "$dir/pause.tar" --directory "$bindir/pause-oci/" .
+ctr images import --local "$dir/pause.tar" >/dev/null || fail "import the pause image"
+# The safewrite image's layout, named in its index the way `ctr images import` reads it
+# (the archive build.sh writes also carries a docker-style manifest.json, whose tag
+# would give the image a second, unqualified name).
+version=$(jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]' "$image_layout/index.json")
+safewrite_image="safewrite.test/safewrite:$version"
+mkdir -p "$dir/safewrite-oci"
+cp -r "$image_layout/blobs" "$image_layout/oci-layout" "$dir/safewrite-oci/"
+jq -c --arg name "$safewrite_image" \
+  '.manifests[0].annotations["io.containerd.image.name"] = $name' \
+  "$image_layout/index.json" >"$dir/safewrite-oci/index.json"
+tar --create --file "$dir/safewrite.tar" --directory "$dir/safewrite-oci" .
+ctr images import --local "$dir/safewrite.tar" >/dev/null || fail "import the safewrite image"
+rm -rf "$dir/safewrite-oci" "$dir/safewrite.tar" "$dir/pause.tar"
+
+# The controller image: tests/harness/node-controller, a static program of the Go client
+# (clients/go as committed at HEAD, so that work in progress in the checkout cannot break
+# it), built in a throwaway module; Go's build cache makes a rebuild a link step.
+controller_work="$dir/node-controller"
+mkdir -p "$controller_work/src"
+cp "$here/node-controller/main.go" "$controller_work/"
+git -C "$root" archive HEAD clients/go | tar -x -C "$controller_work/src" ||
+  fail "take clients/go from HEAD"
+(
+  cd "$controller_work"
+  go mod init safewrite.test/node-controller >/dev/null 2>&1
+  go mod edit -require safewrite.dev/clients/go@v0.0.0 \
+    -replace "safewrite.dev/clients/go=$controller_work/src/clients/go"
+  cp src/clients/go/go.sum go.sum
+  GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o controller .
+) >&2 || fail "build tests/harness/node-controller"
+controller_image="safewrite.test/node-controller:$(sha256sum "$controller_work/controller" | cut -c1-16)"
+bash "$here/file-image.sh" "$controller_work/controller" "$controller_image" 65532:65532 \
+  "$controller_work/oci"
+tar --create --file "$controller_work/oci.tar" --directory "$controller_work/oci" .
+ctr images import --local "$controller_work/oci.tar" >/dev/null || fail "import the controller image"
+images=$(ctr images ls -q)
+for image in "$pause_image" "$safewrite_image" "$controller_image"; do
+  grep -qx "$image" <<<"$images" || fail "no image $image after the imports: $images"
+done
+
+# --- kubelet --------------------------------------------------------------------------------
+for d in /sys/fs/cgroup/*/; do
+  [ -L "${d%/}" ] && continue # cpu,cpuacct style links to a joint hierarchy
+  mkdir -p "$d${cgroup_root#/}"
+  if [ -f "${d}cpuset.cpus" ]; then
+    cat "${d}cpuset.cpus" >"$d${cgroup_root#/}/cpuset.cpus"
+    cat "${d}cpuset.mems" >"$d${cgroup_root#/}/cpuset.mems"
+  fi
+done
+kubelet_port=$(free_port)
+healthz_port=$(free_port)
+: >"$dir/resolv.conf" # pods get no name server: nothing to ask outside
+cp "$cp_dir/admin.kubeconfig" "$dir/kubelet.kubeconfig"
+cat >"$dir/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# kubelet 1.35+ refuses to start on cgroup v1 unless this says false; the machines this
+# harness runs on have cgroup v1 only (kubelet warns that v1 support is deprecated).
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: $cgroup_root
+address: 127.0.0.1
+port: $kubelet_port
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $healthz_port
+# On loopback only: the API server asks it for logs without client credentials.
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+resolvConf: $dir/resolv.conf
+failSwapOn: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+containerRuntimeEndpoint: unix://$dir/containerd.sock
+syncFrequency: 5s
+fileCheckFrequency: 5s
+nodeStatusUpdateFrequency: 5s
+serializeImagePulls: false
+localStorageCapacityIsolation: false
+# Container logs under <dir> too (the default is /var/log/pods).
+podLogsDir: $dir/pod-logs
+YAML
+"$bindir/kubelet" \
+  --config "$dir/kubelet.yaml" \
+  --kubeconfig "$dir/kubelet.kubeconfig" \
+  --root-dir "$dir/kubelet" \
+  --cert-dir "$dir/kubelet/pki" \
+  --hostname-override "$node_name" \
+  --node-ip 127.0.0.1 \
+  --v 2 \
+  </dev/null >>"$dir/kubelet.log" 2>&1 &
+kubelet_pid=$!
+
+for i in $(seq 1 300); do
+  ready_status=$(admin "$SERVER/api/v1/nodes/$node_name" 2>/dev/null |
+    jq -r '.status.conditions // [] | map(select(.type == "Ready")) | .[0].status // ""' 2>/dev/null || true)
+  [ "$ready_status" = True ] && break
+  kill -0 "$kubelet_pid" 2>/dev/null || fail "kubelet exited during start-up"
+  kill -0 "$containerd_pid" 2>/dev/null || fail "containerd exited during start-up"
+  [ "$i" = 300 ] && fail "node $node_name was not Ready within 60s"
+  sleep 0.2
+done
+
+# --- kube-controller-manager and kube-scheduler -----------------------------------------
+"$bindir/kube-controller-manager" \
+  --kubeconfig "$cp_dir/admin.kubeconfig" \
+  --authentication-kubeconfig "$cp_dir/admin.kubeconfig" \
+  --authorization-kubeconfig "$cp_dir/admin.kubeconfig" \
+  --leader-elect=false \
+  --bind-address 127.0.0.1 \
+  --secure-port "$(free_port)" \
+  --root-ca-file "$pki/pod-ca.crt" \
+  --use-service-account-credentials=false \
+  --controllers '*' \
+  --concurrent-job-syncs 5 \
+  </dev/null >>"$dir/kube-controller-manager.log" 2>&1 &
+kcm_pid=$!
+"$bindir/kube-scheduler" \
+  --kubeconfig "$cp_dir/admin.kubeconfig" \
+  --authentication-kubeconfig "$cp_dir/admin.kubeconfig" \
+  --authorization-kubeconfig "$cp_dir/admin.kubeconfig" \
+  --leader-elect=false \
+  --bind-address 127.0.0.1 \
+  --secure-port "$(free_port)" \
+  </dev/null >>"$dir/kube-scheduler.log" 2>&1 &
+scheduler_pid=$!
+# Ready for pods once the default service account exists (the controller-manager made it)
+# and the node is schedulable (the controller-manager took the not-ready taint off).
+for i in $(seq 1 300); do
+  sa=$(admin -o /dev/null -w '%{http_code}' "$SERVER/api/v1/namespaces/default/serviceaccounts/default" || true)
+  taints=$(admin "$SERVER/api/v1/nodes/$node_name" | jq -c '.spec.taints // []' 2>/dev/null || echo '?')
+  [ "$sa" = 200 ] && [ "$taints" = '[]' ] && break
+  kill -0 "$kcm_pid" 2>/dev/null || fail "kube-controller-manager exited during start-up"
+  kill -0 "$scheduler_pid" 2>/dev/null || fail "kube-scheduler exited during start-up"
+  [ "$i" = 300 ] && fail "no default service account or an untainted node within 60s (taints: $taints)"
+  sleep 0.2
+done
+
+{
+  cat "$cp_dir/env"
+  echo "CP_DIR=$cp_dir"
+  echo "NODE_NAME=$node_name"
+  echo "SAFEWRITE_IMAGE=$safewrite_image"
+  echo "PAUSE_IMAGE=$pause_image"
+  echo "CONTROLLER_IMAGE=$controller_image"
+  echo "POD_CIDR=$pod_cidr"
+  echo "SERVICE_HOST=$service_host"
+  echo "POD_CA_FILE=$pki/pod-ca.crt"
+  echo "KUBELET_PORT=$kubelet_port"
+  echo "KUBELET_PID=$kubelet_pid"
+  echo "CONTAINERD_PID=$containerd_pid"
+  echo "CONTAINERD_ADDRESS=$dir/containerd.sock"
+  echo "NODE_BIN=$bindir"
+  echo "KCM_PID=$kcm_pid"
+  echo "SCHEDULER_PID=$scheduler_pid"
+  echo "CGROUP_ROOT=$cgroup_root"
+  echo "BRIDGE=$bridge"
+} >"$dir/env"
+log "node $node_name ready for pods in $((SECONDS - started_node))s (control plane $((started_node - built))s, binaries and image $((built - started))s); pods on $pod_cidr via $bridge"
+echo "ready $dir"
+
+# Live until stdin closes; stop early if a component dies.
+while true; do
+  rc=0
+  read -r -t 1 _ || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -le 128 ]; then
+    exit 0
+  fi
+  kill -0 "$kubelet_pid" 2>/dev/null || fail "kubelet exited unexpectedly"
+  kill -0 "$containerd_pid" 2>/dev/null || fail "containerd exited unexpectedly"
+  kill -0 "$kcm_pid" 2>/dev/null || fail "kube-controller-manager exited unexpectedly"
+  kill -0 "$scheduler_pid" 2>/dev/null || fail "kube-scheduler exited unexpectedly"
+  kill -0 "$relay_pid" 2>/dev/null || fail "the API relay exited unexpectedly"
+  kill -0 "$cp_pid" 2>/dev/null || fail "the control plane exited unexpectedly"
+done

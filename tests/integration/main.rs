@@ -24,6 +24,7 @@ mod linearizability;
 mod listeners;
 mod memory;
 mod no_write;
+mod node;
 mod observability;
 mod policy;
 mod ratelimit;

@@ -1,0 +1,627 @@
+//! The sidecar in real pods, on a real node: tests/harness/node.sh starts a control plane
+//! of its own (with kube-controller-manager and kube-scheduler), containerd, runc and a
+//! kubelet, and imports the image deploy/image/build.sh makes. Then:
+//!
+//! - deploy/kubernetes/sidecar.yaml's objects, in a namespace that enforces PodSecurity
+//!   `restricted`, and its Deployment's pod template run as a Pod (to completion) whose
+//!   controller writes through the sidecar on loopback: the kubelet starts the sidecar
+//!   first, its startup probe (`safewrite health`, in the scratch image) passes before
+//!   any controller starts, it runs as 65532 with a read-only root filesystem and the
+//!   pod's projected service-account token, reaches the API server with the in-cluster
+//!   configuration the kubelet gives it, every increment lands exactly once, and it is
+//!   stopped after the last controller has exited;
+//! - a Job whose containers make their writes and exit completes, and its sidecar stops
+//!   after them;
+//! - the pod range and the service range lead nowhere but the node's bridge.
+//!
+//! The pod's controller is tests/harness/node-controller, a static program of the Go
+//! client: 16 goroutines × 50 read-dependent increments through the sidecar; the Job's
+//! controllers are the image's own CLI (`safewrite update --cel`, one write each).
+//!
+//! The node needs root (a container runtime does). Without it these tests say so loudly
+//! and pass without running; everything else they need is built by the harness and
+//! cached outside the checkout.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::deploy::create;
+use crate::support::{self, INCREMENT, repo_root, run_script};
+
+/// A running node (tests/harness/node.sh), shared by the tests of this module. It stops
+/// when this process ends: the pipe to the script's stdin closes.
+struct Node {
+    env: HashMap<String, String>,
+    _child: Mutex<Child>,
+    _control: Mutex<(ChildStdin, BufReader<ChildStdout>)>,
+}
+
+impl Node {
+    /// The node, started on first use; `None` (said loudly) where it cannot run.
+    fn shared() -> Option<&'static Node> {
+        static NODE: OnceLock<Option<Node>> = OnceLock::new();
+        NODE.get_or_init(|| {
+            if !is_root() {
+                eprintln!(
+                    "\n*** SKIPPED: the node tests (tests/integration/node.rs) need root, as a \
+                     container runtime does; they did not run ***\n"
+                );
+                return None;
+            }
+            let started = Instant::now();
+            let (child, stdin, stdout, dir, env) = run_script("tests/harness/node.sh", &[]);
+            eprintln!(
+                "node {} ready in {:.1}s at {}",
+                env["NODE_NAME"],
+                started.elapsed().as_secs_f64(),
+                dir.display()
+            );
+            Some(Node {
+                env,
+                _child: Mutex::new(child),
+                _control: Mutex::new((stdin, stdout)),
+            })
+        })
+        .as_ref()
+    }
+
+    fn image(&self) -> &str {
+        &self.env["SAFEWRITE_IMAGE"]
+    }
+
+    async fn admin_client(&self) -> kube::Client {
+        support::client_from(&PathBuf::from(&self.env["CP_DIR"]).join("admin.kubeconfig")).await
+    }
+
+    /// `ctr` against this node's containerd, in the kubelet's namespace.
+    fn ctr(&self, args: &[&str]) -> String {
+        let out = Command::new(self.dir_tool("ctr"))
+            .args([
+                "--address",
+                &self.env["CONTAINERD_ADDRESS"],
+                "--namespace",
+                "k8s.io",
+            ])
+            .args(args)
+            .output()
+            .expect("run ctr");
+        assert!(out.status.success(), "ctr {args:?}: {out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    fn dir_tool(&self, name: &str) -> PathBuf {
+        PathBuf::from(&self.env["NODE_BIN"]).join(name)
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|ids| ids.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A namespace that enforces, warns about and audits PodSecurity `restricted`.
+async fn restricted_namespace(client: &kube::Client, prefix: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!(
+        "{prefix}-{}",
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let mut labels = BTreeMap::new();
+    for mode in ["enforce", "warn", "audit"] {
+        labels.insert(format!("pod-security.kubernetes.io/{mode}"), "restricted");
+        labels.insert(
+            format!("pod-security.kubernetes.io/{mode}-version"),
+            "latest",
+        );
+    }
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    name
+}
+
+/// deploy/kubernetes/sidecar.yaml's documents, each put into `namespace`.
+fn manifest(namespace: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(repo_root().join("deploy/kubernetes/sidecar.yaml"))
+        .expect("read sidecar.yaml");
+    serde_saphyr::from_multiple::<Value>(&text)
+        .expect("YAML")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .map(|mut d| {
+            d["metadata"]["namespace"] = json!(namespace);
+            if d["kind"] == "RoleBinding" {
+                for subject in d["subjects"].as_array_mut().expect("subjects") {
+                    subject["namespace"] = json!(namespace);
+                }
+            }
+            d
+        })
+        .collect()
+}
+
+/// Creates sidecar.yaml's ServiceAccount, Role and RoleBinding in `namespace`, and
+/// returns its Deployment as the API server defaults it (a server-side dry run).
+async fn install_manifest(client: &kube::Client, namespace: &str) -> Value {
+    let mut deployment = None;
+    for object in manifest(namespace) {
+        let api_version = object["apiVersion"].as_str().unwrap().to_string();
+        let kind = object["kind"].as_str().unwrap().to_string();
+        let dry_run = kind == "Deployment";
+        let answer = create(
+            client,
+            namespace,
+            &api_version,
+            &kind,
+            "application/json",
+            serde_json::to_vec(&object).unwrap(),
+            dry_run,
+        )
+        .await;
+        assert_eq!(
+            answer.status,
+            http::StatusCode::CREATED,
+            "{kind}: {}",
+            answer.body
+        );
+        assert!(answer.warnings.is_empty(), "{kind}: {:?}", answer.warnings);
+        if dry_run {
+            deployment = Some(answer.body);
+        }
+    }
+    deployment.expect("sidecar.yaml has a Deployment")
+}
+
+/// The Deployment's pod spec, run to completion (`restartPolicy: Never`): the sidecar
+/// from the image under test, and `controllers` in place of the example controller, each
+/// made from it (its securityContext and SAFEWRITE_ADDRESS kept) by `make(controller, i)`.
+fn pod_spec(
+    deployment: &Value,
+    image: &str,
+    controllers: usize,
+    make: impl Fn(&mut Value, usize),
+) -> Value {
+    let mut spec = deployment["spec"]["template"]["spec"].clone();
+    spec["restartPolicy"] = json!("Never");
+    let sidecar = &mut spec["initContainers"][0];
+    assert_eq!(sidecar["name"], "safewrite");
+    sidecar["image"] = json!(image);
+    sidecar["imagePullPolicy"] = json!("Never");
+    let template = spec["containers"][0].clone();
+    let containers: Vec<Value> = (0..controllers)
+        .map(|i| {
+            let mut c = template.clone();
+            c["imagePullPolicy"] = json!("Never");
+            make(&mut c, i);
+            c
+        })
+        .collect();
+    spec["containers"] = json!(containers);
+    spec
+}
+
+/// `writers` controllers that each run the image's own CLI once, `safewrite update
+/// cm/COUNTER --cel INCREMENT`, through the sidecar (the image has no shell).
+fn cli_writers(deployment: &Value, image: &str, counter: &str, writers: usize) -> Value {
+    pod_spec(deployment, image, writers, |c, i| {
+        c["name"] = json!(format!("controller-{i}"));
+        c["image"] = json!(image);
+        c["command"] = json!(["/safewrite"]);
+        c["args"] = json!(["update", format!("cm/{counter}"), "--cel", INCREMENT]);
+        // Small writers side by side: ask for little.
+        c["resources"] = json!({"requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"memory": "64Mi"}});
+    })
+}
+
+async fn create_counter(client: &kube::Client, namespace: &str, name: &str) {
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"n": "0"}})).unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create the counter");
+}
+
+async fn count(client: &kube::Client, namespace: &str, name: &str) -> u64 {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .expect("get the counter");
+    cm.data.unwrap_or_default()["n"].parse().expect("a number")
+}
+
+/// What the test saw of a pod while polling it every 50 ms.
+#[derive(Default, Debug)]
+struct Watched {
+    /// From the create request to the sidecar's `started` (its startup probe passed).
+    sidecar_started: Option<Duration>,
+    /// From the create request to the sidecar's `ready`.
+    sidecar_ready: Option<Duration>,
+    /// The highest memory use the sidecar's cgroup recorded (memory.max_usage_in_bytes),
+    /// and its RSS (memory.stat rss) when that was read.
+    peak_memory: u64,
+    rss: u64,
+    /// The sidecar's container id.
+    sidecar_id: String,
+}
+
+/// The memory cgroup (v1) directory of container `id` under the node's cgroup root.
+fn memory_cgroup(node: &Node, id: &str) -> Option<PathBuf> {
+    fn find(dir: &Path, id: &str, depth: usize) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if entry.file_name().to_string_lossy() == id {
+                return Some(path);
+            }
+            if depth > 0
+                && let Some(found) = find(&path, id, depth - 1)
+            {
+                return Some(found);
+            }
+        }
+        None
+    }
+    let root = PathBuf::from("/sys/fs/cgroup/memory")
+        .join(node.env["CGROUP_ROOT"].trim_start_matches('/'));
+    find(&root, id, 4)
+}
+
+/// Polls pod `name` until it has finished (Succeeded or Failed) or `timeout` passes,
+/// noting when the sidecar started and became ready, and its memory.
+async fn watch_pod(
+    node: &Node,
+    pods: &Api<Pod>,
+    name: &str,
+    created: Instant,
+    timeout: Duration,
+) -> (Pod, Watched) {
+    let mut watched = Watched::default();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let pod = pods.get(name).await.expect("get pod");
+        let status = pod.status.clone().unwrap_or_default();
+        if let Some(sidecar) = status
+            .init_container_statuses
+            .as_ref()
+            .and_then(|s| s.iter().find(|c| c.name == "safewrite"))
+        {
+            if sidecar.started == Some(true) && watched.sidecar_started.is_none() {
+                watched.sidecar_started = Some(created.elapsed());
+            }
+            if sidecar.ready && watched.sidecar_ready.is_none() {
+                watched.sidecar_ready = Some(created.elapsed());
+            }
+            if let Some(id) = sidecar.container_id.as_deref() {
+                watched.sidecar_id = id.trim_start_matches("containerd://").to_string();
+                if let Some(dir) = memory_cgroup(node, &watched.sidecar_id) {
+                    let peak = std::fs::read_to_string(dir.join("memory.max_usage_in_bytes"))
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .unwrap_or(0);
+                    if peak >= watched.peak_memory {
+                        watched.peak_memory = peak;
+                        watched.rss = std::fs::read_to_string(dir.join("memory.stat"))
+                            .ok()
+                            .and_then(|s| {
+                                s.lines()
+                                    .find_map(|l| l.strip_prefix("rss "))
+                                    .and_then(|v| v.parse().ok())
+                            })
+                            .unwrap_or(watched.rss);
+                    }
+                }
+            }
+        }
+        let phase = status.phase.clone().unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            return (pod, watched);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pod {name} still {phase} after {timeout:?}: {:#?}",
+            status
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn time_of(value: &Value, pointer: &str) -> String {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no {pointer} in {value:#}"))
+        .to_string()
+}
+
+/// Asserts the order a native sidecar promises, from the pod's own status: the sidecar
+/// started before every controller, and exited 0 after every controller exited.
+fn assert_sidecar_order(pod: &Value) {
+    let sidecar = &pod["status"]["initContainerStatuses"][0];
+    assert_eq!(sidecar["name"], "safewrite");
+    let sidecar_started = time_of(sidecar, "/state/terminated/startedAt");
+    let sidecar_finished = time_of(sidecar, "/state/terminated/finishedAt");
+    assert_eq!(
+        sidecar["state"]["terminated"]["exitCode"], 0,
+        "the sidecar's exit: {sidecar:#}"
+    );
+    for controller in pod["status"]["containerStatuses"]
+        .as_array()
+        .expect("container statuses")
+    {
+        let terminated = &controller["state"]["terminated"];
+        assert_eq!(terminated["exitCode"], 0, "{controller:#}");
+        // RFC 3339 in UTC with whole seconds: text order is time order.
+        assert!(
+            sidecar_started <= time_of(controller, "/state/terminated/startedAt"),
+            "{} started before the sidecar: {pod:#}",
+            controller["name"]
+        );
+        assert!(
+            time_of(controller, "/state/terminated/finishedAt") <= sidecar_finished,
+            "the sidecar stopped before {} finished: {pod:#}",
+            controller["name"]
+        );
+    }
+}
+
+/// The OCI spec containerd gave runc for the sidecar: its user, root and mounts.
+fn assert_restricted_runtime(node: &Node, container_id: &str) {
+    let info: Value =
+        serde_json::from_str(&node.ctr(&["containers", "info", container_id])).expect("JSON");
+    let spec = &info["Spec"];
+    assert_eq!(spec["process"]["user"]["uid"], 65532, "{spec:#}");
+    assert_eq!(spec["process"]["user"]["gid"], 65532, "{spec:#}");
+    assert_eq!(spec["root"]["readonly"], true, "read-only root: {spec:#}");
+    assert_eq!(spec["process"]["noNewPrivileges"], true, "{spec:#}");
+    assert_eq!(
+        spec["process"]["capabilities"]["effective"]
+            .as_array()
+            .map_or(0, Vec::len),
+        0,
+        "no capabilities: {spec:#}"
+    );
+    assert!(
+        spec["linux"]["seccomp"].is_object(),
+        "RuntimeDefault seccomp: {spec:#}"
+    );
+    let mounts = spec["mounts"].as_array().expect("mounts");
+    assert!(
+        mounts.iter().any(|m| {
+            m["destination"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+                && m["options"]
+                    .as_array()
+                    .is_some_and(|o| o.iter().any(|x| x == "ro"))
+        }),
+        "the projected service-account token, read-only: {mounts:#?}"
+    );
+    // No kubeconfig: the sidecar found the API server the in-cluster way.
+    let env = spec["process"]["env"].as_array().expect("env");
+    assert!(
+        env.iter().any(|e| e
+            .as_str()
+            .is_some_and(|e| e.starts_with("KUBERNETES_SERVICE_HOST="))),
+        "{env:?}"
+    );
+    assert!(
+        !env.iter().any(|e| e.as_str().is_some_and(
+            |e| e.contains("KUBECONFIG=") || e.starts_with("KUBERNETES_SERVICE_HOST=127.")
+        )),
+        "{env:?}"
+    );
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / 1048576.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecar_runs_first_and_stops_last_in_a_restricted_pod() {
+    let Some(node) = Node::shared() else { return };
+    let client = node.admin_client().await;
+    let ns = restricted_namespace(&client, "node-pod").await;
+    let deployment = install_manifest(&client, &ns).await;
+    create_counter(&client, &ns, "counter").await;
+
+    // The controller: the Go client in a static program, 16 goroutines × 50
+    // read-dependent increments through the sidecar on loopback.
+    const WORKERS: u64 = 16;
+    const WRITES: u64 = 50;
+    let controller_image = node.env["CONTROLLER_IMAGE"].clone();
+    let spec = pod_spec(&deployment, node.image(), 1, |c, _| {
+        c["image"] = json!(controller_image);
+        let env = c["env"].as_array_mut().expect("the controller's env");
+        env.push(json!({"name": "POD_NAMESPACE",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}));
+        env.push(json!({"name": "WORKERS", "value": WORKERS.to_string()}));
+        env.push(json!({"name": "WRITES", "value": WRITES.to_string()}));
+        env.push(json!({"name": "COUNTER", "value": "counter"}));
+    });
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "my-controller", "labels": {"app.kubernetes.io/name": "my-controller"}},
+        "spec": spec});
+    let created = Instant::now();
+    let answer = create(
+        &client,
+        &ns,
+        "v1",
+        "Pod",
+        "application/json",
+        serde_json::to_vec(&pod).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
+    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let (pod, watched) = watch_pod(
+        node,
+        &pods,
+        "my-controller",
+        created,
+        Duration::from_secs(240),
+    )
+    .await;
+    let finished = created.elapsed();
+    let pod = serde_json::to_value(&pod).unwrap();
+    assert_eq!(pod["status"]["phase"], "Succeeded", "{pod:#}");
+    assert_sidecar_order(&pod);
+    assert_restricted_runtime(node, &watched.sidecar_id);
+    assert_eq!(count(&client, &ns, "counter").await, WORKERS * WRITES);
+    let figures: Value = serde_json::from_str(
+        pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+            .as_str()
+            .expect("the controller's figures"),
+    )
+    .expect("JSON figures");
+    eprintln!(
+        "node pod: sidecar started (startup probe passed) {:.1}s after the create, seen \
+         ready: {:?}; controller (Go client): {} writes in {:.1}s, {} attempts, p50 {} ms, p99 {} \
+         ms, count {}; pod Succeeded {:.1}s after the create; sidecar memory peak {:.1} MiB \
+         (cgroup max usage), rss {:.1} MiB",
+        watched
+            .sidecar_started
+            .map_or(f64::NAN, |d| d.as_secs_f64()),
+        watched.sidecar_ready,
+        figures["writes"],
+        figures["seconds"].as_f64().unwrap_or(f64::NAN),
+        figures["attempts"],
+        figures["p50_ms"],
+        figures["p99_ms"],
+        WORKERS * WRITES,
+        finished.as_secs_f64(),
+        mib(watched.peak_memory),
+        mib(watched.rss),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_completes_and_its_sidecar_stops_after_the_writes() {
+    let Some(node) = Node::shared() else { return };
+    let client = node.admin_client().await;
+    let ns = restricted_namespace(&client, "node-job").await;
+    let deployment = install_manifest(&client, &ns).await;
+    create_counter(&client, &ns, "counter").await;
+
+    const WRITERS: usize = 3;
+    let spec = cli_writers(&deployment, node.image(), "counter", WRITERS);
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "writes"},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": "my-controller"}},
+            "spec": spec}}});
+    let created = Instant::now();
+    let answer = create(
+        &client,
+        &ns,
+        "batch/v1",
+        "Job",
+        "application/json",
+        serde_json::to_vec(&job).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
+    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let job = loop {
+        let job = jobs.get("writes").await.expect("get job");
+        let conditions = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|c| c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed"))
+        {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "job not finished: {job:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let completed = created.elapsed();
+    let job = serde_json::to_value(&job).unwrap();
+    let complete = job["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Complete" && c["status"] == "True");
+    assert!(complete, "{job:#}");
+    assert_eq!(count(&client, &ns, "counter").await, WRITERS as u64);
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let list = pods
+        .list(&ListParams::default().labels("job-name=writes"))
+        .await
+        .expect("list the job's pods");
+    assert_eq!(list.items.len(), 1, "one pod, no retry");
+    let pod = serde_json::to_value(&list.items[0]).unwrap();
+    assert_eq!(pod["status"]["phase"], "Succeeded", "{pod:#}");
+    assert_sidecar_order(&pod);
+    eprintln!(
+        "node job: {WRITERS} writers, count {WRITERS}; Complete {:.1}s after the create \
+         (status: {} to {})",
+        completed.as_secs_f64(),
+        job["status"]["startTime"],
+        job["status"]["completionTime"],
+    );
+}
+
+/// `ip route get ADDRESS` on the node: whether a route exists, and what it says.
+fn route(address: &str) -> (bool, String) {
+    let out = Command::new("ip")
+        .args(["route", "get", address])
+        .output()
+        .expect("run ip route get");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn pod_and_service_addresses_route_nowhere_but_the_bridge() {
+    let Some(node) = Node::shared() else { return };
+    let bridge = &node.env["BRIDGE"];
+    let pods = node.env["POD_CIDR"].trim_end_matches(".0/24").to_string();
+    let (found, text) = route(&format!("{pods}.200"));
+    assert!(
+        found && text.contains(&format!("dev {bridge} ")),
+        "{pods}.200 should lead to {bridge}: {text}"
+    );
+    // Another node's pods, the API server's Service address, the rest of the service
+    // range: no route (blackholed), so nothing sent there can leave the machine.
+    let other = if pods == "10.244.1" {
+        "10.244.2.9"
+    } else {
+        "10.244.1.9"
+    };
+    for address in [other, node.env["SERVICE_HOST"].as_str(), "10.96.255.254"] {
+        let (found, text) = route(address);
+        assert!(!found, "{address} routes somewhere: {text}");
+    }
+}

@@ -12,6 +12,11 @@
 //!   stopped after the last controller has exited;
 //! - a Job whose containers make their writes and exit completes, and its sidecar stops
 //!   after them;
+//! - with the sidecar's allow-list opened to Secrets, a write the manifest's Role does not
+//!   grant is refused by the API server, in the pod's service account's name (exit 6);
+//! - deploy/kubernetes/injection/policy.yaml installed and a namespace labelled for
+//!   injection, a Deployment with no sidecar: its ReplicaSet's Pod runs with the injected
+//!   sidecar and its controller's writes land through it;
 //! - the pod range and the service range lead nowhere but the node's bridge.
 //!
 //! The pod's controller is tests/harness/node-controller, a static program of the Go
@@ -116,6 +121,11 @@ fn is_root() -> bool {
 
 /// A namespace that enforces, warns about and audits PodSecurity `restricted`.
 async fn restricted_namespace(client: &kube::Client, prefix: &str) -> String {
+    labelled_namespace(client, prefix, &[]).await
+}
+
+/// Like `restricted_namespace`, with more labels.
+async fn labelled_namespace(client: &kube::Client, prefix: &str, more: &[(&str, &str)]) -> String {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let name = format!(
         "{prefix}-{}",
@@ -128,6 +138,9 @@ async fn restricted_namespace(client: &kube::Client, prefix: &str) -> String {
             format!("pod-security.kubernetes.io/{mode}-version"),
             "latest",
         );
+    }
+    for (key, value) in more {
+        labels.insert(key.to_string(), value);
     }
     let ns: Namespace =
         serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
@@ -256,8 +269,8 @@ struct Watched {
     sidecar_started: Option<Duration>,
     /// From the create request to the sidecar's `ready`.
     sidecar_ready: Option<Duration>,
-    /// The highest memory use the sidecar's cgroup recorded (memory.max_usage_in_bytes),
-    /// and its RSS (memory.stat rss) when that was read.
+    /// The highest memory use the sidecar's cgroup recorded (memory.max_usage_in_bytes,
+    /// page cache included), and the sidecar process's peak RSS (VmHWM).
     peak_memory: u64,
     rss: u64,
     /// The sidecar's container id.
@@ -286,6 +299,23 @@ fn memory_cgroup(node: &Node, id: &str) -> Option<PathBuf> {
     let root = PathBuf::from("/sys/fs/cgroup/memory")
         .join(node.env["CGROUP_ROOT"].trim_start_matches('/'));
     find(&root, id, 4)
+}
+
+/// The peak RSS (VmHWM, bytes) of the processes in the cgroup at `dir`.
+fn peak_rss(dir: &Path) -> u64 {
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    procs
+        .split_whitespace()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .max()
+        .unwrap_or(0)
+        * 1024
 }
 
 /// Polls pod `name` until it has finished (Succeeded or Failed) or `timeout` passes,
@@ -320,17 +350,8 @@ async fn watch_pod(
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
                         .unwrap_or(0);
-                    if peak >= watched.peak_memory {
-                        watched.peak_memory = peak;
-                        watched.rss = std::fs::read_to_string(dir.join("memory.stat"))
-                            .ok()
-                            .and_then(|s| {
-                                s.lines()
-                                    .find_map(|l| l.strip_prefix("rss "))
-                                    .and_then(|v| v.parse().ok())
-                            })
-                            .unwrap_or(watched.rss);
-                    }
+                    watched.peak_memory = watched.peak_memory.max(peak);
+                    watched.rss = watched.rss.max(peak_rss(&dir));
                 }
             }
         }
@@ -500,7 +521,8 @@ async fn sidecar_runs_first_and_stops_last_in_a_restricted_pod() {
         "node pod: sidecar started (startup probe passed) {:.1}s after the create, seen \
          ready: {:?}; controller (Go client): {} writes in {:.1}s, {} attempts, p50 {} ms, p99 {} \
          ms, count {}; pod Succeeded {:.1}s after the create; sidecar memory peak {:.1} MiB \
-         (cgroup max usage), rss {:.1} MiB",
+         (cgroup max usage, page cache included), peak RSS {:.1} MiB (VmHWM, the \
+         largest process in its cgroup)",
         watched
             .sidecar_started
             .map_or(f64::NAN, |d| d.as_secs_f64()),
@@ -589,6 +611,244 @@ async fn job_completes_and_its_sidecar_stops_after_the_writes() {
         completed.as_secs_f64(),
         job["status"]["startTime"],
         job["status"]["completionTime"],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_outside_the_role_is_denied_by_the_api_server() {
+    let Some(node) = Node::shared() else { return };
+    let client = node.admin_client().await;
+    let ns = restricted_namespace(&client, "node-rbac").await;
+    let deployment = install_manifest(&client, &ns).await;
+    create_counter(&client, &ns, "counter").await;
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}})).unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the secret");
+
+    // The sidecar's allow-list lets Secrets through, so the refusal can only be the
+    // API server's: the manifest's Role grants no Secrets.
+    let image = node.image().to_string();
+    let mut spec = pod_spec(&deployment, &image, 2, |c, i| {
+        c["name"] = json!(["secret", "configmap"][i]);
+        c["image"] = json!(image);
+        c["command"] = json!(["/safewrite"]);
+        c["args"] = if i == 0 {
+            json!([
+                "update",
+                "secret/s",
+                "--merge",
+                r#"{"metadata": {"labels": {"touched": "yes"}}}"#
+            ])
+        } else {
+            json!(["update", "cm/counter", "--cel", INCREMENT])
+        };
+        c["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+        c["resources"] = json!({"requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"memory": "64Mi"}});
+    });
+    for var in spec["initContainers"][0]["env"].as_array_mut().unwrap() {
+        if var["name"] == "SAFEWRITE_ALLOW" {
+            let allow = format!(
+                "{} core/Secret:$(POD_NAMESPACE):main:update",
+                var["value"].as_str().unwrap()
+            );
+            var["value"] = json!(allow);
+        }
+    }
+    let pod =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rbac"}, "spec": spec});
+    let created = Instant::now();
+    let answer = create(
+        &client,
+        &ns,
+        "v1",
+        "Pod",
+        "application/json",
+        serde_json::to_vec(&pod).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let (pod, _) = watch_pod(node, &pods, "rbac", created, Duration::from_secs(180)).await;
+    let pod = serde_json::to_value(&pod).unwrap();
+    let statuses = pod["status"]["containerStatuses"].as_array().unwrap();
+    let terminated = |name: &str| {
+        statuses.iter().find(|c| c["name"] == name).unwrap()["state"]["terminated"].clone()
+    };
+    // Exit 6: denied (PERMISSION_DENIED), in the service account's name.
+    let denied = terminated("secret");
+    assert_eq!(denied["exitCode"], 6, "{pod:#}");
+    let message = denied["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("system:serviceaccount:{ns}:my-controller")),
+        "the refusal names the pod's service account: {message}"
+    );
+    assert_eq!(terminated("configmap")["exitCode"], 0, "{pod:#}");
+    assert_eq!(count(&client, &ns, "counter").await, 1);
+    let labels = secrets
+        .get("s")
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert!(labels.is_empty(), "the secret was changed: {labels:?}");
+    eprintln!(
+        "node rbac: the write outside the Role exited 6: {}",
+        message.trim()
+    );
+}
+
+/// Installs deploy/kubernetes/injection/policy.yaml (cluster-wide; the node's control
+/// plane is its own) once, and waits until it injects: a dry-run Pod in `namespace`
+/// comes out with the sidecar.
+async fn install_injection(client: &kube::Client, namespace: &str) {
+    static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async {
+            let text = std::fs::read_to_string(
+                repo_root().join("deploy/kubernetes/injection/policy.yaml"),
+            )
+            .expect("read policy.yaml");
+            for object in serde_saphyr::from_multiple::<Value>(&text).expect("YAML") {
+                if object.is_null() {
+                    continue;
+                }
+                let answer = create(
+                    client,
+                    namespace,
+                    object["apiVersion"].as_str().unwrap(),
+                    object["kind"].as_str().unwrap(),
+                    "application/json",
+                    serde_json::to_vec(&object).unwrap(),
+                    false,
+                )
+                .await;
+                assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
+            }
+        })
+        .await;
+    let probe = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+        "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1",
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"}}}]}});
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = create(
+            client,
+            namespace,
+            "v1",
+            "Pod",
+            "application/json",
+            serde_json::to_vec(&probe).unwrap(),
+            true,
+        )
+        .await;
+        let injected = answer.body["spec"]["initContainers"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["name"] == "safewrite"));
+        if injected {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the policy never injected: {}",
+            answer.body
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_without_a_sidecar_gets_one_injected_and_writes_through_it() {
+    let Some(node) = Node::shared() else { return };
+    let client = node.admin_client().await;
+    let ns = labelled_namespace(
+        &client,
+        "node-inject",
+        &[("safewrite.dev/inject", "enabled")],
+    )
+    .await;
+    // sidecar.yaml's service account and Role; its Deployment is not created.
+    install_manifest(&client, &ns).await;
+    create_counter(&client, &ns, "counter").await;
+    install_injection(&client, &ns).await;
+
+    const WORKERS: u64 = 4;
+    const WRITES: u64 = 25;
+    let restricted = json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+        "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "injected"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "injected"}},
+            "template": {
+                "metadata": {"labels": {"app": "injected"},
+                    "annotations": {"safewrite.dev/image": node.image()}},
+                "spec": {"serviceAccountName": "my-controller", "enableServiceLinks": false,
+                    "containers": [{"name": "controller",
+                        "image": node.env["CONTROLLER_IMAGE"], "imagePullPolicy": "Never",
+                        "env": [
+                            {"name": "POD_NAMESPACE",
+                             "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            {"name": "WORKERS", "value": WORKERS.to_string()},
+                            {"name": "WRITES", "value": WRITES.to_string()},
+                            {"name": "HOLD", "value": "1"}],
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                        "securityContext": restricted}]}}}});
+    let created = Instant::now();
+    let answer = create(
+        &client,
+        &ns,
+        "apps/v1",
+        "Deployment",
+        "application/json",
+        serde_json::to_vec(&deployment).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
+    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+
+    // The ReplicaSet's Pod runs with the injected sidecar, and every write lands.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while count(&client, &ns, "counter").await < WORKERS * WRITES {
+        assert!(
+            Instant::now() < deadline,
+            "the injected pod's writes did not all land"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let landed = created.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(count(&client, &ns, "counter").await, WORKERS * WRITES);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let list = pods
+        .list(&ListParams::default().labels("app=injected"))
+        .await
+        .expect("list pods");
+    assert_eq!(list.items.len(), 1);
+    let pod = serde_json::to_value(&list.items[0]).unwrap();
+    assert_eq!(
+        pod["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet",
+        "{pod:#}"
+    );
+    let sidecar = &pod["spec"]["initContainers"][0];
+    assert_eq!(sidecar["name"], "safewrite", "{pod:#}");
+    assert_eq!(sidecar["restartPolicy"], "Always", "{pod:#}");
+    assert_eq!(sidecar["image"], node.image(), "{pod:#}");
+    assert_eq!(pod["status"]["phase"], "Running", "{pod:#}");
+    eprintln!(
+        "node injection: the Deployment's pod ran with the injected sidecar; {} writes \
+         landed {:.1}s after the Deployment's create",
+        WORKERS * WRITES,
+        landed.as_secs_f64()
     );
 }
 

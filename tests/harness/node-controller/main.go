@@ -3,7 +3,8 @@
 // WRITES read-dependent increments of ConfigMap COUNTER in POD_NAMESPACE through the
 // sidecar at SAFEWRITE_ADDRESS, then it writes its figures as one JSON line to
 // /dev/termination-log (the pod's status carries it) and exits 0 only if every write
-// succeeded.
+// succeeded. With HOLD=1 it then stays up until SIGTERM, as a Deployment's controller
+// does (a Deployment restarts containers that exit).
 package main
 
 import (
@@ -11,9 +12,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"safewrite.dev/clients/go/safewrite"
@@ -95,5 +98,10 @@ func main() {
 	_ = os.WriteFile("/dev/termination-log", figures, 0o644)
 	if n > 0 {
 		os.Exit(1)
+	}
+	if os.Getenv("HOLD") == "1" {
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+		<-stop
 	}
 }

@@ -28,7 +28,7 @@ cargo fmt --all -- --check
 section "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
-section "cargo test (unit + integration against the real control plane)"
+section "cargo test (unit + integration against the real control plane, and pods on a real node)"
 cargo test
 
 section "linearizability checker (tests/linearizability: gofmt, go vet, go test)"

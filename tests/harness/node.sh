@@ -17,7 +17,8 @@
 # imagePullPolicy: Never), POD_CIDR, SERVICE_HOST, KUBELET_PORT. Everything lives until
 # stdin reaches end-of-file (or SIGTERM/SIGINT/SIGHUP), then every process (pods,
 # shims, containerd, kubelet, the control plane), mount, network namespace, cgroup,
-# interface, route and iptables rule this script made is removed, with <dir>.
+# interface, route and iptables rule this script made is removed, with <dir> (and the
+# kubelet's own iptables chains, when no other kubelet runs here).
 #
 # The node, and what is not real about it:
 # - kubelet with `failCgroupV1: false`: kubelet 1.35+ refuses cgroup v1 unless told, and
@@ -53,6 +54,12 @@ log() { echo "node: $*" >&2; }
 
 [ "${1:-}" = run ] || { echo "usage: $0 run    (start a node; stops when stdin closes)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { log "needs root (a container runtime does)"; exit 1; }
+# The cgroup handling below (a cgroup root of the node's own in every v1 hierarchy, pods'
+# processes found there at teardown) is written for cgroup v1, what these machines have.
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  log "this host has cgroup v2 (unified); this harness only knows cgroup v1 so far"
+  exit 1
+fi
 
 started=$SECONDS
 bindir=$("$here/binaries.sh" node | tail -n 1)
@@ -124,6 +131,22 @@ teardown() {
     while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
   # Cgroups, deepest first.
   cgroup_dirs | while read -r d; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
+  # The chains the kubelet made (a canary, and a rule against non-local packets to
+  # 127.0.0.0/8), unless another kubelet still runs here.
+  if ! pgrep -x kubelet >/dev/null 2>&1; then
+    local tool table chain
+    for tool in iptables ip6tables; do
+      for chain in INPUT OUTPUT; do
+        $tool -w 5 -D "$chain" -j KUBE-FIREWALL 2>/dev/null || true
+      done
+      for table in filter nat mangle; do
+        for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+          $tool -w 5 -t "$table" -F "$chain" 2>/dev/null || true
+          $tool -w 5 -t "$table" -X "$chain" 2>/dev/null || true
+        done
+      done
+    done
+  fi
   local rule
   for rule in "${iptables_rules[@]}"; do
     # shellcheck disable=SC2086

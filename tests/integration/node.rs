@@ -17,6 +17,9 @@
 //! - deploy/kubernetes/injection/policy.yaml installed and a namespace labelled for
 //!   injection, a Deployment with no sidecar: its ReplicaSet's Pod runs with the injected
 //!   sidecar and its controller's writes land through it;
+//! - a Pod deleted mid-load: the controller stops first and its last writes and its
+//!   report still go through the sidecar, every acknowledged write is counted, and no
+//!   other;
 //! - the pod range and the service range lead nowhere but the node's bridge.
 //!
 //! The pod's controller is tests/harness/node-controller, a static program of the Go
@@ -849,6 +852,101 @@ async fn a_deployment_without_a_sidecar_gets_one_injected_and_writes_through_it(
          landed {:.1}s after the Deployment's create",
         WORKERS * WRITES,
         landed.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_pod_mid_load_stops_the_controller_first_and_loses_no_write() {
+    let Some(node) = Node::shared() else { return };
+    let client = node.admin_client().await;
+    let ns = restricted_namespace(&client, "node-delete").await;
+    let deployment = install_manifest(&client, &ns).await;
+    create_counter(&client, &ns, "counter").await;
+    create_counter(&client, &ns, "report").await;
+
+    // Far more writes than can happen before the delete: SIGTERM ends them.
+    let controller_image = node.env["CONTROLLER_IMAGE"].clone();
+    let spec = pod_spec(&deployment, node.image(), 1, |c, _| {
+        c["image"] = json!(controller_image);
+        let env = c["env"].as_array_mut().expect("the controller's env");
+        env.push(json!({"name": "POD_NAMESPACE",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}));
+        env.push(json!({"name": "WORKERS", "value": "16"}));
+        env.push(json!({"name": "WRITES", "value": "100000"}));
+        env.push(json!({"name": "REPORT", "value": "report"}));
+    });
+    let pod =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy"}, "spec": spec});
+    let answer = create(
+        &client,
+        &ns,
+        "v1",
+        "Pod",
+        "application/json",
+        serde_json::to_vec(&pod).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count(&client, &ns, "counter").await < 200 {
+        assert!(Instant::now() < deadline, "the controller never got going");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let deleted = Instant::now();
+    pods.delete("busy", &Default::default())
+        .await
+        .expect("delete the pod");
+    // Watch it go: the controller's and the sidecar's last states, as the kubelet
+    // reports them before the pod is removed.
+    let mut last = Value::Null;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        match pods.get_opt("busy").await.expect("get pod") {
+            Some(pod) => last = serde_json::to_value(&pod).unwrap(),
+            None => break,
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pod was not gone in 90 s: {last:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let gone = deleted.elapsed();
+    let acked: u64 = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .get("report")
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default()
+        .get("acked")
+        .expect("the controller reported through the sidecar after its SIGTERM")
+        .parse()
+        .unwrap();
+    let counted = count(&client, &ns, "counter").await;
+    assert_eq!(
+        counted, acked,
+        "every acknowledged write landed, and no other"
+    );
+    let controller = &last["status"]["containerStatuses"][0]["state"]["terminated"];
+    let sidecar = &last["status"]["initContainerStatuses"][0]["state"]["terminated"];
+    if let (Some(c), Some(s)) = (
+        controller["finishedAt"].as_str(),
+        sidecar["finishedAt"].as_str(),
+    ) {
+        assert!(
+            c <= s,
+            "the sidecar stopped before the controller: {last:#}"
+        );
+    }
+    eprintln!(
+        "node delete: {acked} writes acknowledged and counted; pod gone {:.1}s after the \
+         delete; last seen: controller {}, sidecar {}",
+        gone.as_secs_f64(),
+        controller,
+        sidecar
     );
 }
 

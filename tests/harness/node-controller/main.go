@@ -4,7 +4,9 @@
 // sidecar at SAFEWRITE_ADDRESS, then it writes its figures as one JSON line to
 // /dev/termination-log (the pod's status carries it) and exits 0 only if every write
 // succeeded. With HOLD=1 it then stays up until SIGTERM, as a Deployment's controller
-// does (a Deployment restarts containers that exit).
+// does (a Deployment restarts containers that exit). SIGTERM stops it from starting new
+// writes; those in flight finish. With REPORT=NAME it then records how many writes were
+// acknowledged in ConfigMap NAME (data.acked), through the sidecar, which outlives it.
 package main
 
 import (
@@ -46,7 +48,13 @@ func main() {
 	ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap",
 		Namespace: os.Getenv("POD_NAMESPACE"), Name: counter}
 
-	latencies := make([]time.Duration, workers*writes)
+	stopping := make(chan struct{})
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-signals; close(stopping) }()
+
+	var mu sync.Mutex
+	var latencies []time.Duration
 	attempts := make([]int, workers*writes)
 	var failures sync.Map
 	var wg sync.WaitGroup
@@ -56,11 +64,18 @@ func main() {
 		go func() {
 			defer wg.Done()
 			for i := range writes {
+				select {
+				case <-stopping:
+					return
+				default:
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				begin := time.Now()
 				res, err := client.Update(ctx, ref, safewrite.CEL(increment))
 				cancel()
-				latencies[w*writes+i] = time.Since(begin)
+				mu.Lock()
+				latencies = append(latencies, time.Since(begin))
+				mu.Unlock()
 				if err != nil {
 					failures.Store(fmt.Sprintf("%d/%d", w, i), err.Error())
 					continue
@@ -71,9 +86,30 @@ func main() {
 	}
 	wg.Wait()
 	elapsed := time.Since(started)
+	acked := 0
+	for _, a := range attempts {
+		if a > 0 {
+			acked++
+		}
+	}
+	if report := os.Getenv("REPORT"); report != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		reportRef := ref
+		reportRef.Name = report
+		_, err := client.Update(ctx, reportRef, safewrite.MergePatch(map[string]any{
+			"data": map[string]any{"acked": strconv.Itoa(acked)}}))
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "controller: report:", err)
+			os.Exit(3)
+		}
+	}
 
 	sort.Slice(latencies, func(a, b int) bool { return latencies[a] < latencies[b] })
 	quantile := func(q float64) float64 {
+		if len(latencies) == 0 {
+			return 0
+		}
 		return float64(latencies[int(q*float64(len(latencies)-1))].Microseconds()) / 1000
 	}
 	total := 0
@@ -90,7 +126,7 @@ func main() {
 	n := 0
 	failures.Range(func(any, any) bool { n++; return true })
 	figures, _ := json.Marshal(map[string]any{
-		"workers": workers, "writes": workers * writes, "failed": n, "examples": failed,
+		"workers": workers, "writes": len(latencies), "acked": acked, "failed": n, "examples": failed,
 		"attempts": total, "seconds": elapsed.Seconds(),
 		"p50_ms": quantile(0.50), "p99_ms": quantile(0.99),
 	})
@@ -100,8 +136,6 @@ func main() {
 		os.Exit(1)
 	}
 	if os.Getenv("HOLD") == "1" {
-		stop := make(chan os.Signal, 1)
-		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-		<-stop
+		<-stopping
 	}
 }

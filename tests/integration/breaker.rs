@@ -89,9 +89,16 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
     proxy.reset_all();
     let before = proxy.accepted();
     let outage = Instant::now();
-    let (mut transport, mut open) = (0, 0);
+    let (mut transport, mut open, mut unknown) = (0, 0, 0u64);
     while outage.elapsed() < Duration::from_secs(3) {
         let err = client.update_with_retry(increment(&ns)).await.unwrap_err();
+        // The proxy tears down the connection already open asynchronously: a write sent
+        // on it just before is reset after it left, so its outcome is open (no key).
+        if err.code() == Code::Unknown {
+            assert_eq!(reason(&err), "WRITE_OUTCOME_UNKNOWN", "{err:?}");
+            unknown += 1;
+            continue;
+        }
         assert_eq!(err.code(), Code::Unavailable, "{err:?}");
         match reason(&err).as_str() {
             "CIRCUIT_OPEN" => {
@@ -152,9 +159,9 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
     let n: u64 = api.get("b").await.unwrap().data.unwrap()["n"]
         .parse()
         .unwrap();
-    assert_eq!(
-        n, oks,
-        "every OK applied exactly once, every failure not at all"
+    assert!(
+        (oks..=oks + unknown).contains(&n),
+        "every OK applied exactly once, a write of unknown outcome at most once, every other failure not at all: {n} for {oks} OKs and {unknown} unknown"
     );
 }
 

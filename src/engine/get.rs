@@ -3,16 +3,15 @@
 //! is at or past it, else from a live read, which the API server answers from etcd with a
 //! quorum read, so at least as new as any write that has been answered (the object's own
 //! resourceVersion is when it last changed, which may be older than the minimum: that is
-//! no staleness, the object has not changed since). Without a
-//! minimum, or when versions are not decimal numbers (the API server's resourceVersions
-//! are comparable since Kubernetes 1.35; one that is not a number is read live), always
-//! a live read.
+//! no staleness, the object has not changed since). Without a minimum, or when versions
+//! are not decimal numbers (the API server's resourceVersions are comparable since
+//! Kubernetes 1.35; one that is not a number is read live), always a live read.
 
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::Engine;
-use super::attempt::Read;
+use super::attempt::{Read, note_answer};
 use super::body::resource_version;
 use super::decide::Step;
 use super::error::WriteError;
@@ -68,9 +67,7 @@ impl Engine {
                 });
             }
             Read::Missing(answer) | Read::Ended(Some(answer), _) => {
-                let record = attempts.current();
-                record.http_status = answer.code;
-                record.reason = answer.reason();
+                note_answer(attempts.current(), &answer);
                 match Step::from_answer(&answer, None) {
                     Step::Fail(failure) | Step::Retry(_, failure) => failure,
                     Step::Done(_) => unreachable!("a refused read does not finish"),

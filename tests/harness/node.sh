@@ -339,7 +339,7 @@ rm -rf "$dir/safewrite-oci" "$dir/safewrite.tar" "$dir/pause.tar"
 # it), built in a throwaway module; Go's build cache makes a rebuild a link step.
 controller_work="$dir/node-controller"
 mkdir -p "$controller_work/src"
-cp "$here/node-controller/main.go" "$controller_work/"
+cp "$here"/node-controller/*.go "$controller_work/"
 git -C "$root" archive HEAD clients/go | tar -x -C "$controller_work/src" ||
   fail "take clients/go from HEAD"
 (

@@ -14,12 +14,15 @@
 //!   after them;
 //! - with the sidecar's allow-list opened to Secrets, a write the manifest's Role does not
 //!   grant is refused by the API server, in the pod's service account's name (exit 6);
-//! - deploy/kubernetes/injection/policy.yaml installed and a namespace labelled for
-//!   injection, a Deployment with no sidecar: its ReplicaSet's Pod runs with the injected
-//!   sidecar and its controller's writes land through it;
-//! - a Pod deleted mid-load: the controller stops first and its last writes and its
-//!   report still go through the sidecar, every acknowledged write is counted, and no
-//!   other;
+//! - injection for real (`inject.rs`): a Deployment with no sidecar in a namespace
+//!   labelled for it runs with the injected sidecar and writes through it; a Pod labelled
+//!   `disabled` runs without it; a Pod the policy fails on is refused, never started bare;
+//! - the Helm chart's Deployment (`helm.rs`) in a restricted namespace;
+//! - a Pod deleted mid-load, its writes keyed: the controller stops first and its last
+//!   writes and its report still go through the sidecar, every acknowledged write is
+//!   counted, and no other;
+//! - the sidecar's overhead against writing directly (`overhead.rs`): latency, CPU per
+//!   1,000 writes, RSS;
 //! - the pod range and the service range lead nowhere but the node's bridge.
 //!
 //! The pod's controller is tests/harness/node-controller, a static program of the Go
@@ -41,6 +44,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
+
+mod helm;
+mod inject;
+mod overhead;
 
 use crate::deploy::create;
 use crate::support::{self, INCREMENT, repo_root, run_script};
@@ -280,8 +287,9 @@ struct Watched {
     sidecar_id: String,
 }
 
-/// The memory cgroup (v1) directory of container `id` under the node's cgroup root.
-fn memory_cgroup(node: &Node, id: &str) -> Option<PathBuf> {
+/// The cgroup (v1) directory of container `id` under the node's cgroup root, in the
+/// hierarchy of `controller` (memory, cpuacct, ...).
+fn find_cgroup(node: &Node, controller: &str, id: &str) -> Option<PathBuf> {
     fn find(dir: &Path, id: &str, depth: usize) -> Option<PathBuf> {
         for entry in std::fs::read_dir(dir).ok()?.flatten() {
             let path = entry.path();
@@ -299,7 +307,8 @@ fn memory_cgroup(node: &Node, id: &str) -> Option<PathBuf> {
         }
         None
     }
-    let root = PathBuf::from("/sys/fs/cgroup/memory")
+    let root = PathBuf::from("/sys/fs/cgroup")
+        .join(controller)
         .join(node.env["CGROUP_ROOT"].trim_start_matches('/'));
     find(&root, id, 4)
 }
@@ -348,7 +357,7 @@ async fn watch_pod(
             }
             if let Some(id) = sidecar.container_id.as_deref() {
                 watched.sidecar_id = id.trim_start_matches("containerd://").to_string();
-                if let Some(dir) = memory_cgroup(node, &watched.sidecar_id) {
+                if let Some(dir) = find_cgroup(node, "memory", &watched.sidecar_id) {
                     let peak = std::fs::read_to_string(dir.join("memory.max_usage_in_bytes"))
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
@@ -707,154 +716,6 @@ async fn a_write_outside_the_role_is_denied_by_the_api_server() {
     );
 }
 
-/// Installs deploy/kubernetes/injection/policy.yaml (cluster-wide; the node's control
-/// plane is its own) once, and waits until it injects: a dry-run Pod in `namespace`
-/// comes out with the sidecar.
-async fn install_injection(client: &kube::Client, namespace: &str) {
-    static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            let text = std::fs::read_to_string(
-                repo_root().join("deploy/kubernetes/injection/policy.yaml"),
-            )
-            .expect("read policy.yaml");
-            for object in serde_saphyr::from_multiple::<Value>(&text).expect("YAML") {
-                if object.is_null() {
-                    continue;
-                }
-                let answer = create(
-                    client,
-                    namespace,
-                    object["apiVersion"].as_str().unwrap(),
-                    object["kind"].as_str().unwrap(),
-                    "application/json",
-                    serde_json::to_vec(&object).unwrap(),
-                    false,
-                )
-                .await;
-                assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
-            }
-        })
-        .await;
-    let probe = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
-        "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1",
-            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
-                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
-                "seccompProfile": {"type": "RuntimeDefault"}}}]}});
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = create(
-            client,
-            namespace,
-            "v1",
-            "Pod",
-            "application/json",
-            serde_json::to_vec(&probe).unwrap(),
-            true,
-        )
-        .await;
-        let injected = answer.body["spec"]["initContainers"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["name"] == "safewrite"));
-        if injected {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the policy never injected: {}",
-            answer.body
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deployment_without_a_sidecar_gets_one_injected_and_writes_through_it() {
-    let Some(node) = Node::shared() else { return };
-    let client = node.admin_client().await;
-    let ns = labelled_namespace(
-        &client,
-        "node-inject",
-        &[("safewrite.dev/inject", "enabled")],
-    )
-    .await;
-    // sidecar.yaml's service account and Role; its Deployment is not created.
-    install_manifest(&client, &ns).await;
-    create_counter(&client, &ns, "counter").await;
-    install_injection(&client, &ns).await;
-
-    const WORKERS: u64 = 4;
-    const WRITES: u64 = 25;
-    let restricted = json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
-        "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
-        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
-    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "injected"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "injected"}},
-            "template": {
-                "metadata": {"labels": {"app": "injected"},
-                    "annotations": {"safewrite.dev/image": node.image()}},
-                "spec": {"serviceAccountName": "my-controller", "enableServiceLinks": false,
-                    "containers": [{"name": "controller",
-                        "image": node.env["CONTROLLER_IMAGE"], "imagePullPolicy": "Never",
-                        "env": [
-                            {"name": "POD_NAMESPACE",
-                             "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                            {"name": "WORKERS", "value": WORKERS.to_string()},
-                            {"name": "WRITES", "value": WRITES.to_string()},
-                            {"name": "HOLD", "value": "1"}],
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                        "securityContext": restricted}]}}}});
-    let created = Instant::now();
-    let answer = create(
-        &client,
-        &ns,
-        "apps/v1",
-        "Deployment",
-        "application/json",
-        serde_json::to_vec(&deployment).unwrap(),
-        false,
-    )
-    .await;
-    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
-    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
-
-    // The ReplicaSet's Pod runs with the injected sidecar, and every write lands.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while count(&client, &ns, "counter").await < WORKERS * WRITES {
-        assert!(
-            Instant::now() < deadline,
-            "the injected pod's writes did not all land"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let landed = created.elapsed();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(count(&client, &ns, "counter").await, WORKERS * WRITES);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let list = pods
-        .list(&ListParams::default().labels("app=injected"))
-        .await
-        .expect("list pods");
-    assert_eq!(list.items.len(), 1);
-    let pod = serde_json::to_value(&list.items[0]).unwrap();
-    assert_eq!(
-        pod["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet",
-        "{pod:#}"
-    );
-    let sidecar = &pod["spec"]["initContainers"][0];
-    assert_eq!(sidecar["name"], "safewrite", "{pod:#}");
-    assert_eq!(sidecar["restartPolicy"], "Always", "{pod:#}");
-    assert_eq!(sidecar["image"], node.image(), "{pod:#}");
-    assert_eq!(pod["status"]["phase"], "Running", "{pod:#}");
-    eprintln!(
-        "node injection: the Deployment's pod ran with the injected sidecar; {} writes \
-         landed {:.1}s after the Deployment's create",
-        WORKERS * WRITES,
-        landed.as_secs_f64()
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_pod_mid_load_stops_the_controller_first_and_loses_no_write() {
     let Some(node) = Node::shared() else { return };
@@ -874,6 +735,9 @@ async fn deleting_a_pod_mid_load_stops_the_controller_first_and_loses_no_write()
         env.push(json!({"name": "WORKERS", "value": "16"}));
         env.push(json!({"name": "WRITES", "value": "100000"}));
         env.push(json!({"name": "REPORT", "value": "report"}));
+        // Every write keyed, and sent again with its key while that is safe: a write
+        // whose answer the delete cut off is applied once or not at all.
+        env.push(json!({"name": "KEYED", "value": "1"}));
     });
     let pod =
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy"}, "spec": spec});

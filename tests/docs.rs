@@ -268,7 +268,7 @@ fn check_generated(relative: &str, page: &str) {
 }
 
 /// The lines that differ between `old` and `new`, as `-`/`+` lines (a longest common
-/// subsequence of lines), with their line numbers in `new`.
+/// subsequence of lines), each with its line number in its own text.
 fn diff(old: &str, new: &str) -> String {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
@@ -287,12 +287,12 @@ fn diff(old: &str, new: &str) -> String {
         if i < a.len() && j < b.len() && a[i] == b[j] {
             i += 1;
             j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("{:>4} - {}\n", i + 1, a[i]));
+            i += 1;
+        } else {
             out.push_str(&format!("{:>4} + {}\n", j + 1, b[j]));
             j += 1;
-        } else {
-            out.push_str(&format!("{:>4} - {}\n", j + 1, a[i]));
-            i += 1;
         }
     }
     out

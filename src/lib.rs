@@ -1,5 +1,5 @@
 //! safewrite: a gRPC sidecar that owns the read-modify-write loop of Kubernetes writes
-//! for controllers written in any language. See README.md for the model.
+//! for controllers written in any language. See README.md and docs/ for the model.
 
 pub mod auth;
 pub mod backoff;

@@ -100,7 +100,8 @@ pub struct ClientArgs {
     #[arg(long, env = "SAFEWRITE_BREAKER_MAX_COOLDOWN", default_value = "30s", value_parser = humantime::parse_duration)]
     pub breaker_max_cooldown: Duration,
 
-    /// The longest any single request to the API server may take.
+    /// The longest any single request to the API server may take, counted from when it
+    /// passed the rate limit and the circuit breaker (never the wait in line).
     #[arg(long, env = "SAFEWRITE_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
 }

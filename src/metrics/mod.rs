@@ -4,27 +4,11 @@
 //! counted too. The same port answers `/livez` (200 while the process serves) and
 //! `/readyz` (200 while grpc.health.v1 says SERVING, else 503), for HTTP probes.
 //!
-//! | metric | labels | what |
-//! |---|---|---|
-//! | `safewrite_rpcs_total` | method, code, reason, subresource | RPCs finished, by gRPC code and ErrorInfo reason (see [`reason_label`]) |
-//! | `safewrite_rpc_duration_seconds` | method, subresource | RPC latency |
-//! | `safewrite_rpc_attempts` | method, subresource | attempts per finished RPC |
-//! | `safewrite_write_outcomes_total` | outcome, subresource | successful RPCs by outcome (updated, unchanged, created, aborted, already_applied) |
-//! | `safewrite_batch_size` | | requests carried by each write of a group commit (1 for a write of one) |
-//! | `safewrite_conflicts_total` | | 409 Conflict answers met (each one retried or final) |
-//! | `safewrite_memory_lookups_total` | result | writes that looked for a remembered copy of their object: `hit` (written from it, no GET), `miss` (none, or the object is read first for now) |
-//! | `safewrite_memory_stale_total` | | remembered copies that turned out stale (a 409 or 404 on a write from one, or a live read that confirmed an answer found it changed) |
-//! | `safewrite_api_requests_total` | verb, code | requests to the API server by verb (`get`, `list`, `update`, `create`, `patch`, `discovery`...) and HTTP code (or `connect`, `transport`, `timeout`, `rate_limited`, `circuit_open` when there was no answer) |
-//! | `safewrite_api_request_duration_seconds` | verb | API request latency (rate-limit waits excluded) |
-//! | `safewrite_breaker_state` | | 0 closed, 1 half-open, 2 open |
-//! | `safewrite_breaker_transitions_total` | to | state changes of the breaker |
-//! | `safewrite_ratelimit_wait_seconds` | | time requests waited for the rate limiter (only waits > 0) |
-//! | `safewrite_rpcs_in_flight` | | RPCs in flight (open transactions included) |
-//! | `safewrite_build_info` | version, rustc, git_sha | 1; `rustc` and `git_sha` are those of `SAFEWRITE_RUSTC_VERSION` / `SAFEWRITE_GIT_SHA` at build time, else `unknown` |
-//! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_start_time_seconds` | | the process, read from `/proc` at scrape time ([`crate::process`]) |
-//!
-//! `subresource` is `main` or `status`, or `unknown` for an RPC refused before it named
-//! one (a Transact whose begin never arrived or did not parse).
+//! Every metric is registered in `Metrics::new`; `docs/metrics.md` lists them (name,
+//! type, labels, help), generated from this registry's own rendering by `tests/docs.rs`,
+//! which fails when the page is stale. What each label's values are is told in
+//! `docs/observability.md`: `reason` is bounded by [`reason_label`], `subresource` is
+//! `main` or `status`, or `unknown` for an RPC refused before it named one.
 
 use std::sync::OnceLock;
 use std::sync::atomic::AtomicI64;

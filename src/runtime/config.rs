@@ -70,7 +70,8 @@ pub struct ServeArgs {
     pub max_in_flight: u32,
 
     /// Largest request message accepted, in bytes (a Kubernetes object is at most about
-    /// 1.5 MiB).
+    /// 1.5 MiB). A larger one is refused with OUT_OF_RANGE (reason REQUEST_TOO_LARGE)
+    /// before anything is sent.
     #[arg(long, env = "SAFEWRITE_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1024..))]
     pub max_request_bytes: u32,
 

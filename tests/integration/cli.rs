@@ -18,7 +18,7 @@ use support::{ControlPlane, Sidecar};
 
 const BIN: &str = env!("CARGO_BIN_EXE_safewrite");
 
-/// The jq increment of the README.
+/// The jq increment of docs/shell.md and README.md.
 const JQ: &str = r#"jq ".data.n |= (tonumber + 1 | tostring)""#;
 
 /// Shell processes writing at once, and the increments each makes.

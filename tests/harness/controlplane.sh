@@ -20,6 +20,11 @@
 # processes are stopped and <dir> is removed. Whoever starts it keeps a pipe to its
 # stdin: when that process ends, however it ends (panic, SIGKILL), the pipe closes and
 # nothing is left behind.
+#
+# For tests/harness/node.sh, which runs it inside a network namespace of its own:
+# SAFEWRITE_APISERVER_FLAGS adds flags to kube-apiserver (the last of a repeated flag
+# wins), and SAFEWRITE_APISERVER_SANS adds subjectAltName entries (e.g.
+# "IP:10.96.0.1,DNS:kubernetes.default.svc") to its serving certificate.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -76,7 +81,8 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=safewrite-test-ca" 
   -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
   -keyout "$pki/serving.key" -out "$pki/serving.csr" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > "$pki/ext.cnf"
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost%s\nextendedKeyUsage=serverAuth\n' \
+  "${SAFEWRITE_APISERVER_SANS:+,$SAFEWRITE_APISERVER_SANS}" > "$pki/ext.cnf"
 openssl x509 -req -in "$pki/serving.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
   -CAcreateserial -days 2 -extfile "$pki/ext.cnf" -out "$pki/serving.crt" 2>/dev/null
 openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null

@@ -2,7 +2,7 @@
 # `binaries.sh node`: the pieces of a node, sourced by tests/harness/binaries.sh (it uses
 # that script's build_from_module, go_install, tool_path, log, $cache and $tools). Each
 # piece is cached under $cache/bin/<name>-<version>/, built once per machine:
-#   kubelet, kube-controller-manager, kube-scheduler
+#   kubelet, kube-controller-manager, kube-scheduler, kube-proxy
 #                                 k8s.io/kubernetes at KUBERNETES_VERSION (like kube-apiserver)
 #   containerd, containerd-shim-runc-v2, ctr
 #                                 containerd's Go module at CONTAINERD_VERSION, static,
@@ -15,7 +15,7 @@
 #                                 OCI layout named safewrite.test/pause:<hash of pause.c>
 
 # Debian packages the node needs: cgo headers for runc's seccomp, iptables, and socat
-# (node.sh's stand-in for the service path to the API server).
+# (node.sh's way into the node's network namespace from the machine's loopback).
 need_packages=()
 command -v pkg-config >/dev/null 2>&1 || need_packages+=(pkg-config)
 [ -f /usr/include/seccomp.h ] || need_packages+=(libseccomp-dev)
@@ -32,7 +32,7 @@ if [ "${#need_packages[@]}" -gt 0 ]; then
 fi
 
 node_started=$SECONDS
-for tool in kubelet kube-controller-manager kube-scheduler; do
+for tool in kubelet kube-controller-manager kube-scheduler kube-proxy; do
   output=$(tool_path "$tool" "$KUBERNETES_VERSION")
   build_from_module k8s.io/kubernetes "$KUBERNETES_VERSION" \
     "k8s.io/kubernetes/cmd/$tool" "$output" "v0.${KUBERNETES_VERSION#v1.}"

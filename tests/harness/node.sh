@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A real Kubernetes node in the harness: containerd + runc + kubelet, registered with a
-# control plane of its own (tests/harness/controlplane.sh, plus kube-controller-manager
-# and kube-scheduler), running real pods.
+# A real Kubernetes node in the harness: containerd + runc + kubelet + kube-proxy,
+# registered with a control plane of its own (tests/harness/controlplane.sh, plus
+# kube-controller-manager and kube-scheduler), running real pods, all of it inside a
+# network namespace of the harness's own, the way a kind node runs inside its container.
 #
 #   tests/harness/node.sh run
 #
@@ -12,9 +13,11 @@
 #
 #   ready <dir>
 #
-# <dir>/env holds the control plane's KEY=VALUE lines plus NODE_NAME, CP_DIR (admin and
-# restricted kubeconfigs), SAFEWRITE_IMAGE (the image name pods use, with
-# imagePullPolicy: Never), POD_CIDR, SERVICE_HOST, KUBELET_PORT. Everything lives until
+# <dir>/env holds the control plane's KEY=VALUE lines (their addresses are the node's
+# namespace's) plus NODE_NAME, NETNS (the node's network namespace), ADMIN_KUBECONFIG
+# (the admin identity, reaching the API server from outside the namespace), CP_DIR,
+# SAFEWRITE_IMAGE (the image name pods use, with imagePullPolicy: Never), POD_CIDR,
+# SERVICE_HOST, KUBELET_PORT. Everything lives until
 # stdin reaches end-of-file (or SIGTERM/SIGINT/SIGHUP), then every process (pods,
 # shims, containerd, kubelet, the control plane), mount, network namespace, cgroup,
 # interface, route and iptables rule this script made is removed, with <dir> (and the
@@ -29,20 +32,19 @@
 #   CAP_SYS_RESOURCE, so runc cannot lower a sandbox's oom_score_adj.
 # - The kubelet authenticates with the control plane's admin token (no TLS bootstrap,
 #   no Node authorizer: the control plane authorizes with RBAC only).
-# - Pods run on a bridge with a pod CIDR (a /24 of 10.244.0.0/16, CNI bridge +
-#   host-local) in network namespaces containerd makes under <dir>; pod traffic is
-#   never forwarded off the bridge (iptables FORWARD drops it, whatever IP forwarding
-#   says) nor masqueraded, and a pod has no default route: only its /24 and the service
-#   range (via the bridge address), so it reaches its own loopback, other pods and the
-#   node's bridge address, nothing else. 10.244.0.0/16 and the service range get blackhole routes
-#   on the node, so nothing sent there can leave the machine.
-# - No kube-proxy: the API server's Service address (KUBERNETES_SERVICE_HOST, which the
-#   kubelet gives every pod) is DNATed from the bridge to a TLS relay (socat) on the
-#   bridge address, which serves a certificate naming that Service address (signed by a
-#   CA of this node's, published to pods in kube-root-ca.crt with the control plane's)
-#   and forwards to the API server on loopback. controlplane.sh's serving certificate
-#   names only 127.0.0.1 and localhost, which a pod cannot reach; the relay is the
-#   stand-in for kube-proxy plus a certificate with the Service's address in it.
+# - The network: every process of the node and its control plane runs in a network
+#   namespace made here (NETNS), which has loopback, one bridge and the pods' veths, and
+#   no link to the machine's own network: nothing in it can send a packet anywhere else.
+#   Pods run on the bridge with a pod CIDR (a /24 of 10.244.0.0/16, CNI bridge +
+#   host-local) in network namespaces containerd makes under <dir>; a pod has no default
+#   route, only its /24 and the service range (via the bridge address). The API server
+#   listens on all of the namespace's addresses and advertises the bridge address; its
+#   serving certificate names the `kubernetes` Service's address too, so a pod reaches
+#   it the in-cluster way: KUBERNETES_SERVICE_HOST, DNATed by kube-proxy (iptables mode,
+#   in the namespace) to the endpoint the API server published. Tests outside the
+#   namespace reach the API server through a forwarder on the machine's loopback
+#   (socat, one `nsenter` per connection into the namespace), named by
+#   ADMIN_KUBECONFIG.
 # - kube-controller-manager (Deployments, ReplicaSets, Jobs, service accounts, the
 #   garbage collector, kube-root-ca.crt with both CAs) and kube-scheduler run with the
 #   admin identity too, without leader election, serving on loopback only.
@@ -81,10 +83,15 @@ containerd_pid=""
 kubelet_pid=""
 kcm_pid=""
 scheduler_pid=""
-relay_pid=""
+proxy_pid=""
+forward_pid=""
 cp_pid=""
-added_routes=()
-iptables_rules=()
+netns="swnode$id"
+# A command prefix that runs a command in the node's network namespace (only that: `ip
+# netns exec` would also remount /sys, hiding the cgroup hierarchies from the kubelet and
+# runc). nsenter execs the command, so `$!` of `"${in_node[@]}" cmd &` is cmd's pid.
+in_node=(nsenter --net="/run/netns/$netns" --)
+inns() { "${in_node[@]}" "$@"; }
 
 # --- teardown ------------------------------------------------------------------------
 stop_pid() { # PID: TERM, up to 10 s, then KILL
@@ -107,6 +114,11 @@ cgroup_dirs() { # every cgroup v1 hierarchy's directory for this node's cgroup r
 }
 teardown() {
   trap - EXIT INT TERM HUP
+  # Best effort, every step: under `set -e` one failing command (a cgroup removed while
+  # find walks it) would end the script here and leave the rest running.
+  set +e +o pipefail
+  stop_pid "$forward_pid"
+  stop_pid "$proxy_pid"
   stop_pid "$scheduler_pid"
   stop_pid "$kcm_pid"
   stop_pid "$kubelet_pid"
@@ -125,44 +137,25 @@ teardown() {
     kill -KILL "$shim" 2>/dev/null || true
   done
   stop_pid "$containerd_pid"
-  stop_pid "$relay_pid"
   # Mounts under <dir> (rootfs overlays, network namespaces, volumes), deepest first.
   awk -v d="$dir/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
     while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
   # Cgroups, deepest first.
   cgroup_dirs | while read -r d; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
-  # The chains the kubelet made (a canary, and a rule against non-local packets to
-  # 127.0.0.0/8), unless another kubelet still runs here.
-  if ! pgrep -x kubelet >/dev/null 2>&1; then
-    local tool table chain
-    for tool in iptables ip6tables; do
-      for chain in INPUT OUTPUT; do
-        $tool -w 5 -D "$chain" -j KUBE-FIREWALL 2>/dev/null || true
-      done
-      for table in filter nat mangle; do
-        for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
-          $tool -w 5 -t "$table" -F "$chain" 2>/dev/null || true
-          $tool -w 5 -t "$table" -X "$chain" 2>/dev/null || true
-        done
-      done
-    done
-  fi
-  local rule
-  for rule in "${iptables_rules[@]}"; do
-    # shellcheck disable=SC2086
-    iptables -w 5 $rule 2>/dev/null || true
-  done
-  ip link del "$bridge" 2>/dev/null || true
-  local route
-  for route in "${added_routes[@]}"; do
-    ip route del blackhole "$route" 2>/dev/null || true
-  done
   # The control plane stops when its stdin closes.
   if [ -n "$cp_pid" ]; then
     local cp_in=${CONTROLPLANE[1]:-}
     [ -z "$cp_in" ] || exec {cp_in}>&-
     wait "$cp_pid" 2>/dev/null || true
   fi
+  # Whatever still runs in the node's namespace, then the namespace, with its bridge,
+  # routes and iptables rules (kube-proxy's, the kubelet's and ours): nothing of them
+  # was ever in the machine's own.
+  local left
+  left=$(ip netns pids "$netns" 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  [ -z "$left" ] || kill -KILL $left 2>/dev/null || true
+  ip netns del "$netns" 2>/dev/null || true
   rm -rf "$dir"
 }
 trap teardown EXIT
@@ -173,7 +166,7 @@ trap 'exit 129' HUP
 fail() {
   log "$*"
   for f in "$dir"/containerd.log "$dir"/kubelet.log "$dir"/kube-controller-manager.log \
-    "$dir"/kube-scheduler.log; do
+    "$dir"/kube-scheduler.log "$dir"/kube-proxy.log; do
     if [ -f "$f" ]; then
       echo "--- last lines of $(basename "$f")" >&2
       tail -n 25 "$f" >&2
@@ -181,15 +174,42 @@ fail() {
   done
   exit 1
 }
-free_port() {
+free_port() { # on the machine's loopback
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
+node_port() { # on the node's namespace's loopback
+  inns python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
 
-# --- the control plane ----------------------------------------------------------------
-# The API server reaches the kubelet at its InternalIP (127.0.0.1): never by host name.
+# --- network: the node's namespace, a bridge, a pod CIDR ---------------------------------
+# Inside a namespace of its own any /24 of 10.244.0.0/16 is free; 10.244.0.0/16 and the
+# service range get blackhole routes there, so only the bridge's /24 leads anywhere: to
+# the pods. The `kubernetes` Service takes the first address of the service range.
+ip netns add "$netns"
+inns ip link set lo up
+pod_cidr="10.244.$((RANDOM % 250 + 1)).0/24"
+gateway="${pod_cidr%.0/24}.1"
+service_range=10.96.0.0/16 # controlplane.sh's --service-cluster-ip-range
+service_host=10.96.0.1
+inns ip route add blackhole 10.244.0.0/16
+inns ip route add blackhole "$service_range"
+# The bridge exists before the CNI plugin sees it, so its address is ours.
+inns ip link add "$bridge" type bridge
+inns ip addr add "$gateway/24" dev "$bridge"
+inns ip link set "$bridge" up
+# Nothing from the pods is forwarded anywhere (IP forwarding stays off in the namespace).
+inns iptables -w 5 -I FORWARD -i "$bridge" ! -o "$bridge" -j DROP
+inns iptables -w 5 -I FORWARD -o "$bridge" ! -i "$bridge" -j DROP
+
+# --- the control plane, in the namespace ------------------------------------------------
+# The API server reaches the kubelet at its InternalIP (127.0.0.1, the namespace's
+# loopback): never by host name. It listens on every address of the namespace and
+# publishes the bridge address as the `kubernetes` Service's endpoint (the default lease
+# reconciler), which kube-proxy then routes the Service address to.
 coproc CONTROLPLANE {
-  SAFEWRITE_APISERVER_FLAGS="--kubelet-preferred-address-types InternalIP ${SAFEWRITE_APISERVER_FLAGS:-}" \
-    exec bash "$here/controlplane.sh" run
+  SAFEWRITE_APISERVER_FLAGS="--kubelet-preferred-address-types InternalIP --bind-address 0.0.0.0 --advertise-address $gateway --endpoint-reconciler-type lease ${SAFEWRITE_APISERVER_FLAGS:-}" \
+    SAFEWRITE_APISERVER_SANS="IP:$gateway,IP:$service_host,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+    exec nsenter --net="/run/netns/$netns" -- bash "$here/controlplane.sh" run
 }
 cp_pid=$CONTROLPLANE_PID
 read -r ready cp_dir <&"${CONTROLPLANE[0]}" || fail "the control plane did not start"
@@ -198,65 +218,23 @@ read -r ready cp_dir <&"${CONTROLPLANE[0]}" || fail "the control plane did not s
 . "$cp_dir/env"
 started_node=$SECONDS
 admin() {
-  curl -sS --max-time 10 --cacert "$CA_FILE" -H "Authorization: Bearer $ADMIN_TOKEN" \
+  inns curl -sS --max-time 10 --cacert "$CA_FILE" -H "Authorization: Bearer $ADMIN_TOKEN" \
     -H 'Content-Type: application/json' "$@"
 }
+found=$(admin "$SERVER/api/v1/namespaces/default/services/kubernetes" | jq -r .spec.clusterIP)
+[ "$found" = "$service_host" ] || fail "the kubernetes Service is at $found, not $service_host"
 
-# --- network: a bridge, a pod CIDR and the service range that route nowhere else -------
-# The pod CIDR is a /24 of 10.244.0.0/16 that no route on this machine uses, chosen per
-# node. 10.244.0.0/16 and the service range get blackhole routes (unless some route
-# already covers them), so only the bridge's /24 leads anywhere: to the pods.
-pod_cidr=""
-for _ in $(seq 1 50); do
-  candidate="10.244.$((RANDOM % 250 + 1)).0/24"
-  if ! ip route show | grep -q "^${candidate} "; then
-    pod_cidr=$candidate
-    break
-  fi
-done
-[ -n "$pod_cidr" ] || fail "no free /24 in 10.244.0.0/16"
-gateway="${pod_cidr%.0/24}.1"
-service_range=10.96.0.0/16 # controlplane.sh's --service-cluster-ip-range
-service_host=$(admin "$SERVER/api/v1/namespaces/default/services/kubernetes" | jq -r .spec.clusterIP)
-[ -n "$service_host" ] && [ "$service_host" != null ] || fail "no kubernetes Service address"
-for route in 10.244.0.0/16 "$service_range"; do
-  if ip route add blackhole "$route" 2>/dev/null; then
-    added_routes+=("$route")
-  fi
-done
-# The bridge exists before the CNI plugin sees it, so its address is ours.
-ip link add "$bridge" type bridge
-ip addr add "$gateway/24" dev "$bridge"
-ip link set "$bridge" up
-# Nothing from the pods is forwarded anywhere (IP forwarding stays as it is; off here).
-add_rule() { # TABLE CHAIN RULE...: insert now, delete at teardown
-  local table=$1 chain=$2
-  shift 2
-  iptables -w 5 -t "$table" -I "$chain" "$@"
-  iptables_rules+=("-t $table -D $chain $*")
-}
-add_rule filter FORWARD -i "$bridge" ! -o "$bridge" -j DROP
-add_rule filter FORWARD -o "$bridge" ! -i "$bridge" -j DROP
-
-# The API server's Service address -> the relay on the bridge address.
-pki="$dir/pki"
-mkdir -p "$pki"
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=safewrite-node-ca" \
-  -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/CN=kubernetes" \
-  -keyout "$pki/relay.key" -out "$pki/relay.csr" 2>/dev/null
-printf 'subjectAltName=IP:%s,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n' \
-  "$service_host" >"$pki/ext.cnf"
-openssl x509 -req -in "$pki/relay.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
-  -CAcreateserial -days 2 -extfile "$pki/ext.cnf" -out "$pki/relay.crt" 2>/dev/null
-cat "$CA_FILE" "$pki/ca.crt" >"$pki/pod-ca.crt"
-relay_port=$(free_port)
-socat "OPENSSL-LISTEN:$relay_port,bind=$gateway,reuseaddr,fork,cert=$pki/relay.crt,key=$pki/relay.key,verify=0" \
-  "OPENSSL:127.0.0.1:$API_PORT,cafile=$CA_FILE,commonname=localhost" \
-  </dev/null >>"$dir/relay.log" 2>&1 &
-relay_pid=$!
-add_rule nat PREROUTING -i "$bridge" -d "$service_host" -p tcp --dport 443 \
-  -j DNAT --to-destination "$gateway:$relay_port"
+# The way in from outside the namespace, for the tests: a forwarder on the machine's
+# loopback that enters the namespace per connection.
+forward_port=$(free_port)
+printf '#!/bin/sh\nexec nsenter --net=/run/netns/%s -- socat STDIO TCP:127.0.0.1:%s\n' \
+  "$netns" "$API_PORT" >"$dir/into-node"
+chmod +x "$dir/into-node"
+socat "TCP-LISTEN:$forward_port,bind=127.0.0.1,reuseaddr,fork" "EXEC:$dir/into-node" \
+  </dev/null >>"$dir/forward.log" 2>&1 &
+forward_pid=$!
+sed "s|https://127.0.0.1:$API_PORT|https://127.0.0.1:$forward_port|" "$cp_dir/admin.kubeconfig" \
+  >"$dir/admin.kubeconfig"
 
 # --- containerd -------------------------------------------------------------------------
 mkdir -p "$dir/cni/net.d" "$dir/cni/bin" "$dir/opt"
@@ -306,7 +284,7 @@ state = "$dir/containerd/state"
     conf_dir = "$dir/cni/net.d"
 TOML
 # The shim is found on PATH.
-PATH="$bindir:$PATH" "$bindir/containerd" --config "$dir/containerd.toml" \
+PATH="$bindir:$PATH" "${in_node[@]}" "$bindir/containerd" --config "$dir/containerd.toml" \
   </dev/null >>"$dir/containerd.log" 2>&1 &
 containerd_pid=$!
 ctr() { "$bindir/ctr" --address "$dir/containerd.sock" --namespace k8s.io "$@"; }
@@ -370,8 +348,8 @@ for d in /sys/fs/cgroup/*/; do
     cat "${d}cpuset.mems" >"$d${cgroup_root#/}/cpuset.mems"
   fi
 done
-kubelet_port=$(free_port)
-healthz_port=$(free_port)
+kubelet_port=$(node_port)
+healthz_port=$(node_port)
 : >"$dir/resolv.conf" # pods get no name server: nothing to ask outside
 cp "$cp_dir/admin.kubeconfig" "$dir/kubelet.kubeconfig"
 cat >"$dir/kubelet.yaml" <<YAML
@@ -406,7 +384,7 @@ localStorageCapacityIsolation: false
 # Container logs under <dir> too (the default is /var/log/pods).
 podLogsDir: $dir/pod-logs
 YAML
-"$bindir/kubelet" \
+"${in_node[@]}" "$bindir/kubelet" \
   --config "$dir/kubelet.yaml" \
   --kubeconfig "$dir/kubelet.kubeconfig" \
   --root-dir "$dir/kubelet" \
@@ -428,28 +406,47 @@ for i in $(seq 1 300); do
 done
 
 # --- kube-controller-manager and kube-scheduler -----------------------------------------
-"$bindir/kube-controller-manager" \
+"${in_node[@]}" "$bindir/kube-controller-manager" \
   --kubeconfig "$cp_dir/admin.kubeconfig" \
   --authentication-kubeconfig "$cp_dir/admin.kubeconfig" \
   --authorization-kubeconfig "$cp_dir/admin.kubeconfig" \
   --leader-elect=false \
   --bind-address 127.0.0.1 \
-  --secure-port "$(free_port)" \
-  --root-ca-file "$pki/pod-ca.crt" \
+  --secure-port "$(node_port)" \
+  --root-ca-file "$CA_FILE" \
   --use-service-account-credentials=false \
   --controllers '*' \
   --concurrent-job-syncs 5 \
   </dev/null >>"$dir/kube-controller-manager.log" 2>&1 &
 kcm_pid=$!
-"$bindir/kube-scheduler" \
+"${in_node[@]}" "$bindir/kube-scheduler" \
   --kubeconfig "$cp_dir/admin.kubeconfig" \
   --authentication-kubeconfig "$cp_dir/admin.kubeconfig" \
   --authorization-kubeconfig "$cp_dir/admin.kubeconfig" \
   --leader-elect=false \
   --bind-address 127.0.0.1 \
-  --secure-port "$(free_port)" \
+  --secure-port "$(node_port)" \
   </dev/null >>"$dir/kube-scheduler.log" 2>&1 &
 scheduler_pid=$!
+# kube-proxy, iptables mode, in the namespace: the Service addresses, the
+# `kubernetes` one included, DNATed to their endpoints. It leaves conntrack's sysctls as
+# they are (maxPerCore 0, timeouts 0) and serves health and metrics on loopback.
+cat >"$dir/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $cp_dir/admin.kubeconfig}
+hostnameOverride: $node_name
+mode: iptables
+clusterCIDR: 10.244.0.0/16
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:$(node_port)
+metricsBindAddress: 127.0.0.1:$(node_port)
+nodePortAddresses: ["$pod_cidr"]
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+PATH="/usr/sbin:/sbin:$PATH" "${in_node[@]}" "$bindir/kube-proxy" --config "$dir/kube-proxy.yaml" --v 2 \
+  </dev/null >>"$dir/kube-proxy.log" 2>&1 &
+proxy_pid=$!
 # Ready for pods once the default service account exists (the controller-manager made it)
 # and the node is schedulable (the controller-manager took the not-ready taint off).
 for i in $(seq 1 300); do
@@ -459,6 +456,13 @@ for i in $(seq 1 300); do
   kill -0 "$kcm_pid" 2>/dev/null || fail "kube-controller-manager exited during start-up"
   kill -0 "$scheduler_pid" 2>/dev/null || fail "kube-scheduler exited during start-up"
   [ "$i" = 300 ] && fail "no default service account or an untainted node within 60s (taints: $taints)"
+  sleep 0.2
+done
+# ... and once kube-proxy routes the API server's Service address.
+for i in $(seq 1 300); do
+  inns iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $service_host/32" && break
+  kill -0 "$proxy_pid" 2>/dev/null || fail "kube-proxy exited during start-up"
+  [ "$i" = 300 ] && fail "kube-proxy did not route $service_host within 60s"
   sleep 0.2
 done
 
@@ -471,7 +475,8 @@ done
   echo "CONTROLLER_IMAGE=$controller_image"
   echo "POD_CIDR=$pod_cidr"
   echo "SERVICE_HOST=$service_host"
-  echo "POD_CA_FILE=$pki/pod-ca.crt"
+  echo "NETNS=$netns"
+  echo "ADMIN_KUBECONFIG=$dir/admin.kubeconfig"
   echo "KUBELET_PORT=$kubelet_port"
   echo "KUBELET_PID=$kubelet_pid"
   echo "CONTAINERD_PID=$containerd_pid"
@@ -496,6 +501,7 @@ while true; do
   kill -0 "$containerd_pid" 2>/dev/null || fail "containerd exited unexpectedly"
   kill -0 "$kcm_pid" 2>/dev/null || fail "kube-controller-manager exited unexpectedly"
   kill -0 "$scheduler_pid" 2>/dev/null || fail "kube-scheduler exited unexpectedly"
-  kill -0 "$relay_pid" 2>/dev/null || fail "the API relay exited unexpectedly"
+  kill -0 "$proxy_pid" 2>/dev/null || fail "kube-proxy exited unexpectedly"
+  kill -0 "$forward_pid" 2>/dev/null || fail "the forwarder into the namespace exited unexpectedly"
   kill -0 "$cp_pid" 2>/dev/null || fail "the control plane exited unexpectedly"
 done

@@ -1,6 +1,7 @@
 //! The sidecar in real pods, on a real node: tests/harness/node.sh starts a control plane
-//! of its own (with kube-controller-manager and kube-scheduler), containerd, runc and a
-//! kubelet, and imports the image deploy/image/build.sh makes. Then:
+//! of its own (with kube-controller-manager and kube-scheduler), containerd, runc, a
+//! kubelet and kube-proxy, all in a network namespace of its own, and imports the image
+//! deploy/image/build.sh makes. Then:
 //!
 //! - deploy/kubernetes/sidecar.yaml's objects, in a namespace that enforces PodSecurity
 //!   `restricted`, and its Deployment's pod template run as a Pod (to completion) whose
@@ -23,7 +24,9 @@
 //!   counted, and no other;
 //! - the sidecar's overhead against writing directly (`overhead.rs`): latency, CPU per
 //!   1,000 writes, RSS;
-//! - the pod range and the service range lead nowhere but the node's bridge.
+//! - the node runs in a network namespace of the harness's own with no link out of it;
+//!   the pod range leads only to its bridge, the Service address is kube-proxy's, and
+//!   nothing else routes anywhere.
 //!
 //! The pod's controller is tests/harness/node-controller, a static program of the Go
 //! client: 16 goroutines × 50 read-dependent increments through the sidecar; the Job's
@@ -94,7 +97,7 @@ impl Node {
     }
 
     async fn admin_client(&self) -> kube::Client {
-        support::client_from(&PathBuf::from(&self.env["CP_DIR"]).join("admin.kubeconfig")).await
+        support::client_from(&PathBuf::from(&self.env["ADMIN_KUBECONFIG"])).await
     }
 
     /// `ctr` against this node's containerd, in the kubelet's namespace.
@@ -814,10 +817,11 @@ async fn deleting_a_pod_mid_load_stops_the_controller_first_and_loses_no_write()
     );
 }
 
-/// `ip route get ADDRESS` on the node: whether a route exists, and what it says.
-fn route(address: &str) -> (bool, String) {
+/// `ip route get ADDRESS` in the node's network namespace: whether a route exists, and
+/// what it says.
+fn route(node: &Node, address: &str) -> (bool, String) {
     let out = Command::new("ip")
-        .args(["route", "get", address])
+        .args(["-n", &node.env["NETNS"], "route", "get", address])
         .output()
         .expect("run ip route get");
     let text =
@@ -826,24 +830,68 @@ fn route(address: &str) -> (bool, String) {
 }
 
 #[test]
-fn pod_and_service_addresses_route_nowhere_but_the_bridge() {
+fn the_node_and_its_pods_reach_nothing_outside_their_namespaces() {
     let Some(node) = Node::shared() else { return };
+    let netns = &node.env["NETNS"];
     let bridge = &node.env["BRIDGE"];
+    // The node's namespace has loopback, the bridge and the pods' veths on it: no link
+    // into the machine's own network.
+    let out = Command::new("ip")
+        .args(["-n", netns, "-o", "link", "show"])
+        .output()
+        .expect("run ip link show");
+    let links = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{links}");
+    for line in links.lines() {
+        let name = line.split(':').nth(1).unwrap_or_default().trim();
+        let name = name.split('@').next().unwrap_or_default();
+        assert!(
+            name == "lo" || name == bridge || line.contains(&format!("master {bridge} ")),
+            "a link in the node's namespace that is not loopback, the bridge or a pod's: {line}"
+        );
+    }
     let pods = node.env["POD_CIDR"].trim_end_matches(".0/24").to_string();
-    let (found, text) = route(&format!("{pods}.200"));
+    let (found, text) = route(node, &format!("{pods}.200"));
     assert!(
         found && text.contains(&format!("dev {bridge} ")),
         "{pods}.200 should lead to {bridge}: {text}"
     );
-    // Another node's pods, the API server's Service address, the rest of the service
-    // range: no route (blackholed), so nothing sent there can leave the machine.
+    // Another node's pods, the Service range (kube-proxy DNATs the Services it knows
+    // before routing), and any other address: no route.
     let other = if pods == "10.244.1" {
         "10.244.2.9"
     } else {
         "10.244.1.9"
     };
-    for address in [other, node.env["SERVICE_HOST"].as_str(), "10.96.255.254"] {
-        let (found, text) = route(address);
+    for address in [other, "10.96.255.254", "192.0.2.1", "8.8.8.8"] {
+        let (found, text) = route(node, address);
         assert!(!found, "{address} routes somewhere: {text}");
     }
+    // And the `kubernetes` Service address is kube-proxy's: DNATed to the endpoint the
+    // API server published (an address of the node's bridge).
+    let out = Command::new("nsenter")
+        .args([
+            &format!("--net=/run/netns/{netns}"),
+            "--",
+            "iptables",
+            "-w",
+            "5",
+            "-t",
+            "nat",
+            "-S",
+        ])
+        .output()
+        .expect("run iptables -S in the node's namespace");
+    let rules = String::from_utf8_lossy(&out.stdout).into_owned();
+    let gateway = format!("{pods}.1:");
+    assert!(
+        rules
+            .lines()
+            .any(|l| l.contains("KUBE-SEP") && l.contains("DNAT") && l.contains(&gateway)),
+        "no kube-proxy DNAT to the API server's endpoint {gateway}: {rules}"
+    );
+    assert!(
+        rules.contains(&format!("-d {}/32", node.env["SERVICE_HOST"])),
+        "{rules}"
+    );
 }

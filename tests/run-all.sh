@@ -55,6 +55,9 @@ bash fuzz/smoke.sh 10
 section "container image: built without a daemon, run as its user (deploy/image/test.sh)"
 bash deploy/image/test.sh
 
+section "supply chain: auditable binary, SBOM, registry, cosign signature and attestation (deploy/image/supply-test.sh)"
+bash deploy/image/supply-test.sh
+
 section "Python client against the real sidecar (clients/python/test.sh)"
 bash clients/python/test.sh
 

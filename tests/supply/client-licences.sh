@@ -72,7 +72,7 @@ if [ -d "$root/clients/typescript/node_modules" ] && command -v npm >/dev/null 2
     [ -n "$package" ] || continue
     expression_ok "$licence" || bad "npm $package: $licence"
   done <<<"$npm_out"
-  echo "licences: TypeScript client, $(grep -c . <<<"$npm_out") production packages:$(cut -f2 <<<"$npm_out" | tr -d "()" | sort | uniq -c | awk '{ printf " %s:%s", $2, $1 }')"
+  echo "licences: TypeScript client, $(grep -c . <<<"$npm_out") production packages:$(cut -f2 <<<"$npm_out" | sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)$/ \2:\1/' | tr -d '\n')"
 else
   echo "licences: TypeScript client SKIPPED (no node_modules: clients/typescript/test.sh installs them)"
 fi
@@ -127,7 +127,7 @@ PY
     [ -n "$package" ] || continue
     expression_ok "$licence" || bad "PyPI $package: $licence"
   done <<<"$py_out"
-  echo "licences: Python client, $(grep -c . <<<"$py_out") required distributions:$(cut -f2 <<<"$py_out" | sort | uniq -c | awk '{ $1 = $1; n = $1; $1 = ""; printf " %s:%s", substr($0, 2), n }')"
+  echo "licences: Python client, $(grep -c . <<<"$py_out") required distributions:$(cut -f2 <<<"$py_out" | sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)$/ \2:\1/' | tr -d '\n')"
 else
   echo "licences: Python client SKIPPED (no virtualenv: clients/python/test.sh makes it)"
 fi

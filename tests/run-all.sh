@@ -28,6 +28,12 @@ cargo fmt --all -- --check
 section "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
+section "dependency policy (cargo deny: licences, bans, sources of deny.toml)"
+# cargo-deny is built once per machine (tests/harness/cargo-tools.sh).
+cargo_tools=$(bash tests/harness/cargo-tools.sh cargo-deny | tail -n 1)
+PATH="$cargo_tools:$PATH" cargo deny --locked check --hide-inclusion-graph licenses bans sources
+bash tests/supply/advisories.sh "$cargo_tools"
+
 section "cargo test (unit + integration against the real control plane, and pods on a real node)"
 cargo test
 
@@ -49,6 +55,9 @@ bash fuzz/smoke.sh 10
 section "container image: built without a daemon, run as its user (deploy/image/test.sh)"
 bash deploy/image/test.sh
 
+section "supply chain: auditable binary, SBOM, registry, cosign signature and attestation (deploy/image/supply-test.sh)"
+bash deploy/image/supply-test.sh
+
 section "Python client against the real sidecar (clients/python/test.sh)"
 bash clients/python/test.sh
 
@@ -60,6 +69,9 @@ bash clients/typescript/test.sh
 
 section "Java client against the real sidecar (clients/java/test.sh)"
 bash clients/java/test.sh
+
+section "client libraries' licences (tests/supply/client-licences.sh)"
+bash tests/supply/client-licences.sh
 
 echo
 echo "all suites passed in $((SECONDS - started))s"

@@ -23,13 +23,29 @@
 #                              docker://REGISTRY/safewrite:0.1.0`
 #   target/image/safewrite.tar the same layout as one archive, with a docker-style
 #                              manifest.json too, for `docker load` / `podman load`
+#   target/image/sbom/         the image's SBOM: safewrite.cdx.json (CycloneDX 1.5, by
+#                              cargo-cyclonedx from Cargo.lock for the image's target,
+#                              without dev- and build-dependencies) and safewrite.spdx.json
+#                              (SPDX 2.3, converted from it), both naming the manifest digest
 # The last line of stdout is the layout's directory; progress goes to stderr.
+#
+# The binary is built with `cargo auditable build` (cargo-auditable): the list of crates
+# compiled into it, with versions and sources, is embedded in a `.dep-v0` section, so
+# scanners (cargo audit bin, syft, trivy, grype) can tell what any copy of it was built
+# from. tests/harness/cargo-tools.sh installs cargo-auditable and cargo-cyclonedx (once
+# per machine, cached outside the checkout).
+#
+# With SAFEWRITE_IMAGE_PUSH=REGISTRY/REPOSITORY set, the image is then pushed by digest
+# (and tagged with the crate's version) with deploy/image/push.sh; the pushed reference
+# goes to stderr, the last line of stdout stays the layout.
 #
 # Needs: cargo (stable, target x86_64- or aarch64-unknown-linux-gnu, the host's), tar,
 # gzip, sha256sum, jq. The static binary is built in its own target directory
 # (target/image/cargo), so it never invalidates anyone's `cargo build --release`.
-# SOURCE_DATE_EPOCH (default: the last commit's time) sets every timestamp, so the
-# same sources give the same image digest.
+# SOURCE_DATE_EPOCH (default: the last commit's time) sets every timestamp, and the
+# build remaps the checkout's and cargo's paths (--remap-path-prefix) out of the binary,
+# so the same commit gives the same image digest in any directory (deploy/image/reproduce.sh
+# checks it; docs/supply-chain.md says what it takes).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,13 +73,18 @@ created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 # binary only, not to build scripts and proc macros (which must stay dynamic). No debug
 # info and stripped symbols: 109 MB with the default profile's line tables, about 20 MB
 # here.
+cargo_tools=$(bash "$root/tests/harness/cargo-tools.sh" cargo-auditable cargo-cyclonedx | tail -n 1)
 log "building the static release binary ($triple; the first build takes minutes)"
 started=$SECONDS
-RUSTFLAGS="-C target-feature=+crt-static" \
+# --remap-path-prefix: panic messages and the few paths rustc keeps name the checkout as
+# /safewrite and cargo's registry as /cargo, so where the build ran does not change a byte.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+PATH="$cargo_tools:$PATH" \
+  RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$root=/safewrite --remap-path-prefix=$cargo_home=/cargo" \
   CARGO_TARGET_DIR="$out/cargo" \
   CARGO_PROFILE_RELEASE_DEBUG=false \
   CARGO_PROFILE_RELEASE_STRIP=symbols \
-  nice -n 10 cargo build --quiet --release --target "$triple" --bin safewrite \
+  nice -n 10 cargo auditable build --quiet --locked --release --target "$triple" --bin safewrite \
   --manifest-path "$root/Cargo.toml"
 bin="$out/cargo/$triple/release/safewrite"
 log "binary ready in $((SECONDS - started))s"
@@ -159,6 +180,39 @@ tar --create --file "$out/safewrite.tar" --directory "$layout" --format=ustar \
   --numeric-owner --owner=0 --group=0 --mtime="@$epoch" --sort=name .
 uncompressed=$(size "$work/layer.tar")
 rm -rf "$work"
+
+# --- the SBOM ---------------------------------------------------------------------------
+# cargo-cyclonedx reads the same resolved graph cargo built from (Cargo.lock, the image's
+# target, default features) and writes beside Cargo.toml; the file is moved out at once.
+# Its random serial number and wall-clock timestamp are replaced by ones derived from the
+# manifest digest and SOURCE_DATE_EPOCH, and the checkout's path in safewrite's own
+# references by /safewrite (as in the binary), so the SBOM is as reproducible as the image.
+sbom="$out/sbom"
+rm -rf "$sbom"
+mkdir -p "$sbom"
+sbom_name=".safewrite-sbom-$$"
+PATH="$cargo_tools:$PATH" cargo cyclonedx --quiet --manifest-path "$root/Cargo.toml" \
+  --format json --spec-version 1.5 --target "$triple" --no-build-deps \
+  --override-filename "$sbom_name" >&2
+mv "$root/$sbom_name.json" "$sbom/raw.cdx.json"
+serial=$(printf '%s' "${manifest_digest:0:32}" | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12})$/\1-\2-\3-\4-\5/')
+jq --arg serial "urn:uuid:$serial" --arg created "$created" --arg digest "sha256:$manifest_digest" \
+  --arg version "$version" --arg root "$root" '
+  walk(if type == "string" then split("file://" + $root) | join("file:///safewrite") else . end)
+  | .serialNumber = $serial
+  | .metadata.timestamp = $created
+  | .metadata.properties = ((.metadata.properties // []) + [
+      {name: "safewrite:image", value: ("safewrite:" + $version)},
+      {name: "safewrite:image-manifest-digest", value: $digest}])' \
+  "$sbom/raw.cdx.json" >"$sbom/safewrite.cdx.json"
+rm "$sbom/raw.cdx.json"
+jq -f "$root/deploy/image/cdx-to-spdx.jq" --arg created "$created" \
+  --arg digest "sha256:$manifest_digest" "$sbom/safewrite.cdx.json" >"$sbom/safewrite.spdx.json"
+log "SBOM: $(jq '.components | length' "$sbom/safewrite.cdx.json") components, $sbom/safewrite.cdx.json and .spdx.json"
+
+if [ -n "${SAFEWRITE_IMAGE_PUSH:-}" ]; then
+  bash "$root/deploy/image/push.sh" "$layout" "$SAFEWRITE_IMAGE_PUSH" "$version" >/dev/null
+fi
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 log "image safewrite:$version ($arch), manifest sha256:$manifest_digest"

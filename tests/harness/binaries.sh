@@ -19,6 +19,10 @@
 #                         # and seccomp: as root, libseccomp-dev and pkg-config are
 #                         # installed from Debian when missing (and iptables and socat,
 #                         # which node.sh uses)
+#   binaries.sh supply    # also the supply-chain tools (docs/supply-chain.md): the CNCF
+#                         # distribution registry and cosign (Go), and cargo-deny,
+#                         # cargo-auditable, cargo-cyclonedx, rust-audit-info
+#                         # (tests/harness/cargo-tools.sh); only on demand
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,6 +34,7 @@ bindir="$cache/bin/set-k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-grpcurl-$GRPCU
 with_jaeger=false
 with_deploy=false
 with_node=false
+with_supply=false
 case "${1:-}" in
   "") ;;
   jaeger) with_jaeger=true; bindir="$bindir-jaeger-$JAEGER_VERSION" ;;
@@ -41,7 +46,11 @@ case "${1:-}" in
     with_node=true
     bindir="$bindir-node-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cni-$CNI_PLUGINS_VERSION"
     ;;
-  *) echo "usage: $0 [jaeger|deploy|node]" >&2; exit 2 ;;
+  supply)
+    with_supply=true
+    bindir="$bindir-supply-registry-$REGISTRY_VERSION-cosign-$COSIGN_VERSION-deny-$CARGO_DENY_VERSION-auditable-$CARGO_AUDITABLE_VERSION-cyclonedx-$CARGO_CYCLONEDX_VERSION"
+    ;;
+  *) echo "usage: $0 [jaeger|deploy|node|supply]" >&2; exit 2 ;;
 esac
 mkdir -p "$bindir"
 # tool_path NAME VERSION: where one tool's binary is cached.
@@ -202,6 +211,20 @@ fi
 if $with_node; then
   # shellcheck source=tests/harness/node-binaries.sh
   . "$here/node-binaries.sh"
+fi
+
+if $with_supply; then
+  # The registry serves the image on loopback in deploy/image/supply-test.sh; cosign signs
+  # it and attaches the SBOM as an attestation. Both are plain `go install`s.
+  registry=$(tool_path registry "$REGISTRY_VERSION")
+  go_install github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION" "$registry" \
+    "-X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION"
+  cosign=$(tool_path cosign "$COSIGN_VERSION")
+  go_install github.com/sigstore/cosign/v2/cmd/cosign "$COSIGN_VERSION" "$cosign" \
+    "-X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION"
+  cargo_tools=$(bash "$here/cargo-tools.sh" | tail -n 1)
+  tools+=("$registry" "$cosign")
+  for tool in "$cargo_tools"/*; do tools+=("$(readlink "$tool")"); done
 fi
 
 for tool in "${tools[@]}"; do

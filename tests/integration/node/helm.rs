@@ -13,9 +13,10 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::{
-    Node, assert_restricted_runtime, count, create_counter, restricted_namespace, time_of,
+    Node, assert_restricted_runtime, count, create_clean, create_counter, restricted_namespace,
+    time_of,
 };
-use crate::deploy::{create, deploy_tools, pinned, run};
+use crate::deploy::{deploy_tools, pinned, run};
 
 /// `name:tag` split at the tag's colon.
 fn split_image(image: &str) -> (&str, &str) {
@@ -72,24 +73,7 @@ async fn the_helm_charts_deployment_runs_with_its_sidecar_in_a_restricted_namesp
     assert!(kinds.contains(&"Deployment"), "{kinds:?}");
     let created = Instant::now();
     for object in &objects {
-        let answer = create(
-            &client,
-            &ns,
-            object["apiVersion"].as_str().unwrap(),
-            object["kind"].as_str().unwrap(),
-            "application/json",
-            serde_json::to_vec(object).unwrap(),
-            false,
-        )
-        .await;
-        assert_eq!(
-            answer.status,
-            http::StatusCode::CREATED,
-            "{}: {}",
-            object["kind"],
-            answer.body
-        );
-        assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+        create_clean(&client, &ns, object).await;
     }
 
     // Every increment lands through the sidecar of the Deployment's Pod.

@@ -17,8 +17,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use super::{Node, count, create_counter, install_manifest, labelled_namespace};
-use crate::deploy::create;
+use super::{
+    Node, count, create_clean, create_counter, install_manifest, labelled_namespace, submit,
+};
 use crate::support::repo_root;
 
 /// deploy/kubernetes/injection/policy.yaml's documents.
@@ -34,16 +35,7 @@ fn policy_documents() -> Vec<Value> {
 
 async fn create_all(client: &kube::Client, namespace: &str, objects: &[Value]) {
     for object in objects {
-        let answer = create(
-            client,
-            namespace,
-            object["apiVersion"].as_str().unwrap(),
-            object["kind"].as_str().unwrap(),
-            "application/json",
-            serde_json::to_vec(object).unwrap(),
-            false,
-        )
-        .await;
+        let answer = submit(client, namespace, object, false).await;
         assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
     }
 }
@@ -76,16 +68,7 @@ async fn install_injection(client: &kube::Client, namespace: &str) {
     let probe = plain_pod("probe", "example.invalid/c:1", json!({}));
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let answer = create(
-            client,
-            namespace,
-            "v1",
-            "Pod",
-            "application/json",
-            serde_json::to_vec(&probe).unwrap(),
-            true,
-        )
-        .await;
+        let answer = submit(client, namespace, &probe, true).await;
         if injected(&answer.body) {
             return;
         }
@@ -136,18 +119,7 @@ async fn a_deployment_without_a_sidecar_gets_one_injected_and_writes_through_it(
                         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
                         "securityContext": restricted}]}}}});
     let created = Instant::now();
-    let answer = create(
-        &client,
-        &ns,
-        "apps/v1",
-        "Deployment",
-        "application/json",
-        serde_json::to_vec(&deployment).unwrap(),
-        false,
-    )
-    .await;
-    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
-    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+    create_clean(&client, &ns, &deployment).await;
 
     // The ReplicaSet's Pod runs with the injected sidecar, and every write lands.
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -202,16 +174,7 @@ async fn a_pod_labelled_disabled_runs_without_the_sidecar() {
         &node.env["PAUSE_IMAGE"],
         json!({"safewrite.dev/inject": "disabled"}),
     );
-    let answer = create(
-        &client,
-        &ns,
-        "v1",
-        "Pod",
-        "application/json",
-        serde_json::to_vec(&pod).unwrap(),
-        false,
-    )
-    .await;
+    let answer = submit(&client, &ns, &pod, false).await;
     assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
     assert!(
         !injected(&answer.body),
@@ -221,16 +184,7 @@ async fn a_pod_labelled_disabled_runs_without_the_sidecar() {
     // The same Pod without the label, in the same namespace, would be injected.
     let mut other = plain_pod("opted-in", &node.env["PAUSE_IMAGE"], json!({}));
     other["metadata"]["name"] = json!("opted-in");
-    let dry = create(
-        &client,
-        &ns,
-        "v1",
-        "Pod",
-        "application/json",
-        serde_json::to_vec(&other).unwrap(),
-        true,
-    )
-    .await;
+    let dry = submit(&client, &ns, &other, true).await;
     assert!(injected(&dry.body), "{:#}", dry.body);
 
     // And the kubelet runs it as written: one container, no sidecar, no address.
@@ -304,19 +258,9 @@ async fn a_pod_the_policy_fails_on_is_refused_never_started_without_the_sidecar(
     // Until the new policy is in force a Pod may still be admitted: wait for the first
     // refusal with dry runs, then create for real.
     let pod = plain_pod("asked", &node.env["PAUSE_IMAGE"], json!({}));
-    let body = serde_json::to_vec(&pod).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let dry = create(
-            &client,
-            &ns,
-            "v1",
-            "Pod",
-            "application/json",
-            body.clone(),
-            true,
-        )
-        .await;
+        let dry = submit(&client, &ns, &pod, true).await;
         if dry.status != http::StatusCode::CREATED {
             break;
         }
@@ -327,7 +271,7 @@ async fn a_pod_the_policy_fails_on_is_refused_never_started_without_the_sidecar(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let answer = create(&client, &ns, "v1", "Pod", "application/json", body, false).await;
+    let answer = submit(&client, &ns, &pod, false).await;
     assert_ne!(
         answer.status,
         http::StatusCode::CREATED,

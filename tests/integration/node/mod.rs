@@ -52,7 +52,7 @@ mod helm;
 mod inject;
 mod overhead;
 
-use crate::deploy::create;
+use crate::deploy::{Answer, create};
 use crate::support::{self, INCREMENT, repo_root, run_script};
 
 /// A running node (tests/harness/node.sh), shared by the tests of this module. It stops
@@ -164,6 +164,41 @@ async fn labelled_namespace(client: &kube::Client, prefix: &str, more: &[(&str, 
     name
 }
 
+/// Submits `object` (JSON; its apiVersion and kind say where) to `namespace`, for real or
+/// as a server-side dry run, and returns the API server's answer.
+async fn submit(client: &kube::Client, namespace: &str, object: &Value, dry_run: bool) -> Answer {
+    create(
+        client,
+        namespace,
+        object["apiVersion"].as_str().expect("apiVersion"),
+        object["kind"].as_str().expect("kind"),
+        "application/json",
+        serde_json::to_vec(object).expect("JSON"),
+        dry_run,
+    )
+    .await
+}
+
+/// Creates `object` in `namespace` and asserts it was created without warnings; returns
+/// it as the API server stored it.
+async fn create_clean(client: &kube::Client, namespace: &str, object: &Value) -> Value {
+    let answer = submit(client, namespace, object, false).await;
+    assert_eq!(
+        answer.status,
+        http::StatusCode::CREATED,
+        "{}: {}",
+        object["kind"],
+        answer.body
+    );
+    assert!(
+        answer.warnings.is_empty(),
+        "{}: {:?}",
+        object["kind"],
+        answer.warnings
+    );
+    answer.body
+}
+
 /// deploy/kubernetes/sidecar.yaml's documents, each put into `namespace`.
 fn manifest(namespace: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(repo_root().join("deploy/kubernetes/sidecar.yaml"))
@@ -189,19 +224,9 @@ fn manifest(namespace: &str) -> Vec<Value> {
 async fn install_manifest(client: &kube::Client, namespace: &str) -> Value {
     let mut deployment = None;
     for object in manifest(namespace) {
-        let api_version = object["apiVersion"].as_str().unwrap().to_string();
         let kind = object["kind"].as_str().unwrap().to_string();
         let dry_run = kind == "Deployment";
-        let answer = create(
-            client,
-            namespace,
-            &api_version,
-            &kind,
-            "application/json",
-            serde_json::to_vec(&object).unwrap(),
-            dry_run,
-        )
-        .await;
+        let answer = submit(client, namespace, &object, dry_run).await;
         assert_eq!(
             answer.status,
             http::StatusCode::CREATED,
@@ -498,18 +523,7 @@ async fn sidecar_runs_first_and_stops_last_in_a_restricted_pod() {
         "metadata": {"name": "my-controller", "labels": {"app.kubernetes.io/name": "my-controller"}},
         "spec": spec});
     let created = Instant::now();
-    let answer = create(
-        &client,
-        &ns,
-        "v1",
-        "Pod",
-        "application/json",
-        serde_json::to_vec(&pod).unwrap(),
-        false,
-    )
-    .await;
-    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
-    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+    create_clean(&client, &ns, &pod).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let (pod, watched) = watch_pod(
@@ -570,18 +584,7 @@ async fn job_completes_and_its_sidecar_stops_after_the_writes() {
             "metadata": {"labels": {"app.kubernetes.io/name": "my-controller"}},
             "spec": spec}}});
     let created = Instant::now();
-    let answer = create(
-        &client,
-        &ns,
-        "batch/v1",
-        "Job",
-        "application/json",
-        serde_json::to_vec(&job).unwrap(),
-        false,
-    )
-    .await;
-    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
-    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+    create_clean(&client, &ns, &job).await;
 
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -677,16 +680,7 @@ async fn a_write_outside_the_role_is_denied_by_the_api_server() {
     let pod =
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rbac"}, "spec": spec});
     let created = Instant::now();
-    let answer = create(
-        &client,
-        &ns,
-        "v1",
-        "Pod",
-        "application/json",
-        serde_json::to_vec(&pod).unwrap(),
-        false,
-    )
-    .await;
+    let answer = submit(&client, &ns, &pod, false).await;
     assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let (pod, _) = watch_pod(node, &pods, "rbac", created, Duration::from_secs(180)).await;
@@ -744,16 +738,7 @@ async fn deleting_a_pod_mid_load_stops_the_controller_first_and_loses_no_write()
     });
     let pod =
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy"}, "spec": spec});
-    let answer = create(
-        &client,
-        &ns,
-        "v1",
-        "Pod",
-        "application/json",
-        serde_json::to_vec(&pod).unwrap(),
-        false,
-    )
-    .await;
+    let answer = submit(&client, &ns, &pod, false).await;
     assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
     let deadline = Instant::now() + Duration::from_secs(120);
     while count(&client, &ns, "counter").await < 200 {

@@ -16,10 +16,9 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use super::{
-    Node, count, create_counter, find_cgroup, install_manifest, mib, peak_rss, pod_spec,
-    restricted_namespace,
+    Node, count, create_clean, create_counter, find_cgroup, install_manifest, mib, peak_rss,
+    pod_spec, restricted_namespace,
 };
-use crate::deploy::create;
 
 const WRITES: u64 = 2000;
 
@@ -65,17 +64,7 @@ async fn run(
         env.push(json!({"name": "DIRECT", "value": if direct { "1" } else { "0" }}));
     });
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec});
-    let answer = create(
-        client,
-        ns,
-        "v1",
-        "Pod",
-        "application/json",
-        serde_json::to_vec(&pod).unwrap(),
-        false,
-    )
-    .await;
-    assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
+    create_clean(client, ns, &pod).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let (low, high) = (WRITES / 10, WRITES * 9 / 10);

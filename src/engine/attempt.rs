@@ -44,7 +44,8 @@ pub(super) enum AfterWrite {
 
 /// The result of reading the target.
 pub(super) enum Read {
-    Found(Value),
+    /// The object, shared with the memory (it is not copied to be remembered).
+    Found(std::sync::Arc<Value>),
     Missing(Answer),
     /// The read ended the attempt: refused (with the answer, for the record) or
     /// unanswered.
@@ -143,7 +144,9 @@ impl Engine {
             }
             Sent::Answer(answer) => match answer.object() {
                 Ok(object) => {
-                    self.remember(request, &object, &answer);
+                    let object = std::sync::Arc::new(object);
+                    self.memory
+                        .remember(request.as_str(), object.clone(), answer.body.len());
                     Read::Found(object)
                 }
                 Err(err) => Read::Ended(None, Step::Fail(Failure::BadAnswer(err))),
@@ -171,7 +174,7 @@ impl Engine {
         read_live: bool,
     ) -> (Read, Source) {
         if !read_live && let Some(copy) = self.memory.recall(request.as_str()) {
-            return (Read::Found(Value::clone(&copy)), Source::Remembered);
+            return (Read::Found(copy), Source::Remembered);
         }
         (self.read(request, deadline, made).await, Source::Live)
     }
@@ -315,7 +318,7 @@ impl Engine {
                 }
                 return step;
             }
-            Read::Found(object) => Some(object),
+            Read::Found(object) => Some(std::sync::Arc::unwrap_or_clone(object)),
             Read::Missing(_) => None,
         };
         let read_version = fresh.as_ref().map(resource_version).unwrap_or_default();

@@ -114,12 +114,17 @@ pub(super) async fn fold(
     turns: &mut [Turn<'_>],
 ) -> (Value, Vec<Verdict>) {
     let version = resource_version(fresh);
-    let mut running = fresh.clone();
+    // The object as read until a member changes it: a write made alone copies it at
+    // most once (its change), never to start the fold.
+    let mut running = std::borrow::Cow::Borrowed(fresh);
     let mut verdicts = Vec::with_capacity(turns.len());
     for (index, turn) in turns.iter_mut().enumerate() {
         // The first member's change is never undone: no member before it needs a state.
         let undo = index > 0;
-        let mut verdict = apply_member(turn, &mut running, has_status, &version, undo).await;
+        let (mut verdict, body) = apply_member(turn, &running, has_status, &version, undo).await;
+        if let Some(body) = body {
+            running = std::borrow::Cow::Owned(body);
+        }
         if let Verdict::Failed(failure) = &mut verdict
             && let Some(current) = failure.current_mut()
         {
@@ -127,37 +132,39 @@ pub(super) async fn fold(
         }
         verdicts.push(verdict);
     }
-    (running, verdicts)
+    (running.into_owned(), verdicts)
 }
 
+/// One member's verdict on the running result, and the new running result when it
+/// changed it.
 async fn apply_member(
     turn: &mut Turn<'_>,
-    running: &mut Value,
+    running: &Value,
     has_status: bool,
     version: &str,
     undo: bool,
-) -> Verdict {
+) -> (Verdict, Option<Value>) {
     let spec = turn.maker.spec;
     if let Some(key) = &spec.idempotency_key
         && idempotency::applied(running, key)
     {
-        return Verdict::AlreadyApplied;
+        return (Verdict::AlreadyApplied, None);
     }
     let deadline = turn.maker.deadline;
     if let Err(failure) = check_preconditions(&spec.preconditions, running, deadline).await {
-        return Verdict::Failed(failure);
+        return (Verdict::Failed(failure), None);
     }
     let mutated = match turn.maker.mutate(turn.attempt, running, false).await {
         Ok(Change::Object(mutated)) => mutated,
-        Ok(Change::Abort) => return Verdict::Aborted,
-        Err(failure) => return Verdict::Failed(failure),
+        Ok(Change::Abort) => return (Verdict::Aborted, None),
+        Err(failure) => return (Verdict::Failed(failure), None),
     };
     let mut body = match spec.subresource {
         Subresource::Main => main_body(running, mutated, has_status, version),
         Subresource::Status => status_body(running, &mutated),
     };
     if body == *running {
-        return Verdict::Unchanged;
+        return (Verdict::Unchanged, None);
     }
     if let Some(key) = &spec.idempotency_key {
         idempotency::record(&mut body, [key.as_str()]);
@@ -167,8 +174,7 @@ async fn apply_member(
     } else {
         json_patch::Patch::default()
     };
-    *running = body;
-    Verdict::Changed(undo)
+    (Verdict::Changed(undo), Some(body))
 }
 
 /// Answers each member of a batch whose attempt ended with a read (`write` is `None`:
@@ -255,6 +261,18 @@ impl SerialStates<'_> {
         let at = self.next;
         if at < self.first_change {
             return self.fresh.clone();
+        }
+        if at == self.first_change {
+            // The last state from the write (the members before it were answered with
+            // the object as read): this one takes the object itself, uncopied.
+            return match self.written.take() {
+                Some(written) => written,
+                None => {
+                    let mut state = std::mem::take(&mut self.sent);
+                    state["metadata"]["resourceVersion"] = Value::String(self.version.clone());
+                    state
+                }
+            };
         }
         let state = match &self.written {
             Some(written) => written.clone(),

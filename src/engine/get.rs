@@ -62,7 +62,7 @@ impl Engine {
             // answered before it, whatever its own (last modified) resourceVersion says.
             Read::Found(object) => {
                 return Ok(Got {
-                    object,
+                    object: std::sync::Arc::unwrap_or_clone(object),
                     remembered: false,
                 });
             }

@@ -12,12 +12,18 @@
 //!   (`options.write_alone`) and with group commit (the default), on a sidecar that
 //!   remembers objects (the default) and on one started with `--no-memory`;
 //! - safewrite Transact: the increment as the caller's own code (the whole object,
-//!   `data.n` plus one, proposed for every fresh object offered).
+//!   `data.n` plus one, proposed for every fresh object offered);
+//! - safewrite merge patch, each alone: not an increment but the other common write,
+//!   a JSON merge patch setting the writer's own key `data.p<w>` to its count of calls
+//!   (so the sidecar's CPU per uncontended merge patch is measured beside the CEL
+//!   increment's).
 //!
-//! For K = 1, 4, 16 and 64 writers on one object, 16 writers on 16 objects, and K = 1
+//! For K = 1, 4, 16 and 64 writers on one object, 16 writers on 16 objects, K = 1
 //! and 4 writers on one object while an outside writer (kube-rs, straight to the API
-//! server) increments another key of it every 50 ms, each contender writes for a fixed
-//! time. The bench prints goodput, failures (increments a contender gave up on), API
+//! server) increments another key of it every 50 ms, and K = 64 writers on one huge
+//! object (a ConfigMap holding 900 KB in `data.blob`), each contender writes for a
+//! fixed time. On the huge object the bench also checks every safewrite answer: the
+//! blob intact and each increment told its own number (no two answers alike). The bench prints goodput, failures (increments a contender gave up on), API
 //! requests per successful increment (the API server's own `apiserver_request_total`
 //! for configmaps, less the outside writer's own), attempts per increment (mean and
 //! most, for kube-rs and safewrite), p50/p99 latency, CPU time per
@@ -29,7 +35,8 @@
 //! and printed, never asserted.
 //!
 //! `SAFEWRITE_BENCH_SECONDS` sets the time per run (default 4);
-//! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside"` picks scenarios (writers/objects);
+//! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside,64/1+huge"` picks scenarios
+//! (writers/objects);
 //! `SAFEWRITE_BENCH_CONTENDERS="cgr,swg"` picks contenders by the short names of
 //! [`Contender::slug`].
 
@@ -62,6 +69,7 @@ enum Contender {
     NoMemoryAlone,
     NoMemoryGrouped,
     SafewriteTransact,
+    SafewriteMerge,
 }
 
 /// How a safewrite contender writes.
@@ -73,10 +81,12 @@ struct Safewrite {
     alone: bool,
     /// The increment is the caller's own code, through `Transact`.
     transact: bool,
+    /// Not an increment: a merge patch of the writer's own key.
+    merge: bool,
 }
 
 impl Contender {
-    const ALL: [Contender; 9] = [
+    const ALL: [Contender; 10] = [
         Contender::ClientGoRetry,
         Contender::ClientGoBackoff,
         Contender::ControllerRuntime,
@@ -86,6 +96,7 @@ impl Contender {
         Contender::NoMemoryAlone,
         Contender::NoMemoryGrouped,
         Contender::SafewriteTransact,
+        Contender::SafewriteMerge,
     ];
 
     fn label(self) -> &'static str {
@@ -99,6 +110,7 @@ impl Contender {
             Contender::NoMemoryAlone => "sw --no-memory, alone",
             Contender::NoMemoryGrouped => "sw --no-memory, group",
             Contender::SafewriteTransact => "safewrite Transact",
+            Contender::SafewriteMerge => "safewrite merge, alone",
         }
     }
 
@@ -113,6 +125,7 @@ impl Contender {
             Contender::NoMemoryAlone => "nma",
             Contender::NoMemoryGrouped => "nmg",
             Contender::SafewriteTransact => "swt",
+            Contender::SafewriteMerge => "swm",
         }
     }
 
@@ -127,18 +140,20 @@ impl Contender {
     }
 
     fn safewrite(self) -> Option<Safewrite> {
-        let (memory, alone, transact) = match self {
-            Contender::SafewriteAlone => (true, true, false),
-            Contender::SafewriteGrouped => (true, false, false),
-            Contender::NoMemoryAlone => (false, true, false),
-            Contender::NoMemoryGrouped => (false, false, false),
-            Contender::SafewriteTransact => (true, true, true),
+        let (memory, alone, transact, merge) = match self {
+            Contender::SafewriteAlone => (true, true, false, false),
+            Contender::SafewriteGrouped => (true, false, false, false),
+            Contender::NoMemoryAlone => (false, true, false, false),
+            Contender::NoMemoryGrouped => (false, false, false, false),
+            Contender::SafewriteTransact => (true, true, true, false),
+            Contender::SafewriteMerge => (true, true, false, true),
             _ => return None,
         };
         Some(Safewrite {
             memory,
             alone,
             transact,
+            merge,
         })
     }
 }
@@ -149,10 +164,15 @@ struct Scenario {
     writers: usize,
     objects: usize,
     outside: bool,
+    /// The object holds [`HUGE_BLOB`] bytes beside its counter.
+    huge: bool,
 }
 
+/// The size of the huge object's `data.blob`.
+const HUGE_BLOB: usize = 900 * 1000;
+
 impl Scenario {
-    const ALL: [Scenario; 7] = [
+    const ALL: [Scenario; 8] = [
         Scenario::new(1, 1, false),
         Scenario::new(4, 1, false),
         Scenario::new(16, 1, false),
@@ -160,6 +180,10 @@ impl Scenario {
         Scenario::new(16, 16, false),
         Scenario::new(1, 1, true),
         Scenario::new(4, 1, true),
+        Scenario {
+            huge: true,
+            ..Scenario::new(64, 1, false)
+        },
     ];
 
     const fn new(writers: usize, objects: usize, outside: bool) -> Scenario {
@@ -167,13 +191,15 @@ impl Scenario {
             writers,
             objects,
             outside,
+            huge: false,
         }
     }
 
     /// Its name in `SAFEWRITE_BENCH_RUNS`.
     fn name(self) -> String {
         let outside = if self.outside { "+outside" } else { "" };
-        format!("{}/{}{outside}", self.writers, self.objects)
+        let huge = if self.huge { "+huge" } else { "" };
+        format!("{}/{}{outside}{huge}", self.writers, self.objects)
     }
 
     fn title(self) -> String {
@@ -182,8 +208,13 @@ impl Scenario {
         } else {
             ""
         };
+        let huge = if self.huge {
+            ", 900 KB in data.blob (answers checked: blob intact, every number told once)"
+        } else {
+            ""
+        };
         format!(
-            "K={} writers on {} object(s){outside}",
+            "K={} writers on {} object(s){outside}{huge}",
             self.writers, self.objects
         )
     }
@@ -199,6 +230,9 @@ struct Run {
     p99_ms: f64,
     /// The Go process's CPU time over its writing, and its peak RSS.
     process: Option<(f64, u64)>,
+    /// On the huge object: the answers that were not their serial result (a blob not
+    /// intact, a number told twice), and the answers checked.
+    answers: Option<(u64, u64)>,
 }
 
 /// The counters of one safewrite sidecar at a moment.
@@ -247,6 +281,33 @@ fn increment(ns: &str, name: &str, alone: bool) -> tonic::Request<pb::UpdateWith
     });
     request.set_timeout(Duration::from_secs(30));
     request
+}
+
+/// A merge patch setting writer `writer`'s own key `data.p<writer>` to `call` (its
+/// count of calls): a change every time, never a conflict with the other writers' keys.
+fn merge_patch(
+    ns: &str,
+    name: &str,
+    writer: usize,
+    call: u64,
+) -> tonic::Request<pb::UpdateWithRetryRequest> {
+    let patch = json!({"data": {format!("p{writer}"): call.to_string()}});
+    let mut request = increment(ns, name, true);
+    request.get_mut().mutation = Some(pb::Mutation {
+        kind: Some(pb::mutation::Kind::MergePatch(pb::MergePatch {
+            patch_json: patch.to_string(),
+        })),
+    });
+    request
+}
+
+/// Whether an answer on the huge object is a serial result: its blob intact. Its
+/// counter, when it has one.
+fn huge_answer(object_json: &str) -> (bool, Option<u64>) {
+    let object: serde_json::Value = serde_json::from_str(object_json).unwrap_or_default();
+    let blob = object["data"]["blob"].as_str().map_or(0, str::len);
+    let n = object["data"]["n"].as_str().and_then(|n| n.parse().ok());
+    (blob == HUGE_BLOB, n)
 }
 
 /// The same increment as the caller's own code, through `Transact`: every fresh object
@@ -389,12 +450,15 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
 }
 
-async fn make_counter(api: &Api<ConfigMap>, name: &str, outside: bool) {
-    let data = if outside {
+async fn make_counter(api: &Api<ConfigMap>, name: &str, outside: bool, huge: bool) {
+    let mut data = if outside {
         json!({"n": "0", "outside": "0"})
     } else {
         json!({"n": "0"})
     };
+    if huge {
+        data["blob"] = json!("x".repeat(HUGE_BLOB));
+    }
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap();
     api.create(&PostParams::default(), &cm)
@@ -406,6 +470,16 @@ async fn counter(api: &Api<ConfigMap>, name: &str, key: &str) -> u64 {
     api.get(name).await.unwrap().data.unwrap()[key]
         .parse()
         .unwrap()
+}
+
+/// The sum of the merge-patch writers' keys `data.p<w>` of the object: the calls
+/// applied, when each writer's last applied call is its last successful one.
+async fn merged(api: &Api<ConfigMap>, name: &str) -> u64 {
+    let data = api.get(name).await.unwrap().data.unwrap_or_default();
+    data.iter()
+        .filter(|(k, _)| k.starts_with('p'))
+        .map(|(_, v)| v.parse::<u64>().unwrap())
+        .sum()
 }
 
 /// The CPU time (user + system) process `pid` has used so far, in seconds.
@@ -506,10 +580,10 @@ impl Bench {
         }
     }
 
-    async fn run(&self, contender: Contender, names: &[String], writers: usize) -> Run {
+    async fn run(&self, contender: Contender, names: &[String], writers: usize, huge: bool) -> Run {
         match contender.go_flags() {
             Some((backoff, read)) => self.go(backoff, read, names, writers).await,
-            None => self.in_process(contender, names, writers).await,
+            None => self.in_process(contender, names, writers, huge).await,
         }
     }
 
@@ -542,6 +616,7 @@ impl Bench {
             p50_ms: line["p50_ms"].as_f64().unwrap(),
             p99_ms: line["p99_ms"].as_f64().unwrap(),
             attempts: None,
+            answers: None,
             process: Some((
                 line["cpu_seconds"].as_f64().unwrap(),
                 line["max_rss_kib"].as_u64().unwrap(),
@@ -549,7 +624,13 @@ impl Bench {
         }
     }
 
-    async fn in_process(&self, contender: Contender, names: &[String], writers: usize) -> Run {
+    async fn in_process(
+        &self,
+        contender: Contender,
+        names: &[String],
+        writers: usize,
+        huge: bool,
+    ) -> Run {
         let until = Instant::now() + Duration::from_secs_f64(self.seconds);
         let safewrite = contender.safewrite();
         let client = match safewrite {
@@ -564,20 +645,39 @@ impl Bench {
                 let mut rng = fastrand::Rng::with_seed(w as u64);
                 let (mut latencies, mut failures) = (Vec::new(), 0u64);
                 let mut attempts = Vec::new();
+                // On the huge object: answers not intact, and the numbers told.
+                let (mut broken, mut told) = (0u64, Vec::new());
+                let mut calls = 0u64;
                 while Instant::now() < until {
                     let started = Instant::now();
+                    calls += 1;
                     let made = match safewrite {
                         None => direct_increment(&api, &name, &mut rng).await,
                         Some(Safewrite { transact: true, .. }) => {
                             transact_increment(&mut client, &ns, &name).await
                         }
-                        Some(Safewrite { alone, .. }) => client
-                            .update_with_retry(increment(&ns, &name, alone))
-                            .await
-                            .map_or_else(
+                        Some(Safewrite { alone, merge, .. }) => {
+                            let request = if merge {
+                                merge_patch(&ns, &name, w, calls)
+                            } else {
+                                increment(&ns, &name, alone)
+                            };
+                            client.update_with_retry(request).await.map_or_else(
                                 |status| failed(&status),
-                                |r| r.into_inner().result.map(|r| r.attempts),
-                            ),
+                                |r| {
+                                    let result = r.into_inner().result?;
+                                    if huge {
+                                        let (intact, n) = huge_answer(&result.object_json);
+                                        broken += u64::from(!intact);
+                                        // A merge patch leaves the counter as it is.
+                                        if !merge {
+                                            told.extend(n);
+                                        }
+                                    }
+                                    Some(result.attempts)
+                                },
+                            )
+                        }
                     };
                     match made {
                         Some(made) => {
@@ -587,16 +687,24 @@ impl Bench {
                         None => failures += 1,
                     }
                 }
-                (latencies, failures, attempts)
+                (latencies, failures, attempts, broken, told)
             }));
         }
         let (mut latencies, mut failures, mut attempts) = (Vec::new(), 0, Vec::new());
+        let (mut broken, mut told) = (0, Vec::new());
         for task in tasks {
-            let (l, f, a) = task.await.unwrap();
+            let (l, f, a, b, t) = task.await.unwrap();
             latencies.extend(l);
             failures += f;
             attempts.extend(a);
+            broken += b;
+            told.extend(t);
         }
+        // Each increment is told its own number: no two answers alike.
+        let checked = told.len() as u64;
+        told.sort_unstable();
+        told.dedup();
+        broken += checked - told.len() as u64;
         latencies.sort();
         let most = attempts.iter().copied().max().unwrap_or(0);
         let mean =
@@ -608,6 +716,7 @@ impl Bench {
             p50_ms: percentile(&latencies, 0.5),
             p99_ms: percentile(&latencies, 0.99),
             process: None,
+            answers: (huge && safewrite.is_some()).then_some((broken, checked)),
         }
     }
 }
@@ -678,8 +787,8 @@ async fn main() {
     // Warm every path (connections, discovery, the Go runtime's first start).
     for &contender in &contenders {
         let name = format!("warm-{}", contender.slug());
-        make_counter(&bench.api, &name, false).await;
-        bench.run(contender, &[name], 1).await;
+        make_counter(&bench.api, &name, false, false).await;
+        bench.run(contender, &[name], 1, false).await;
     }
 
     println!(
@@ -726,7 +835,7 @@ async fn main() {
                 })
                 .collect();
             for name in &names {
-                make_counter(&bench.api, name, scenario.outside).await;
+                make_counter(&bench.api, name, scenario.outside, scenario.huge).await;
             }
             let sidecar = contender.safewrite().map(|s| bench.sidecar(s.memory));
             let peak_reset = sidecar.is_some_and(|s| reset_peak_rss(s.pid()));
@@ -740,7 +849,9 @@ async fn main() {
                     stop.clone(),
                 ))
             });
-            let run = bench.run(contender, &names, scenario.writers).await;
+            let run = bench
+                .run(contender, &names, scenario.writers, scenario.huge)
+                .await;
             stop.store(true, Ordering::Relaxed);
             let outside = match outside {
                 Some(task) => Some(task.await.unwrap()),
@@ -751,7 +862,11 @@ async fn main() {
 
             let mut total = 0;
             for name in &names {
-                total += counter(&bench.api, name, "n").await;
+                total += if contender == Contender::SafewriteMerge {
+                    merged(&bench.api, name).await
+                } else {
+                    counter(&bench.api, name, "n").await
+                };
             }
             let successes = run.successes.max(1) as f64;
             let goodput = run.successes as f64 / seconds;
@@ -828,6 +943,15 @@ async fn main() {
                 rss,
                 outside_column,
             );
+            if let Some((broken, checked)) = run.answers {
+                println!("    answers checked: {checked}, not their serial result: {broken}");
+                assert_eq!(
+                    broken,
+                    0,
+                    "{}: answers on the huge object",
+                    contender.label()
+                );
+            }
             // A failed increment may have been applied before its caller gave up (an
             // answer lost to a timeout): never fewer than the successes, never more
             // than all attempts made.

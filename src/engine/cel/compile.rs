@@ -97,7 +97,7 @@ pub(super) fn names_object(expr: &IdedExpr) -> bool {
 }
 
 /// The depth of `expr`, measured without recursion (the AST may be thousands deep).
-fn depth(expr: &IdedExpr) -> usize {
+pub(super) fn depth(expr: &IdedExpr) -> usize {
     let mut deepest = 0;
     let mut stack = vec![(expr, 1usize)];
     while let Some((expr, depth)) = stack.pop() {

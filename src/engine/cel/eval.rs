@@ -114,15 +114,13 @@ impl VariableResolver for Resolver {
     }
 }
 
-/// Estimates, then evaluates `program` on `fresh`; on an evaluation thread. The time
-/// limit counts from the end of the object's conversion; the caller's deadline
-/// (`caller_at`) stops it in any case.
-pub(super) fn run(
+/// The estimated cost of evaluating `program` on `fresh`, when it is within `limits`
+/// (cost, and result size beside twice the object's).
+pub(super) fn estimate(
     program: &IdedExpr,
     fresh: &Value,
     limits: Limits,
-    caller_at: Option<std::time::Instant>,
-) -> Result<Value, ApplyError> {
+) -> Result<u64, ApplyError> {
     let mut estimator = Estimator::new(Some(fresh));
     let (cost, result) = estimator.whole(program);
     if cost > limits.max_cost {
@@ -142,7 +140,19 @@ pub(super) fn run(
             });
         }
     }
-    drop(estimator);
+    Ok(cost)
+}
+
+/// Evaluates `program` on `fresh`, once [`estimate`] has found it within `limits`: on an
+/// evaluation thread, or on the caller's task for a cheap, shallow program. The time
+/// limit counts from the end of the object's conversion; the caller's deadline
+/// (`caller_at`) stops it in any case.
+pub(super) fn evaluate(
+    program: &IdedExpr,
+    fresh: &Value,
+    limits: Limits,
+    caller_at: Option<std::time::Instant>,
+) -> Result<Value, ApplyError> {
     let object: Box<dyn Val> = json_to_cel(fresh)
         .try_into()
         .map_err(|_| ApplyError::CelFailed("the object is not a CEL value".into()))?;

@@ -1,9 +1,14 @@
 //! CEL for mutations and conditions, compiled and evaluated where no expression can hurt
 //! the process: not its stack, its memory, its threads or other callers' time.
 //!
-//! - **Stack.** Nothing CEL runs on an async worker. [`Cel::compile`] parses on one of
-//!   a few compile threads with a [`COMPILE_STACK`] stack, and evaluation runs on a
-//!   small pool of threads with an [`EVAL_STACK`] stack. Before parsing, one pass over
+//! - **Stack.** No parse runs on an async worker: [`Cel::compile`] parses on one of a few
+//!   compile threads with a [`COMPILE_STACK`] stack. Evaluation runs on a small pool of
+//!   threads with an [`EVAL_STACK`] stack, except for a program at most
+//!   [`INLINE_MAX_DEPTH`] deep whose estimate for the object at hand is at most
+//!   [`INLINE_MAX_COST`]: that one is evaluated on the caller's own task, within the same
+//!   estimate, step, time and deadline bounds, because the hand-off to a pool thread and
+//!   back costs more CPU than such an evaluation (an uncontended write's CEL increment
+//!   is one). Before parsing, one pass over
 //!   the tokens refuses sources whose nesting (brackets, chained `?:`), postfix chains
 //!   (`.f` / `[i]`) or operator runs are longer than the parser or the evaluator should
 //!   recurse (so even a refused AST is a few hundred levels at most); the
@@ -27,9 +32,10 @@
 //!   condition). So every loop stops within one step of its limit, whether or not it
 //!   reads `object`. The time limit is [`CEL_TIME_LIMIT`] (counted once the fresh
 //!   object is converted to CEL) or the caller's deadline, whichever comes first.
-//! - **Threads.** At most [`cel_concurrency`] evaluations run at once (one per pool
-//!   thread); waiting for a slot honours the caller's deadline
-//!   ([`ApplyError::CelBusy`]).
+//! - **Threads.** At most [`cel_concurrency`] evaluations run at once on the pool (one
+//!   per thread); waiting for a slot honours the caller's deadline
+//!   ([`ApplyError::CelBusy`]). A cheap program evaluated inline takes no slot: its cost
+//!   bound is its bound.
 //! - **Messages** quote at most a short excerpt of the source or of a value.
 //!
 //! `compile` has the token pass, the parse, the checks and the rewrite; `estimate` the
@@ -55,9 +61,9 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-use compile::{compile_here, names_object};
+use compile::{compile_here, depth, names_object};
 use estimate::Estimator;
-use eval::{COMPILERS, Job, POOL, run};
+use eval::{COMPILERS, Job, POOL, estimate, evaluate};
 pub use source::short;
 
 /// The longest CEL source accepted.
@@ -108,6 +114,16 @@ const EXACT_VISITS: u64 = 1 << 20;
 /// The variable the compile-time rewrite reads at every comprehension step.
 const STEP: &str = "@step";
 
+/// The largest estimated cost evaluated on the caller's own task instead of a pool
+/// thread: at most this many bytes allocated (about), a few microseconds of work, so the
+/// hand-off to a thread and back would cost more than the evaluation.
+pub const INLINE_MAX_COST: u64 = 64 * 1024;
+/// The deepest AST (after the rewrite) evaluated on the caller's own task: its recursion
+/// stays far within an async worker's stack (see the test
+/// `cheap_expressions_fit_a_worker_stack`). Deeper programs go to the pool's
+/// [`EVAL_STACK`].
+pub const INLINE_MAX_DEPTH: usize = 24;
+
 /// How long past the caller's deadline the async side waits for an evaluation to say it
 /// stopped before answering without it (the evaluation keeps its slot until it ends).
 const GRACE: Duration = Duration::from_millis(20);
@@ -156,6 +172,8 @@ pub struct Cel {
     /// Whether it names `object` at all (else the object is neither copied nor
     /// converted for it).
     reads_object: bool,
+    /// Shallow enough to be evaluated on the caller's task when its estimate is small.
+    inline: bool,
 }
 
 impl std::fmt::Debug for Cel {
@@ -220,6 +238,7 @@ impl Cel {
         compiled
             .map(|program| Cel {
                 reads_object: names_object(&program),
+                inline: depth(&program) <= INLINE_MAX_DEPTH,
                 program: Arc::new(program),
             })
             .map_err(|description| FieldViolation::new(field, description))
@@ -228,8 +247,11 @@ impl Cel {
     /// Evaluates the program with `object` bound to `fresh`, within [`Limits::DEFAULT`]
     /// and the caller's `deadline`.
     ///
+    /// A program at most [`INLINE_MAX_DEPTH`] deep whose estimate on `fresh` is at most
+    /// [`INLINE_MAX_COST`] is evaluated on the caller's task; any other on the pool.
+    ///
     /// Errors: [`ApplyError::CelBusy`] when no evaluation slot frees up before the
-    /// deadline; [`ApplyError::CelTooCostly`] when the estimate for this object is over
+    /// deadline (pool only); [`ApplyError::CelTooCostly`] when the estimate for this object is over
     /// the limit (nothing is evaluated); [`ApplyError::CelTooSlow`] /
     /// [`ApplyError::CelDeadline`] / [`ApplyError::CelTooManySteps`] when the evaluation
     /// was stopped; [`ApplyError::CelFailed`] when it failed on the object.
@@ -248,6 +270,29 @@ impl Cel {
         deadline: Option<Instant>,
         limits: Limits,
     ) -> Result<Value, ApplyError> {
+        let fresh = if self.reads_object {
+            fresh
+        } else {
+            &Value::Null
+        };
+        // A cheap, shallow program runs here, on the caller's task: the same estimate,
+        // the same step and time limits and the caller's deadline bound it, and its cost
+        // bound keeps it to microseconds, less than the hand-off to a pool thread.
+        if self.inline {
+            if deadline.is_some_and(|deadline| deadline <= Instant::now()) {
+                return Err(ApplyError::CelDeadline);
+            }
+            let estimated = estimate(&self.program, fresh, limits)?;
+            if estimated <= INLINE_MAX_COST {
+                let caller_at = deadline.map(|deadline| {
+                    std::time::Instant::now() + deadline.saturating_duration_since(Instant::now())
+                });
+                return std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    evaluate(&self.program, fresh, limits, caller_at)
+                }))
+                .unwrap_or_else(|_| Err(ApplyError::CelFailed(EVALUATOR_PANICKED.into())));
+            }
+        }
         let pool = &*POOL;
         let acquire = pool.slots.clone().acquire_owned();
         let permit = match deadline {
@@ -265,15 +310,12 @@ impl Cel {
             .map(|deadline| std::time::Instant::now() + deadline.saturating_duration_since(now));
         let (tx, rx) = oneshot::channel();
         let program = self.program.clone();
-        let fresh = if self.reads_object {
-            fresh.clone()
-        } else {
-            Value::Null
-        };
+        let fresh = fresh.clone();
         let job: Job = Box::new(move || {
             let _permit = permit; // the slot is busy until the evaluation really ends
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                run(&program, &fresh, limits, caller_at)
+                estimate(&program, &fresh, limits)
+                    .and_then(|_| evaluate(&program, &fresh, limits, caller_at))
             }))
             .unwrap_or_else(|_| Err(ApplyError::CelFailed(EVALUATOR_PANICKED.into())));
             let _ = tx.send(result);

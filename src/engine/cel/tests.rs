@@ -242,7 +242,15 @@ async fn waiting_for_a_slot_honours_the_deadline() {
     while slots.available_permits() > 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let quick = Cel::compile("c", "1 + 1").unwrap();
+    // A cheap program runs on the caller's task: no slot needed.
+    let cheap = Cel::compile("c", "1 + 1").unwrap();
+    let value = cheap
+        .evaluate(&json!({}), Some(Instant::now() + Duration::from_millis(50)))
+        .await;
+    assert_eq!(value, Ok(json!(2)));
+    // One deeper than that goes to the pool, and waits for a slot.
+    let quick = Cel::compile("c", &repeat("1", " + 1", INLINE_MAX_DEPTH)).unwrap();
+    assert!(!quick.inline);
     let started = std::time::Instant::now();
     let deadline = Instant::now() + Duration::from_millis(50);
     let err = quick
@@ -254,7 +262,7 @@ async fn waiting_for_a_slot_honours_the_deadline() {
     assert!(waited >= Duration::from_millis(45) && waited < Duration::from_millis(300));
     // Without a deadline, it waits for a slot and runs.
     let value = quick.evaluate(&json!({}), None).await.unwrap();
-    assert_eq!(value, json!(2));
+    assert_eq!(value, json!(INLINE_MAX_DEPTH as i64 + 1));
     for hog in hogs {
         assert_eq!(hog.await.unwrap(), Err(ApplyError::CelTooSlow(slow.time)));
     }
@@ -372,4 +380,46 @@ fn estimates_bound_reads_of_the_object_by_the_object() {
     // A dynamic one by the whole object.
     let cel = Cel::compile("c", "object[object.k] + ['x']").unwrap();
     assert!(cel.estimated_cost(Some(&small)) > 10_000);
+}
+
+/// The programs evaluated on the caller's task (at most [`INLINE_MAX_DEPTH`] deep, cheap)
+/// fit an async worker's stack: tokio's default of 2 MiB, here in a debug build, whose
+/// frames are larger than a release build's.
+#[test]
+fn cheap_expressions_fit_a_worker_stack() {
+    let deep = INLINE_MAX_DEPTH - 1;
+    let sources = [
+        repeat("object.n", " + 1", deep - 1),
+        format!(
+            "{}1{}",
+            "true ? (".repeat(deep / 2),
+            ") : 0".repeat(deep / 2)
+        ),
+        format!("{}{}", "[".repeat(deep), "]".repeat(deep)),
+        format!("object{}", ".a".repeat(deep - 1)),
+        format!("{}object.n{}", "[".repeat(deep - 2), "]".repeat(deep - 2)),
+    ];
+    let mut object = json!({"n": 1});
+    for _ in 0..deep {
+        object = json!({"a": object, "n": 1});
+    }
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            for source in &sources {
+                let cel = Cel::compile("c", source).unwrap();
+                assert!(cel.inline, "{source}");
+                let estimated = cel.estimated_cost(Some(&object));
+                assert!(estimated <= INLINE_MAX_COST, "{source}: {estimated}");
+                let result = runtime.block_on(cel.evaluate(&object, None));
+                assert!(result.is_ok(), "{source}: {result:?}");
+            }
+        })
+        .unwrap()
+        .join()
+        .expect("evaluated within a 2 MiB stack");
 }

@@ -14,6 +14,7 @@
 //! - `batch`: group commit: concurrent writes to one object queue to share a batch.
 //! - `attempt`: the requests an attempt makes (read, write, create, server-side apply)
 //!   and its span.
+//! - `hot`: objects others write too, whose group commit is paced.
 //! - `memory`: the objects remembered from earlier reads and writes, written from
 //!   without a GET.
 //! - `decide`: how an attempt ended and whether to retry, as pure functions.
@@ -34,6 +35,7 @@ pub mod entries;
 mod error;
 mod fold;
 mod get;
+mod hot;
 pub mod idempotency;
 mod memory;
 pub mod mutation;
@@ -55,6 +57,7 @@ use self::attempt::{attempt_span, record_failure};
 use self::attempts::Attempts;
 use self::batch::Batcher;
 use self::error::{Unresolved, unresolved};
+use self::hot::Hot;
 use self::memory::Memory;
 use crate::client::discovery::{Discovery, Resolved};
 use crate::engine::mutation::{FieldViolation, Mutation};
@@ -87,6 +90,8 @@ pub struct Engine {
     budget: Arc<TpsBudget>,
     batcher: Arc<Batcher>,
     memory: Arc<Memory>,
+    /// Objects others write too, paced ([`hot`]).
+    hot: Arc<Hot>,
 }
 
 impl Engine {
@@ -100,6 +105,7 @@ impl Engine {
                 config.retry_budget_percent,
             )),
             memory: Arc::new(Memory::new(config.memory_bytes, config.remember_secrets)),
+            hot: Arc::new(Hot::new(config.group_commit && config.hot_pacing)),
             config: Arc::new(config),
             batcher: Arc::new(Batcher::default()),
         }

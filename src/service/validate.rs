@@ -288,6 +288,7 @@ mod tests {
             group_commit: true,
             memory_bytes: 0,
             remember_secrets: false,
+            hot_pacing: true,
         }
     }
 

@@ -18,6 +18,7 @@ mod entries;
 mod exactly_once;
 mod get;
 mod harness;
+mod hot_objects;
 mod inject;
 mod jaeger_harness;
 mod linearizability;

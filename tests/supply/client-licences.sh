@@ -11,9 +11,10 @@
 #   Python      safewrite-client's requirements, recursively, in the virtualenv
 #               clients/python/test.sh made, by their metadata (License-Expression,
 #               License, classifiers)
-#   Java        not checked here: the Maven licence plugin is a plugin download and a
-#               full resolution away (its dependencies are Apache-2.0/BSD-3-Clause
-#               grpc-java, protobuf, Jackson, fabric8, OpenTelemetry)
+#   Java        the runtime dependencies of clients/java (`mvn dependency:list`, the
+#               resolution its test.sh already made), by the <licenses> of each one's
+#               POM in the local Maven repository (or its parents'); a POM naming
+#               several licences offers them as alternatives
 # Prints each ecosystem's licences with counts; exits non-zero on any dependency whose
 # licence is unknown or not allowed, naming it.
 set -euo pipefail
@@ -131,7 +132,60 @@ PY
 else
   echo "licences: Python client SKIPPED (no virtualenv: clients/python/test.sh makes it)"
 fi
-echo "licences: Java client SKIPPED (the Maven licence plugin is not set up; see this script's header)"
+# --- Java ---------------------------------------------------------------------------------
+maven_repo=${MAVEN_REPOSITORY:-$HOME/.m2/repository}
+java_list="$root/clients/java/target/runtime-dependencies.txt"
+if command -v mvn >/dev/null 2>&1 && [ -d "$maven_repo" ] &&
+  (cd "$root/clients/java" && mvn -q -B dependency:list -DincludeScope=runtime \
+    -DoutputFile="$java_list" >/dev/null 2>&1); then
+  java_out=$(python3 - "$java_list" "$maven_repo" <<'PY'
+import os, re, sys, xml.etree.ElementTree as ET
+listing, repo = sys.argv[1], sys.argv[2]
+
+def child(element, name):
+    return next((c for c in element if c.tag.split("}", 1)[-1] == name), None)
+
+def licences(group, artifact, version, depth=0):
+    path = os.path.join(repo, *group.split("."), artifact, version, f"{artifact}-{version}.pom")
+    if depth > 8 or not os.path.exists(path):
+        return []
+    root = ET.parse(path).getroot()
+    block = child(root, "licenses")
+    if block is not None and len(block):
+        return [" ".join((child(l, k).text or "") for k in ("name", "url") if child(l, k) is not None)
+                for l in block]
+    parent = child(root, "parent")
+    if parent is None:
+        return []
+    return licences(*(child(parent, k).text.strip() for k in ("groupId", "artifactId", "version")),
+                    depth + 1)
+
+def spdx(text):
+    t = text.lower()
+    if "apache" in t and "2" in t:
+        return "Apache-2.0"
+    if re.search(r"\bmit\b", t):
+        return "MIT"
+    if "bsd" in t:
+        return "BSD-2-Clause" if ("2-clause" in t or "simplified" in t) else "BSD-3-Clause"
+    return "UNKNOWN(" + " ".join(text.split()) + ")"
+
+for line in open(listing):
+    parts = line.strip().split(":")
+    if len(parts) < 5 or parts[-1] not in ("compile", "runtime"):
+        continue
+    found = sorted({spdx(n) for n in licences(parts[0], parts[1], parts[-2])})
+    print(f"{parts[0]}:{parts[1]}@{parts[-2]}\t{' OR '.join(found) or 'UNKNOWN'}")
+PY
+)
+  while IFS=$'\t' read -r artifact licence; do
+    [ -n "$artifact" ] || continue
+    expression_ok "$licence" || bad "Maven $artifact: $licence"
+  done <<<"$java_out"
+  echo "licences: Java client, $(grep -c . <<<"$java_out") runtime dependencies:$(cut -f2 <<<"$java_out" | sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)$/ \2:\1/' | tr -d '\n')"
+else
+  echo "licences: Java client SKIPPED (no Maven, or clients/java's dependencies could not be listed)"
+fi
 
 [ "$status" = 0 ] || { echo "licences: some client dependencies are not under an allowed licence (above)" >&2; exit 1; }
 echo "licences: client dependencies ok"

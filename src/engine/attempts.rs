@@ -11,7 +11,7 @@ use tracing::{Span, debug};
 use super::decide::{self, Standing};
 use super::error::{Failure, WriteError};
 use super::result::{AttemptRecord, Done, Written};
-use super::spec::Policy;
+use super::spec::RetryPolicy;
 use crate::engine::classify::Decision;
 
 /// Per-request state of the loop.
@@ -21,14 +21,14 @@ pub(super) struct Attempts {
     internal_retries: u32,
     rng: fastrand::Rng,
     pub deadline: Option<Instant>,
-    policy: Policy,
+    policy: RetryPolicy,
     /// The next attempt reads the object live rather than from memory: the remembered
     /// copy has just turned out stale, and the live copy is what to decide on.
     pub read_live: bool,
 }
 
 impl Attempts {
-    pub fn new(budget: Arc<TpsBudget>, policy: Policy, deadline: Option<Instant>) -> Self {
+    pub fn new(budget: Arc<TpsBudget>, policy: RetryPolicy, deadline: Option<Instant>) -> Self {
         Attempts {
             budget,
             records: Vec::new(),

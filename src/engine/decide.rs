@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::error::Failure;
 use super::result::Done;
-use super::spec::{Policy, WriteSpec};
+use super::spec::{RetryPolicy, WriteSpec};
 use crate::client::apiserver::Answer;
 use crate::engine::classify::{Decision, INTERNAL_ERROR_RETRIES};
 
@@ -112,7 +112,7 @@ pub(super) fn is_ambiguous(answer: &Answer) -> bool {
 
 /// Where a request's loop stands when an attempt ended retryably.
 pub(super) struct Standing<'a> {
-    pub policy: &'a Policy,
+    pub policy: &'a RetryPolicy,
     pub deadline: Option<Instant>,
     /// Attempts made so far, the one that just ended included.
     pub made: u32,
@@ -177,7 +177,7 @@ mod tests {
     use super::*;
     use crate::backoff::Backoff;
 
-    const POLICY: Policy = Policy {
+    const POLICY: RetryPolicy = RetryPolicy {
         max_attempts: 5,
         backoff: Backoff {
             initial: Duration::from_millis(100),

@@ -312,7 +312,7 @@ mod tests {
     use crate::engine::spec::configmap_write;
 
     fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
-        let policy = super::super::Policy {
+        let policy = super::super::RetryPolicy {
             max_attempts: 5,
             backoff: Backoff {
                 initial: Duration::from_millis(10),

@@ -40,7 +40,6 @@ pub mod idempotency;
 mod memory;
 pub mod mutation;
 mod owner;
-pub mod policy;
 mod result;
 mod run;
 mod spec;
@@ -69,7 +68,7 @@ pub use self::error::{Failure, WriteError, mutation_failure};
 pub use self::get::Got;
 pub use self::result::{AttemptRecord, Outcome, Written};
 pub use self::spec::{
-    Change, EngineConfig, Mutator, Policy, Preconditions, Subresource, Target, WriteSpec,
+    Change, EngineConfig, Mutator, Preconditions, RetryPolicy, Subresource, Target, WriteSpec,
 };
 
 /// How long requests count toward the retry budget.

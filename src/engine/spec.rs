@@ -65,7 +65,7 @@ impl Preconditions {
 
 /// The retry policy of one request.
 #[derive(Debug, Clone, Copy)]
-pub struct Policy {
+pub struct RetryPolicy {
     pub max_attempts: u32,
     pub backoff: Backoff,
 }
@@ -79,7 +79,7 @@ pub struct WriteSpec {
     /// each attempt's change (Transact).
     pub mutation: Option<Mutation>,
     pub preconditions: Preconditions,
-    pub policy: Policy,
+    pub policy: RetryPolicy,
     pub field_manager: FieldManager,
     pub dry_run: bool,
     /// Created (after the mutation is applied to it) when the target is missing.
@@ -164,7 +164,7 @@ impl Mutator for Declarative<'_> {
 
 /// A write of `mutation` to ConfigMap `default/o`, for the engine's tests.
 #[cfg(test)]
-pub(super) fn configmap_write(mutation: Mutation, policy: Policy) -> WriteSpec {
+pub(super) fn configmap_write(mutation: Mutation, policy: RetryPolicy) -> WriteSpec {
     use crate::target::{ApiVersion, Kind, Name, Namespace};
     WriteSpec {
         target: Target {

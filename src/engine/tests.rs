@@ -239,7 +239,7 @@ const BACKOFF: Backoff = Backoff {
 
 fn increment(key: Option<&str>) -> WriteSpec {
     let cel = Cel::compile("c", r#"{"data": {"n": string(int(object.data.n) + 1)}}"#).unwrap();
-    let policy = Policy {
+    let policy = RetryPolicy {
         max_attempts: 10,
         backoff: BACKOFF,
     };

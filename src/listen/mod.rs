@@ -44,7 +44,7 @@ pub const FIRST_REQUEST: u64 = u64::MAX;
 
 /// The bounds of one pool of connections.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct ConnectionLimits {
     /// Most connections open at once.
     pub max_connections: usize,
     /// Time from accept to a completed handshake.
@@ -80,7 +80,7 @@ impl Closed {
 /// The connections of one kind (gRPC, metrics), however many listeners feed them.
 pub struct Pool {
     name: &'static str,
-    limits: Limits,
+    limits: ConnectionLimits,
     slots: Arc<Semaphore>,
     open: Mutex<HashMap<u64, Activity>>,
     next_id: AtomicU64,
@@ -88,7 +88,7 @@ pub struct Pool {
 
 impl Pool {
     /// A pool named `name` in logs (e.g. "grpc", "metrics").
-    pub fn new(name: &'static str, limits: Limits) -> Arc<Pool> {
+    pub fn new(name: &'static str, limits: ConnectionLimits) -> Arc<Pool> {
         Arc::new(Pool {
             name,
             limits,
@@ -99,7 +99,7 @@ impl Pool {
     }
 
     /// The pool's bounds.
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> ConnectionLimits {
         self.limits
     }
 
@@ -282,8 +282,8 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, DuplexStream};
 
-    fn limits(max: usize) -> Limits {
-        Limits {
+    fn limits(max: usize) -> ConnectionLimits {
+        ConnectionLimits {
             max_connections: max,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),

@@ -43,7 +43,7 @@ pub struct ServeArgs {
     /// Without --allow and --policy every kind but Secrets may be written; a wildcard
     /// never matches Secrets, only a rule naming core/Secret does.
     #[arg(long = "allow", env = "SAFEWRITE_ALLOW", value_name = "RULE", value_delimiter = ' ', value_parser = parse_rule)]
-    pub allow: Vec<crate::engine::policy::Rule>,
+    pub allow: Vec<crate::service::policy::Rule>,
 
     /// YAML or JSON file of allow rules (`allow:` list), added to those of --allow.
     #[arg(long, env = "SAFEWRITE_POLICY", value_name = "FILE")]
@@ -207,8 +207,8 @@ pub enum MetricsListen {
     At(SocketAddr),
 }
 
-fn parse_rule(value: &str) -> Result<crate::engine::policy::Rule, String> {
-    crate::engine::policy::Rule::parse(value).map_err(|e| e.to_string())
+fn parse_rule(value: &str) -> Result<crate::service::policy::Rule, String> {
+    crate::service::policy::Rule::parse(value).map_err(|e| e.to_string())
 }
 
 fn parse_field_manager(value: &str) -> Result<crate::target::FieldManager, String> {

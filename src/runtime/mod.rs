@@ -34,14 +34,14 @@ use crate::auth::{Token, TokenError};
 use crate::backoff::Backoff;
 use crate::client::readiness;
 use crate::client::{self as kube_client, ConnectError};
-use crate::engine::policy::{Policy, PolicyError};
 use crate::engine::{Engine, EngineConfig};
-use crate::listen::{self, Limits, Pool, TrackLayer};
+use crate::listen::{self, ConnectionLimits, Pool, TrackLayer};
 use crate::metrics;
 use crate::pb;
 use crate::pb::writer_service_server::WriterServiceServer;
 use crate::service::WriterService;
 use crate::service::edge::Edge;
+use crate::service::policy::{AllowList, PolicyError};
 use crate::service::receive::{self, ReceiveLayer};
 use crate::service::transact;
 use config::{MetricsListen, ServeArgs};
@@ -95,7 +95,7 @@ pub enum ServeError {
 /// transport failure while serving.
 pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let mut signals = Signals::new().map_err(ServeError::Signals)?;
-    let policy = Policy::load(&args.allow, args.policy.as_deref())?;
+    let policy = AllowList::load(&args.allow, args.policy.as_deref())?;
     let token = args.token_file.as_deref().map(Token::load).transpose()?;
     let socket_group = args
         .unix_socket_group
@@ -152,7 +152,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let writer = WriterService::new(
         Engine::new(client, engine_config(&args)),
         args.max_in_flight as usize,
-        transact::Limits {
+        transact::TransactLimits {
             idle: args.transact_idle_timeout,
             max_request_bytes: args.max_request_bytes as usize,
         },
@@ -315,8 +315,8 @@ fn grpc_server<I>(
 }
 
 /// The bounds of the gRPC and metrics connections.
-fn connection_limits(args: &ServeArgs) -> (Limits, Limits) {
-    let limits = |max_connections: u32, handshake_bytes| Limits {
+fn connection_limits(args: &ServeArgs) -> (ConnectionLimits, ConnectionLimits) {
+    let limits = |max_connections: u32, handshake_bytes| ConnectionLimits {
         max_connections: max_connections as usize,
         handshake_timeout: args.handshake_timeout,
         idle_timeout: args.idle_timeout,

@@ -10,12 +10,12 @@ use tracing::{info, warn};
 
 use super::config::{MetricsListen, ServeArgs};
 use crate::auth::Token;
-use crate::engine::policy::Policy;
+use crate::service::policy::AllowList;
 
 /// Logs the start: the version and the API server, the effective configuration (never
 /// a secret: paths, not the token or the kubeconfig's contents), the policy, and loud
 /// warnings about exposure.
-pub async fn log(args: &ServeArgs, policy: &Policy, token: Option<&Token>) {
+pub async fn log(args: &ServeArgs, policy: &AllowList, token: Option<&Token>) {
     let api_server = api_server(args).await;
     info!(
         version = %env!("CARGO_PKG_VERSION"),

@@ -4,6 +4,7 @@
 //! handler runs, and calls without the shared token, are answered by `edge`.
 
 pub mod edge;
+pub mod policy;
 pub mod receive;
 pub mod respond;
 mod rpc;
@@ -25,11 +26,11 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
-use crate::engine::policy::{Operation, Policy};
 use crate::engine::{self, Engine, Subresource};
 use crate::metrics;
 use crate::pb;
 use crate::service::edge::Reached;
+use crate::service::policy::{AllowList, Operation};
 use crate::telemetry;
 
 /// The `safewrite.v1.WriterService` implementation.
@@ -38,8 +39,8 @@ pub struct WriterService {
     engine: Engine,
     in_flight: Arc<Semaphore>,
     max_in_flight: usize,
-    transact: transact::Limits,
-    policy: Arc<Policy>,
+    transact: transact::TransactLimits,
+    policy: Arc<AllowList>,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
@@ -50,8 +51,8 @@ impl WriterService {
     pub fn new(
         engine: Engine,
         max_in_flight: usize,
-        transact: transact::Limits,
-        policy: Policy,
+        transact: transact::TransactLimits,
+        policy: AllowList,
     ) -> Self {
         Self {
             engine,

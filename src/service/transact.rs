@@ -29,7 +29,7 @@ use tracing::{Instrument as _, Span};
 
 /// The bounds a transaction's caller must keep.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct TransactLimits {
     /// The longest wait for the caller's next message (`--transact-idle-timeout`).
     pub idle: Duration,
     /// The largest message accepted (`--max-request-bytes`), for the refusal's message.
@@ -39,7 +39,7 @@ pub struct Limits {
 /// Reads the opening `begin` message, waiting at most `limits.idle` for it.
 pub async fn begin(
     inbound: &mut Streaming<pb::TransactRequest>,
-    limits: Limits,
+    limits: TransactLimits,
 ) -> Result<pb::TransactBegin, Status> {
     let violation = |d: &str| respond::invalid_request(&FieldViolation::new("begin", d));
     let message = match tokio::time::timeout(limits.idle, inbound.message()).await {
@@ -66,7 +66,7 @@ pub fn run(
     spec: WriteSpec,
     inbound: Streaming<pb::TransactRequest>,
     deadline: Option<Instant>,
-    limits: Limits,
+    limits: TransactLimits,
     admission: Admission,
     (span, started): (Span, std::time::Instant),
 ) -> impl Stream<Item = Result<pb::TransactResponse, Status>> + Send + 'static {
@@ -127,7 +127,7 @@ struct StreamMutator {
     inbound: Streaming<pb::TransactRequest>,
     outbound: mpsc::Sender<Result<pb::TransactResponse, Status>>,
     deadline: Option<Instant>,
-    limits: Limits,
+    limits: TransactLimits,
     /// Why the caller's stream ended the loop, when that is not a write failure: the
     /// loop fails with `Failure::Cancelled`, and this says what to answer instead.
     refused: Arc<Mutex<Option<Refused>>>,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::backoff::Backoff;
 use crate::engine::idempotency;
 use crate::engine::mutation::{self, Cel, FieldViolation, Mutation};
-use crate::engine::{EngineConfig, Policy, Preconditions, Subresource, WriteSpec};
+use crate::engine::{EngineConfig, Preconditions, RetryPolicy, Subresource, WriteSpec};
 use crate::pb;
 use crate::target::{self, ApiVersion, FieldManager, Kind, Name, Namespace, Target};
 
@@ -187,7 +187,7 @@ fn parse_preconditions(pre: Option<&pb::Preconditions>) -> Result<Preconditions,
 fn parse_policy(
     policy: Option<&pb::RetryPolicy>,
     config: &EngineConfig,
-) -> Result<Policy, FieldViolation> {
+) -> Result<RetryPolicy, FieldViolation> {
     let policy = policy.cloned().unwrap_or_default();
     let duration = |field: &str, d: Option<prost_types::Duration>, default: Duration| match d {
         None => Ok(default),
@@ -205,7 +205,7 @@ fn parse_policy(
         }
         (false, n) => n,
     };
-    Ok(Policy {
+    Ok(RetryPolicy {
         max_attempts,
         backoff: Backoff {
             initial: duration(

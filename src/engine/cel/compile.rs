@@ -10,7 +10,7 @@ use super::source::{bounded_display, parse_error, scan_tokens};
 use super::*;
 
 /// Parses, checks and rewrites `source`, on a thread with a [`COMPILE_STACK`] stack.
-pub(super) fn compile_here(source: &str, limits: Limits) -> Result<IdedExpr, String> {
+pub(super) fn compile_here(source: &str, limits: CelLimits) -> Result<IdedExpr, String> {
     scan_tokens(source)?;
     let mut expr = PrattParser::new()
         .max_recursion_depth(PARSER_MAX_RECURSION)

@@ -119,7 +119,7 @@ impl VariableResolver for Resolver {
 pub(super) fn estimate(
     program: &IdedExpr,
     fresh: &Value,
-    limits: Limits,
+    limits: CelLimits,
 ) -> Result<u64, ApplyError> {
     let mut estimator = Estimator::new(Some(fresh));
     let (cost, result) = estimator.whole(program);
@@ -150,7 +150,7 @@ pub(super) fn estimate(
 pub(super) fn evaluate(
     program: &IdedExpr,
     fresh: &Value,
-    limits: Limits,
+    limits: CelLimits,
     caller_at: Option<std::time::Instant>,
 ) -> Result<Value, ApplyError> {
     let object: Box<dyn Val> = json_to_cel(fresh)

@@ -135,7 +135,7 @@ pub fn cel_concurrency() -> usize {
 
 /// The bounds of one evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct CelLimits {
     /// The largest estimated cost.
     pub max_cost: u64,
     /// The most comprehension steps.
@@ -147,9 +147,9 @@ pub struct Limits {
     pub max_result: u64,
 }
 
-impl Limits {
+impl CelLimits {
     /// The limits of every request.
-    pub const DEFAULT: Limits = Limits {
+    pub const DEFAULT: CelLimits = CelLimits {
         max_cost: CEL_MAX_COST,
         max_steps: CEL_MAX_STEPS,
         time: CEL_TIME_LIMIT,
@@ -160,7 +160,7 @@ impl Limits {
 /// How many compiled programs are kept by source; when full, the cache starts over.
 pub const COMPILED_KEPT: usize = 256;
 
-/// Compiled programs by source (compiled within [`Limits::DEFAULT`]).
+/// Compiled programs by source (compiled within [`CelLimits::DEFAULT`]).
 static COMPILED: LazyLock<Mutex<HashMap<String, Cel>>> = LazyLock::new(Default::default);
 
 static CEL_ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| Arc::new(cel::Env::stdlib()));
@@ -195,7 +195,7 @@ impl Cel {
         if let Some(cel) = COMPILED.lock().expect("compiled CEL").get(source) {
             return Ok(cel.clone());
         }
-        let cel = Cel::compile_within(field, source, Limits::DEFAULT)?;
+        let cel = Cel::compile_within(field, source, CelLimits::DEFAULT)?;
         let mut compiled = COMPILED.lock().expect("compiled CEL");
         if compiled.len() >= COMPILED_KEPT {
             compiled.clear();
@@ -209,7 +209,7 @@ impl Cel {
     pub fn compile_within(
         field: &str,
         source: &str,
-        limits: Limits,
+        limits: CelLimits,
     ) -> Result<Cel, FieldViolation> {
         if source.trim().is_empty() {
             return Err(FieldViolation::new(field, "the CEL expression is empty"));
@@ -244,7 +244,7 @@ impl Cel {
             .map_err(|description| FieldViolation::new(field, description))
     }
 
-    /// Evaluates the program with `object` bound to `fresh`, within [`Limits::DEFAULT`]
+    /// Evaluates the program with `object` bound to `fresh`, within [`CelLimits::DEFAULT`]
     /// and the caller's `deadline`.
     ///
     /// A program at most [`INLINE_MAX_DEPTH`] deep whose estimate on `fresh` is at most
@@ -260,7 +260,8 @@ impl Cel {
         fresh: &Value,
         deadline: Option<Instant>,
     ) -> Result<Value, ApplyError> {
-        self.evaluate_within(fresh, deadline, Limits::DEFAULT).await
+        self.evaluate_within(fresh, deadline, CelLimits::DEFAULT)
+            .await
     }
 
     /// [`Cel::evaluate`] within other limits.
@@ -268,7 +269,7 @@ impl Cel {
         &self,
         fresh: &Value,
         deadline: Option<Instant>,
-        limits: Limits,
+        limits: CelLimits,
     ) -> Result<Value, ApplyError> {
         let fresh = if self.reads_object {
             fresh

@@ -3,8 +3,8 @@ use super::*;
 use serde_json::json;
 
 /// A limit that only the runtime bounds enforce.
-fn unbounded_cost(time: Duration) -> Limits {
-    Limits {
+fn unbounded_cost(time: Duration) -> CelLimits {
+    CelLimits {
         max_cost: u64::MAX,
         max_steps: u64::MAX,
         time,
@@ -143,9 +143,9 @@ async fn a_costly_loop_over_the_object_is_refused_before_evaluating() {
 #[tokio::test]
 async fn ordinary_loops_over_a_big_object_are_cheap_enough() {
     // Within the cost bound (the time limit of a busy debug build is not the point).
-    let generous = Limits {
+    let generous = CelLimits {
         time: Duration::from_secs(5),
-        ..Limits::DEFAULT
+        ..CelLimits::DEFAULT
     };
     let items: Vec<Value> = (0..5_000)
         .map(|i| json!({"name": format!("item-{i}"), "n": i}))
@@ -206,7 +206,7 @@ async fn the_callers_deadline_stops_an_evaluation() {
 
 #[tokio::test]
 async fn the_step_budget_stops_a_loop() {
-    let limits = Limits {
+    let limits = CelLimits {
         max_cost: u64::MAX,
         max_steps: 1_000,
         time: Duration::from_secs(10),
@@ -356,9 +356,9 @@ async fn map_and_filter_still_append_in_place() {
     // seconds; appending in place takes milliseconds (more on a busy debug build).
     let xs: Vec<i64> = (0..20_000).collect();
     let object = json!({"xs": xs});
-    let limits = Limits {
+    let limits = CelLimits {
         time: Duration::from_secs(3),
-        ..Limits::DEFAULT
+        ..CelLimits::DEFAULT
     };
     for source in [
         "{'n': object.xs.map(x, x).size()}",

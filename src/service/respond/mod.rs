@@ -299,8 +299,8 @@ mod tests {
 
     #[test]
     fn a_policy_denial_names_what_and_the_flag() {
-        let denied = crate::engine::policy::Denied {
-            operation: crate::engine::policy::Operation::Update,
+        let denied = crate::service::policy::Denied {
+            operation: crate::service::policy::Operation::Update,
             kind: "core/Secret".into(),
             namespace: "ns1".into(),
             name: "db".into(),

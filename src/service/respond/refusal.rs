@@ -45,7 +45,7 @@ pub fn overloaded(max: usize) -> tonic::Status {
 /// PERMISSION_DENIED (reason `POLICY_DENIED`) for a write the sidecar's policy does not
 /// allow: nothing was sent. The message and the ErrorInfo metadata name what was denied
 /// and the `--allow` flag that would allow it.
-pub fn policy_denied(denied: &crate::engine::policy::Denied) -> tonic::Status {
+pub fn policy_denied(denied: &crate::service::policy::Denied) -> tonic::Status {
     let place = if denied.namespace.is_empty() {
         "cluster-scoped".to_string()
     } else {

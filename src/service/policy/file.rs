@@ -1,4 +1,4 @@
-//! Policy files: YAML (or JSON) with one key, `allow`, a list of rules, each in the flag
+//! Policy files (`--policy FILE`): YAML (or JSON) with one key, `allow`, a list of rules, each in the flag
 //! syntax or a map of `kinds`, `namespaces`, `subresources` and `operations`.
 
 use std::path::Path;

@@ -64,15 +64,15 @@ pub enum PolicyError {
 
 /// What callers may write.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct AllowList {
     rules: Vec<Rule>,
     default: bool,
 }
 
-impl Default for Policy {
+impl Default for AllowList {
     /// The policy when none is given: every kind but Secrets.
     fn default() -> Self {
-        Policy {
+        AllowList {
             rules: vec![Rule::everything()],
             default: true,
         }
@@ -101,13 +101,13 @@ pub struct Denied {
     pub allow: String,
 }
 
-impl Policy {
+impl AllowList {
     /// The policy of `rules` (from `--allow`) and of the file at `file` (`--policy`);
     /// the default policy when there are neither.
     ///
     /// # Errors
     /// A [`PolicyError`] when the file cannot be read or a rule in it does not parse.
-    pub fn load(rules: &[Rule], file: Option<&Path>) -> Result<Policy, PolicyError> {
+    pub fn load(rules: &[Rule], file: Option<&Path>) -> Result<AllowList, PolicyError> {
         let mut all = rules.to_vec();
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
@@ -117,9 +117,9 @@ impl Policy {
             all.extend(file::parse_file(path, &text)?);
         }
         if rules.is_empty() && file.is_none() {
-            return Ok(Policy::default());
+            return Ok(AllowList::default());
         }
-        Ok(Policy {
+        Ok(AllowList {
             rules: all,
             default: false,
         })
@@ -284,13 +284,13 @@ struct Request<'a> {
 mod tests {
     use super::*;
 
-    fn policy(rules: &[&str]) -> Policy {
+    fn policy(rules: &[&str]) -> AllowList {
         let rules: Vec<Rule> = rules.iter().map(|r| Rule::parse(r).unwrap()).collect();
-        Policy::load(&rules, None).unwrap()
+        AllowList::load(&rules, None).unwrap()
     }
 
     fn ask(
-        policy: &Policy,
+        policy: &AllowList,
         api_group: &str,
         kind: &str,
         namespace: &str,
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn the_default_allows_everything_but_secrets() {
-        let p = Policy::default();
+        let p = AllowList::default();
         assert!(p.is_default() && !p.allows_secrets());
         assert!(ask(&p, "apps", "Deployment", "a", Main, Update).is_ok());
         assert!(ask(&p, "", "ConfigMap", "a", Status, PatchStatus).is_ok());

@@ -31,7 +31,6 @@ static CONFIG: LazyLock<EngineConfig> = LazyLock::new(|| EngineConfig {
     group_commit: true,
     memory_bytes: 0,
     remember_secrets: false,
-    hot_pacing: true,
 });
 
 fuzz_target!(|data: &[u8]| {

@@ -214,7 +214,6 @@ impl Engine {
         let key = request.as_str();
         match sent {
             Sent::Answer(answer) if matches!(answer.code, 200 | 201) => {
-                self.hot.written(key);
                 if source == Source::Remembered {
                     self.memory.current(key);
                 }
@@ -234,9 +233,6 @@ impl Engine {
             Sent::Answer(answer) if matches!(answer.code, 404 | 409) => {
                 self.memory.forget(key);
                 let strict = spec.preconditions.resource_version.is_some();
-                if !strict && crate::engine::classify::decision(answer) == Decision::Conflict {
-                    self.hot.conflicted(key);
-                }
                 if source == Source::Remembered && !strict && answer.reason() != "AlreadyExists" {
                     self.memory.stale(key);
                     return AfterWrite::Stale;

@@ -22,9 +22,8 @@
 //! object while its batch holds it.
 //!
 //! There is no timer: a lone write starts at once, and company only forms while a write
-//! is in flight; except on an object others write too, where each batch starts one
-//! short pace after the last ([`super::hot`]). A batch holds at most [`MAX_MEMBERS`].
-//! Each object with a queue has one driver task, so a caller that goes away (its RPC dropped) cannot stop the others'
+//! is in flight. A batch holds at most [`MAX_MEMBERS`]. Each object with a queue has one
+//! driver task, so a caller that goes away (its RPC dropped) cannot stop the others'
 //! writes; a member whose caller went away or whose deadline passed leaves before the
 //! next attempt, and nothing is written on its behalf after that point.
 
@@ -188,11 +187,7 @@ impl Batcher {
                 }
             }
         };
-        if start && engine.hot.pace(&key.path).is_some() {
-            // Others write the object too: a driver starts the write after one pace,
-            // with the writes that arrive meanwhile ([`super::hot`]).
-            tokio::spawn(drive(engine.clone(), key.clone()));
-        } else if start {
+        if start {
             // Nobody else is writing the object: this write goes at once, on the RPC's
             // own task (no hand-off to a driver). Writes that arrive meanwhile queue, and
             // a driver task takes them over when it ends, or when this RPC is dropped.
@@ -336,15 +331,7 @@ async fn drive(engine: Engine, key: Key) {
         key: &key,
         done: false,
     };
-    loop {
-        // An object others write too: each batch starts one pace after the last (see
-        // `super::hot`), so that the callers just answered share the next one.
-        if let Some(pace) = engine.hot.pace(&key.path) {
-            tokio::time::sleep(pace).await;
-        }
-        let Some(batch) = batcher.next(&key) else {
-            break;
-        };
+    while let Some(batch) = batcher.next(&key) {
         if batch[0].alone {
             run(&engine, batch, &Alone).await;
         } else {

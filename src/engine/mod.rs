@@ -14,7 +14,6 @@
 //! - `batch`: group commit: concurrent writes to one object queue to share a batch.
 //! - `attempt`: the requests an attempt makes (read, write, create, server-side apply)
 //!   and its span.
-//! - `hot`: objects others write too, whose group commit is paced.
 //! - `memory`: the objects remembered from earlier reads and writes, written from
 //!   without a GET.
 //! - `decide`: how an attempt ended and whether to retry, as pure functions.
@@ -35,7 +34,6 @@ pub mod entries;
 mod error;
 mod fold;
 mod get;
-mod hot;
 pub mod idempotency;
 mod memory;
 pub mod mutation;
@@ -56,7 +54,6 @@ use self::attempt::{attempt_span, record_failure};
 use self::attempts::Attempts;
 use self::batch::Batcher;
 use self::error::{Unresolved, unresolved};
-use self::hot::Hot;
 use self::memory::Memory;
 use crate::client::discovery::{Discovery, Resolved};
 use crate::engine::mutation::{FieldViolation, Mutation};
@@ -89,8 +86,6 @@ pub struct Engine {
     budget: Arc<TpsBudget>,
     batcher: Arc<Batcher>,
     memory: Arc<Memory>,
-    /// Objects others write too, paced ([`hot`]).
-    hot: Arc<Hot>,
 }
 
 impl Engine {
@@ -104,7 +99,6 @@ impl Engine {
                 config.retry_budget_percent,
             )),
             memory: Arc::new(Memory::new(config.memory_bytes, config.remember_secrets)),
-            hot: Arc::new(Hot::new(config.group_commit && config.hot_pacing)),
             config: Arc::new(config),
             batcher: Arc::new(Batcher::default()),
         }

@@ -37,11 +37,6 @@ pub(super) trait Company: Sync {
     /// Takes back members that go after the others (a create, isolating an offender);
     /// those it cannot take go again at once.
     fn send_back(&self, members: Vec<Member>) -> Vec<Member>;
-    /// Whether a conflict on an object others write is paced ([`super::hot`]) rather
-    /// than backed off exponentially: for group commit's batches only.
-    fn paced(&self) -> bool {
-        false
-    }
 }
 
 /// An object's queue of group commit.
@@ -62,10 +57,6 @@ impl Company for Queue<'_> {
     fn send_back(&self, members: Vec<Member>) -> Vec<Member> {
         self.batcher.requeue(self.key, members);
         Vec::new()
-    }
-
-    fn paced(&self) -> bool {
-        true
     }
 }
 
@@ -116,14 +107,7 @@ pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn
         for member in &members[1..] {
             span.add_link(member.span.context().span().span_context().clone());
         }
-        // The attempt's time paces an object others write too (see `super::hot`).
-        let hot = company.paced() && engine.hot.pace(members[0].request.as_str()).is_some();
-        let timed = hot.then(|| (Instant::now(), members[0].request.clone()));
-        let attempted = attempt(engine, members).instrument(span.clone()).await;
-        if let Some((started, path)) = timed {
-            engine.hot.took(path.as_str(), started.elapsed());
-        }
-        match attempted {
+        match attempt(engine, members).instrument(span.clone()).await {
             Attempted::Answered => return,
             Attempted::SendBack(back) => {
                 drop(span);
@@ -131,19 +115,6 @@ pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn
             }
             Attempted::Retry(decision, failure, carried) => {
                 record_failure(&span, decision.name(), &failure);
-                // A conflict on an object others write: go again after a short pause
-                // instead of the exponential backoff (see `super::hot`).
-                let hot = match (&decision, carried.first()) {
-                    (Decision::Conflict, Some(first)) if company.paced() => engine
-                        .hot
-                        .after_conflict(first.request.as_str(), &mut fastrand::Rng::new()),
-                    _ => None,
-                };
-                let planned = if hot.is_some() {
-                    &Decision::Stale
-                } else {
-                    &decision
-                };
                 let mut asked = None;
                 let mut withdraw = || *asked.get_or_insert_with(|| engine.budget.withdraw());
                 let mut wait: Option<Duration> = None;
@@ -151,7 +122,7 @@ pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn
                 for mut member in carried {
                     match member
                         .attempts
-                        .plan(planned, failure.clone(), &span, &mut withdraw)
+                        .plan(&decision, failure.clone(), &span, &mut withdraw)
                     {
                         Ok(planned) => {
                             wait = Some(wait.map_or(planned, |w| w.min(planned)));
@@ -161,13 +132,7 @@ pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn
                     }
                 }
                 drop(span);
-                let mut wait = wait.unwrap_or_default();
-                if let Some(hot) = hot {
-                    // Never past the earliest deadline among those going again.
-                    let now = Instant::now();
-                    let earliest = retrying.iter().filter_map(|m| m.attempts.deadline).min();
-                    wait = earliest.map_or(hot, |d| hot.min(d.saturating_duration_since(now)));
-                }
+                let wait = wait.unwrap_or_default();
                 for member in &mut retrying {
                     member.attempts.current().backoff = Some(wait);
                 }

@@ -34,9 +34,6 @@ pub struct EngineConfig {
     pub memory_bytes: usize,
     /// Secrets are remembered too (`--remember-secrets`).
     pub remember_secrets: bool,
-    /// Group commit on objects others write too is paced ([`super::hot`]); off with
-    /// `--no-hot-pacing`.
-    pub hot_pacing: bool,
 }
 
 /// Which part of the object a write targets.

@@ -227,7 +227,6 @@ fn engine_over(fake: &FakeApi, breaker_failures: u32) -> Engine {
             group_commit: true,
             memory_bytes: 1 << 20,
             remember_secrets: false,
-            hot_pacing: true,
         },
     )
 }

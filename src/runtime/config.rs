@@ -150,12 +150,6 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_NO_MEMORY")]
     pub no_memory: bool,
 
-    /// Write objects that other writers write too (a write of ours met a conflict in
-    /// the last 2 s) without pacing: a batch that lost a conflict backs off exponentially
-    /// like any retry, and a lone write starts at once.
-    #[arg(long, env = "SAFEWRITE_NO_HOT_PACING")]
-    pub no_hot_pacing: bool,
-
     /// Remember Secrets too (by default they are read before every write and never kept).
     #[arg(long, env = "SAFEWRITE_REMEMBER_SECRETS")]
     pub remember_secrets: bool,

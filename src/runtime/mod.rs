@@ -286,7 +286,6 @@ pub fn engine_config(args: &ServeArgs) -> EngineConfig {
             args.memory_bytes as usize
         },
         remember_secrets: args.remember_secrets,
-        hot_pacing: !args.no_hot_pacing,
     }
 }
 

@@ -288,7 +288,6 @@ mod tests {
             group_commit: true,
             memory_bytes: 0,
             remember_secrets: false,
-            hot_pacing: true,
         }
     }
 

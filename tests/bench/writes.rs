@@ -36,17 +36,12 @@
 //!
 //! `SAFEWRITE_BENCH_SECONDS` sets the time per run (default 4);
 //! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside,64/1+huge"` picks scenarios
-//! (writers/objects); `hot3` among them picks the row of one hot object across three
-//! sidecars (tests/bench/hot_sidecars.rs);
+//! (writers/objects);
 //! `SAFEWRITE_BENCH_CONTENDERS="cgr,swg"` picks contenders by the short names of
 //! [`Contender::slug`].
 
 #[path = "../support/mod.rs"]
 mod support;
-
-// One hot object across three sidecars: its own row, its own file.
-#[path = "hot_sidecars.rs"]
-mod hot_sidecars;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -978,10 +973,6 @@ async fn main() {
                 );
             }
         }
-    }
-    // One hot object across three sidecars (tests/bench/hot_sidecars.rs).
-    if runs.as_ref().is_none_or(|r| r.iter().any(|s| s == "hot3")) {
-        hot_sidecars::hot_across_sidecars(bench.cp, &bench.api, &bench.ns, &flags, seconds).await;
     }
     if lifetime_rss {
         println!(

@@ -18,7 +18,6 @@ mod entries;
 mod exactly_once;
 mod get;
 mod harness;
-mod hot_objects;
 mod inject;
 mod jaeger_harness;
 mod linearizability;

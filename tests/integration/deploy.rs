@@ -221,6 +221,26 @@ pub(crate) struct Answer {
     pub(crate) body: Value,
 }
 
+/// Submits `object` (JSON; its apiVersion and kind say where) to `namespace`, for real or
+/// as a server-side dry run, and returns the API server's answer.
+pub(crate) async fn submit(
+    client: &kube::Client,
+    namespace: &str,
+    object: &Value,
+    dry_run: bool,
+) -> Answer {
+    create(
+        client,
+        namespace,
+        object["apiVersion"].as_str().expect("apiVersion"),
+        object["kind"].as_str().expect("kind"),
+        "application/json",
+        serde_json::to_vec(object).expect("JSON"),
+        dry_run,
+    )
+    .await
+}
+
 /// POSTs `body` (YAML or JSON, as `content_type` says) to the collection of
 /// `api_version`/`kind` in `namespace`; `dry_run` adds `dryRun=All`. Always with
 /// `fieldValidation=Strict`: an unknown or duplicate field is an error, not a warning.

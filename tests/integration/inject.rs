@@ -24,7 +24,7 @@ use safewrite::inject;
 use serde_json::{Value, json};
 
 use crate::deploy::{
-    Answer, create, deploy_tools, objects, pinned, pod_of, restricted_namespace, run,
+    Answer, create, deploy_tools, objects, pinned, pod_of, restricted_namespace, run, submit,
 };
 use crate::support::{ControlPlane, repo_root};
 
@@ -55,16 +55,7 @@ fn pod(name: &str, labels: Value, annotations: Value, spec: Value) -> Value {
 
 /// A dry-run create of `object` in `namespace`.
 async fn dry_run(client: &kube::Client, namespace: &str, object: &Value) -> Answer {
-    create(
-        client,
-        namespace,
-        object["apiVersion"].as_str().expect("apiVersion"),
-        object["kind"].as_str().expect("kind"),
-        "application/json",
-        serde_json::to_vec(object).expect("json"),
-        true,
-    )
-    .await
+    submit(client, namespace, object, true).await
 }
 
 /// Panics unless the answer admits the object with no warning.

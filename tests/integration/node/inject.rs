@@ -17,9 +17,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use super::{
-    Node, count, create_clean, create_counter, install_manifest, labelled_namespace, submit,
-};
+use super::{Node, count, create_clean, create_counter, install_manifest, labelled_namespace};
+use crate::deploy::submit;
 use crate::support::repo_root;
 
 /// deploy/kubernetes/injection/policy.yaml's documents.

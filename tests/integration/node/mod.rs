@@ -52,7 +52,7 @@ mod helm;
 mod inject;
 mod overhead;
 
-use crate::deploy::{Answer, create};
+use crate::deploy::submit;
 use crate::support::{self, INCREMENT, repo_root, run_script};
 
 /// A running node (tests/harness/node.sh), shared by the tests of this module. It stops
@@ -162,21 +162,6 @@ async fn labelled_namespace(client: &kube::Client, prefix: &str, more: &[(&str, 
         .await
         .expect("create namespace");
     name
-}
-
-/// Submits `object` (JSON; its apiVersion and kind say where) to `namespace`, for real or
-/// as a server-side dry run, and returns the API server's answer.
-async fn submit(client: &kube::Client, namespace: &str, object: &Value, dry_run: bool) -> Answer {
-    create(
-        client,
-        namespace,
-        object["apiVersion"].as_str().expect("apiVersion"),
-        object["kind"].as_str().expect("kind"),
-        "application/json",
-        serde_json::to_vec(object).expect("JSON"),
-        dry_run,
-    )
-    .await
 }
 
 /// Creates `object` in `namespace` and asserts it was created without warnings; returns

@@ -1,11 +1,9 @@
 //! The state one request threads through its loop: the record of every attempt, the
 //! retries of internal errors made, its random source, deadline and policy.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tower::retry::budget::{Budget, TpsBudget};
 use tracing::{Span, debug};
 
 use super::decide::{self, Standing};
@@ -15,8 +13,7 @@ use super::spec::RetryPolicy;
 use crate::engine::classify::Decision;
 
 /// Per-request state of the loop.
-pub(super) struct Attempts {
-    budget: Arc<TpsBudget>,
+pub(crate) struct Attempts {
     pub records: Vec<AttemptRecord>,
     internal_retries: u32,
     rng: fastrand::Rng,
@@ -28,9 +25,8 @@ pub(super) struct Attempts {
 }
 
 impl Attempts {
-    pub fn new(budget: Arc<TpsBudget>, policy: RetryPolicy, deadline: Option<Instant>) -> Self {
+    pub fn new(policy: RetryPolicy, deadline: Option<Instant>) -> Self {
         Attempts {
-            budget,
             records: Vec::new(),
             internal_retries: 0,
             rng: fastrand::Rng::new(),
@@ -116,21 +112,5 @@ impl Attempts {
         span.record("safewrite.backoff_ms", backoff_ms as i64);
         debug!(parent: span, attempt = self.made(), backoff_ms, ?decision, "backing off");
         Ok(wait)
-    }
-
-    /// Plans the wait after a retryable outcome, drawing on the shared budget, ends the
-    /// attempt's span, then sleeps. Returns the failure to end with when the loop must
-    /// stop.
-    pub async fn back_off(
-        &mut self,
-        decision: &Decision,
-        last: Failure,
-        span: Span,
-    ) -> Result<(), Failure> {
-        let budget = self.budget.clone();
-        let wait = self.plan(decision, last, &span, &mut || budget.withdraw());
-        drop(span);
-        tokio::time::sleep(wait?).await;
-        Ok(())
     }
 }

@@ -64,10 +64,8 @@ impl Step {
     ) -> Step {
         let safe = spec.retry_is_safe();
         match failure {
-            Failure::Transport { error } if maybe_sent && !safe => {
-                Step::Fail(Failure::OutcomeUnknown {
-                    last: error.to_string(),
-                })
+            Failure::Unreachable { last } if maybe_sent && !safe => {
+                Step::Fail(Failure::OutcomeUnknown { last })
             }
             Failure::Deadline { attempts, last } => {
                 Step::Fail(deadline(spec, maybe_sent, attempts, last))

@@ -27,9 +27,12 @@ pub enum Failure {
     /// The request does not fit the resolved kind (namespace, subresource, object).
     #[error("{0}")]
     Invalid(FieldViolation),
-    /// The kind is not served, or its apiVersion does not parse.
-    #[error(transparent)]
-    UnknownKind(DiscoveryError),
+    /// The apiVersion does not parse.
+    #[error("apiVersion {0:?} is not of the form \"v1\" or \"group/version\"")]
+    BadApiVersion(String),
+    /// The API server serves no such kind at that apiVersion.
+    #[error("the API server serves no kind {kind:?} in {api_version:?}")]
+    UnknownKind { api_version: String, kind: String },
     /// A precondition (uid, CEL condition, JSON Patch test) is false on the fresh object.
     #[error("precondition failed: {reason}; nothing was written")]
     PreconditionFailed { reason: String, current: Value },
@@ -58,12 +61,9 @@ pub enum Failure {
         message: String,
         status: Option<Box<kube::core::Status>>,
     },
-    /// No answer from the API server, and retries ran out.
-    #[error("{error}")]
-    Transport {
-        #[source]
-        error: RequestError,
-    },
+    /// No answer from the API server (`last`: why), and retries ran out.
+    #[error("{last}")]
+    Unreachable { last: String },
     /// A write was sent but its answer was lost, and the request has no idempotency
     /// key: retrying could apply the change twice, so the loop stopped.
     #[error(
@@ -75,7 +75,7 @@ pub enum Failure {
     Deadline { attempts: u32, last: String },
     /// A 2xx answer whose body could not be used.
     #[error("{0}")]
-    BadAnswer(#[source] RequestError),
+    BadAnswer(String),
     /// Retrying this fault would exceed the shared retry budget.
     #[error(
         "not retried: the sidecar's retry budget is spent (too many retries across all callers); last: {last}"
@@ -99,13 +99,13 @@ impl Failure {
     pub fn kind(&self) -> &str {
         match self {
             Failure::Invalid(_) => "invalid_request",
-            Failure::UnknownKind(_) => "unknown_kind",
+            Failure::BadApiVersion(_) | Failure::UnknownKind { .. } => "unknown_kind",
             Failure::PreconditionFailed { .. } => "precondition_failed",
             Failure::Mutation { .. } => "mutation_failed",
             Failure::ResourceVersionMismatch { .. } => "resource_version_mismatch",
             Failure::Api { reason, .. } if !reason.is_empty() => reason,
             Failure::Api { .. } => "api_error",
-            Failure::Transport { .. } => "transport",
+            Failure::Unreachable { .. } => "transport",
             Failure::OutcomeUnknown { .. } => "write_outcome_unknown",
             Failure::Deadline { .. } => "deadline_exceeded",
             Failure::BadAnswer(_) => "bad_answer",
@@ -173,8 +173,11 @@ pub(super) fn unresolved(
             let (failure, decision) = request_failure(source, deadline, attempt);
             Unresolved::Request(decision, failure)
         }
-        error @ (DiscoveryError::BadApiVersion(_) | DiscoveryError::UnknownKind { .. }) => {
-            Unresolved::Invalid(Failure::UnknownKind(error))
+        DiscoveryError::BadApiVersion(api_version) => {
+            Unresolved::Invalid(Failure::BadApiVersion(api_version))
+        }
+        DiscoveryError::UnknownKind { api_version, kind } => {
+            Unresolved::Invalid(Failure::UnknownKind { api_version, kind })
         }
     }
 }
@@ -207,7 +210,12 @@ pub(super) fn request_failure(
         ),
         error => {
             let decision = classify::classify_error(&error);
-            (Failure::Transport { error }, decision)
+            (
+                Failure::Unreachable {
+                    last: error.to_string(),
+                },
+                decision,
+            )
         }
     }
 }

@@ -7,15 +7,16 @@
 //! are not decimal numbers (the API server's resourceVersions are comparable since
 //! Kubernetes 1.35; one that is not a number is read live), always a live read.
 
-use serde_json::Value;
-use tokio::time::Instant;
+use std::sync::Arc;
 
-use super::Engine;
-use super::attempt::{Read, note_answer};
+use serde_json::Value;
+
+use super::api::{Api, Read, note_answer};
+use super::attempts::Attempts;
 use super::body::resource_version;
 use super::decide::Step;
 use super::error::WriteError;
-use super::spec::WriteSpec;
+use crate::target::ObjectPath;
 
 /// An object read for a caller.
 #[derive(Debug, Clone)]
@@ -32,52 +33,45 @@ fn comparable(version: &str) -> Option<u64> {
         .flatten()
 }
 
-impl Engine {
-    /// Reads `spec.target` (its kind resolved, as for a write) at least as new as
-    /// `min_version`, by `deadline`. One attempt: a refusal or fault is the caller's to
-    /// retry, with the same advice as a write's read.
-    pub async fn get(
-        &self,
-        spec: &WriteSpec,
-        min_version: Option<&str>,
-        deadline: Option<Instant>,
-    ) -> Result<Got, WriteError> {
-        let (_, request, mut attempts) = self.begin(spec, deadline).await?;
-        let min = min_version.and_then(comparable);
-        if let Some(min) = min
-            && let Some(copy) = self.memory.peek(request.as_str())
-            && comparable(&resource_version(&copy)).is_some_and(|at| at >= min)
-        {
+/// Reads `request` at least as new as `min_version`, its `attempts` begun. One attempt:
+/// a refusal or fault is the caller's to retry, with the same advice as a write's read.
+pub(super) async fn get(
+    api: &Api,
+    request: ObjectPath,
+    mut attempts: Attempts,
+    min_version: Option<&str>,
+) -> Result<Got, WriteError> {
+    let min = min_version.and_then(comparable);
+    if let Some(min) = min
+        && let Some(copy) = api.memory.peek(request.as_str())
+        && comparable(&resource_version(&copy)).is_some_and(|at| at >= min)
+    {
+        return Ok(Got {
+            object: Value::clone(&copy),
+            remembered: true,
+        });
+    }
+    attempts.begin();
+    let failure = match api.read(&request, attempts.deadline, attempts.made()).await {
+        // A quorum read is the object as of now, at a revision past every write
+        // answered before it, whatever its own (last modified) resourceVersion says.
+        Read::Found(object) => {
             return Ok(Got {
-                object: Value::clone(&copy),
-                remembered: true,
+                object: Arc::unwrap_or_clone(object),
+                remembered: false,
             });
         }
-        attempts.begin();
-        let failure = match self
-            .read(&request, attempts.deadline, attempts.made())
-            .await
-        {
-            // A quorum read is the object as of now, at a revision past every write
-            // answered before it, whatever its own (last modified) resourceVersion says.
-            Read::Found(object) => {
-                return Ok(Got {
-                    object: std::sync::Arc::unwrap_or_clone(object),
-                    remembered: false,
-                });
+        Read::Missing(answer) | Read::Ended(Some(answer), _) => {
+            note_answer(attempts.current(), &answer);
+            match Step::from_answer(&answer, None) {
+                Step::Fail(failure) | Step::Retry(_, failure) => failure,
+                Step::Done(_) => unreachable!("a refused read does not finish"),
             }
-            Read::Missing(answer) | Read::Ended(Some(answer), _) => {
-                note_answer(attempts.current(), &answer);
-                match Step::from_answer(&answer, None) {
-                    Step::Fail(failure) | Step::Retry(_, failure) => failure,
-                    Step::Done(_) => unreachable!("a refused read does not finish"),
-                }
-            }
-            Read::Ended(None, Step::Fail(failure) | Step::Retry(_, failure)) => failure,
-            Read::Ended(None, Step::Done(_)) => unreachable!("a read does not finish a write"),
-        };
-        Err(attempts.fail(failure))
-    }
+        }
+        Read::Ended(None, Step::Fail(failure) | Step::Retry(_, failure)) => failure,
+        Read::Ended(None, Step::Done(_)) => unreachable!("a read does not finish a write"),
+    };
+    Err(attempts.fail(failure))
 }
 
 #[cfg(test)]

@@ -1,18 +1,36 @@
 //! What the sidecar remembers of the objects it read or wrote, so that the next write to
 //! an object can skip its GET: the mutation is applied to the remembered copy and the
-//! write carries the copy's resourceVersion. Sound because:
+//! write carries the copy's resourceVersion.
 //!
-//! - every write made from a copy is conditional on its resourceVersion: a stale copy
-//!   costs one 409 (or 404), which forgets it, and the retry reads live;
-//! - every answer that is not a successful write (UNCHANGED, FAILED_PRECONDITION, a failed
-//!   JSON Patch `test`, a mutation that does not apply, already applied, a Transact
-//!   abort) is confirmed on a live read before it is given (the engine does that; see
-//!   `attempt.rs` and `batch.rs`).
+//! The loop tells the memory what happened to an object ([`Event`], through
+//! [`Memory::learn`]) and the memory alone decides what it keeps, refreshes or forgets.
+//! The rules, each enforced in [`Memory::learn`]:
 //!
-//! An object whose copies keep turning out stale (written by others between our writes)
-//! is read first again for a while, so the memory never costs more requests than reading
-//! first always would, give or take one 409 now and then. Copies are bounded by bytes,
-//! least recently used first out. Secrets are remembered only when configured.
+//! - **Only what the API server said is kept.** A live read's object and a successful
+//!   write's answer become the object's copy; a dry run's answer is not the object's and
+//!   leaves the copy as it was; a write that let the object go (deleted on its last
+//!   finalizer) leaves nothing to keep.
+//! - **Doubt forgets.** A refused write, a write without an answer, or an answer whose
+//!   body could not be used leaves the object's state unknown: its copy is forgotten, so
+//!   the next write reads live.
+//! - **A stale copy costs one 409 (or 404), never a wrong answer.** Every write made from
+//!   a copy is conditional on its resourceVersion; a 409 or 404 to it proves the copy
+//!   stale ([`Lesson::CopyWasStale`]) and the retry reads live at once. A write with the
+//!   caller's exact resourceVersion or a create that lost its race proves nothing about
+//!   the copy.
+//! - **No answer but a successful write is given on a copy alone.** UNCHANGED,
+//!   FAILED_PRECONDITION, a failed JSON Patch `test`, a mutation that does not apply,
+//!   already applied, a Transact abort: each is confirmed on a live read first
+//!   ([`Event::Contradicted`] when the read shows the copy was stale; the write loop in
+//!   `write/run.rs` asks for that read).
+//! - **Copies that keep going stale are not used for a while.** An object written by
+//!   others between our writes is read first again after two stale copies in a row
+//!   (for [`READ_FIRST_AFTER_STALE`] writes, doubling up to [`READ_FIRST_MAX`]), so the
+//!   memory never costs more requests than reading first always would, give or take one
+//!   409 now and then. A successful write from a copy ends the streak.
+//!
+//! Copies are bounded by bytes, least recently used first out. Secrets are remembered
+//! only when configured.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -64,6 +82,45 @@ pub enum Source {
     Remembered,
 }
 
+/// What happened to an object, as the loop tells the memory.
+pub enum Event<'a> {
+    /// A live read found the object; its answer's body was `size` bytes.
+    Read(&'a Arc<Value>, usize),
+    /// A live read found no object.
+    Missing,
+    /// A live read contradicted a decision taken on the remembered copy: the object
+    /// had changed since (or was gone).
+    Contradicted,
+    /// A write made from `from` was answered 2xx with `object` (`None`: its body could
+    /// not be used), `size` bytes long.
+    Written {
+        from: Source,
+        object: Option<&'a Value>,
+        size: usize,
+        dry_run: bool,
+    },
+    /// A write made from `from` was refused with HTTP `code`.
+    Refused {
+        from: Source,
+        code: u16,
+        /// A create that found the object there (409 AlreadyExists).
+        already_exists: bool,
+        /// The write carried the caller's exact resourceVersion, not the copy's.
+        strict: bool,
+    },
+    /// A write got no answer: whether it was applied is unknown.
+    AnswerLost,
+}
+
+/// What the memory learned from an [`Event`] that the loop must act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lesson {
+    Noted,
+    /// The write was made from a copy that was stale: the next attempt reads live, at
+    /// once.
+    CopyWasStale,
+}
+
 impl Memory {
     /// A memory of at most `bound` bytes of objects (0: off).
     pub fn new(bound: usize, remember_secrets: bool) -> Self {
@@ -72,6 +129,49 @@ impl Memory {
             remember_secrets,
             inner: Mutex::new(Lru::default()),
         }
+    }
+
+    /// Takes in what happened to the object at `key` (its request path): the one place
+    /// that decides what the memory keeps, refreshes or forgets (the rules are in the
+    /// module's header).
+    pub fn learn(&self, key: &str, event: Event<'_>) -> Lesson {
+        match event {
+            Event::Read(object, size) => self.remember(key, object.clone(), size),
+            Event::Missing | Event::AnswerLost => self.forget(key),
+            Event::Contradicted => self.stale(key),
+            Event::Written {
+                from,
+                object,
+                size,
+                dry_run,
+            } => {
+                if from == Source::Remembered {
+                    self.current(key);
+                }
+                match object {
+                    // A dry run changed nothing: the copy, if any, stays what it was.
+                    Some(_) if dry_run => {}
+                    // The write let the API server delete the object: nothing to keep.
+                    Some(object) if crate::engine::entries::is_gone(object) => self.forget(key),
+                    Some(object) => self.remember(key, Arc::new(object.clone()), size),
+                    None => self.forget(key),
+                }
+            }
+            Event::Refused {
+                from,
+                code,
+                already_exists,
+                strict,
+            } => {
+                self.forget(key);
+                let proves_stale = matches!(code, 404 | 409) && !already_exists && !strict;
+                if from == Source::Remembered && proves_stale {
+                    self.stale(key);
+                    return Lesson::CopyWasStale;
+                }
+            }
+        }
+        Lesson::Noted
     }
 
     /// Whether objects at `key` (an object's request path) may be kept at all.
@@ -117,7 +217,7 @@ impl Memory {
 
     /// Remembers `object` as the latest state of `key` (read live, or as a write's
     /// answer); `size` is its length as JSON.
-    pub fn remember(&self, key: &str, object: Arc<Value>, size: usize) {
+    fn remember(&self, key: &str, object: Arc<Value>, size: usize) {
         if !self.keeps(key) {
             return;
         }
@@ -159,7 +259,7 @@ impl Memory {
     }
 
     /// Forgets `key`'s copy (the object is gone, or its state is unknown).
-    pub fn forget(&self, key: &str) {
+    fn forget(&self, key: &str) {
         let mut lru = self.inner.lock().expect("memory");
         if let Some(entry) = lru.entries.get_mut(key)
             && entry.object.take().is_some()
@@ -173,7 +273,7 @@ impl Memory {
     /// `key`'s copy turned out stale (a write from it met a 409 or 404, or a live read
     /// found the object changed): after a second stale copy in a row the object is read
     /// first for a while. Forgetting the copy is the caller's (a live read replaces it).
-    pub fn stale(&self, key: &str) {
+    fn stale(&self, key: &str) {
         crate::metrics::get().memory_stale();
         let mut lru = self.inner.lock().expect("memory");
         if let Some(entry) = lru.entries.get_mut(key) {
@@ -186,7 +286,7 @@ impl Memory {
     }
 
     /// A write from `key`'s copy succeeded: the copies are current again.
-    pub fn current(&self, key: &str) {
+    fn current(&self, key: &str) {
         let mut lru = self.inner.lock().expect("memory");
         if let Some(entry) = lru.entries.get_mut(key) {
             entry.stale_streak = 0;
@@ -321,5 +421,85 @@ mod tests {
         memory.stale(CM);
         memory.remember(CM, object(5), 10);
         assert!(memory.recall(CM).is_some(), "the streak started again");
+    }
+
+    fn written(from: Source, object: Option<&Value>, dry_run: bool) -> Event<'_> {
+        Event::Written {
+            from,
+            object,
+            size: 10,
+            dry_run,
+        }
+    }
+
+    fn refused(from: Source, code: u16, already_exists: bool, strict: bool) -> Event<'static> {
+        Event::Refused {
+            from,
+            code,
+            already_exists,
+            strict,
+        }
+    }
+
+    #[test]
+    fn what_the_api_server_said_is_kept_and_doubt_forgets() {
+        let memory = Memory::new(1 << 20, false);
+        assert_eq!(memory.learn(CM, Event::Read(&object(1), 10)), Lesson::Noted);
+        assert_eq!(memory.recall(CM).unwrap()["data"]["n"], 1);
+        memory.learn(CM, written(Source::Remembered, Some(&object(2)), false));
+        assert_eq!(
+            memory.recall(CM).unwrap()["data"]["n"],
+            2,
+            "the write's answer"
+        );
+        memory.learn(CM, written(Source::Remembered, Some(&object(9)), true));
+        assert_eq!(
+            memory.recall(CM).unwrap()["data"]["n"],
+            2,
+            "a dry run is not kept"
+        );
+        let gone = json!({"metadata": {"resourceVersion": "3", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        memory.learn(CM, written(Source::Live, Some(&gone), false));
+        assert!(
+            memory.recall(CM).is_none(),
+            "a write that let the object go"
+        );
+        for doubt in [
+            written(Source::Live, None, false),
+            refused(Source::Live, 422, false, false),
+            Event::AnswerLost,
+            Event::Missing,
+        ] {
+            memory.learn(CM, Event::Read(&object(4), 10));
+            memory.learn(CM, doubt);
+            assert!(memory.recall(CM).is_none(), "forgotten after doubt");
+        }
+    }
+
+    #[test]
+    fn only_a_conflict_on_the_copy_itself_proves_it_stale() {
+        let memory = Memory::new(1 << 20, false);
+        let cases = [
+            (
+                refused(Source::Remembered, 409, false, false),
+                Lesson::CopyWasStale,
+            ),
+            (
+                refused(Source::Remembered, 404, false, false),
+                Lesson::CopyWasStale,
+            ),
+            (refused(Source::Live, 409, false, false), Lesson::Noted),
+            (refused(Source::Remembered, 409, true, false), Lesson::Noted),
+            (refused(Source::Remembered, 409, false, true), Lesson::Noted),
+            (
+                refused(Source::Remembered, 422, false, false),
+                Lesson::Noted,
+            ),
+        ];
+        for (event, lesson) in cases {
+            memory.learn(CM, Event::Read(&object(1), 10));
+            assert_eq!(memory.learn(CM, event), lesson);
+            assert!(memory.recall(CM).is_none());
+        }
     }
 }

@@ -5,8 +5,7 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::Engine;
-use super::attempt::Sent;
+use super::api::{Api, Sent};
 use super::decide::Step;
 use super::error::{Failure, Unresolved, WriteError, unresolved};
 use super::mutation::{EntryChange, FieldViolation, Mutation};
@@ -15,7 +14,7 @@ use crate::target::{Namespace, ResourcePath, Verb, WriteParams};
 
 const FIELD: &str = "mutation.owner_reference.owner";
 
-impl Engine {
+impl Api {
     /// `spec` with its owner's uid read from the owner, when it names an owner to ensure
     /// without one; `None` when there is nothing to read.
     pub(super) async fn with_owner_uid(
@@ -58,12 +57,12 @@ impl Engine {
             Ok(resolved) => resolved,
             Err(error) => {
                 return Err(match unresolved(error, deadline, 1) {
-                    Unresolved::Invalid(Failure::UnknownKind(error)) => {
-                        Failure::Invalid(FieldViolation::new(
-                            format!("{FIELD}.kind"),
-                            format!("{error}: is the owner's kind served?"),
-                        ))
-                    }
+                    Unresolved::Invalid(
+                        unknown @ (Failure::UnknownKind { .. } | Failure::BadApiVersion(_)),
+                    ) => Failure::Invalid(FieldViolation::new(
+                        format!("{FIELD}.kind"),
+                        format!("{unknown}: is the owner's kind served?"),
+                    )),
                     Unresolved::Invalid(failure) | Unresolved::Request(_, failure) => failure,
                 });
             }
@@ -113,7 +112,9 @@ impl Engine {
                 Step::Done(_) => unreachable!("a refused read does not finish a write"),
             });
         }
-        let object = answer.object().map_err(Failure::BadAnswer)?;
+        let object = answer
+            .object()
+            .map_err(|err| Failure::BadAnswer(err.to_string()))?;
         match object["metadata"]["uid"].as_str() {
             Some(uid) if !uid.is_empty() => Ok(uid.to_string()),
             _ => Err(Failure::Invalid(FieldViolation::new(

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::body::resource_version;
 use super::error::{Failure, mutation_failure};
 use crate::backoff::Backoff;
 use crate::engine::mutation::{Cel, Mutation};
@@ -57,6 +58,43 @@ pub struct Preconditions {
 impl Preconditions {
     pub(super) fn any(&self) -> bool {
         self.uid.is_some() || self.resource_version.is_some() || self.cel.is_some()
+    }
+
+    /// Checks uid, exact resourceVersion and the CEL condition on the fresh object (the
+    /// condition evaluated no later than `deadline`).
+    pub async fn check(&self, fresh: &Value, deadline: Option<Instant>) -> Result<(), Failure> {
+        if let Some(uid) = &self.uid {
+            let actual = fresh["metadata"]["uid"].as_str().unwrap_or_default();
+            if actual != uid {
+                return Err(Failure::PreconditionFailed {
+                    reason: format!("metadata.uid is {actual:?}, not {uid:?}"),
+                    current: fresh.clone(),
+                });
+            }
+        }
+        if let Some(expected) = &self.resource_version {
+            let actual = resource_version(fresh);
+            if &actual != expected {
+                return Err(Failure::ResourceVersionMismatch {
+                    expected: expected.clone(),
+                    actual,
+                    current: Some(fresh.clone()),
+                });
+            }
+        }
+        if let Some(cel) = &self.cel {
+            match cel.holds(fresh, deadline).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(Failure::PreconditionFailed {
+                        reason: "the CEL condition is false on the current object".into(),
+                        current: fresh.clone(),
+                    });
+                }
+                Err(error) => return Err(mutation_failure(error, fresh.clone())),
+            }
+        }
+        Ok(())
     }
 }
 

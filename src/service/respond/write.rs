@@ -7,8 +7,6 @@ use serde_json::Value;
 use tonic::Code;
 
 use super::Answer;
-use crate::client::RequestError;
-use crate::client::discovery::DiscoveryError;
 use crate::engine::classify::Decision;
 use crate::engine::mutation::{ApplyError, FieldViolation};
 use crate::engine::{Failure, WriteError};
@@ -20,7 +18,8 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
     let failure = &err.failure;
     let answer = match failure {
         Failure::Invalid(violation) => invalid(violation),
-        Failure::UnknownKind(error) => unknown_kind(error),
+        Failure::BadApiVersion(api_version) => bad_api_version(api_version),
+        unknown @ Failure::UnknownKind { .. } => unknown_kind(unknown),
         Failure::PreconditionFailed { reason, current } => precondition_failed(reason, current),
         Failure::Mutation { error, current } => mutation_failed(error, current),
         Failure::ResourceVersionMismatch { current, .. } => Answer::new(
@@ -36,7 +35,7 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             message,
             status,
         } => api(decision, *code, reason, message, status.as_deref(), attempts),
-        Failure::Transport { error } => unreachable(error, attempts),
+        Failure::Unreachable { last } => unreachable(last, attempts),
         Failure::Deadline { .. } => Answer::new(
             Code::DeadlineExceeded,
             Reason::DeadlineExceeded,
@@ -108,19 +107,21 @@ fn invalid(violation: &FieldViolation) -> Answer {
     .violation(violation.clone())
 }
 
-/// A kind that is not served, or an apiVersion that does not parse.
-fn unknown_kind(error: &DiscoveryError) -> Answer {
-    if let DiscoveryError::BadApiVersion(v) = error {
-        return Answer::new(
-            Code::InvalidArgument,
-            Reason::InvalidRequest,
-            format!("invalid request: apiVersion {v:?} does not parse; nothing was sent"),
-        )
-        .violation(FieldViolation::new(
-            "target.api_version",
-            format!("{v:?} is not of the form \"v1\" or \"group/version\""),
-        ));
-    }
+/// An apiVersion that does not parse.
+fn bad_api_version(v: &str) -> Answer {
+    Answer::new(
+        Code::InvalidArgument,
+        Reason::InvalidRequest,
+        format!("invalid request: apiVersion {v:?} does not parse; nothing was sent"),
+    )
+    .violation(FieldViolation::new(
+        "target.api_version",
+        format!("{v:?} is not of the form \"v1\" or \"group/version\""),
+    ))
+}
+
+/// A kind that is not served.
+fn unknown_kind(error: &Failure) -> Answer {
     Answer::new(
         Code::NotFound,
         Reason::UnknownKind,
@@ -206,11 +207,11 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
 }
 
 /// No answer from the API server, and retries ran out.
-fn unreachable(error: &RequestError, attempts: usize) -> Answer {
+fn unreachable(last: &str, attempts: usize) -> Answer {
     Answer::new(
         Code::Unavailable,
         Reason::ApiServerUnreachable,
-        format!("{error} (after {attempts} attempt(s)); retry later"),
+        format!("{last} (after {attempts} attempt(s)); retry later"),
     )
     .retry_after(Duration::from_secs(1))
 }

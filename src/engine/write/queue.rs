@@ -30,20 +30,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::oneshot;
-use tracing::Span;
-
-use super::Engine;
-use super::attempt::{record_done, record_failure};
-use super::attempts::Attempts;
-use super::error::{Failure, WriteError};
-use super::fold::{Maker, OwnCode, Turn};
-use super::result::{Done, Written};
-use super::run::{Alone, Queue, run};
-use super::spec::{Subresource, WriteSpec};
-use crate::client::discovery::Resolved;
+use super::member::{Member, OwnCode};
+use super::resolve::Start;
+use super::run::{Alone, Company, run};
+use crate::engine::api::Api;
+use crate::engine::error::{Failure, WriteError};
 use crate::engine::idempotency;
-use crate::target::ObjectPath;
+use crate::engine::result::Written;
+use crate::engine::spec::{Subresource, WriteSpec};
 
 /// The most requests one write carries. The idempotency window
 /// ([`idempotency::REMEMBERED`]) holds 16 batches of this size.
@@ -53,7 +47,7 @@ const _: () = assert!(idempotency::REMEMBERED >= 16 * MAX_MEMBERS);
 
 /// Which writes may share a batch: the same request path and the same query.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Key {
+pub(crate) struct Key {
     path: String,
     /// Writes of the caller's own code, which queue apart (see the module header).
     own_code: bool,
@@ -62,90 +56,26 @@ pub(super) struct Key {
     dry_run: bool,
 }
 
-/// One request waiting in, or carried by, a batch.
-pub(super) struct Member {
-    pub spec: WriteSpec,
-    /// The caller's own code, when it supplies the change instead of `spec.mutation`.
-    pub own: Option<Box<dyn OwnCode>>,
-    pub resolved: Arc<Resolved>,
-    pub request: ObjectPath,
-    pub attempts: Attempts,
-    /// The member's RPC span: the batch's attempt spans are children of the first
-    /// member's and link the others'.
-    pub span: Span,
-    answer: oneshot::Sender<Result<Written, WriteError>>,
-    /// Must be written on its own (a create, isolating an offender, or a write that
-    /// may not share).
-    pub alone: bool,
+/// An object's queue of group commit.
+struct Queue<'a> {
+    pub batcher: &'a Batcher,
+    pub key: &'a Key,
 }
 
-/// The answer of a member, once its batch has one for it.
-pub(super) type Answered = oneshot::Receiver<Result<Written, WriteError>>;
-
-impl Member {
-    /// A member in the current span, and where its answer will arrive.
-    pub(super) fn new(
-        spec: WriteSpec,
-        own: Option<Box<dyn OwnCode>>,
-        resolved: Arc<Resolved>,
-        request: ObjectPath,
-        attempts: Attempts,
-    ) -> (Self, Answered) {
-        let (answer, answered) = oneshot::channel();
-        let member = Member {
-            spec,
-            own,
-            resolved,
-            request,
-            attempts,
-            span: Span::current(),
-            answer,
-            alone: false,
-        };
-        (member, answered)
+impl Company for Queue<'_> {
+    fn top_up(&self, members: &mut Vec<Member>) {
+        self.batcher.top_up(self.key, members);
     }
 
-    pub(super) fn gone(&self) -> bool {
-        self.answer.is_closed()
-    }
-
-    /// What makes this member's change in its current attempt.
-    pub(super) fn turn(&mut self) -> Turn<'_> {
-        Turn {
-            attempt: self.attempts.made(),
-            maker: Maker {
-                spec: &self.spec,
-                own: self.own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
-                deadline: self.attempts.deadline,
-            },
-        }
-    }
-
-    /// Answers the caller.
-    pub(super) fn finish(self, result: Result<Done, Failure>) {
-        let result = match result {
-            Ok(done) => Ok(self.attempts.finish(done)),
-            Err(failure) => Err(self.attempts.fail(failure)),
-        };
-        // A caller that went away no longer listens; nothing to do then.
-        let _ = self.answer.send(result);
-    }
-
-    /// Answers the caller at the end of an attempt, noting the end on the attempt's
-    /// span (the current one).
-    pub(super) fn answer(self, result: Result<Done, Failure>) {
-        let span = Span::current();
-        match &result {
-            Ok(done) => record_done(&span, done),
-            Err(failure) => record_failure(&span, "final", failure),
-        }
-        self.finish(result);
+    fn send_back(&self, members: Vec<Member>) -> Vec<Member> {
+        self.batcher.requeue(self.key, members);
+        Vec::new()
     }
 }
 
 /// The queues of the objects being written.
 #[derive(Default)]
-pub(super) struct Batcher {
+pub(crate) struct Batcher {
     queues: Mutex<HashMap<Key, VecDeque<Member>>>,
 }
 
@@ -153,26 +83,23 @@ impl Batcher {
     /// Queues the write (made by the caller's `own` code, or by the spec's mutation)
     /// and waits for its answer; `alone` when it may not share a batch. The first write
     /// to an object goes at once, on the caller's task.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn join(
-        &self,
-        engine: &Engine,
+    pub(crate) async fn join(
+        self: &Arc<Self>,
+        api: &Api,
         spec: &WriteSpec,
         own: Option<Box<dyn OwnCode>>,
         alone: bool,
-        resolved: Arc<Resolved>,
-        request: ObjectPath,
-        attempts: Attempts,
+        start: Start,
     ) -> Result<Written, WriteError> {
-        let deadline = attempts.deadline;
+        let deadline = start.attempts.deadline;
         let key = Key {
-            path: request.as_str().to_string(),
+            path: start.request.as_str().to_string(),
             own_code: own.is_some(),
             subresource: spec.subresource,
             field_manager: spec.field_manager.to_string(),
             dry_run: spec.dry_run,
         };
-        let (mut member, answered) = Member::new(spec.clone(), own, resolved, request, attempts);
+        let (mut member, answered) = Member::new(spec.clone(), own, start);
         member.alone = alone;
         let start = {
             let mut queues = self.queues.lock().expect("batch queues");
@@ -191,14 +118,14 @@ impl Batcher {
             // Nobody else is writing the object: this write goes at once, on the RPC's
             // own task (no hand-off to a driver). Writes that arrive meanwhile queue, and
             // a driver task takes them over when it ends, or when this RPC is dropped.
-            let handoff = Handoff { engine, key: &key };
-            let own = self.next_own(&key);
-            let queue = Queue {
+            // Alone: a batch of one is never sent back (only a batch of several is split).
+            let handoff = Handoff {
+                api,
                 batcher: self,
                 key: &key,
-                top_up: false,
             };
-            run(engine, own, &queue).await;
+            let own = self.next_own(&key);
+            run(api, own, &Alone).await;
             drop(handoff);
         }
         let answered = match deadline {
@@ -216,7 +143,7 @@ impl Batcher {
             // The deadline passed while the write was queued or in flight with others:
             // it may have been sent.
             Err(_) => Err(WriteError {
-                failure: super::decide::deadline(
+                failure: crate::engine::decide::deadline(
                     spec,
                     true,
                     0,
@@ -253,11 +180,11 @@ impl Batcher {
 
     /// After the write that created `key`'s queue: a driver takes over the writes queued
     /// meanwhile, or the queue goes when there are none.
-    fn hand_off(&self, engine: &Engine, key: &Key) {
+    fn hand_off(self: &Arc<Self>, api: &Api, key: &Key) {
         let mut queues = self.queues.lock().expect("batch queues");
         match queues.get(key) {
             Some(queue) if !queue.is_empty() => {
-                tokio::spawn(drive(engine.clone(), key.clone()));
+                tokio::spawn(drive(api.clone(), self.clone(), key.clone()));
             }
             _ => {
                 queues.remove(key);
@@ -266,7 +193,7 @@ impl Batcher {
     }
 
     /// Adds the members that arrived since `batch` was taken (up to the cap).
-    pub(super) fn top_up(&self, key: &Key, batch: &mut Vec<Member>) {
+    fn top_up(&self, key: &Key, batch: &mut Vec<Member>) {
         let mut queues = self.queues.lock().expect("batch queues");
         if let Some(queue) = queues.get_mut(key) {
             self.top_up_locked(queue, batch);
@@ -280,7 +207,7 @@ impl Batcher {
     }
 
     /// Puts members back at the front of `key`'s queue, in order.
-    pub(super) fn requeue(&self, key: &Key, members: Vec<Member>) {
+    fn requeue(&self, key: &Key, members: Vec<Member>) {
         let mut queues = self.queues.lock().expect("batch queues");
         let queue = queues.entry(key.clone()).or_default();
         for member in members.into_iter().rev() {
@@ -313,19 +240,19 @@ impl Drop for DriverGuard<'_> {
 /// Hands `key`'s queue to a driver when the write on the RPC's task ends, however it
 /// ends (answered, or its RPC dropped mid-write).
 struct Handoff<'a> {
-    engine: &'a Engine,
+    api: &'a Api,
+    batcher: &'a Arc<Batcher>,
     key: &'a Key,
 }
 
 impl Drop for Handoff<'_> {
     fn drop(&mut self) {
-        self.engine.batcher.hand_off(self.engine, self.key);
+        self.batcher.hand_off(self.api, self.key);
     }
 }
 
 /// The driver of one object's queue: takes batches until the queue is empty.
-async fn drive(engine: Engine, key: Key) {
-    let batcher = engine.batcher.clone();
+async fn drive(api: Api, batcher: Arc<Batcher>, key: Key) {
     let mut guard = DriverGuard {
         batcher: &batcher,
         key: &key,
@@ -333,35 +260,14 @@ async fn drive(engine: Engine, key: Key) {
     };
     while let Some(batch) = batcher.next(&key) {
         if batch[0].alone {
-            run(&engine, batch, &Alone).await;
+            run(&api, batch, &Alone).await;
         } else {
             let queue = Queue {
                 batcher: &batcher,
                 key: &key,
-                top_up: true,
             };
-            run(&engine, batch, &queue).await;
+            run(&api, batch, &queue).await;
         }
     }
     guard.done = true;
-}
-
-/// Writes one request on its own: a batch of one that nothing joins.
-pub(super) async fn alone(
-    engine: &Engine,
-    spec: &WriteSpec,
-    resolved: Arc<Resolved>,
-    request: ObjectPath,
-    attempts: Attempts,
-) -> Result<Written, WriteError> {
-    let (member, answered) = Member::new(spec.clone(), None, resolved, request, attempts);
-    run(engine, vec![member], &Alone).await;
-    answered.await.unwrap_or_else(|_| {
-        Err(WriteError {
-            failure: Failure::Cancelled(
-                "the write ended without an answer; read the object to find out whether it was applied".into(),
-            ),
-            attempts: Vec::new(),
-        })
-    })
 }

@@ -4,75 +4,17 @@
 //! had the members been written one after another. A write made alone is a fold of one.
 
 use serde_json::Value;
-use tokio::time::Instant;
 
-use super::attempt::check_preconditions;
-use super::batch::Member;
-use super::body::{main_body, resource_version, status_body};
-use super::error::Failure;
-use super::result::{Done, Outcome};
-use super::spec::{Change, Declarative, Mutator, Subresource, WriteSpec};
+use super::member::{Member, Turn};
+use crate::engine::body::{main_body, resource_version, status_body};
+use crate::engine::error::Failure;
+use crate::engine::result::{Done, Outcome};
+use crate::engine::spec::{Change, Mutator, Subresource};
 use crate::engine::{entries, idempotency};
-
-/// The caller's own code as a member's mutation (Transact, `--exec`): a [`Mutator`]
-/// behind a pointer, so that one loop carries it and declarative members alike.
-pub(super) trait OwnCode: Send {
-    fn propose<'a>(
-        &'a mut self,
-        attempt: u32,
-        fresh: &'a Value,
-        creating: bool,
-    ) -> futures::future::BoxFuture<'a, Result<Change, Failure>>;
-}
-
-impl<M: Mutator> OwnCode for M {
-    fn propose<'a>(
-        &'a mut self,
-        attempt: u32,
-        fresh: &'a Value,
-        creating: bool,
-    ) -> futures::future::BoxFuture<'a, Result<Change, Failure>> {
-        Box::pin(self.mutate(attempt, fresh, creating))
-    }
-}
-
-/// What makes one member's change: its declarative mutation, or the caller's own code.
-pub(super) struct Maker<'a> {
-    pub spec: &'a WriteSpec,
-    pub own: Option<&'a mut dyn OwnCode>,
-    pub deadline: Option<Instant>,
-}
-
-impl Mutator for Maker<'_> {
-    async fn mutate(
-        &mut self,
-        attempt: u32,
-        fresh: &Value,
-        creating: bool,
-    ) -> Result<Change, Failure> {
-        if let Some(own) = &mut self.own {
-            return own.propose(attempt, fresh, creating).await;
-        }
-        match &self.spec.mutation {
-            Some(mutation) => {
-                Declarative(mutation, self.deadline)
-                    .mutate(attempt, fresh, creating)
-                    .await
-            }
-            None => Err(Failure::Cancelled("the write has no mutation".into())),
-        }
-    }
-}
-
-/// One member's turn in a fold: its attempt's number and what makes its change.
-pub(super) struct Turn<'a> {
-    pub attempt: u32,
-    pub maker: Maker<'a>,
-}
 
 /// What the running result of a batch made of one member.
 #[derive(Debug)]
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     /// Its change is in the body to write. The patch undoes it: applied to the running
     /// result right after this member's turn, it gives the result right before, so each
     /// member's own state can be produced from the written object when it is answered
@@ -94,7 +36,7 @@ pub(super) enum Verdict {
 /// apply. Not a failure of the caller's own (gone, out of time, a broken Transact
 /// protocol): no live read changes those, and after them nothing more may be written on
 /// the caller's behalf.
-pub(super) fn verdict_of_the_object(failure: &Failure) -> bool {
+pub(crate) fn verdict_of_the_object(failure: &Failure) -> bool {
     matches!(
         failure,
         Failure::PreconditionFailed { .. }
@@ -108,7 +50,7 @@ pub(super) fn verdict_of_the_object(failure: &Failure) -> bool {
 /// before it, exactly as if each had been written in turn. The body to write (with the
 /// keys of the members that changed it) and each member's verdict. A failure's current
 /// object is left empty here: [`answer_each`] gives it the state at the member's turn.
-pub(super) async fn fold(
+pub(crate) async fn fold(
     fresh: &Value,
     has_status: bool,
     turns: &mut [Turn<'_>],
@@ -151,7 +93,7 @@ async fn apply_member(
         return (Verdict::AlreadyApplied, None);
     }
     let deadline = turn.maker.deadline;
-    if let Err(failure) = check_preconditions(&spec.preconditions, running, deadline).await {
+    if let Err(failure) = spec.preconditions.check(running, deadline).await {
         return (Verdict::Failed(failure), None);
     }
     let mutated = match turn.maker.mutate(turn.attempt, running, false).await {
@@ -181,7 +123,7 @@ async fn apply_member(
 /// nothing changed) or a successful write (`write` holds the body sent and the object
 /// the API server answered with). Each member's answer is what it would have got
 /// written alone in batch order ([`serial_states`]).
-pub(super) fn answer_each(
+pub(crate) fn answer_each(
     members: Vec<Member>,
     verdicts: Vec<Verdict>,
     fresh: &Value,
@@ -309,10 +251,12 @@ mod tests {
     use crate::backoff::Backoff;
     use crate::engine::MAX_MEMBERS;
     use crate::engine::mutation::{Cel, Mutation};
+    use crate::engine::spec::WriteSpec;
     use crate::engine::spec::configmap_write;
+    use crate::engine::write::member::Maker;
 
     fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
-        let policy = super::super::RetryPolicy {
+        let policy = crate::engine::RetryPolicy {
             max_attempts: 5,
             backoff: Backoff {
                 initial: Duration::from_millis(10),

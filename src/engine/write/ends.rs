@@ -1,23 +1,45 @@
 //! How an attempt's end becomes each member's answer or retry: a stale copy, a read
 //! that ended the attempt, a missing object, a refused write, a write without an answer.
 
-use super::Engine;
-use super::attempt::{note_answer, stale_copy};
-use super::batch::Member;
-use super::decide::{Step, is_ambiguous};
-use super::error::Failure;
-use super::fold::{Maker, OwnCode, Verdict};
-use super::result::{Done, Outcome};
-use super::run::Attempted;
-use super::spec::WriteSpec;
-use crate::client::apiserver::Answer;
-use crate::engine::classify::Decision;
-use crate::engine::mutation::Mutation;
 use serde_json::Value;
+
+use super::alone;
+use super::fold::Verdict;
+use super::member::{Maker, Member, OwnCode};
+use crate::client::apiserver::Answer;
+use crate::engine::api::{Api, note_answer, stale_copy};
+use crate::engine::classify::Decision;
+use crate::engine::decide::{Step, is_ambiguous};
+use crate::engine::error::Failure;
+use crate::engine::mutation::Mutation;
+use crate::engine::result::{Done, Outcome};
+use crate::engine::spec::WriteSpec;
+
+/// How one attempt of a batch ended.
+pub(crate) enum Attempted {
+    /// Every member has its answer.
+    Answered,
+    /// These members go after the others (a create, isolation).
+    SendBack(Vec<Member>),
+    /// These members retry after the decision's backoff; the rest have their answers.
+    Retry(Decision, Failure, Vec<Member>),
+}
+
+/// The end of an attempt of one member, as the batch's.
+pub(crate) fn single(member: Member, step: Step) -> Attempted {
+    match step {
+        Step::Done(done) => member.answer(Ok(done)),
+        Step::Fail(failure) => member.answer(Err(failure)),
+        Step::Retry(decision, failure) => {
+            return Attempted::Retry(decision, failure, vec![member]);
+        }
+    }
+    Attempted::Answered
+}
 
 /// The batch was decided on a remembered copy that turned out stale: every member goes
 /// again at once, from a live read.
-pub(super) fn stale(mut members: Vec<Member>) -> Attempted {
+pub(crate) fn stale(mut members: Vec<Member>) -> Attempted {
     for member in &mut members {
         member.attempts.read_live = true;
     }
@@ -26,7 +48,7 @@ pub(super) fn stale(mut members: Vec<Member>) -> Attempted {
 
 /// A read that ended the attempt (refused, with its answer, or unanswered): every
 /// member retries or fails with it.
-pub(super) fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Attempted {
+pub(crate) fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Attempted {
     if let Some(answer) = answer {
         for member in &mut members {
             note_answer(member.attempts.current(), answer);
@@ -48,7 +70,7 @@ pub(super) fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: S
 /// with the 404, as they would have one at a time; that one creates the object on its
 /// own (a create is not shared), and the rest go back to be written to the object it
 /// created.
-pub(super) async fn missing(engine: &Engine, members: Vec<Member>, answer: &Answer) -> Attempted {
+pub(crate) async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted {
     let mut members = members.into_iter();
     let mut creator = None;
     for mut member in members.by_ref() {
@@ -93,9 +115,7 @@ pub(super) async fn missing(engine: &Engine, members: Vec<Member>, answer: &Answ
             own: own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
             deadline: attempts.deadline,
         };
-        engine
-            .create(spec, request, template, &mut maker, attempts)
-            .await
+        alone::create(api, spec, request, template, &mut maker, attempts).await
     };
     match step {
         Step::Done(done) => creator.answer(Ok(done)),
@@ -119,7 +139,7 @@ pub(super) async fn missing(engine: &Engine, members: Vec<Member>, answer: &Answ
 /// retry the whole batch. Otherwise the refusal may be one member's doing: with one
 /// member changing the object, it fails and the others go back to be written without
 /// it; with several, each is written alone so that only the offender fails.
-pub(super) fn refused(
+pub(crate) fn refused(
     members: Vec<Member>,
     verdicts: &[Verdict],
     changed: usize,
@@ -175,7 +195,7 @@ pub(super) fn refused(
 /// whose change it carried is what [`Step::unanswered_write`] makes of it alone (an
 /// unknown outcome without an idempotency key); the rest retry when the failure is
 /// retryable (the next read tells what was applied).
-pub(super) fn unanswered(
+pub(crate) fn unanswered(
     members: Vec<Member>,
     verdicts: &[Verdict],
     failure: Failure,

@@ -5,33 +5,32 @@
 //! the policy's attempts and by each member's deadline (never slept past); answers no
 //! retry can fix end the member at once. A fold that changes nothing writes nothing.
 
-use std::time::Duration;
-
 use opentelemetry::trace::TraceContextExt as _;
 use serde_json::Value;
 use tokio::time::Instant;
-use tower::retry::budget::Budget as _;
 use tracing::{Instrument as _, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use super::Engine;
-use super::attempt::{
-    AfterWrite, Confirmed, Read, Sent, attempt_span, note_answer, record_failure,
-};
-use super::batch::{Batcher, Key, Member};
-use super::body::resource_version;
-use super::decide::{Step, is_ambiguous};
-use super::ends::{end_all, missing, refused, stale, unanswered};
-use super::error::Failure;
+use super::alone;
+use super::ends::{Attempted, end_all, missing, refused, single, stale, unanswered};
 use super::fold::{Verdict, answer_each, fold, verdict_of_the_object};
-use super::memory::Source;
-use super::spec::Subresource;
-use crate::engine::classify::Decision;
+use super::member::Member;
+use super::resolve::Start;
+use super::retry::{Waiting, back_off};
+use crate::engine::api::{AfterWrite, Api, Confirmed, Read, Sent, note_answer};
+use crate::engine::attempts::Attempts;
+use crate::engine::body::resource_version;
+use crate::engine::decide::is_ambiguous;
+use crate::engine::error::{Failure, WriteError};
+use crate::engine::memory::Source;
 use crate::engine::mutation::Mutation;
+use crate::engine::result::Written;
+use crate::engine::spans::{attempt_span, record_failure};
+use crate::engine::spec::{Subresource, WriteSpec};
 use crate::target::Verb;
 
 /// Where a batch's members come from between attempts, and where those sent back go.
-pub(super) trait Company: Sync {
+pub(crate) trait Company: Sync {
     /// Adds the members that arrived since the batch was taken.
     fn top_up(&self, members: &mut Vec<Member>);
     /// Takes back members that go after the others (a create, isolating an offender);
@@ -39,29 +38,8 @@ pub(super) trait Company: Sync {
     fn send_back(&self, members: Vec<Member>) -> Vec<Member>;
 }
 
-/// An object's queue of group commit.
-pub(super) struct Queue<'a> {
-    pub batcher: &'a Batcher,
-    pub key: &'a Key,
-    /// Members queued since the batch was taken join it before each attempt.
-    pub top_up: bool,
-}
-
-impl Company for Queue<'_> {
-    fn top_up(&self, members: &mut Vec<Member>) {
-        if self.top_up {
-            self.batcher.top_up(self.key, members);
-        }
-    }
-
-    fn send_back(&self, members: Vec<Member>) -> Vec<Member> {
-        self.batcher.requeue(self.key, members);
-        Vec::new()
-    }
-}
-
 /// A write made alone: nobody joins it.
-pub(super) struct Alone;
+pub(crate) struct Alone;
 
 impl Company for Alone {
     fn top_up(&self, _: &mut Vec<Member>) {}
@@ -73,7 +51,7 @@ impl Company for Alone {
 
 /// Runs one batch until every member has its answer, has gone back to `company`, or
 /// has left.
-pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn Company) {
+pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Company) {
     loop {
         // Those whose caller went away or whose deadline passed leave now: nothing is
         // written on their behalf after this point.
@@ -107,7 +85,7 @@ pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn
         for member in &members[1..] {
             span.add_link(member.span.context().span().span_context().clone());
         }
-        match attempt(engine, members).instrument(span.clone()).await {
+        match attempt(api, members).instrument(span.clone()).await {
             Attempted::Answered => return,
             Attempted::SendBack(back) => {
                 drop(span);
@@ -115,58 +93,19 @@ pub(super) async fn run(engine: &Engine, mut members: Vec<Member>, company: &dyn
             }
             Attempted::Retry(decision, failure, carried) => {
                 record_failure(&span, decision.name(), &failure);
-                let mut asked = None;
-                let mut withdraw = || *asked.get_or_insert_with(|| engine.budget.withdraw());
-                let mut wait: Option<Duration> = None;
-                let mut retrying = Vec::with_capacity(carried.len());
-                for mut member in carried {
-                    match member
-                        .attempts
-                        .plan(&decision, failure.clone(), &span, &mut withdraw)
-                    {
-                        Ok(planned) => {
-                            wait = Some(wait.map_or(planned, |w| w.min(planned)));
-                            retrying.push(member);
-                        }
-                        Err(last) => member.finish(Err(last)),
-                    }
+                let (going_on, ended) =
+                    back_off(&api.budget, carried, &decision, &failure, span).await;
+                for (member, last) in ended {
+                    member.finish(Err(last));
                 }
-                drop(span);
-                let wait = wait.unwrap_or_default();
-                for member in &mut retrying {
-                    member.attempts.current().backoff = Some(wait);
-                }
-                tokio::time::sleep(wait).await;
-                members = retrying;
+                members = going_on;
             }
         }
     }
 }
 
-/// How one attempt of a batch ended.
-pub(super) enum Attempted {
-    /// Every member has its answer.
-    Answered,
-    /// These members go after the others (a create, isolation).
-    SendBack(Vec<Member>),
-    /// These members retry after the decision's backoff; the rest have their answers.
-    Retry(Decision, Failure, Vec<Member>),
-}
-
-/// The end of an attempt of one member, as the batch's.
-pub(super) fn single(member: Member, step: Step) -> Attempted {
-    match step {
-        Step::Done(done) => member.answer(Ok(done)),
-        Step::Fail(failure) => member.answer(Err(failure)),
-        Step::Retry(decision, failure) => {
-            return Attempted::Retry(decision, failure, vec![member]);
-        }
-    }
-    Attempted::Answered
-}
-
 /// One attempt of a batch: one read (or the remembered copy), the fold, one write.
-async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
+async fn attempt(api: &Api, mut members: Vec<Member>) -> Attempted {
     // Server-side apply is merged by the API server: always alone, its own attempt.
     if let [member] = &mut members[..]
         && let Some(Mutation::Apply {
@@ -174,15 +113,15 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
             force,
         }) = &member.spec.mutation
     {
-        let step = engine
-            .apply_attempt(
-                &member.spec,
-                &member.request,
-                configuration,
-                *force,
-                &mut member.attempts,
-            )
-            .await;
+        let step = alone::apply(
+            api,
+            &member.spec,
+            &member.request,
+            configuration,
+            *force,
+            &mut member.attempts,
+        )
+        .await;
         return single(members.pop().expect("one member"), step);
     }
     let deadline = latest_deadline(&members);
@@ -192,11 +131,11 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
     for member in &mut members {
         read_live |= std::mem::take(&mut member.attempts.read_live);
     }
-    let (read, source) = engine.start_from(&request, deadline, made, read_live).await;
+    let (read, source) = api.start_from(&request, deadline, made, read_live).await;
     let fresh = match read {
         Read::Found(object) => object,
         Read::Ended(answer, step) => return end_all(members, answer.as_ref(), step),
-        Read::Missing(answer) => return missing(engine, members, &answer).await,
+        Read::Missing(answer) => return missing(api, members, &answer).await,
     };
     let version = resource_version(&fresh);
     Span::current().record("safewrite.resource_version.read", version.as_str());
@@ -213,7 +152,7 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
         .filter(|v| matches!(v, Verdict::Changed(_)))
         .count();
     if changed == 0 {
-        return unwritten(engine, members, verdicts, &fresh, source).await;
+        return unwritten(api, members, verdicts, &fresh, source).await;
     }
     let size = members.len() as u32;
     for member in &mut members {
@@ -228,13 +167,13 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
         &first.write_params(false),
         data,
     );
-    let sent = engine.send(put, deadline, made).await;
+    let sent = api.send(put, deadline, made).await;
     if let Sent::Answer(answer) = &sent {
         for member in &mut members {
             note_answer(member.attempts.current(), answer);
         }
     }
-    let after = engine.after_write(&members[0].spec, &request, source, &sent);
+    let after = api.after_write(&members[0].spec, &request, source, &sent);
     match (after, sent) {
         (AfterWrite::Stale, _) => stale(members),
         (AfterWrite::Written(Ok(written)), _) => {
@@ -245,8 +184,7 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
             answer_each(members, verdicts, &fresh, Some((body, written)));
             Attempted::Answered
         }
-        (AfterWrite::Written(Err(error)), _) => {
-            let failure = Failure::BadAnswer(error);
+        (AfterWrite::Written(Err(failure)), _) => {
             for member in members {
                 member.answer(Err(failure.clone()));
             }
@@ -258,7 +196,7 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
             if source == Source::Remembered && !is_ambiguous(&answer) {
                 let final_refusal = !crate::engine::classify::decision(&answer).is_retryable();
                 if final_refusal {
-                    match engine.confirm(&request, &version, deadline, made).await {
+                    match api.confirm(&request, &version, deadline, made).await {
                         Confirmed::Current => {}
                         Confirmed::Stale => return stale(members),
                         Confirmed::Ended(answer, step) => {
@@ -279,7 +217,7 @@ async fn attempt(engine: &Engine, mut members: Vec<Member>) -> Attempted {
 /// object read, once a live read confirms a remembered copy. A member's failure of its
 /// own (see [`verdict_of_the_object`]) is answered at once.
 async fn unwritten(
-    engine: &Engine,
+    api: &Api,
     members: Vec<Member>,
     verdicts: Vec<Verdict>,
     fresh: &Value,
@@ -307,7 +245,7 @@ async fn unwritten(
     let request = deciding[0].request.clone();
     let (deadline, made) = (latest_deadline(&deciding), deciding[0].attempts.made());
     let version = resource_version(fresh);
-    match engine.confirm(&request, &version, deadline, made).await {
+    match api.confirm(&request, &version, deadline, made).await {
         Confirmed::Current => {
             answer_each(deciding, decided, fresh, None);
             Attempted::Answered
@@ -329,4 +267,28 @@ fn latest_deadline(members: &[Member]) -> Option<Instant> {
         }
     }
     latest
+}
+
+impl Waiting for Member {
+    fn attempts(&mut self) -> &mut Attempts {
+        &mut self.attempts
+    }
+}
+
+/// Writes one request on its own: a batch of one that nothing joins.
+pub(crate) async fn write_alone(
+    api: &Api,
+    spec: &WriteSpec,
+    start: Start,
+) -> Result<Written, WriteError> {
+    let (member, answered) = Member::new(spec.clone(), None, start);
+    run(api, vec![member], &Alone).await;
+    answered.await.unwrap_or_else(|_| {
+        Err(WriteError {
+            failure: Failure::Cancelled(
+                "the write ended without an answer; read the object to find out whether it was applied".into(),
+            ),
+            attempts: Vec::new(),
+        })
+    })
 }

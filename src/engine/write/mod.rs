@@ -1,0 +1,31 @@
+//! The write loop's wing: every write is a [`member`] carried by one loop ([`run`]),
+//! alone or in a batch with concurrent writes to the same object ([`queue`], group
+//! commit). Around the member and the loop:
+//!
+//! - `resolve`: the start of every write, its target resolved through discovery;
+//! - `queue`: group commit's queues, one per object, and their drivers;
+//! - `run`: the loop, one for every write: a batch read once, folded, written once;
+//! - `fold`: what a batch's members make of the object read, and each one's answer;
+//! - `ends`: how an attempt's end (refused, unanswered, missing, stale) becomes each
+//!   member's answer or retry;
+//! - `alone`: the writes that carry one request alone (a create, a server-side apply);
+//! - `retry`: the one place the loop waits before it goes again;
+//! - `member`: one request in the loop, and how its change is made.
+//!
+//! Imports run one way: queue → run → ends → fold → member, and each of them down to
+//! `alone`, `retry`, `resolve` and the engine's rooms below (`api`, `memory`, `decide`).
+
+mod alone;
+mod ends;
+mod fold;
+mod member;
+mod queue;
+mod resolve;
+mod retry;
+mod run;
+
+pub(super) use member::OwnCode;
+pub(super) use queue::Batcher;
+pub use queue::MAX_MEMBERS;
+pub(super) use resolve::begin;
+pub(super) use run::write_alone;

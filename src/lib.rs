@@ -5,6 +5,7 @@ pub mod auth;
 pub mod backoff;
 pub mod cli;
 pub mod client;
+pub mod deadline;
 pub mod engine;
 pub mod health;
 pub mod inject;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::exec::{self, Proposal};
 use super::{Class, Fail, Request, Verb, WriteArgs};
+use crate::deadline::CallDeadline;
 use crate::engine::mutation::FieldViolation;
 use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
 use crate::pb;
@@ -65,14 +66,16 @@ pub async fn write(
     );
     let _turn = super::turns::take(&key, deadline).await;
     let written = match &request.exec {
-        None => engine.write(&spec, Some(deadline)).await,
+        None => engine.write(&spec, CallDeadline::at(Some(deadline))).await,
         Some(command) => {
             let aborted = Arc::new(Mutex::new(None));
             let mutator = ExecMutator {
                 command: command.clone(),
                 aborted: aborted.clone(),
             };
-            let written = engine.write_with(&spec, mutator, Some(deadline)).await;
+            let written = engine
+                .write_with(&spec, mutator, CallDeadline::at(Some(deadline)))
+                .await;
             if let Some(why) = aborted.lock().expect("aborted").take() {
                 return Err(Fail::new(Class::ExecFailed, why));
             }

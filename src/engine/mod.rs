@@ -45,7 +45,7 @@ mod write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::deadline::CallDeadline;
 use tower::retry::budget::TpsBudget;
 
 use self::api::Api;
@@ -102,7 +102,7 @@ impl Engine {
     pub async fn write(
         &self,
         spec: &WriteSpec,
-        deadline: Option<Instant>,
+        deadline: CallDeadline,
     ) -> Result<Written, WriteError> {
         // Without a declarative mutation (refused there) or when it may not share.
         if !(self.api.config.group_commit && spec.may_group()) {
@@ -118,7 +118,7 @@ impl Engine {
     pub(crate) async fn write_alone(
         &self,
         spec: &WriteSpec,
-        deadline: Option<Instant>,
+        deadline: CallDeadline,
     ) -> Result<Written, WriteError> {
         if spec.mutation.is_none() {
             return Err(WriteError {
@@ -141,7 +141,7 @@ impl Engine {
         &self,
         spec: &WriteSpec,
         mutator: M,
-        deadline: Option<Instant>,
+        deadline: CallDeadline,
     ) -> Result<Written, WriteError> {
         let alone = !self.api.config.group_commit
             || spec.write_alone
@@ -159,7 +159,7 @@ impl Engine {
         &self,
         spec: &WriteSpec,
         min_version: Option<&str>,
-        deadline: Option<Instant>,
+        deadline: CallDeadline,
     ) -> Result<Got, WriteError> {
         let start = write::begin(&self.api, spec, deadline).await?;
         get::get(&self.api, start.request, start.attempts, min_version).await

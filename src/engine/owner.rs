@@ -5,6 +5,8 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::deadline::CallDeadline;
+
 use super::api::{Api, Sent};
 use super::decide::Step;
 use super::error::{Failure, Unresolved, WriteError, unresolved};
@@ -20,7 +22,7 @@ impl Api {
     pub(super) async fn with_owner_uid(
         &self,
         spec: &WriteSpec,
-        deadline: Option<Instant>,
+        deadline: CallDeadline,
     ) -> Result<Option<WriteSpec>, WriteError> {
         let Some(Mutation::Entry(change)) = &spec.mutation else {
             return Ok(None);
@@ -28,7 +30,7 @@ impl Api {
         let Some(owner) = change.owner_to_resolve() else {
             return Ok(None);
         };
-        let deadline = crate::client::answer_by(deadline);
+        let deadline = deadline.answer_by();
         let uid = self
             .owner_uid(spec, owner, deadline)
             .await

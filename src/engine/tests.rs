@@ -20,6 +20,7 @@ use crate::backoff::Backoff;
 use crate::client::breaker::BreakerConfig;
 use crate::client::timeout::Handoff;
 use crate::client::{StackConfig, over};
+use crate::deadline::CallDeadline;
 use crate::engine::mutation::{Cel, Mutation};
 use crate::target::FieldManager;
 
@@ -285,6 +286,7 @@ async fn write(
     spec: &WriteSpec,
     deadline: Option<Instant>,
 ) -> Result<Written, WriteError> {
+    let deadline = CallDeadline::at(deadline);
     match way {
         Way::Grouped => engine.write(spec, deadline).await,
         Way::Alone => engine.write_alone(spec, deadline).await,
@@ -441,7 +443,7 @@ async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
             let engine = engine_over(&fake, 5);
             fake.writes(&[Fault::Hang]);
             let deadline = Instant::now() + Duration::from_secs(2);
-            let answer_by = crate::client::answer_by(Some(deadline)).unwrap();
+            let answer_by = CallDeadline::at(Some(deadline)).answer_by().unwrap();
             let error = write(&engine, way, &spec, Some(deadline))
                 .await
                 .unwrap_err();
@@ -466,7 +468,7 @@ async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
         fake.writes(&[Fault::Outside; 10]);
         let started = Instant::now();
         let deadline = started + Duration::from_millis(700);
-        let answer_by = crate::client::answer_by(Some(deadline)).unwrap();
+        let answer_by = CallDeadline::at(Some(deadline)).answer_by().unwrap();
         let error = write(&engine, way, &set_m(), Some(deadline))
             .await
             .unwrap_err();

@@ -3,7 +3,7 @@
 //! count in `safewrite_rpcs_total`. They are calls without the shared token (when
 //! `--token-file` is set: checked here first, so nothing else runs for them), calls
 //! whose deadline is shorter than the sidecar needs to answer (under
-//! [`crate::client::MIN_ANSWER_MARGIN`]: DEADLINE_EXCEEDED at once, ahead of the gRPC
+//! [`crate::deadline::MIN_ANSWER_MARGIN`]: DEADLINE_EXCEEDED at once, ahead of the gRPC
 //! server's own timeout and its bare CANCELLED), and what tonic refuses: a message over `--max-request-bytes` or one that does not decode (unary
 //! RPCs decode their message before the handler is called; INVALID_ARGUMENT, not
 //! tonic's INTERNAL, for a malformed message), an unknown method, an unsupported
@@ -165,7 +165,7 @@ where
         }
         let timeout = crate::service::grpc_timeout_of(request.headers());
         if let Some(timeout) = timeout
-            && timeout < crate::client::MIN_ANSWER_MARGIN
+            && timeout < crate::deadline::MIN_ANSWER_MARGIN
         {
             let span = telemetry::rpc_span(method, &trace_context(request.headers()));
             let status = span.in_scope(|| respond::no_time(timeout));
@@ -176,7 +176,7 @@ where
         request.extensions_mut().insert(reached.clone());
         request
             .extensions_mut()
-            .insert(crate::service::CallDeadline::after(timeout));
+            .insert(crate::deadline::CallDeadline::after(timeout));
         // Only the trace context is needed, and only for a refusal.
         let trace = trace_context(request.headers());
         let max_request_bytes = self.max_request_bytes;

@@ -12,7 +12,7 @@ pub mod transact;
 pub mod validate;
 
 pub use rpc::{
-    Admission, CallDeadline, end_rpc, finish_rpc, grpc_timeout_of, outcome_name, record_target,
+    Admission, end_rpc, finish_rpc, grpc_timeout_of, outcome_name, record_target,
     subresource_label, write_result,
 };
 pub use validate::{RequestParts, validate, validate_parts};
@@ -26,6 +26,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
+use crate::deadline::CallDeadline;
 use crate::engine::{self, Engine, Subresource};
 use crate::metrics;
 use crate::pb;
@@ -82,7 +83,7 @@ impl WriterService {
     async fn run(
         &self,
         method: &'static str,
-        (metadata, deadline): (&tonic::metadata::MetadataMap, Option<tokio::time::Instant>),
+        (metadata, deadline): (&tonic::metadata::MetadataMap, CallDeadline),
         parts: RequestParts<'_>,
         subresource: Subresource,
         operation: Operation,

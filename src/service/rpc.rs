@@ -134,25 +134,6 @@ pub fn end_rpc(
     );
 }
 
-/// The caller's deadline: parsed once, at the edge, from the call's `grpc-timeout` when
-/// the call arrived, and carried in the request's extensions to the handler, which
-/// hands it to the engine (the engine keeps back its answer margin,
-/// `client::answer_by`, in one place).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallDeadline(pub Option<tokio::time::Instant>);
-
-impl CallDeadline {
-    /// The deadline of a call arriving now with `timeout` (none without one).
-    pub fn after(timeout: Option<Duration>) -> Self {
-        CallDeadline(timeout.map(|t| tokio::time::Instant::now() + t))
-    }
-
-    /// The deadline the edge put in `extensions` (none when no edge did).
-    pub fn of(extensions: &http::Extensions) -> Option<tokio::time::Instant> {
-        extensions.get::<CallDeadline>().and_then(|d| d.0)
-    }
-}
-
 /// The caller's timeout from a request's `grpc-timeout` header (e.g. "1500m" = 1.5 s).
 pub fn grpc_timeout_of(headers: &http::HeaderMap) -> Option<Duration> {
     let value = headers.get("grpc-timeout")?.to_str().ok()?;

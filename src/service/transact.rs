@@ -20,6 +20,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
+use crate::deadline::CallDeadline;
 use crate::engine::mutation::{self, FieldViolation, Mutation};
 use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
 use crate::pb;
@@ -65,7 +66,7 @@ pub fn run(
     engine: Engine,
     spec: WriteSpec,
     inbound: Streaming<pb::TransactRequest>,
-    deadline: Option<Instant>,
+    deadline: CallDeadline,
     limits: TransactLimits,
     admission: Admission,
     (span, started): (Span, std::time::Instant),
@@ -79,7 +80,7 @@ pub fn run(
         let mutator = StreamMutator {
             inbound,
             outbound: tx.clone(),
-            deadline,
+            deadline: deadline.caller(),
             limits,
             refused: refused.clone(),
         };

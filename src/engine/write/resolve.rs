@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
+use crate::deadline::CallDeadline;
 use tower::retry::budget::Budget as _;
 
 use super::retry::back_off;
@@ -36,9 +36,9 @@ pub(crate) struct Start {
 pub(crate) async fn begin(
     api: &Api,
     spec: &WriteSpec,
-    deadline: Option<Instant>,
+    deadline: CallDeadline,
 ) -> Result<Start, WriteError> {
-    let deadline = crate::client::answer_by(deadline);
+    let deadline = deadline.answer_by();
     api.budget.deposit();
     let mut attempts = Attempts::new(spec.policy, deadline);
     if let Some(late) = attempts.late_from_the_start() {

@@ -13,7 +13,7 @@ use crate::pb::Reason;
 use crate::service::receive::Refused;
 
 /// DEADLINE_EXCEEDED (no attempts) for a call whose deadline, `timeout`, is shorter than
-/// the sidecar needs to answer it ([`crate::client::MIN_ANSWER_MARGIN`]): answered before
+/// the sidecar needs to answer it ([`crate::deadline::MIN_ANSWER_MARGIN`]): answered before
 /// anything else, so that the gRPC server's own timeout (a bare CANCELLED "Timeout
 /// expired") does not come first.
 pub fn no_time(timeout: Duration) -> tonic::Status {
@@ -22,7 +22,7 @@ pub fn no_time(timeout: Duration) -> tonic::Status {
             attempts: 0,
             last: format!(
                 "the call's deadline ({timeout:?}) is shorter than the {:?} safewrite needs to answer; nothing was sent",
-                crate::client::MIN_ANSWER_MARGIN
+                crate::deadline::MIN_ANSWER_MARGIN
             ),
         },
         attempts: Vec::new(),

@@ -1,13 +1,17 @@
 //! How an attempt's end becomes each member's answer or retry: a stale copy, a read
 //! that ended the attempt, a missing object, a refused write, a write without an answer.
 
+use std::sync::Arc;
+
 use serde_json::Value;
+use tracing::Span;
 
 use super::alone;
-use super::fold::Verdict;
+use super::fold::{Verdict, answer_each, verdict_of_the_object};
 use super::member::{Maker, Member, OwnCode};
 use crate::client::apiserver::Answer;
-use crate::engine::api::{Api, note_answer, stale_copy};
+use crate::engine::api::{Api, Confirmed, note_answer, stale_copy};
+use crate::engine::body::resource_version;
 use crate::engine::classify::Decision;
 use crate::engine::decide::{Step, is_ambiguous};
 use crate::engine::error::Failure;
@@ -25,8 +29,102 @@ pub(crate) enum Attempted {
     Retry(Decision, Failure, Vec<Member>),
 }
 
-/// The end of an attempt of one member, as the batch's.
-pub(crate) fn single(member: Member, step: Step) -> Attempted {
+/// How an attempt ended, before it means anything for each member.
+pub(crate) enum End {
+    /// The attempt of a member written on its own (server-side apply) ended so.
+    Single(Step),
+    /// It was decided on a remembered copy that turned out stale.
+    Stale,
+    /// A read ended it: refused (with its answer) or unanswered.
+    Read(Option<Answer>, Step),
+    /// The object does not exist: the read's 404.
+    Missing(Answer),
+    /// Nothing changed, so nothing was written; `confirmed` is what a live read made of
+    /// the remembered copy the fold was made on (`None`: the object was read live).
+    Unwritten {
+        verdicts: Vec<Verdict>,
+        fresh: Arc<Value>,
+        confirmed: Option<Confirmed>,
+    },
+    /// The write was made: `written` is the object as the API server answered it.
+    Written {
+        verdicts: Vec<Verdict>,
+        fresh: Arc<Value>,
+        body: Value,
+        written: Value,
+    },
+    /// The write was made, but its answer could not be used.
+    BadAnswer(Failure),
+    /// The API server refused the write (`changed`: the members whose change it carried).
+    Refused {
+        verdicts: Vec<Verdict>,
+        changed: usize,
+        answer: Answer,
+    },
+    /// The write got no answer.
+    Unanswered {
+        verdicts: Vec<Verdict>,
+        failure: Failure,
+        decision: Decision,
+        maybe_sent: bool,
+    },
+}
+
+/// What the attempt's `end` makes of each member: its answer, its retry, or a place
+/// after the others.
+pub(crate) async fn conclude(api: &Api, members: Vec<Member>, end: End) -> Attempted {
+    match end {
+        End::Single(step) => single(members, step),
+        End::Stale => stale(members),
+        End::Read(answer, step) => end_all(members, answer.as_ref(), step),
+        End::Missing(answer) => missing(api, members, &answer).await,
+        End::Unwritten {
+            verdicts,
+            fresh,
+            confirmed,
+        } => unwritten(members, verdicts, &fresh, confirmed),
+        End::Written {
+            verdicts,
+            fresh,
+            body,
+            written,
+        } => {
+            Span::current().record(
+                "safewrite.resource_version.written",
+                resource_version(&written).as_str(),
+            );
+            answer_each(members, verdicts, &fresh, Some((body, written)));
+            Attempted::Answered
+        }
+        End::BadAnswer(failure) => {
+            for member in members {
+                member.answer(Err(failure.clone()));
+            }
+            Attempted::Answered
+        }
+        End::Refused {
+            verdicts,
+            changed,
+            answer,
+        } => refused(members, &verdicts, changed, &answer),
+        End::Unanswered {
+            verdicts,
+            failure,
+            decision,
+            maybe_sent,
+        } => unanswered(members, &verdicts, failure, decision, maybe_sent),
+    }
+}
+
+/// Whether a member's verdict is a failure of its own (see [`verdict_of_the_object`]):
+/// answered as it is, whatever a live read would say.
+pub(crate) fn is_own_failure(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Failed(failure) if !verdict_of_the_object(failure))
+}
+
+/// The end of the attempt of a member written on its own.
+fn single(mut members: Vec<Member>, step: Step) -> Attempted {
+    let member = members.pop().expect("one member");
     match step {
         Step::Done(done) => member.answer(Ok(done)),
         Step::Fail(failure) => member.answer(Err(failure)),
@@ -37,9 +135,46 @@ pub(crate) fn single(member: Member, step: Step) -> Attempted {
     Attempted::Answered
 }
 
+/// Nothing was written: every answer is decided by the object read, once a live read
+/// confirmed a remembered copy. A member's failure of its own is answered at once.
+fn unwritten(
+    members: Vec<Member>,
+    verdicts: Vec<Verdict>,
+    fresh: &Value,
+    confirmed: Option<Confirmed>,
+) -> Attempted {
+    let Some(confirmed) = confirmed else {
+        answer_each(members, verdicts, fresh, None);
+        return Attempted::Answered;
+    };
+    let (mut deciding, mut decided) = (Vec::new(), Vec::new());
+    for (member, verdict) in members.into_iter().zip(verdicts) {
+        match verdict {
+            Verdict::Failed(failure) if !verdict_of_the_object(&failure) => {
+                member.answer(Err(failure));
+            }
+            verdict => {
+                deciding.push(member);
+                decided.push(verdict);
+            }
+        }
+    }
+    if deciding.is_empty() {
+        return Attempted::Answered;
+    }
+    match confirmed {
+        Confirmed::Current => {
+            answer_each(deciding, decided, fresh, None);
+            Attempted::Answered
+        }
+        Confirmed::Stale => stale(deciding),
+        Confirmed::Ended(answer, step) => end_all(deciding, answer.as_ref(), step),
+    }
+}
+
 /// The batch was decided on a remembered copy that turned out stale: every member goes
 /// again at once, from a live read.
-pub(crate) fn stale(mut members: Vec<Member>) -> Attempted {
+fn stale(mut members: Vec<Member>) -> Attempted {
     for member in &mut members {
         member.attempts.read_live = true;
     }
@@ -48,7 +183,7 @@ pub(crate) fn stale(mut members: Vec<Member>) -> Attempted {
 
 /// A read that ended the attempt (refused, with its answer, or unanswered): every
 /// member retries or fails with it.
-pub(crate) fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Attempted {
+fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Attempted {
     if let Some(answer) = answer {
         for member in &mut members {
             note_answer(member.attempts.current(), answer);
@@ -70,7 +205,7 @@ pub(crate) fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: S
 /// with the 404, as they would have one at a time; that one creates the object on its
 /// own (a create is not shared), and the rest go back to be written to the object it
 /// created.
-pub(crate) async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted {
+async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted {
     let mut members = members.into_iter();
     let mut creator = None;
     for mut member in members.by_ref() {
@@ -139,7 +274,7 @@ pub(crate) async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) ->
 /// retry the whole batch. Otherwise the refusal may be one member's doing: with one
 /// member changing the object, it fails and the others go back to be written without
 /// it; with several, each is written alone so that only the offender fails.
-pub(crate) fn refused(
+fn refused(
     members: Vec<Member>,
     verdicts: &[Verdict],
     changed: usize,
@@ -195,7 +330,7 @@ pub(crate) fn refused(
 /// whose change it carried is what [`Step::unanswered_write`] makes of it alone (an
 /// unknown outcome without an idempotency key); the rest retry when the failure is
 /// retryable (the next read tells what was applied).
-pub(crate) fn unanswered(
+fn unanswered(
     members: Vec<Member>,
     verdicts: &[Verdict],
     failure: Failure,

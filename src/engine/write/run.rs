@@ -6,14 +6,13 @@
 //! retry can fix end the member at once. A fold that changes nothing writes nothing.
 
 use opentelemetry::trace::TraceContextExt as _;
-use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::alone;
-use super::ends::{Attempted, end_all, missing, refused, single, stale, unanswered};
-use super::fold::{Verdict, answer_each, fold, verdict_of_the_object};
+use super::ends::{Attempted, End, conclude, is_own_failure};
+use super::fold::{Verdict, fold};
 use super::member::Member;
 use super::resolve::Start;
 use super::retry::{Waiting, back_off};
@@ -85,7 +84,11 @@ pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Compa
         for member in &members[1..] {
             span.add_link(member.span.context().span().span_context().clone());
         }
-        match attempt(api, members).instrument(span.clone()).await {
+        let attempted = async {
+            let end = attempt(api, &mut members).await;
+            conclude(api, members, end).await
+        };
+        match attempted.instrument(span.clone()).await {
             Attempted::Answered => return,
             Attempted::SendBack(back) => {
                 drop(span);
@@ -104,10 +107,12 @@ pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Compa
     }
 }
 
-/// One attempt of a batch: one read (or the remembered copy), the fold, one write.
-async fn attempt(api: &Api, mut members: Vec<Member>) -> Attempted {
+/// One attempt of a batch: one read (or the remembered copy), the fold, one write (or
+/// none, when nothing changed), and the live read that confirms a decision taken on a
+/// remembered copy. How it ended; [`conclude`] makes that each member's answer or retry.
+async fn attempt(api: &Api, members: &mut [Member]) -> End {
     // Server-side apply is merged by the API server: always alone, its own attempt.
-    if let [member] = &mut members[..]
+    if let [member] = members
         && let Some(Mutation::Apply {
             configuration,
             force,
@@ -122,24 +127,24 @@ async fn attempt(api: &Api, mut members: Vec<Member>) -> Attempted {
             &mut member.attempts,
         )
         .await;
-        return single(members.pop().expect("one member"), step);
+        return End::Single(step);
     }
-    let deadline = latest_deadline(&members);
+    let deadline = latest_deadline(members.iter());
     let made = members[0].attempts.made();
     let request = members[0].request.clone();
     let mut read_live = false;
-    for member in &mut members {
+    for member in members.iter_mut() {
         read_live |= std::mem::take(&mut member.attempts.read_live);
     }
     let (read, source) = api.start_from(&request, deadline, made, read_live).await;
     let fresh = match read {
         Read::Found(object) => object,
-        Read::Ended(answer, step) => return end_all(members, answer.as_ref(), step),
-        Read::Missing(answer) => return missing(api, members, &answer).await,
+        Read::Ended(answer, step) => return End::Read(answer, step),
+        Read::Missing(answer) => return End::Missing(answer),
     };
     let version = resource_version(&fresh);
     Span::current().record("safewrite.resource_version.read", version.as_str());
-    for member in &mut members {
+    for member in members.iter_mut() {
         member.attempts.current().resource_version_read = version.clone();
     }
     let has_status = members[0].resolved.has_status;
@@ -152,10 +157,22 @@ async fn attempt(api: &Api, mut members: Vec<Member>) -> Attempted {
         .filter(|v| matches!(v, Verdict::Changed(_)))
         .count();
     if changed == 0 {
-        return unwritten(api, members, verdicts, &fresh, source).await;
+        // Nothing to write: every answer is decided by the object read, once a live
+        // read confirms a remembered copy (for the members whose answer the object
+        // decides; a failure of a member's own is answered as it is).
+        let (confirm, deadline) = deciding(members, &verdicts, source);
+        let confirmed = match confirm {
+            true => Some(api.confirm(&request, &version, deadline, made).await),
+            false => None,
+        };
+        return End::Unwritten {
+            verdicts,
+            fresh,
+            confirmed,
+        };
     }
     let size = members.len() as u32;
-    for member in &mut members {
+    for member in members.iter_mut() {
         member.attempts.current().batch_size = size;
     }
     crate::metrics::get().batch(members.len());
@@ -169,95 +186,64 @@ async fn attempt(api: &Api, mut members: Vec<Member>) -> Attempted {
     );
     let sent = api.send(put, deadline, made).await;
     if let Sent::Answer(answer) = &sent {
-        for member in &mut members {
+        for member in members.iter_mut() {
             note_answer(member.attempts.current(), answer);
         }
     }
     let after = api.after_write(&members[0].spec, &request, source, &sent);
     match (after, sent) {
-        (AfterWrite::Stale, _) => stale(members),
-        (AfterWrite::Written(Ok(written)), _) => {
-            Span::current().record(
-                "safewrite.resource_version.written",
-                resource_version(&written).as_str(),
-            );
-            answer_each(members, verdicts, &fresh, Some((body, written)));
-            Attempted::Answered
-        }
-        (AfterWrite::Written(Err(failure)), _) => {
-            for member in members {
-                member.answer(Err(failure.clone()));
-            }
-            Attempted::Answered
-        }
+        (AfterWrite::Stale, _) => End::Stale,
+        (AfterWrite::Written(Ok(written)), _) => End::Written {
+            verdicts,
+            fresh,
+            body,
+            written,
+        },
+        (AfterWrite::Written(Err(failure)), _) => End::BadAnswer(failure),
         (_, Sent::Answer(answer)) => {
             // A refusal of what a remembered copy made (a 422 on a field since changed)
             // stands only once a live read shows the copy current.
-            if source == Source::Remembered && !is_ambiguous(&answer) {
-                let final_refusal = !crate::engine::classify::decision(&answer).is_retryable();
-                if final_refusal {
-                    match api.confirm(&request, &version, deadline, made).await {
-                        Confirmed::Current => {}
-                        Confirmed::Stale => return stale(members),
-                        Confirmed::Ended(answer, step) => {
-                            return end_all(members, answer.as_ref(), step);
-                        }
-                    }
+            let final_refusal = !is_ambiguous(&answer)
+                && !crate::engine::classify::decision(&answer).is_retryable();
+            if source == Source::Remembered && final_refusal {
+                match api.confirm(&request, &version, deadline, made).await {
+                    Confirmed::Current => {}
+                    Confirmed::Stale => return End::Stale,
+                    Confirmed::Ended(read, step) => return End::Read(read, step),
                 }
             }
-            refused(members, &verdicts, changed, &answer)
+            End::Refused {
+                verdicts,
+                changed,
+                answer,
+            }
         }
-        (_, Sent::Failed(failure, decision, maybe_sent)) => {
-            unanswered(members, &verdicts, failure, decision, maybe_sent)
-        }
+        (_, Sent::Failed(failure, decision, maybe_sent)) => End::Unanswered {
+            verdicts,
+            failure,
+            decision,
+            maybe_sent,
+        },
     }
 }
 
-/// The fold changed nothing, so nothing is written: every answer is decided by the
-/// object read, once a live read confirms a remembered copy. A member's failure of its
-/// own (see [`verdict_of_the_object`]) is answered at once.
-async fn unwritten(
-    api: &Api,
-    members: Vec<Member>,
-    verdicts: Vec<Verdict>,
-    fresh: &Value,
-    source: Source,
-) -> Attempted {
-    if source == Source::Live {
-        answer_each(members, verdicts, fresh, None);
-        return Attempted::Answered;
-    }
-    let (mut deciding, mut decided) = (Vec::new(), Vec::new());
-    for (member, verdict) in members.into_iter().zip(verdicts) {
-        match verdict {
-            Verdict::Failed(failure) if !verdict_of_the_object(&failure) => {
-                member.answer(Err(failure));
-            }
-            verdict => {
-                deciding.push(member);
-                decided.push(verdict);
-            }
-        }
-    }
-    if deciding.is_empty() {
-        return Attempted::Answered;
-    }
-    let request = deciding[0].request.clone();
-    let (deadline, made) = (latest_deadline(&deciding), deciding[0].attempts.made());
-    let version = resource_version(fresh);
-    match api.confirm(&request, &version, deadline, made).await {
-        Confirmed::Current => {
-            answer_each(deciding, decided, fresh, None);
-            Attempted::Answered
-        }
-        Confirmed::Stale => stale(deciding),
-        Confirmed::Ended(answer, step) => end_all(deciding, answer.as_ref(), step),
-    }
+/// Whether a fold that changed nothing must be confirmed on a live read (it was made
+/// on the remembered copy, and some member's answer depends on the object), and the
+/// latest deadline of the members whose answer does.
+fn deciding(members: &[Member], verdicts: &[Verdict], source: Source) -> (bool, Option<Instant>) {
+    let mut deciding = members
+        .iter()
+        .zip(verdicts)
+        .filter(|(_, verdict)| !is_own_failure(verdict))
+        .map(|(member, _)| member)
+        .peekable();
+    let confirm = source == Source::Remembered && deciding.peek().is_some();
+    (confirm, latest_deadline(deciding))
 }
 
 /// The latest of the members' deadlines (none if one has none): the batch's requests
 /// may take that long; each member's own wait ends at its own deadline.
-fn latest_deadline(members: &[Member]) -> Option<Instant> {
+fn latest_deadline<'a>(members: impl Iterator<Item = &'a Member>) -> Option<Instant> {
     let mut latest = None;
     for member in members {
         match (latest, member.attempts.deadline) {

@@ -2,6 +2,7 @@
 //! [`Written`] is built in one place, [`Written::new`], from what the last attempt
 //! decided ([`Done`]) and the records of all of them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -57,30 +58,146 @@ pub struct AttemptRecord {
     pub batch_size: u32,
 }
 
+/// The object a write answers with. A member of a batch holds its serial state as a
+/// place in the batch's one write ([`Serial`]) until its answer is built, so that the
+/// members of a batch on a large object do not each hold a parsed copy at once.
+#[derive(Debug, Clone)]
+pub enum Object {
+    /// The object itself.
+    Own(Value),
+    /// The object as read, shared by the members answered with it.
+    Read(Arc<Value>),
+    /// The state right after a member's turn in a batch's write.
+    Serial(Arc<Serial>, usize),
+}
+
+impl Object {
+    /// The object's resourceVersion, without making the object.
+    pub fn resource_version(&self) -> String {
+        match self {
+            Object::Own(object) => resource_version(object),
+            Object::Read(object) => resource_version(object),
+            Object::Serial(serial, _) => serial.version.clone(),
+        }
+    }
+
+    /// No object at all (a finalizer removal that found the object gone).
+    pub fn is_null(&self) -> bool {
+        matches!(self, Object::Own(Value::Null))
+    }
+
+    /// The object, made now: moved out when nothing else shares it.
+    pub fn into_value(self) -> Value {
+        match self {
+            Object::Own(object) => object,
+            Object::Read(object) => Arc::unwrap_or_clone(object),
+            Object::Serial(serial, at) => match Arc::try_unwrap(serial) {
+                Ok(serial) => serial.into_state(at),
+                Err(shared) => shared.state(at),
+            },
+        }
+    }
+}
+
+impl From<Value> for Object {
+    fn from(object: Value) -> Self {
+        Object::Own(object)
+    }
+}
+
+/// The serial states of a batch's members after its one write: the object the API server
+/// answered with, with the changes of the members after each one undone. Should an undo
+/// not apply to the server's object (the server normalised a field a member set), the
+/// body sent stands in for it, with the written resourceVersion.
+#[derive(Debug)]
+pub struct Serial {
+    written: Value,
+    sent: Value,
+    version: String,
+    /// Each member's undo: applied to the state right after its turn, it gives the state
+    /// right before (`None` for a member that changed nothing).
+    undos: Vec<Option<json_patch::Patch>>,
+}
+
+impl Serial {
+    pub fn new(written: Value, sent: Value, undos: Vec<Option<json_patch::Patch>>) -> Self {
+        Serial {
+            version: resource_version(&written),
+            written,
+            sent,
+            undos,
+        }
+    }
+
+    /// Whether the object was being deleted: then a member's state may be the object
+    /// gone.
+    pub fn deleting(&self) -> bool {
+        !self.written["metadata"]["deletionTimestamp"].is_null()
+    }
+
+    /// The state right after member `at`'s turn.
+    pub fn state(&self, at: usize) -> Value {
+        let mut state = self.written.clone();
+        if self.undo_after(at, &mut state) {
+            return state;
+        }
+        self.made_from_sent(at)
+    }
+
+    fn into_state(mut self, at: usize) -> Value {
+        let mut state = std::mem::take(&mut self.written);
+        if self.undo_after(at, &mut state) {
+            return state;
+        }
+        self.made_from_sent(at)
+    }
+
+    /// Undoes the changes of the members after `at` on `state`, the last first; false
+    /// when one does not apply.
+    fn undo_after(&self, at: usize, state: &mut Value) -> bool {
+        let later = &self.undos[at + 1..];
+        later
+            .iter()
+            .rev()
+            .flatten()
+            .all(|undo| json_patch::patch(state, undo).is_ok())
+    }
+
+    fn made_from_sent(&self, at: usize) -> Value {
+        let mut state = self.sent.clone();
+        for undo in self.undos[at + 1..].iter().rev().flatten() {
+            json_patch::patch(&mut state, undo)
+                .expect("an undo applies to the body it was taken from");
+        }
+        state["metadata"]["resourceVersion"] = Value::String(self.version.clone());
+        state
+    }
+}
+
 /// How the last attempt ended a successful write.
 #[derive(Debug, Clone)]
 pub struct Done {
     pub outcome: Outcome,
     /// The object as written, or as read when nothing was written.
-    pub object: Value,
+    pub object: Object,
     /// The idempotency key was already on the object: nothing was written.
     pub already_applied: bool,
 }
 
 impl Done {
-    pub fn new(outcome: Outcome, object: Value) -> Self {
+    pub fn new(outcome: Outcome, object: impl Into<Object>) -> Self {
         Done {
             outcome,
-            object,
+            object: object.into(),
             already_applied: false,
         }
     }
 
     /// The request's key was found on `object`: the change was made before.
-    pub fn already_applied(object: Value) -> Self {
+    pub fn already_applied(object: impl Into<Object>) -> Self {
         Done {
             outcome: Outcome::Updated,
-            object,
+            object: object.into(),
             already_applied: true,
         }
     }
@@ -90,7 +207,7 @@ impl Done {
 #[derive(Debug, Clone)]
 pub struct Written {
     pub outcome: Outcome,
-    pub object: Value,
+    pub object: Object,
     pub resource_version: String,
     pub attempts: Vec<AttemptRecord>,
     /// The idempotency key was already on the object: nothing was written.
@@ -102,7 +219,7 @@ impl Written {
     pub fn new(done: Done, attempts: Vec<AttemptRecord>) -> Self {
         Written {
             outcome: done.outcome,
-            resource_version: resource_version(&done.object),
+            resource_version: done.object.resource_version(),
             object: done.object,
             attempts,
             already_applied: done.already_applied,

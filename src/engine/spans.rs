@@ -4,7 +4,6 @@
 use tracing::Span;
 use tracing::field::Empty;
 
-use super::body::resource_version;
 use super::error::Failure;
 use super::result::{Done, Outcome};
 
@@ -34,7 +33,7 @@ pub(crate) fn record_done(span: &Span, done: &Done) {
     if matches!(done.outcome, Outcome::Updated | Outcome::Created) && !done.already_applied {
         span.record(
             "safewrite.resource_version.written",
-            resource_version(&done.object).as_str(),
+            done.object.resource_version().as_str(),
         );
     }
 }

@@ -342,7 +342,7 @@ async fn a_conflict_rereads_and_retries_after_exactly_the_planned_backoff() {
         let stored = fake.object();
         assert_eq!(counter(&stored, "n"), "1", "{way:?}");
         assert_eq!(counter(&stored, "outside"), "2", "{way:?}");
-        assert_eq!(written.object, stored, "{way:?}");
+        assert_eq!(written.object.into_value(), stored, "{way:?}");
         assert_eq!(
             fake.log(),
             [
@@ -352,7 +352,7 @@ async fn a_conflict_rereads_and_retries_after_exactly_the_planned_backoff() {
         );
         // The next write starts from the object as written: one request.
         let next = write(&engine, way, &increment(None), None).await.unwrap();
-        assert_eq!(counter(&next.object, "n"), "2");
+        assert_eq!(counter(&next.object.into_value(), "n"), "2");
         assert_eq!(fake.log(), ["PUT 200"], "{way:?}");
     }
 }
@@ -390,7 +390,7 @@ async fn a_refusal_no_retry_can_fix_ends_at_once_once_confirmed_live() {
         fake.outside(|object| object["data"]["other"] = json!("x"));
         fake.writes(&[Fault::Refuse(422, "Invalid")]);
         let written = write(&engine, way, &increment(None), None).await.unwrap();
-        assert_eq!(counter(&written.object, "n"), "2", "{way:?}");
+        assert_eq!(counter(&written.object.into_value(), "n"), "2", "{way:?}");
         assert_eq!(written.attempts.len(), 2, "{way:?}");
         assert_eq!(
             fake.log(),
@@ -528,6 +528,6 @@ async fn an_open_breaker_fails_fast_and_lets_nothing_through_until_it_cools() {
         fake.every(None);
         tokio::time::sleep(Duration::from_secs(5)).await;
         let written = write(&engine, way, &increment(None), None).await.unwrap();
-        assert_eq!(counter(&written.object, "n"), "2", "{way:?}");
+        assert_eq!(counter(&written.object.into_value(), "n"), "2", "{way:?}");
     }
 }

@@ -29,7 +29,7 @@ pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
         object_json: if written.object.is_null() {
             String::new()
         } else {
-            written.object.to_string()
+            written.object.into_value().to_string()
         },
         resource_version: written.resource_version,
         attempts: written.attempts.len() as u32,

@@ -140,7 +140,7 @@ fn single(mut members: Vec<Member>, step: Step) -> Attempted {
 fn unwritten(
     members: Vec<Member>,
     verdicts: Vec<Verdict>,
-    fresh: &Value,
+    fresh: &Arc<Value>,
     confirmed: Option<Confirmed>,
 ) -> Attempted {
     let Some(confirmed) = confirmed else {

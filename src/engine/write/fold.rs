@@ -3,12 +3,14 @@
 //! answer produced from the one write ([`answer_each`]), exactly what it would have got
 //! had the members been written one after another. A write made alone is a fold of one.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::member::{Member, Turn};
 use crate::engine::body::{main_body, resource_version, status_body};
 use crate::engine::error::Failure;
-use crate::engine::result::{Done, Outcome};
+use crate::engine::result::{Done, Object, Outcome, Serial};
 use crate::engine::spec::{Change, Mutator, Subresource};
 use crate::engine::{entries, idempotency};
 
@@ -122,119 +124,62 @@ async fn apply_member(
 /// Answers each member of a batch whose attempt ended with a read (`write` is `None`:
 /// nothing changed) or a successful write (`write` holds the body sent and the object
 /// the API server answered with). Each member's answer is what it would have got
-/// written alone in batch order ([`serial_states`]).
+/// written alone in batch order: the object as read for the members before the first
+/// change, else its state in the write ([`Serial`]), which is made only when the
+/// member's answer is built, so that no two members hold a copy of a large object at
+/// once.
 pub(crate) fn answer_each(
     members: Vec<Member>,
-    verdicts: Vec<Verdict>,
-    fresh: &Value,
+    mut verdicts: Vec<Verdict>,
+    fresh: &Arc<Value>,
     write: Option<(Value, Value)>,
 ) {
-    let mut states = serial_states(fresh, &verdicts, write);
-    for (member, verdict) in members.into_iter().zip(verdicts).rev() {
-        let state = states.next_back(&verdict);
+    let first_change = match write {
+        Some(_) => verdicts
+            .iter()
+            .position(|v| matches!(v, Verdict::Changed(_)))
+            .unwrap_or(verdicts.len()),
+        None => verdicts.len(),
+    };
+    let serial = write.map(|(sent, written)| {
+        let undos = verdicts
+            .iter_mut()
+            .map(|verdict| match verdict {
+                Verdict::Changed(undo) => Some(std::mem::take(undo)),
+                _ => None,
+            })
+            .collect();
+        Arc::new(Serial::new(written, sent, undos))
+    });
+    for (at, (member, verdict)) in members.into_iter().zip(verdicts).enumerate() {
+        let state = match &serial {
+            Some(serial) if at >= first_change => Object::Serial(serial.clone(), at),
+            _ => Object::Read(fresh.clone()),
+        };
         let result = match verdict {
-            // The write removed the last finalizer of an object being deleted: the API
-            // server deleted it.
-            Verdict::Changed(_) if entries::is_gone(&state) => Ok(Done::new(Outcome::Gone, state)),
+            // The write may have removed the last finalizer of an object being deleted:
+            // the API server deleted it. Only then is the state made here.
+            Verdict::Changed(_) if serial.as_ref().is_some_and(|s| s.deleting()) => {
+                let state = state.into_value();
+                let outcome = if entries::is_gone(&state) {
+                    Outcome::Gone
+                } else {
+                    Outcome::Updated
+                };
+                Ok(Done::new(outcome, state))
+            }
             Verdict::Changed(_) => Ok(Done::new(Outcome::Updated, state)),
             Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, state)),
             Verdict::AlreadyApplied => Ok(Done::already_applied(state)),
             Verdict::Aborted => Ok(Done::new(Outcome::Aborted, state)),
             Verdict::Failed(mut failure) => {
                 if let Some(current) = failure.current_mut() {
-                    *current = state;
+                    *current = state.into_value();
                 }
                 Err(failure)
             }
         };
         member.answer(result);
-    }
-}
-
-/// Each member's own state, produced from the last member back: the object as it stood
-/// right after that member's turn in the fold. Members before the first change see the
-/// object as read. From the first change on, a state is the object the API server wrote
-/// with the changes of the members after it undone, so it carries the write's
-/// resourceVersion and the server's own fields; should an undo not apply to the
-/// server's object (the server normalised a field a member set), the body sent stands
-/// in for it, with the written resourceVersion. One state is held at a time.
-struct SerialStates<'a> {
-    fresh: &'a Value,
-    first_change: usize,
-    /// The members from this index on have had their states.
-    next: usize,
-    /// The running result of the fold as sent, undone back to the member before `next`.
-    sent: Value,
-    /// The same from the object the API server answered with, while undoing applies.
-    written: Option<Value>,
-    /// The resourceVersion of the write.
-    version: String,
-}
-
-fn serial_states<'a>(
-    fresh: &'a Value,
-    verdicts: &[Verdict],
-    write: Option<(Value, Value)>,
-) -> SerialStates<'a> {
-    let (first_change, sent, written) = match write {
-        Some((sent, written)) => {
-            let first = verdicts
-                .iter()
-                .position(|v| matches!(v, Verdict::Changed(_)))
-                .unwrap_or(verdicts.len());
-            (first, sent, Some(written))
-        }
-        None => (verdicts.len(), Value::Null, None),
-    };
-    SerialStates {
-        fresh,
-        first_change,
-        next: verdicts.len(),
-        version: written.as_ref().map(resource_version).unwrap_or_default(),
-        sent,
-        written,
-    }
-}
-
-impl SerialStates<'_> {
-    /// The state of the member before the one last given, whose verdict is `verdict`.
-    fn next_back(&mut self, verdict: &Verdict) -> Value {
-        self.next = self.next.checked_sub(1).expect("one state per member");
-        let at = self.next;
-        if at < self.first_change {
-            return self.fresh.clone();
-        }
-        if at == self.first_change {
-            // The last state from the write (the members before it were answered with
-            // the object as read): this one takes the object itself, uncopied.
-            return match self.written.take() {
-                Some(written) => written,
-                None => {
-                    let mut state = std::mem::take(&mut self.sent);
-                    state["metadata"]["resourceVersion"] = Value::String(self.version.clone());
-                    state
-                }
-            };
-        }
-        let state = match &self.written {
-            Some(written) => written.clone(),
-            None => {
-                let mut state = self.sent.clone();
-                state["metadata"]["resourceVersion"] = Value::String(self.version.clone());
-                state
-            }
-        };
-        // Step back over this member's own change, for the member before it.
-        if let Verdict::Changed(undo) = verdict {
-            json_patch::patch(&mut self.sent, undo)
-                .expect("an undo applies to the body it was taken from");
-            if let Some(written) = &mut self.written
-                && json_patch::patch(written, undo).is_err()
-            {
-                self.written = None;
-            }
-        }
-        state
     }
 }
 
@@ -323,6 +268,37 @@ mod tests {
         fold(fresh, false, &mut turns).await
     }
 
+    /// Each member's state as [`answer_each`] gives it: the object as read before the
+    /// first change, else made from the batch's [`Serial`], shared (copied) for all
+    /// but the one made last, which takes the written object itself.
+    fn states(fresh: &Value, verdicts: Vec<Verdict>, body: Value, written: Value) -> Vec<Value> {
+        let first_change = verdicts
+            .iter()
+            .position(|v| matches!(v, Verdict::Changed(_)))
+            .unwrap_or(verdicts.len());
+        let undos = verdicts
+            .into_iter()
+            .map(|verdict| match verdict {
+                Verdict::Changed(undo) => Some(undo),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        let count = undos.len();
+        let serial = Arc::new(Serial::new(written, body, undos));
+        let mut objects: Vec<Object> = (0..count)
+            .map(|at| match at >= first_change {
+                true => Object::Serial(serial.clone(), at),
+                false => Object::Read(Arc::new(fresh.clone())),
+            })
+            .collect();
+        drop(serial);
+        // Made from the first member on, so that the last one takes the object itself.
+        let last = objects.pop();
+        let mut answers: Vec<Value> = objects.into_iter().map(Object::into_value).collect();
+        answers.extend(last.map(Object::into_value));
+        answers
+    }
+
     fn without_version(mut object: Value) -> Value {
         object["metadata"]
             .as_object_mut()
@@ -383,10 +359,7 @@ mod tests {
                 .iter()
                 .position(|v| matches!(v, Verdict::Changed(_)))
                 .unwrap_or(verdicts.len());
-            let mut states = serial_states(&fresh, &verdicts, Some((body, written)));
-            let mut answers: Vec<Value> =
-                verdicts.iter().rev().map(|v| states.next_back(v)).collect();
-            answers.reverse();
+            let answers = states(&fresh, verdicts, body, written);
             for (i, (answer, own)) in answers.into_iter().zip(&own_states).enumerate() {
                 let (version, server_fields) = if i < first_change {
                     ("1", false)
@@ -433,10 +406,10 @@ mod tests {
         // The server dropped data.b (and added data.c), so undoing the second member's
         // change cannot apply to its object: the body sent stands in, at version 8.
         let written = json!({"metadata": {"name": "o", "resourceVersion": "8"}, "data": {"a": "1", "c": "s"}});
-        let mut states = serial_states(&fresh, &verdicts, Some((body, written.clone())));
-        assert_eq!(states.next_back(&verdicts[1]), written);
+        let answers = states(&fresh, verdicts, body, written.clone());
+        assert_eq!(answers[1], written);
         assert_eq!(
-            states.next_back(&verdicts[0]),
+            answers[0],
             json!({"metadata": {"name": "o", "resourceVersion": "8"}, "data": {"a": "1"}})
         );
     }

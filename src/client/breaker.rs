@@ -33,18 +33,9 @@ use tower::{BoxError, Layer, Service};
 use tracing::{debug, info, warn};
 
 use super::Readiness;
-use super::apiserver::RequestError;
+pub use super::answer::CircuitOpen;
+use super::answer::RequestError;
 use super::fault;
-
-/// The breaker is open (or its one probe is under way): nothing was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the circuit breaker to the API server is open after repeated faults; next probe in {retry_after:?}"
-)]
-pub struct CircuitOpen {
-    /// When the next probe may go through.
-    pub retry_after: Duration,
-}
 
 /// How long a request refused while the probe is under way is told to wait.
 pub const PROBE_RETRY_AFTER: Duration = Duration::from_millis(100);

@@ -21,6 +21,7 @@
 //! [`RequestTimeout`], and [`Readiness`] for the readiness probe (which bypasses the rate
 //! limit and the breaker, see [`readiness`]).
 
+pub mod answer;
 pub mod apiserver;
 pub mod breaker;
 pub mod connect;
@@ -39,7 +40,7 @@ use kube::client::{ClientBuilder, ConfigExt as _};
 use tokio::time::Instant;
 use tower::ServiceBuilder;
 
-pub use apiserver::{Answer, RequestError};
+pub use answer::{Answer, CircuitOpen, RequestError, WouldExceedDeadline};
 pub use connect::{ConnectError, connect};
 
 use breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};

@@ -14,7 +14,7 @@ use tower::{BoxError, Layer, Service};
 use tracing::Instrument as _;
 use tracing::field::Empty;
 
-use super::apiserver::RequestError;
+use super::answer::RequestError;
 use super::fault;
 use super::ratelimit::Waited;
 use crate::metrics;

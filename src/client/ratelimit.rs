@@ -30,18 +30,9 @@ use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 use tracing::debug;
 
-use super::apiserver::RequestError;
+use super::answer::RequestError;
+pub use super::answer::WouldExceedDeadline;
 use super::{Deadline, Readiness};
-
-/// The limiter would delay the request past its RPC's deadline; nothing was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the sidecar's rate limit to the API server would delay this request by {wait:?}, past the caller's deadline"
-)]
-pub struct WouldExceedDeadline {
-    /// How long the request would have had to wait.
-    pub wait: Duration,
-}
 
 /// Where a request's wait for the limiter is noted for the layer above (the trace
 /// layer), which keeps it out of the request's latency.

@@ -27,7 +27,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
-use super::apiserver::RequestError;
+use super::answer::RequestError;
 use super::{Deadline, RequestTimeout};
 
 /// Builds [`Timeout`] services.

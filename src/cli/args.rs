@@ -235,7 +235,7 @@ pub struct Change {
 }
 
 /// What some changes take besides their own value; each goes with the changes it names
-/// (checked in [`super::change`], to say so in one line).
+/// (checked in `cli/change.rs`, to say so in one line).
 #[derive(Debug, Clone, Default, Args)]
 pub struct ChangeOptions {
     /// With --set-condition: the condition's reason, a CamelCase word (e.g. Reconciled).

@@ -10,7 +10,8 @@
 use serde_json::{Map, Value};
 
 use super::args::{Change, ChangeOptions};
-use super::{Fail, kinds};
+use super::fail::Fail;
+use super::kinds;
 use crate::pb;
 use crate::pb::mutation::Kind as M;
 

@@ -9,7 +9,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::exec::{self, Proposal};
-use super::{Class, Fail, Request, Verb, WriteArgs};
+use super::fail::{Class, Fail};
+use super::{Request, Verb, WriteArgs};
 use crate::engine::mutation::FieldViolation;
 use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
 use crate::pb;

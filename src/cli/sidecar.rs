@@ -6,7 +6,8 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::exec::{self, Proposal};
-use super::{Class, Fail, Request, Verb, WriteArgs, kinds};
+use super::fail::{Class, Fail};
+use super::{Request, Verb, WriteArgs, kinds};
 use crate::health::Address;
 use crate::pb;
 use crate::pb::writer_service_client::WriterServiceClient;

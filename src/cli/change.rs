@@ -267,25 +267,45 @@ fn list_entry(flag: &str, text: &str, remove: bool) -> Result<pb::ListEntryChang
                 .ok_or_else(|| bad("after the ] comes =JSON or nothing"))?,
         ),
     };
-    let mut entry = match json {
-        None => Map::new(),
-        Some(json) => match serde_json::from_str::<Value>(json) {
-            Ok(Value::Object(entry)) => entry,
-            Ok(other) => {
-                return Err(bad(&format!(
-                    "the JSON after the = is {}, not an object of the entry's fields",
-                    crate::engine::mutation::type_name(&other)
-                )));
-            }
-            Err(error) => {
-                return Err(bad(&format!(
-                    "the JSON after the = does not parse ({error}); quote the whole value in single quotes"
-                )));
-            }
-        },
+    let mut entry = entry_fields(json, &bad)?;
+    let keys = entry_keys(&text[open + 1..close], &mut entry, &bad)?;
+    Ok(pb::ListEntryChange {
+        path: path.to_string(),
+        keys,
+        entry_json: Value::Object(entry).to_string(),
+        remove,
+    })
+}
+
+/// The entry's fields from the `JSON` after `]=` (none without one); `bad` says why not.
+fn entry_fields(
+    json: Option<&str>,
+    bad: &dyn Fn(&str) -> Fail,
+) -> Result<Map<String, Value>, Fail> {
+    let Some(json) = json else {
+        return Ok(Map::new());
     };
+    match serde_json::from_str::<Value>(json) {
+        Ok(Value::Object(entry)) => Ok(entry),
+        Ok(other) => Err(bad(&format!(
+            "the JSON after the = is {}, not an object of the entry's fields",
+            crate::engine::mutation::type_name(&other)
+        ))),
+        Err(error) => Err(bad(&format!(
+            "the JSON after the = does not parse ({error}); quote the whole value in single quotes"
+        ))),
+    }
+}
+
+/// The key fields named in the brackets (`KEY=VALUE` or a bare `KEY`, comma-separated),
+/// each `VALUE` put into `entry`; `bad` says what is wrong.
+fn entry_keys(
+    brackets: &str,
+    entry: &mut Map<String, Value>,
+    bad: &dyn Fn(&str) -> Fail,
+) -> Result<Vec<String>, Fail> {
     let mut keys: Vec<String> = Vec::new();
-    for item in text[open + 1..close].split(',') {
+    for item in brackets.split(',') {
         let item = item.trim_start();
         let (key, value) = match item.split_once('=') {
             Some((key, value)) => (key.trim_end(), Some(value)),
@@ -318,12 +338,7 @@ fn list_entry(flag: &str, text: &str, remove: bool) -> Result<pb::ListEntryChang
         }
         keys.push(key.to_string());
     }
-    Ok(pb::ListEntryChange {
-        path: path.to_string(),
-        keys,
-        entry_json: Value::Object(entry).to_string(),
-        remove,
-    })
+    Ok(keys)
 }
 
 #[cfg(test)]

@@ -8,11 +8,11 @@
 //!
 //! An import is a path: `crate::a::b` (a `use`, a path in code or a doc link, each item of
 //! a `crate::{a, b::c}` group), `super::` and `self::` paths (relative to the file's
-//! module), and in `main.rs` a `safewrite::` path. A bare path through a child module
-//! (`child::X` after `mod child;`) is not read as an import. It points at the file of the
+//! module), a path through one of the file's own child modules (`child::X` after
+//! `mod child;`), and in `main.rs` a `safewrite::` path. It points at the file of the
 //! deepest module its path names (`a/b.rs` or `a/b/mod.rs`, else the module above it), so
 //! `use super::*` imports the parent module's file. A module's re-export of its own
-//! descendants (`pub use self::child::X`) is a façade, not an import: tower's
+//! descendants (`pub use child::X`) is a façade, not an import: tower's
 //! `timeout/mod.rs` re-exporting `layer.rs`, which uses `super::Timeout`, is no cycle.
 //!
 //! Test code is an inline `#[cfg(test)] mod ... {` to the end of its file (the convention
@@ -142,6 +142,24 @@ fn wing_of(path: &str) -> Option<String> {
         "main.rs" => Some("main".to_string()),
         _ => module_of(path).into_iter().next(),
     }
+}
+
+/// The names of the child modules `code` declares (`mod name;`, `pub mod name;`).
+fn children(code: &str) -> BTreeSet<String> {
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line.strip_prefix("pub ").or_else(|| {
+                line.strip_prefix("pub(")
+                    .and_then(|r| r.split_once(") ").map(|(_, r)| r))
+            });
+            let name = rest
+                .unwrap_or(line)
+                .strip_prefix("mod ")?
+                .strip_suffix(';')?;
+            Some(name.to_string())
+        })
+        .collect()
 }
 
 /// One path `code` names: where it starts (1-based line), whether it sits in a re-export
@@ -299,7 +317,12 @@ fn absolute(module: &[String], segments: &[String]) -> Option<Vec<String>> {
             path.extend(segments[ups..].iter().cloned());
             return Some(path);
         }
-        _ => return None,
+        // A path through one of the file's own child modules.
+        _ => {
+            let mut path = module.to_vec();
+            path.push(segments[0].clone());
+            path
+        }
     };
     path.extend(segments[1..].iter().cloned());
     Some(path)
@@ -333,12 +356,13 @@ fn arrows(sources: &[Source]) -> Vec<Arrow> {
     let mut arrows = Vec::new();
     for source in sources {
         let module = module_of(&source.path);
-        let roots: &[&str] = if source.path == "main.rs" {
-            &["safewrite"]
-        } else {
-            &["crate", "super", "self"]
-        };
-        for name in named(&source.code, roots) {
+        let kids = children(&source.code);
+        let mut roots = vec!["crate", "super", "self"];
+        roots.extend(kids.iter().map(String::as_str));
+        if source.path == "main.rs" {
+            roots = vec!["safewrite"];
+        }
+        for name in named(&source.code, &roots) {
             let Some(path) = absolute(&module, &name.segments) else {
                 continue;
             };
@@ -761,7 +785,7 @@ fn the_checks_see_what_they_check() {
     // something elsewhere, is.
     let facade = Source {
         path: "timeout/mod.rs".into(),
-        code: "mod layer;\npub use self::layer::{\n    Layer,\n};\nuse crate::other::X;\n".into(),
+        code: "mod layer;\npub use layer::{\n    Layer,\n};\nuse crate::other::X;\n".into(),
     };
     let layer = Source {
         path: "timeout/layer.rs".into(),

@@ -20,11 +20,11 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
+use super::rpc::{Admission, finish_rpc, write_result};
 use crate::engine::mutation::{self, FieldViolation, Mutation};
 use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
 use crate::pb;
 use crate::service::respond;
-use crate::service::{Admission, finish_rpc, write_result};
 use tracing::{Instrument as _, Span};
 
 /// The bounds a transaction's caller must keep.

@@ -1,19 +1,51 @@
 //! Policy files (`--policy FILE`): YAML (or JSON) with one key, `allow`, a list of rules, each in the flag
 //! syntax or a map of `kinds`, `namespaces`, `subresources` and `operations`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::PolicyError;
 use super::rule::{
     ALL_OPERATIONS, Rule, RuleError, parse_group_kind, parse_namespaces, split_list,
 };
 
+/// Why a policy could not be loaded. Each is a configuration problem reported in one
+/// line at start.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The policy file could not be read.
+    #[error("failed to read policy file {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The policy file is not YAML or JSON of the expected shape.
+    #[error("failed to load policy file {}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+    /// A rule of the policy file does not parse.
+    #[error("failed to load policy file {}: rule {index}: {source}", path.display())]
+    Rule {
+        path: PathBuf,
+        index: usize,
+        #[source]
+        source: RuleError,
+    },
+}
+
+/// The rules of the policy file at `path`.
+pub(super) fn load(path: &Path) -> Result<Vec<Rule>, PolicyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_file(path, &text)
+}
+
 /// The rules of a policy file: YAML (or JSON) with one key, `allow`, a list whose items
 /// are rules in the flag syntax or maps with `kinds` (required), `namespaces`,
 /// `subresources` and `operations`, each a string or a list of strings.
-pub(super) fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>, PolicyError> {
+fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>, PolicyError> {
     let items = allow_items(path, text)?;
     let mut rules = Vec::new();
     for (i, item) in items.iter().enumerate() {

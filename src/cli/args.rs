@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::Output;
+use super::output::Output;
 use crate::health::Address;
 
 /// The help text after the flags: exit codes and examples.
@@ -162,7 +162,7 @@ pub struct WriteArgs {
     pub context: Option<String>,
 }
 
-/// The change: exactly one of these (checked in [`super::run`], to say so in one line).
+/// The change: exactly one of these (checked when the command runs, to say so in one line).
 #[derive(Debug, Clone, Args)]
 #[group(multiple = false)]
 pub struct Change {

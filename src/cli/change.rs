@@ -39,7 +39,7 @@ pub fn flag(change: &Change) -> Option<&'static str> {
 }
 
 /// The owner the change names, as its flag and `KIND/NAME` parsed; `None` for the other
-/// changes. The kind is resolved as the object's is (see [`super::write`]).
+/// changes. The kind is resolved as the object's is (see `cli::write`).
 ///
 /// # Errors
 /// An owner that is not `KIND/NAME`.
@@ -125,7 +125,7 @@ pub fn mutation(change: &Change, options: &ChangeOptions) -> Result<Option<M>, F
         })
     } else if let Some(file) = &change.apply {
         M::Apply(pb::ServerSideApply {
-            configuration_json: super::read_object("--apply", file)?.to_string(),
+            configuration_json: super::request::read_object("--apply", file)?.to_string(),
             force: true,
         })
     } else if let Some(text) = &change.set_condition {

@@ -75,6 +75,11 @@ impl Fail {
     }
 }
 
+/// An error with its causes, in one line (as `safewrite health` says it).
+pub fn one_line(error: &dyn std::error::Error) -> String {
+    crate::health::describe(error)
+}
+
 /// `message` with `field` (and the `[index]` that may follow it) named as `flag`.
 fn name_flag(message: &str, field: &str, flag: &str) -> String {
     let mut named = String::with_capacity(message.len());

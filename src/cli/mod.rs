@@ -1,5 +1,5 @@
 //! `safewrite update` and `safewrite patch-status`: a conflict-safe read-modify-write
-//! from the shell. One request is built from the flags ([`request`]) and written by the
+//! from the shell. One request is built from the flags ([`request::build`]) and written by the
 //! same engine either way: through a sidecar over gRPC when `SAFEWRITE_ADDRESS` (or
 //! `--address`) says where one is ([`sidecar`]), else in-process against the API server
 //! ([`local`]). `--exec CMD` is a Transact mutation: CMD gets each fresh object on stdin
@@ -14,6 +14,7 @@ mod fail;
 pub mod kinds;
 mod local;
 mod output;
+mod request;
 mod sidecar;
 mod turns;
 
@@ -26,31 +27,7 @@ use crate::pb;
 pub use args::{Change, ChangeOptions, WriteArgs};
 pub use fail::{Class, Fail};
 pub use output::Output;
-
-/// Which write: the main resource or the status subresource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Update,
-    PatchStatus,
-}
-
-/// The request both modes send: UpdateWithRetry / PatchStatus fields, or a Transact begin
-/// when `exec` is set.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub verb: Verb,
-    pub target: pb::ObjectRef,
-    /// None for --exec.
-    pub mutation: Option<pb::Mutation>,
-    pub preconditions: pb::Preconditions,
-    pub retry_policy: pb::RetryPolicy,
-    pub options: pb::WriteOptions,
-    pub exec: Option<String>,
-    /// What `-o name` prints before the slash.
-    pub display: String,
-    /// The flag of the change, which refusals name for the field that carries it.
-    pub flag: &'static str,
-}
+pub use request::{Request, Verb};
 
 /// Runs `safewrite update` / `safewrite patch-status` and returns its exit code.
 pub fn run(verb: Verb, args: WriteArgs) -> ExitCode {
@@ -141,7 +118,7 @@ async fn write(
                     .await
                     .map(|c| c.default_namespace().to_string()),
             };
-            let request = request(
+            let request = request::build(
                 (verb, flag),
                 &args,
                 &typed,
@@ -162,7 +139,7 @@ async fn write(
                 change::resolve_owner(&mut mutation, kind);
             }
             let default_namespace = client.default_namespace().to_string();
-            let request = request(
+            let request = request::build(
                 (verb, flag),
                 &args,
                 &typed,
@@ -180,115 +157,6 @@ async fn write(
             Ok((request, result))
         }
     }
-}
-
-/// The serve settings (`SAFEWRITE_*` variables and defaults) with this command's
-/// kubeconfig and context: the in-process engine and its client stack are built from them
-/// as the sidecar's are.
-fn serve_settings(args: &WriteArgs) -> Result<crate::runtime::config::ServeArgs, Fail> {
-    #[derive(clap::Parser)]
-    struct Defaults {
-        #[command(flatten)]
-        serve: crate::runtime::config::ServeArgs,
-    }
-    let mut serve = <Defaults as clap::Parser>::try_parse_from(["safewrite"])
-        .map_err(|e| {
-            let text = e.render().to_string();
-            Fail::invalid(
-                text.lines()
-                    .next()
-                    .unwrap_or("bad SAFEWRITE_* setting")
-                    .to_string(),
-            )
-        })?
-        .serve;
-    if args.kubeconfig.is_some() {
-        serve.client.kubeconfig = args.kubeconfig.clone();
-    }
-    if args.context.is_some() {
-        serve.client.context = args.context.clone();
-    }
-    Ok(serve)
-}
-
-/// An error with its causes, in one line (as `safewrite health` says it).
-fn one_line(error: &dyn std::error::Error) -> String {
-    crate::health::describe(error)
-}
-
-/// Builds the request from the flags and the change's `mutation` (of the change `flag`).
-fn request(
-    (verb, flag): (Verb, &'static str),
-    args: &WriteArgs,
-    typed: &kinds::Typed,
-    kind: kinds::Kind,
-    default_namespace: Option<&str>,
-    mutation: Option<pb::mutation::Kind>,
-) -> Result<Request, Fail> {
-    let namespace = match (kind.namespaced, &args.namespace) {
-        (Some(false), _) => String::new(),
-        (_, Some(namespace)) => namespace.clone(),
-        (_, None) => default_namespace.unwrap_or("default").to_string(),
-    };
-    let create_if_missing_json = match &args.create_if_missing {
-        Some(file) => read_object("--create-if-missing", file)?.to_string(),
-        None => String::new(),
-    };
-    Ok(Request {
-        verb,
-        target: pb::ObjectRef {
-            api_version: kind.api_version,
-            kind: kind.kind,
-            namespace,
-            name: typed.name.clone(),
-        },
-        mutation: mutation.map(|kind| pb::Mutation { kind: Some(kind) }),
-        preconditions: pb::Preconditions {
-            uid: args.uid.clone().unwrap_or_default(),
-            resource_version: args.resource_version.clone().unwrap_or_default(),
-            cel: args.precondition.clone().unwrap_or_default(),
-        },
-        retry_policy: pb::RetryPolicy {
-            max_attempts: args.max_attempts.unwrap_or(0),
-            ..Default::default()
-        },
-        options: pb::WriteOptions {
-            field_manager: args.field_manager.clone().unwrap_or_default(),
-            dry_run: args.dry_run,
-            create_if_missing_json,
-            idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
-            write_alone: false,
-        },
-        exec: args.change.exec.clone(),
-        display: kind.display,
-        flag,
-    })
-}
-
-/// An object from a JSON or YAML file, or stdin for `-`.
-fn read_object(flag: &str, file: &str) -> Result<Value, Fail> {
-    let text = if file == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Fail::invalid(format!("{flag} -: cannot read stdin: {e}")))?
-    } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| Fail::invalid(format!("{flag} {file}: cannot read it: {e}")))?
-    };
-    let value: Value = match serde_json::from_str(&text) {
-        Ok(value) => value,
-        Err(_) => serde_saphyr::from_str(&text).map_err(|e| {
-            let line = e.to_string();
-            let line = line.lines().next().unwrap_or("").to_string();
-            Fail::invalid(format!("{flag} {file}: neither JSON nor YAML: {line}"))
-        })?,
-    };
-    if !value.is_object() {
-        return Err(Fail::invalid(format!(
-            "{flag} {file}: must hold one object (a mapping), not {}",
-            crate::engine::mutation::type_name(&value)
-        )));
-    }
-    Ok(value)
 }
 
 /// Prints the result as asked and returns exit code 0, or 1 when --exec aborted.

@@ -9,12 +9,12 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 pub use super::answer::{Answer, RequestError, parse_retry_after};
-use super::{Deadline, RequestTimeout};
+use super::context::{Deadline, RequestTimeout};
 
 /// Sends `request` through the stack. `timeout` bounds it below the rate limit and the
 /// breaker (the stack's default when `None`); `deadline` (the RPC's) bounds the whole
 /// request, limiter wait included. Extensions already on the request (e.g.
-/// [`super::Readiness`]) ride along.
+/// [`super::context::Readiness`]) ride along.
 ///
 /// # Errors
 /// A [`RequestError`] when no whole answer came back; any answer, whatever its code, is

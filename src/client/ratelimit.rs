@@ -32,7 +32,7 @@ use tracing::debug;
 
 use super::answer::RequestError;
 pub use super::answer::WouldExceedDeadline;
-use super::{Deadline, Readiness};
+use super::context::{Deadline, Readiness, pass, take_ready};
 
 /// Where a request's wait for the limiter is noted for the layer above (the trace
 /// layer), which keeps it out of the request's latency.
@@ -238,9 +238,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let mut inner = super::take_ready(&mut self.inner);
+        let mut inner = take_ready(&mut self.inner);
         if request.extensions().get::<Readiness>().is_some() {
-            return super::pass(inner, request);
+            return pass(inner, request);
         }
         let pacing = self.pacing.clone();
         if pacing.steps_aside() {

@@ -1,24 +1,37 @@
-//! The house's floors, checked from the source text: no import cycle between the
-//! top-level modules of `src/` (a cycle inside one module's folder is its own business),
-//! and no file over 500 lines of code that is not test code.
+//! The house's floors, checked from the source text of `src/`:
 //!
-//! An import is any `crate::name` path (a `use`, a path in code or a doc link) and any
-//! `crate::{name, ...}` group. Test code is an inline `#[cfg(test)] mod ... {` to the end
-//! of its file (the convention here: the tests come last) and every file declared as a
-//! `#[cfg(test)] mod name;`.
+//! - the top-level wings keep the order declared in the drawing of `docs/layout.md`
+//!   (top floor first): every wing is declared, every declared wing exists, and no
+//!   wing imports from its own floor or a floor above it;
+//! - no import cycle between any two files;
+//! - no file over 400 lines of code (not blank, not a comment) and no function over 80
+//!   lines (its `fn` line to its closing brace); the test prints the largest file and the
+//!   five longest functions.
+//!
+//! An import is a path: `crate::a::b` (a `use`, a path in code, a doc link or a path named
+//! in a comment, each item of a `crate::{a, b::c}` group), `super::` and `self::` paths (relative to the file's
+//! module), a path through one of the file's own child modules (`child::X` after
+//! `mod child;`), and in `main.rs` a `safewrite::` path. It points at the file of the
+//! deepest module its path names (`a/b.rs` or `a/b/mod.rs`, else the module above it), so
+//! `use super::*` imports the parent module's file. A module's re-export of its own
+//! descendants (`pub use child::X`) is a façade, not an import: tower's
+//! `timeout/mod.rs` re-exporting `layer.rs`, which uses `super::Timeout`, is no cycle.
+//!
+//! Test code is an inline `#[cfg(test)] mod ... {` to the end of its file (the convention
+//! here: the tests come last) and every file declared as a `#[cfg(test)] mod name;`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The most lines of code (not test code) in one file.
-const MAX_LINES: usize = 500;
+/// The most lines of code (not blank, not a comment, not test code) in one file.
+const MAX_LINES: usize = 400;
+/// The most lines of one function, its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 80;
 
 struct Source {
     /// The path under `src/`, with `/` separators.
     path: String,
-    /// The top-level module it belongs to.
-    module: String,
-    /// Its code, without its tests.
+    /// Its code, without its tests; line numbers are the file's own.
     code: String,
 }
 
@@ -33,17 +46,20 @@ fn files(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
-/// The files declared by `text` (the file at `path`) as `#[cfg(test)] mod name;`.
-fn test_files(path: &str, text: &str) -> Vec<String> {
-    // A module's children sit beside a mod.rs (and lib.rs, main.rs), else in a folder
-    // named after the file.
-    let dir = if path == "lib.rs" || path == "main.rs" || path == "mod.rs" {
+/// The folder holding the children of the file at `path` (`""` for the crate root).
+fn children_dir(path: &str) -> String {
+    if path == "lib.rs" || path == "main.rs" {
         String::new()
     } else if let Some(parent) = path.strip_suffix("/mod.rs") {
         format!("{parent}/")
     } else {
         format!("{}/", path.trim_end_matches(".rs"))
-    };
+    }
+}
+
+/// The files declared by `text` (the file at `path`) as `#[cfg(test)] mod name;`.
+fn test_files(path: &str, text: &str) -> Vec<String> {
+    let dir = children_dir(path);
     let lines: Vec<&str> = text.lines().collect();
     let mut declared = Vec::new();
     for pair in lines.windows(2) {
@@ -73,8 +89,12 @@ fn without_tests(text: &str) -> String {
     lines[..end].join("\n")
 }
 
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
 fn sources() -> Vec<Source> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = src();
     let mut paths = Vec::new();
     files(&src, &mut paths);
     let mut texts = BTreeMap::new();
@@ -97,48 +117,276 @@ fn sources() -> Vec<Source> {
         .into_iter()
         .filter(|(path, _)| !tests.contains(path))
         .map(|(path, text)| Source {
-            module: path
-                .split('/')
-                .next()
-                .unwrap()
-                .trim_end_matches(".rs")
-                .to_string(),
             code: without_tests(&text),
             path,
         })
         .collect()
 }
 
-/// The top-level modules `code` names through `crate::`.
-fn imports(code: &str) -> BTreeSet<String> {
-    let mut named = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        if at > 0 && code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
-            continue; // e.g. `safewrite_crate::`
-        }
-        let rest = &code[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let group = &group[..group.find('}').unwrap_or(group.len())];
-            for item in group.split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                named.insert(name);
-            }
-        } else {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            named.insert(name);
-        }
+// ---- imports -------------------------------------------------------------------------
+
+/// The module path of the file at `path` (`a/b.rs` and `a/b/mod.rs` are `a::b`).
+fn module_of(path: &str) -> Vec<String> {
+    if path == "lib.rs" || path == "main.rs" {
+        return Vec::new();
     }
-    named
+    let path = path
+        .strip_suffix("/mod.rs")
+        .unwrap_or_else(|| path.trim_end_matches(".rs"));
+    path.split('/').map(str::to_string).collect()
 }
 
-/// The strongly connected components of more than one module (Tarjan).
+/// The wing (top-level module) of the file at `path`; `main.rs` is the wing `main`, the
+/// crate root `lib.rs` none.
+fn wing_of(path: &str) -> Option<String> {
+    match path {
+        "lib.rs" => None,
+        "main.rs" => Some("main".to_string()),
+        _ => module_of(path).into_iter().next(),
+    }
+}
+
+/// The names of the child modules `code` declares (`mod name;`, `pub mod name;`).
+fn children(code: &str) -> BTreeSet<String> {
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line.strip_prefix("pub ").or_else(|| {
+                line.strip_prefix("pub(")
+                    .and_then(|r| r.split_once(") ").map(|(_, r)| r))
+            });
+            let name = rest
+                .unwrap_or(line)
+                .strip_prefix("mod ")?
+                .strip_suffix(';')?;
+            Some(name.to_string())
+        })
+        .collect()
+}
+
+/// One path `code` names: where it starts (1-based line), whether it sits in a re-export
+/// (`pub use ...;`), and its segments as written (`crate`, `super`, `self`, a name...).
+#[derive(Debug, PartialEq)]
+struct Named {
+    line: usize,
+    reexport: bool,
+    segments: Vec<String>,
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The byte ranges of `code`'s re-exports: statements that start a line with `pub use` or
+/// `pub(...) use` and end at the next `;`.
+fn reexports(code: &str) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    let mut at = 0;
+    for line in code.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let is = trimmed.starts_with("pub use ")
+            || (trimmed.starts_with("pub(")
+                && trimmed
+                    .split_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with("use ")));
+        if is {
+            let end = code[at..].find(';').map_or(code.len(), |e| at + e);
+            ranges.push((at, end));
+        }
+        at += line.len();
+    }
+    ranges
+}
+
+/// Every path `code` names whose first segment is one of `roots`.
+fn named(code: &str, roots: &[&str]) -> Vec<Named> {
+    let reexports = reexports(code);
+    let bytes = code.as_bytes();
+    let mut found = Vec::new();
+    for root in roots {
+        let key = format!("{root}::");
+        for (at, _) in code.match_indices(&key) {
+            // Only a path's first segment: not `x_crate::`, `a::crate::`, `$crate::`.
+            if at > 0 {
+                let before = code[..at].chars().next_back().unwrap();
+                if is_ident(before) || before == '$' || before == '.' {
+                    continue;
+                }
+                if code[..at].ends_with("::") {
+                    continue;
+                }
+            }
+            // `super::super::` is one path, found at its first `super`.
+            let mut paths = Vec::new();
+            let mut prefix = vec![root.to_string()];
+            let mut pos = at + key.len();
+            while code[pos..].starts_with("super::") && *root == "super" {
+                prefix.push("super".to_string());
+                pos += "super::".len();
+            }
+            group_or_path(code, pos, prefix, &mut paths);
+            let reexport = reexports.iter().any(|&(s, e)| s <= at && at < e);
+            for (item_at, segments) in paths {
+                let line = bytes[..item_at].iter().filter(|&&b| b == b'\n').count() + 1;
+                found.push(Named {
+                    line,
+                    reexport,
+                    segments,
+                });
+            }
+        }
+    }
+    found.sort_by_key(|n| n.line);
+    found
+}
+
+fn skip_space(code: &str, pos: usize) -> usize {
+    code.len() - code[pos..].trim_start().len()
+}
+
+/// Reads the rest of a path at `pos` (after `prefix::`): more segments, then a name, a
+/// `*` or a `{...}` group of further paths; pushes each full path with where it starts.
+fn group_or_path(
+    code: &str,
+    mut pos: usize,
+    mut prefix: Vec<String>,
+    out: &mut Vec<(usize, Vec<String>)>,
+) -> usize {
+    let start = pos;
+    loop {
+        let rest = &code[pos..];
+        if rest.starts_with('{') {
+            pos += 1;
+            loop {
+                pos = skip_space(code, pos);
+                if code[pos..].is_empty() {
+                    return pos;
+                }
+                if code[pos..].starts_with('}') {
+                    return pos + 1;
+                }
+                let item = pos;
+                pos = skip_space(code, group_or_path(code, pos, prefix.clone(), out));
+                if let Some(alias) = code[pos..].strip_prefix("as ") {
+                    let alias = alias.trim_start();
+                    let name: usize = alias
+                        .chars()
+                        .take_while(|&c| is_ident(c))
+                        .map(char::len_utf8)
+                        .sum();
+                    pos = code.len() - alias.len() + name;
+                    pos = skip_space(code, pos);
+                }
+                if code[pos..].starts_with(',') {
+                    pos += 1;
+                } else if pos == item {
+                    // Not a path: skip to the group's next item or its end.
+                    pos += code[pos..].find([',', '}']).unwrap_or(code.len() - pos);
+                }
+            }
+        }
+        let name: String = rest.chars().take_while(|&c| is_ident(c)).collect();
+        if name.is_empty() {
+            // `*`, or something that is not a path: the path ends at its prefix.
+            if rest.starts_with('*') {
+                pos += 1;
+            }
+            out.push((start, prefix));
+            return pos;
+        }
+        pos += name.len();
+        if name != "self" {
+            prefix.push(name);
+        }
+        if code[pos..].starts_with("::") {
+            pos += 2;
+        } else {
+            out.push((start, prefix));
+            return pos;
+        }
+    }
+}
+
+/// The module path `segments` names, written in the file whose module is `module`.
+fn absolute(module: &[String], segments: &[String]) -> Option<Vec<String>> {
+    let mut path: Vec<String> = match segments.first()?.as_str() {
+        "crate" | "safewrite" => Vec::new(),
+        "self" => module.to_vec(),
+        "super" => {
+            let ups = segments.iter().take_while(|s| *s == "super").count();
+            let kept = module.len().checked_sub(ups)?;
+            let mut path = module[..kept].to_vec();
+            path.extend(segments[ups..].iter().cloned());
+            return Some(path);
+        }
+        // A path through one of the file's own child modules.
+        _ => {
+            let mut path = module.to_vec();
+            path.push(segments[0].clone());
+            path
+        }
+    };
+    path.extend(segments[1..].iter().cloned());
+    Some(path)
+}
+
+/// The file that defines the deepest module of `path` among `files`.
+fn resolve(path: &[String], files: &BTreeSet<String>) -> String {
+    for depth in (1..=path.len()).rev() {
+        let joined = path[..depth].join("/");
+        for candidate in [format!("{joined}.rs"), format!("{joined}/mod.rs")] {
+            if files.contains(&candidate) {
+                return candidate;
+            }
+        }
+    }
+    "lib.rs".to_string()
+}
+
+/// One import between two files.
+struct Arrow {
+    from: String,
+    line: usize,
+    to: String,
+    /// The absolute module path named.
+    path: Vec<String>,
+}
+
+/// Every import of every source, façades left out.
+fn arrows(sources: &[Source]) -> Vec<Arrow> {
+    let files: BTreeSet<String> = sources.iter().map(|s| s.path.clone()).collect();
+    let mut arrows = Vec::new();
+    for source in sources {
+        let module = module_of(&source.path);
+        let kids = children(&source.code);
+        let mut roots = vec!["crate", "super", "self"];
+        roots.extend(kids.iter().map(String::as_str));
+        if source.path == "main.rs" {
+            roots = vec!["safewrite"];
+        }
+        for name in named(&source.code, &roots) {
+            let Some(path) = absolute(&module, &name.segments) else {
+                continue;
+            };
+            // A re-export of the module's own descendants is its façade.
+            if name.reexport && path.len() > module.len() && path.starts_with(&module) {
+                continue;
+            }
+            let to = resolve(&path, &files);
+            if to != source.path {
+                arrows.push(Arrow {
+                    from: source.path.clone(),
+                    line: name.line,
+                    to,
+                    path,
+                });
+            }
+        }
+    }
+    arrows
+}
+
+/// The strongly connected components of more than one node (Tarjan).
 fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     struct Walk<'a> {
         edges: &'a BTreeMap<String, BTreeSet<String>>,
@@ -189,77 +437,387 @@ fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
             visit(&mut walk, v);
         }
     }
+    walk.found.sort();
     walk.found
 }
 
-#[test]
-fn no_import_cycle_between_top_level_modules() {
-    let sources = sources();
-    let modules: BTreeSet<String> = sources
-        .iter()
-        .map(|s| s.module.clone())
-        .filter(|m| m != "lib" && m != "main")
-        .collect();
-    assert!(modules.len() > 10, "found only {modules:?}");
+/// The cycles among `arrows`, each with its arrows `file:line -> file`.
+fn cycle_report(arrows: &[Arrow]) -> Vec<String> {
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut by: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for source in sources.iter().filter(|s| modules.contains(&s.module)) {
-        for name in imports(&source.code) {
-            if modules.contains(&name) && name != source.module {
-                edges
-                    .entry(source.module.clone())
-                    .or_default()
-                    .insert(name.clone());
-                by.entry((source.module.clone(), name))
-                    .or_default()
-                    .insert(source.path.clone());
+    for arrow in arrows {
+        edges
+            .entry(arrow.from.clone())
+            .or_default()
+            .insert(arrow.to.clone());
+    }
+    let mut report = Vec::new();
+    for cycle in cycles(&edges) {
+        let mut text = format!("cycle between {}:", cycle.join(", "));
+        let mut seen = BTreeSet::new();
+        for arrow in arrows {
+            if cycle.contains(&arrow.from)
+                && cycle.contains(&arrow.to)
+                && seen.insert((arrow.from.clone(), arrow.line, arrow.to.clone()))
+            {
+                text.push_str(&format!(
+                    "\n  src/{}:{} -> src/{} ({})",
+                    arrow.from,
+                    arrow.line,
+                    arrow.to,
+                    arrow.path.join("::")
+                ));
+            }
+        }
+        report.push(text);
+    }
+    report
+}
+
+// ---- the declared order --------------------------------------------------------------
+
+/// The floors of the drawing in `layout` (the first ```` ```text ```` block under the
+/// `src/` item), top floor first: a line whose text starts within its first four columns
+/// starts a floor; the wings it names come before the first run of two spaces, as
+/// `name/` (a folder), `name.rs` (a file) or `name` (a module written inside `lib.rs`).
+fn floors(layout: &str) -> Result<Vec<Vec<String>>, String> {
+    let after = layout
+        .split_once("- `src/`")
+        .ok_or("docs/layout.md has no `src/` item")?
+        .1;
+    let block = after
+        .split_once("```text\n")
+        .ok_or("the `src/` item of docs/layout.md has no ```text drawing")?
+        .1;
+    let block = block
+        .split_once("```")
+        .ok_or("the drawing is not closed")?
+        .0;
+    let mut floors = Vec::new();
+    for line in block.lines() {
+        let text = line.trim_start();
+        let column = line.len() - text.len();
+        if text.is_empty() || column >= 4 {
+            continue;
+        }
+        let names = text.split("  ").next().unwrap_or("");
+        let wings: Vec<String> = names
+            .split([' ', ','])
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect();
+        floors.push(wings);
+    }
+    if floors.is_empty() {
+        return Err("the drawing in docs/layout.md names no floor".to_string());
+    }
+    Ok(floors)
+}
+
+/// The wings of the crate: its top-level modules and `main`.
+fn crate_wings(lib: &str) -> BTreeSet<String> {
+    let mut wings: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|line| {
+            let rest = line
+                .strip_prefix("pub mod ")
+                .or(line.strip_prefix("mod "))?;
+            let name: String = rest.chars().take_while(|&c| is_ident(c)).collect();
+            Some(name)
+        })
+        .collect();
+    wings.insert("main".to_string());
+    wings
+}
+
+/// The floor of each declared wing, and the problems with the declaration itself.
+fn declared(
+    floors: &[Vec<String>],
+    wings: &BTreeSet<String>,
+    lib: &str,
+) -> (BTreeMap<String, usize>, Vec<String>) {
+    let src = src();
+    let mut floor_of = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (floor, names) in floors.iter().enumerate() {
+        for written in names {
+            let (name, exists) = if let Some(name) = written.strip_suffix('/') {
+                (name, src.join(name).join("mod.rs").is_file())
+            } else if let Some(name) = written.strip_suffix(".rs") {
+                (name, src.join(written).is_file())
+            } else {
+                let inline = format!("mod {written} {{");
+                (written.as_str(), lib.lines().any(|l| l.contains(&inline)))
+            };
+            if !exists || !wings.contains(name) {
+                wrong.push(format!(
+                    "docs/layout.md declares the wing `{written}`, which src/ does not have: \
+                     remove its line or add the module"
+                ));
+            }
+            if floor_of.insert(name.to_string(), floor).is_some() {
+                wrong.push(format!("docs/layout.md declares `{written}` twice"));
             }
         }
     }
-    let found = cycles(&edges);
-    let mut report = String::new();
-    for cycle in &found {
-        report.push_str(&format!("cycle: {}\n", cycle.join(", ")));
-        for ((from, to), paths) in &by {
-            if cycle.contains(from) && cycle.contains(to) {
-                report.push_str(&format!("  {from} -> {to}: {paths:?}\n"));
-            }
+    for wing in wings {
+        if !floor_of.contains_key(wing) {
+            wrong.push(format!(
+                "src/ has the wing `{wing}`, which the drawing in docs/layout.md does not \
+                 declare: give it a line on its floor"
+            ));
         }
     }
-    assert!(found.is_empty(), "import cycles in src/:\n{report}");
+    (floor_of, wrong)
+}
+
+/// The arrows that point at the arrow's own floor or one above it.
+fn upward(arrows: &[Arrow], floor_of: &BTreeMap<String, usize>) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for arrow in arrows {
+        let (Some(from), Some(to)) = (wing_of(&arrow.from), arrow.path.first()) else {
+            continue;
+        };
+        if from == *to {
+            continue;
+        }
+        let (Some(&f), Some(&t)) = (floor_of.get(&from), floor_of.get(to)) else {
+            continue;
+        };
+        if t <= f {
+            let where_ = if t == f {
+                "on its own floor"
+            } else {
+                "above it"
+            };
+            wrong.push(format!(
+                "src/{}:{}: wing `{from}` imports `{}` of wing `{to}`, declared {where_}",
+                arrow.from,
+                arrow.line,
+                arrow.path.join("::")
+            ));
+        }
+    }
+    wrong
+}
+
+// ---- sizes ---------------------------------------------------------------------------
+
+/// The lines of code in `code`: not blank, not a comment.
+fn lines_of_code(code: &str) -> usize {
+    code.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .count()
+}
+
+/// Each function of `code` with a body: its name, its `fn` line (1-based) and its length
+/// in lines through its closing brace (rustfmt puts that brace at the `fn` line's indent).
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let text = line.trim_start();
+        let indent = &line[..line.len() - text.len()];
+        let mut rest = text;
+        for qualifier in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "async ",
+            "unsafe ",
+        ] {
+            rest = rest.strip_prefix(qualifier).unwrap_or(rest);
+        }
+        let Some(rest) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest.chars().take_while(|&c| is_ident(c)).collect();
+        // The signature ends at the first line ending in `{` (a body) or `;` (none).
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let l = lines[j].trim_end();
+            l.ends_with('{') || l.ends_with(';') || l.ends_with('}')
+        }) else {
+            continue;
+        };
+        let opened = lines[open].trim_end();
+        if opened.ends_with(';') {
+            continue;
+        }
+        let close = if opened.ends_with('}') {
+            open
+        } else {
+            let closing = format!("{indent}}}");
+            match (open + 1..lines.len()).find(|&j| lines[j].trim_end() == closing) {
+                Some(close) => close,
+                None => continue,
+            }
+        };
+        found.push((name, i + 1, close - i + 1));
+    }
+    found
+}
+
+// ---- the checks ----------------------------------------------------------------------
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("read {path}: {e}"))
+}
+
+#[test]
+fn the_wings_keep_the_declared_order() {
+    let lib = read("src/lib.rs");
+    let floors = floors(&read("docs/layout.md")).unwrap_or_else(|e| panic!("{e}"));
+    let wings = crate_wings(&lib);
+    assert!(wings.len() > 10, "found only {wings:?}");
+    let (floor_of, mut wrong) = declared(&floors, &wings, &lib);
+    let arrows = arrows(&sources());
+    wrong.extend(upward(&arrows, &floor_of));
+    assert!(
+        wrong.is_empty(),
+        "the wings break the order drawn in docs/layout.md (top floor first; a wing \
+         imports only from the floors below it):\n{}",
+        wrong.join("\n")
+    );
     eprintln!(
-        "{} top-level modules, {} arrows between them, no cycle",
-        modules.len(),
-        edges.values().map(BTreeSet::len).sum::<usize>()
+        "{} wings on {} floors, {} imports between files, all downward",
+        wings.len(),
+        floors.len(),
+        arrows.len()
     );
 }
 
 #[test]
-fn no_file_is_over_500_lines_of_code() {
-    let (mut over, mut largest) = (Vec::new(), (0, String::new()));
+fn no_import_cycle_between_any_two_files() {
+    let sources = sources();
+    assert!(sources.len() > 30, "found only {} files", sources.len());
+    let arrows = arrows(&sources);
+    let report = cycle_report(&arrows);
+    assert!(
+        report.is_empty(),
+        "{} import cycles between files of src/ (move what both sides need into a file \
+         of its own below them):\n{}",
+        report.len(),
+        report.join("\n")
+    );
+    eprintln!(
+        "{} files, {} imports between them, no cycle",
+        sources.len(),
+        arrows.len()
+    );
+}
+
+#[test]
+fn no_file_is_over_400_lines_of_code() {
+    let mut sized: Vec<(usize, String)> = sources()
+        .iter()
+        .map(|s| (lines_of_code(&s.code), s.path.clone()))
+        .collect();
+    sized.sort();
+    let over: Vec<String> = sized
+        .iter()
+        .filter(|(lines, _)| *lines > MAX_LINES)
+        .map(|(lines, path)| {
+            format!("src/{path}: {lines} lines of code, over {MAX_LINES}: split it")
+        })
+        .collect();
+    let (lines, path) = sized.last().expect("a file");
+    eprintln!("the largest file, src/{path}, has {lines} lines of code");
+    assert!(over.is_empty(), "{}", over.join("\n"));
+}
+
+#[test]
+fn no_function_is_over_80_lines() {
+    let mut all: Vec<(usize, String)> = Vec::new();
     for source in sources() {
-        let lines = source.code.lines().count();
-        largest = largest.max((lines, source.path.clone()));
-        if lines > MAX_LINES {
-            over.push(format!(
-                "{}: {lines} lines of code, over {MAX_LINES}: split it",
-                source.path
-            ));
+        for (name, line, length) in functions(&source.code) {
+            all.push((length, format!("src/{}:{line} fn {name}", source.path)));
         }
     }
+    all.sort_by(|a, b| b.cmp(a));
+    let over: Vec<String> = all
+        .iter()
+        .filter(|(length, _)| *length > MAX_FN_LINES)
+        .map(|(length, at)| {
+            format!("{at}: {length} lines, over {MAX_FN_LINES}: split it into named steps")
+        })
+        .collect();
+    eprintln!("the five longest functions:");
+    for (length, at) in all.iter().take(5) {
+        eprintln!("  {at}: {length} lines");
+    }
     assert!(over.is_empty(), "{}", over.join("\n"));
-    eprintln!(
-        "the largest file, {}, has {} lines of code",
-        largest.1, largest.0
-    );
 }
 
 #[test]
 fn the_checks_see_what_they_check() {
-    // An import of each form, and a cycle of three.
-    let code = "use crate::{a, b::c};\nfn f() { crate::d::e(); }\n/// [`crate::f`]\n";
-    let named: Vec<String> = imports(code).into_iter().collect();
-    assert_eq!(named, ["a", "b", "d", "f"]);
+    // An import of each form.
+    let code = "use crate::{a, b::{c, self}};\nfn f() { crate::d::e(); }\n/// [`crate::f`]\n\
+                use super::super::g::*;\nuse self::kid::K;\nfn h() { other_crate::x(); }\n";
+    let found = named(code, &["crate", "super", "self"]);
+    let found: Vec<(usize, Vec<&str>)> = found
+        .iter()
+        .map(|n| (n.line, n.segments.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (1, vec!["crate", "a"]),
+            (1, vec!["crate", "b", "c"]),
+            (1, vec!["crate", "b"]),
+            (2, vec!["crate", "d", "e"]),
+            (3, vec!["crate", "f"]),
+            (4, vec!["super", "super", "g"]),
+            (5, vec!["self", "kid", "K"]),
+        ]
+    );
+    // super:: resolves against the file's module; `use super::*` imports the parent's file.
+    let files: BTreeSet<String> = ["client/mod.rs", "client/timeout/mod.rs", "client/answer.rs"]
+        .map(String::from)
+        .into();
+    let module = module_of("client/timeout/layer.rs");
+    let parent = absolute(&module, &["super".into(), "Timeout".into()]).unwrap();
+    assert_eq!(resolve(&parent, &files), "client/timeout/mod.rs");
+    let up = absolute(&module, &["super".into(), "super".into(), "answer".into()]).unwrap();
+    assert_eq!(resolve(&up, &files), "client/answer.rs");
+    let all = absolute(&module_of("client/answer.rs"), &["super".into()]).unwrap();
+    assert_eq!(resolve(&all, &files), "client/mod.rs");
+    // A façade is not an arrow; a private import of a child, or a re-export of
+    // something elsewhere, is.
+    let facade = Source {
+        path: "timeout/mod.rs".into(),
+        code: "mod layer;\npub use layer::{\n    Layer,\n};\nuse crate::other::X;\n".into(),
+    };
+    let layer = Source {
+        path: "timeout/layer.rs".into(),
+        code: "use super::Timeout;\n".into(),
+    };
+    let other = Source {
+        path: "other.rs".into(),
+        code: "pub use crate::timeout::Layer;\n".into(),
+    };
+    let arrows = arrows(&[facade, layer, other]);
+    let drawn: Vec<String> = arrows
+        .iter()
+        .map(|a| format!("{}:{} -> {}", a.from, a.line, a.to))
+        .collect();
+    assert_eq!(
+        drawn,
+        [
+            "timeout/mod.rs:5 -> other.rs",
+            "timeout/layer.rs:1 -> timeout/mod.rs",
+            "other.rs:1 -> timeout/mod.rs",
+        ]
+    );
+    assert_eq!(
+        cycle_report(&arrows),
+        [
+            "cycle between other.rs, timeout/mod.rs:\n  src/timeout/mod.rs:5 -> src/other.rs \
+          (other::X)\n  src/other.rs:1 -> src/timeout/mod.rs (timeout::Layer)"
+        ]
+    );
+    // A cycle of three is found, the tail left out.
     let edges: BTreeMap<String, BTreeSet<String>> =
         [("x", "y"), ("y", "z"), ("z", "x"), ("z", "w")]
             .iter()
@@ -271,6 +829,48 @@ fn the_checks_see_what_they_check() {
                 edges
             });
     assert_eq!(cycles(&edges), [["x", "y", "z"]]);
+    // The drawing's floors, and an arrow up or sideways.
+    let layout = "- `src/`:\n\n  ```text\n  main.rs   top\n   cli/     the cli,\n            \
+                  more/ prose\n   a.rs, b/  leaves\n  ```\n";
+    assert_eq!(
+        floors(layout).unwrap(),
+        [vec!["main.rs"], vec!["cli/"], vec!["a.rs", "b/"]]
+    );
+    let floor_of: BTreeMap<String, usize> = [("cli", 0), ("a", 1), ("b", 1)]
+        .map(|(w, f)| (w.to_string(), f))
+        .into();
+    let arrow = |from: &str, to: &str| Arrow {
+        from: from.into(),
+        line: 7,
+        to: String::new(),
+        path: vec![to.into(), "X".into()],
+    };
+    let wrong = upward(
+        &[
+            arrow("cli/mod.rs", "a"),
+            arrow("a.rs", "b"),
+            arrow("b/mod.rs", "cli"),
+        ],
+        &floor_of,
+    );
+    assert_eq!(
+        wrong,
+        [
+            "src/a.rs:7: wing `a` imports `b::X` of wing `b`, declared on its own floor",
+            "src/b/mod.rs:7: wing `b` imports `cli::X` of wing `cli`, declared above it",
+        ]
+    );
+    // Counting skips blanks and comments; a function runs to its closing brace.
+    assert_eq!(
+        lines_of_code("//! doc\n\n/// f\nfn f() {\n    // why\n    g();\n}\n"),
+        3
+    );
+    let code = "impl A {\n    pub async fn f(\n        x: u8,\n    ) -> u8 {\n        x\n    }\n\
+                \n    fn g();\n    fn h() {}\n}\n";
+    assert_eq!(
+        functions(code),
+        [("f".to_string(), 2, 5), ("h".to_string(), 9, 1)]
+    );
     // Test code is left out: inline test modules and files declared as tests.
     let text = "fn a() {}\n#[cfg(test)]\nmod tests {\n    use crate::x;\n}\n";
     assert_eq!(without_tests(text), "fn a() {}");

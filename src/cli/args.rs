@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::Output;
+use super::output::Output;
 use crate::health::Address;
 
 /// The help text after the flags: exit codes and examples.
@@ -162,7 +162,7 @@ pub struct WriteArgs {
     pub context: Option<String>,
 }
 
-/// The change: exactly one of these (checked in [`super::run`], to say so in one line).
+/// The change: exactly one of these (checked when the command runs, to say so in one line).
 #[derive(Debug, Clone, Args)]
 #[group(multiple = false)]
 pub struct Change {
@@ -235,7 +235,7 @@ pub struct Change {
 }
 
 /// What some changes take besides their own value; each goes with the changes it names
-/// (checked in [`super::change`], to say so in one line).
+/// (checked in `cli/change.rs`, to say so in one line).
 #[derive(Debug, Clone, Default, Args)]
 pub struct ChangeOptions {
     /// With --set-condition: the condition's reason, a CamelCase word (e.g. Reconciled).

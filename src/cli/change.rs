@@ -10,7 +10,8 @@
 use serde_json::{Map, Value};
 
 use super::args::{Change, ChangeOptions};
-use super::{Fail, kinds};
+use super::fail::Fail;
+use super::kinds;
 use crate::pb;
 use crate::pb::mutation::Kind as M;
 
@@ -38,7 +39,7 @@ pub fn flag(change: &Change) -> Option<&'static str> {
 }
 
 /// The owner the change names, as its flag and `KIND/NAME` parsed; `None` for the other
-/// changes. The kind is resolved as the object's is (see [`super::write`]).
+/// changes. The kind is resolved as the object's is (see `cli::write`).
 ///
 /// # Errors
 /// An owner that is not `KIND/NAME`.
@@ -124,7 +125,7 @@ pub fn mutation(change: &Change, options: &ChangeOptions) -> Result<Option<M>, F
         })
     } else if let Some(file) = &change.apply {
         M::Apply(pb::ServerSideApply {
-            configuration_json: super::read_object("--apply", file)?.to_string(),
+            configuration_json: super::request::read_object("--apply", file)?.to_string(),
             force: true,
         })
     } else if let Some(text) = &change.set_condition {
@@ -266,25 +267,45 @@ fn list_entry(flag: &str, text: &str, remove: bool) -> Result<pb::ListEntryChang
                 .ok_or_else(|| bad("after the ] comes =JSON or nothing"))?,
         ),
     };
-    let mut entry = match json {
-        None => Map::new(),
-        Some(json) => match serde_json::from_str::<Value>(json) {
-            Ok(Value::Object(entry)) => entry,
-            Ok(other) => {
-                return Err(bad(&format!(
-                    "the JSON after the = is {}, not an object of the entry's fields",
-                    crate::engine::mutation::type_name(&other)
-                )));
-            }
-            Err(error) => {
-                return Err(bad(&format!(
-                    "the JSON after the = does not parse ({error}); quote the whole value in single quotes"
-                )));
-            }
-        },
+    let mut entry = entry_fields(json, &bad)?;
+    let keys = entry_keys(&text[open + 1..close], &mut entry, &bad)?;
+    Ok(pb::ListEntryChange {
+        path: path.to_string(),
+        keys,
+        entry_json: Value::Object(entry).to_string(),
+        remove,
+    })
+}
+
+/// The entry's fields from the `JSON` after `]=` (none without one); `bad` says why not.
+fn entry_fields(
+    json: Option<&str>,
+    bad: &dyn Fn(&str) -> Fail,
+) -> Result<Map<String, Value>, Fail> {
+    let Some(json) = json else {
+        return Ok(Map::new());
     };
+    match serde_json::from_str::<Value>(json) {
+        Ok(Value::Object(entry)) => Ok(entry),
+        Ok(other) => Err(bad(&format!(
+            "the JSON after the = is {}, not an object of the entry's fields",
+            crate::engine::mutation::type_name(&other)
+        ))),
+        Err(error) => Err(bad(&format!(
+            "the JSON after the = does not parse ({error}); quote the whole value in single quotes"
+        ))),
+    }
+}
+
+/// The key fields named in the brackets (`KEY=VALUE` or a bare `KEY`, comma-separated),
+/// each `VALUE` put into `entry`; `bad` says what is wrong.
+fn entry_keys(
+    brackets: &str,
+    entry: &mut Map<String, Value>,
+    bad: &dyn Fn(&str) -> Fail,
+) -> Result<Vec<String>, Fail> {
     let mut keys: Vec<String> = Vec::new();
-    for item in text[open + 1..close].split(',') {
+    for item in brackets.split(',') {
         let item = item.trim_start();
         let (key, value) = match item.split_once('=') {
             Some((key, value)) => (key.trim_end(), Some(value)),
@@ -317,12 +338,7 @@ fn list_entry(flag: &str, text: &str, remove: bool) -> Result<pb::ListEntryChang
         }
         keys.push(key.to_string());
     }
-    Ok(pb::ListEntryChange {
-        path: path.to_string(),
-        keys,
-        entry_json: Value::Object(entry).to_string(),
-        remove,
-    })
+    Ok(keys)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::Fail;
+use super::fail::Fail;
 use crate::client::apiserver;
 
 /// What the command line names: the resource part of `KIND/NAME`, split at its first dot.

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::args::WriteArgs;
 use super::exec::{self, Proposal};
-use super::{Class, Fail, Request, Verb, WriteArgs};
+use super::fail::{Class, Fail, one_line};
+use super::request::{Request, Verb};
 use crate::deadline::CallDeadline;
 use crate::engine::mutation::FieldViolation;
 use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
@@ -17,15 +19,44 @@ use crate::pb;
 use crate::service::respond;
 use crate::service::validate::{RequestParts, validate_parts};
 
+/// The serve settings (`SAFEWRITE_*` variables and defaults) with this command's
+/// kubeconfig and context: the in-process engine and its client stack are built from them
+/// as the sidecar's are.
+pub fn serve_settings(args: &WriteArgs) -> Result<crate::runtime::config::ServeArgs, Fail> {
+    #[derive(clap::Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        serve: crate::runtime::config::ServeArgs,
+    }
+    let mut serve = <Defaults as clap::Parser>::try_parse_from(["safewrite"])
+        .map_err(|e| {
+            let text = e.render().to_string();
+            Fail::invalid(
+                text.lines()
+                    .next()
+                    .unwrap_or("bad SAFEWRITE_* setting")
+                    .to_string(),
+            )
+        })?
+        .serve;
+    if args.kubeconfig.is_some() {
+        serve.client.kubeconfig = args.kubeconfig.clone();
+    }
+    if args.context.is_some() {
+        serve.client.context = args.context.clone();
+    }
+    Ok(serve)
+}
+
 /// The client (for discovery) and the engine over it.
 ///
 /// # Errors
 /// A kubeconfig that cannot be found or used, or a bad `SAFEWRITE_*` setting.
 pub async fn engine(args: &WriteArgs) -> Result<(kube::Client, Engine), Fail> {
-    let serve = super::serve_settings(args)?;
+    let serve = serve_settings(args)?;
     let client = crate::client::connect(&serve.client)
         .await
-        .map_err(|e| Fail::invalid(super::one_line(&e)))?;
+        .map_err(|e| Fail::invalid(one_line(&e)))?;
     let engine = Engine::new(client.clone(), crate::runtime::engine_config(&serve));
     Ok((client, engine))
 }

@@ -5,8 +5,12 @@
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::args::WriteArgs;
 use super::exec::{self, Proposal};
-use super::{Class, Fail, Request, Verb, WriteArgs, kinds};
+use super::fail::{Class, Fail, one_line};
+use super::kinds;
+use super::local::serve_settings;
+use super::request::{Request, Verb};
 use crate::health::Address;
 use crate::pb;
 use crate::pb::writer_service_client::WriterServiceClient;
@@ -14,7 +18,7 @@ use crate::pb::writer_service_client::WriterServiceClient;
 /// A client for discovery, when a kubeconfig (or in-cluster configuration) is at hand:
 /// for kinds the built-in table does not know, and for the default namespace.
 async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
-    let serve = super::serve_settings(args).ok()?;
+    let serve = serve_settings(args).ok()?;
     if serve.client.kubeconfig.is_none()
         && std::env::var_os("KUBECONFIG").is_none()
         && std::env::var_os("KUBERNETES_SERVICE_HOST").is_none()
@@ -87,7 +91,7 @@ pub async fn write(
     let channel = address.connect(left()).await.map_err(|e| {
         Fail::unavailable(format!(
             "cannot reach the sidecar at {address} ({}); is it running? Unset SAFEWRITE_ADDRESS to write in-process instead",
-            super::one_line(&e)
+            one_line(&e)
         ))
     })?;
     let mut client = WriterServiceClient::new(channel);

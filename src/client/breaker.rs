@@ -20,7 +20,7 @@
 //! - a ticket from an earlier period (admitted before the breaker last changed state)
 //!   changes nothing: only what happened since counts.
 //!
-//! The readiness probe ([`super::Readiness`]) is not breaker traffic: it is neither
+//! The readiness probe ([`super::context::Readiness`]) is not breaker traffic: it is neither
 //! refused nor counted (see [`super::readiness`]).
 
 use std::sync::{Arc, Mutex};
@@ -32,19 +32,10 @@ use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 use tracing::{debug, info, warn};
 
-use super::Readiness;
-use super::apiserver::RequestError;
+pub use super::answer::CircuitOpen;
+use super::answer::RequestError;
+use super::context::{Readiness, pass, take_ready};
 use super::fault;
-
-/// The breaker is open (or its one probe is under way): nothing was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the circuit breaker to the API server is open after repeated faults; next probe in {retry_after:?}"
-)]
-pub struct CircuitOpen {
-    /// When the next probe may go through.
-    pub retry_after: Duration,
-}
 
 /// How long a request refused while the probe is under way is told to wait.
 pub const PROBE_RETRY_AFTER: Duration = Duration::from_millis(100);
@@ -306,9 +297,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let mut inner = super::take_ready(&mut self.inner);
+        let mut inner = take_ready(&mut self.inner);
         if request.extensions().get::<Readiness>().is_some() {
-            return super::pass(inner, request);
+            return pass(inner, request);
         }
         let breaker = self.breaker.clone();
         Box::pin(async move {

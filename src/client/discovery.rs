@@ -23,7 +23,8 @@ use kube::discovery::ApiResource;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::apiserver::{self, Answer, RequestError};
+use super::answer::{Answer, RequestError};
+use super::apiserver;
 
 /// How long a kind found missing stays unknown before the list is read again.
 pub const UNKNOWN_TTL: Duration = Duration::from_secs(3);

@@ -10,7 +10,7 @@ use std::error::Error as StdError;
 
 use tower::BoxError;
 
-use super::apiserver::{Answer, RequestError};
+use super::answer::{Answer, RequestError};
 
 /// Whether an outcome is a fault: `Ok` with the HTTP code of an answer, or the error of
 /// a request that got none.
@@ -49,8 +49,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::client::breaker::CircuitOpen;
-    use crate::client::ratelimit::WouldExceedDeadline;
+    use crate::client::answer::{CircuitOpen, WouldExceedDeadline};
 
     #[test]
     fn answers_about_the_request_are_not_faults() {

@@ -21,126 +21,23 @@
 //! [`RequestTimeout`], and [`Readiness`] for the readiness probe (which bypasses the rate
 //! limit and the breaker, see [`readiness`]).
 
+pub mod answer;
 pub mod apiserver;
 pub mod breaker;
 pub mod connect;
+mod context;
 pub mod discovery;
+mod error;
 pub mod fault;
 pub mod observe;
 pub mod ratelimit;
 pub mod readiness;
+mod stack;
 pub mod timeout;
 pub mod transport;
 
-use std::num::NonZeroU32;
-use std::time::Duration;
-
-use kube::client::{ClientBuilder, ConfigExt as _};
-use tokio::time::Instant;
-use tower::ServiceBuilder;
-
-pub use apiserver::{Answer, RequestError};
-pub use connect::{ConnectError, connect};
-
-use breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
-use observe::ObserveLayer;
-use ratelimit::RateLimitLayer;
-use timeout::TimeoutLayer;
-
-/// The deadline of the RPC a request serves, carried in the request's extensions. The
-/// rate limiter refuses a wait past it; the timeout layer ends the request at it.
-#[derive(Debug, Clone, Copy)]
-pub struct Deadline(pub Instant);
-
-/// The longest a request may take once it has passed the rate limit and the breaker,
-/// when it should differ from the stack's default (`--request-timeout`).
-#[derive(Debug, Clone, Copy)]
-pub struct RequestTimeout(pub Duration);
-
-/// Marks the readiness probe: it takes no rate-limit slot and is not breaker traffic
-/// (neither refused by an open breaker nor counted by it). See [`readiness`].
-#[derive(Debug, Clone, Copy)]
-pub struct Readiness;
-
-/// The service a layer's `call` was made on, for the call's future to own; a clone
-/// stays behind for the next `poll_ready` (tower: only the service polled ready may be
-/// called).
-fn take_ready<S: Clone>(service: &mut S) -> S {
-    let clone = service.clone();
-    std::mem::replace(service, clone)
-}
-
-/// A layer stepping aside for `request` (the readiness probe): `inner`'s answer as is.
-fn pass<S, Req>(
-    mut inner: S,
-    request: Req,
-) -> futures::future::BoxFuture<'static, Result<S::Response, tower::BoxError>>
-where
-    S: tower::Service<Req>,
-    S::Future: Send + 'static,
-    S::Error: Into<tower::BoxError>,
-{
-    let answer = inner.call(request);
-    Box::pin(async move { answer.await.map_err(Into::into) })
-}
-
-/// Settings of the stack, from the serve flags.
-#[derive(Debug, Clone, Copy)]
-pub struct StackConfig {
-    /// Requests per second on average.
-    pub qps: NonZeroU32,
-    /// Requests allowed at once above the average.
-    pub burst: NonZeroU32,
-    /// The limit steps aside while the API server answers with API Priority and Fairness
-    /// headers (the rate was not set explicitly).
-    pub server_paces: bool,
-    /// The circuit breaker's settings.
-    pub breaker: BreakerConfig,
-    /// The default bound of one request below the breaker.
-    pub request_timeout: Duration,
-}
-
-/// Builds the kube client over the stack described in the module header.
-///
-/// # Errors
-/// [`ConnectError::Client`] when the configuration's TLS or credentials cannot be used,
-/// [`ConnectError::Proxy`] when it names a proxy (not supported).
-pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client, ConnectError> {
-    let http = transport::Http::new(&config)?;
-    let auth = config.auth_layer().map_err(ConnectError::Client)?;
-    let headers = config.extra_headers_layer().map_err(ConnectError::Client)?;
-    // Below the timeout: what kube's own stack does to every request.
-    let connection = ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(auth)
-        .layer(headers)
-        .service(http);
-    Ok(over(connection, settings, config.default_namespace))
-}
-
-/// The stack of the module header over `connection`, the service that exchanges one
-/// request with the API server (HTTP in [`build`], an in-process fake in tests).
-pub fn over<S, R>(connection: S, settings: StackConfig, namespace: String) -> kube::Client
-where
-    S: tower::Service<
-            http::Request<timeout::Handoff<kube::client::Body>>,
-            Response = http::Response<R>,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-    S::Error: Into<tower::BoxError>,
-    R: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
-    R::Error: Into<tower::BoxError>,
-{
-    let service = ServiceBuilder::new()
-        .layer(ObserveLayer)
-        .layer(
-            RateLimitLayer::new(settings.qps, settings.burst)
-                .stepping_aside_for_the_server(settings.server_paces),
-        )
-        .layer(CircuitBreakerLayer::new(Breaker::new(settings.breaker)))
-        .layer(TimeoutLayer::new(settings.request_timeout))
-        .service(connection);
-    ClientBuilder::new(service, namespace).build()
-}
+pub use answer::{Answer, CircuitOpen, RequestError, WouldExceedDeadline};
+pub use connect::connect;
+pub use context::{Deadline, Readiness, RequestTimeout};
+pub use error::ConnectError;
+pub use stack::{StackConfig, build, over};

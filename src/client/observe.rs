@@ -14,7 +14,8 @@ use tower::{BoxError, Layer, Service};
 use tracing::Instrument as _;
 use tracing::field::Empty;
 
-use super::apiserver::RequestError;
+use super::answer::RequestError;
+use super::context::take_ready;
 use super::fault;
 use super::ratelimit::Waited;
 use crate::metrics;
@@ -53,7 +54,7 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let mut inner = super::take_ready(&mut self.inner);
+        let mut inner = take_ready(&mut self.inner);
         let method = request.method().clone();
         let verb = metrics::verb(&method, request.uri().path());
         // The path names the object (namespace, resource, name), never its contents.

@@ -30,18 +30,9 @@ use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 use tracing::debug;
 
-use super::apiserver::RequestError;
-use super::{Deadline, Readiness};
-
-/// The limiter would delay the request past its RPC's deadline; nothing was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the sidecar's rate limit to the API server would delay this request by {wait:?}, past the caller's deadline"
-)]
-pub struct WouldExceedDeadline {
-    /// How long the request would have had to wait.
-    pub wait: Duration,
-}
+use super::answer::RequestError;
+pub use super::answer::WouldExceedDeadline;
+use super::context::{Deadline, Readiness, pass, take_ready};
 
 /// Where a request's wait for the limiter is noted for the layer above (the trace
 /// layer), which keeps it out of the request's latency.
@@ -247,9 +238,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let mut inner = super::take_ready(&mut self.inner);
+        let mut inner = take_ready(&mut self.inner);
         if request.extensions().get::<Readiness>().is_some() {
-            return super::pass(inner, request);
+            return pass(inner, request);
         }
         let pacing = self.pacing.clone();
         if pacing.steps_aside() {

@@ -21,7 +21,8 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
 
-use super::{Readiness, apiserver};
+use super::apiserver;
+use super::context::Readiness;
 
 /// The gRPC service names whose health this module reports.
 const SERVICES: [&str; 2] = ["", "safewrite.v1.WriterService"];

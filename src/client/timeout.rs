@@ -27,8 +27,8 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
-use super::apiserver::RequestError;
-use super::{Deadline, RequestTimeout};
+use super::answer::RequestError;
+use super::context::{Deadline, RequestTimeout, take_ready};
 
 /// Builds [`Timeout`] services.
 #[derive(Debug, Clone, Copy)]
@@ -79,7 +79,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let mut inner = super::take_ready(&mut self.inner);
+        let mut inner = take_ready(&mut self.inner);
         let now = Instant::now();
         let bound = request
             .extensions()

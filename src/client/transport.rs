@@ -33,7 +33,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{BoxError, Service};
 use tracing::warn;
 
-use super::connect::ConnectError;
+use super::error::ConnectError;
 use super::timeout::Handoff;
 
 /// The most HTTP/1.1 connections to the API server when it does not speak HTTP/2.

@@ -3,6 +3,7 @@
 //! and [`Tracked`] response bodies), and its transport ([`Conn`]), closed at the pool's
 //! word.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
@@ -19,7 +20,36 @@ use tokio::time::{Instant, Sleep};
 use tonic::transport::server::Connected;
 use tracing::debug;
 
-use super::{Closed, Pool};
+use super::limits::ConnectionLimits;
+
+/// What a pool shares with its connections: its name (for logs), its bounds, and its
+/// open connections, which a connection leaves when it is dropped.
+pub(super) struct Seats {
+    pub(super) name: &'static str,
+    pub(super) limits: ConnectionLimits,
+    pub(super) open: Mutex<HashMap<u64, Activity>>,
+}
+
+/// Why the sidecar closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// It did not complete its handshake in time.
+    Handshake,
+    /// It had no request in flight for the idle timeout.
+    Idle,
+    /// It was the longest idle when the connection cap was reached.
+    Evicted,
+}
+
+impl Closed {
+    pub(super) fn describe(self) -> &'static str {
+        match self {
+            Closed::Handshake => "no handshake within the handshake timeout",
+            Closed::Idle => "idle for the idle timeout",
+            Closed::Evicted => "idle the longest when the connection cap was reached",
+        }
+    }
+}
 
 /// What a connection shares with the requests on it.
 pub(super) struct ConnState {
@@ -60,12 +90,12 @@ impl Drop for Active {
     }
 }
 
-/// An accepted connection holding its place in its [`Pool`]; reads fail once it must
+/// An accepted connection holding its place in its pool; reads fail once it must
 /// close (handshake or idle timeout, evicted).
 pub struct Conn<IO> {
     pub(super) io: IO,
     pub(super) activity: Activity,
-    pub(super) pool: Arc<Pool>,
+    pub(super) seats: Arc<Seats>,
     pub(super) id: u64,
     pub(super) _permit: OwnedSemaphorePermit,
     pub(super) accepted: Instant,
@@ -87,7 +117,7 @@ impl<IO> Conn<IO> {
         if state.evicted.load(Ordering::Acquire) {
             return Some(Closed::Evicted);
         }
-        let limits = &self.pool.limits;
+        let limits = &self.seats.limits;
         let (deadline, reason) = if !state.handshaken.load(Ordering::Acquire) {
             (self.accepted + limits.handshake_timeout, Closed::Handshake)
         } else if state.active.load(Ordering::Acquire) == 0 {
@@ -112,7 +142,7 @@ impl<IO> Conn<IO> {
 
 impl<IO> Drop for Conn<IO> {
     fn drop(&mut self) {
-        self.pool.open.lock().expect("pool lock").remove(&self.id);
+        self.seats.open.lock().expect("pool lock").remove(&self.id);
     }
 }
 
@@ -127,7 +157,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Conn<IO> {
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 this.read += (buf.filled().len() - before) as u64;
-                if this.read >= this.pool.limits.handshake_bytes {
+                if this.read >= this.seats.limits.handshake_bytes {
                     this.activity.0.handshaken.store(true, Ordering::Release);
                 }
                 return Poll::Ready(Ok(()));
@@ -139,7 +169,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Conn<IO> {
         match this.must_close(cx) {
             Some(reason) => {
                 debug!(
-                    listener = this.pool.name,
+                    listener = this.seats.name,
                     reason = reason.describe(),
                     "closing connection"
                 );

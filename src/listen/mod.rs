@@ -30,59 +30,16 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 mod conn;
+mod limits;
 
-use conn::ConnState;
-pub use conn::{Active, Activity, Conn, ConnInfo, Track, TrackLayer, Tracked};
-
-/// Bytes of the HTTP/2 client connection preface: a gRPC connection has shaken hands once
-/// it sent them.
-pub const HTTP2_PREFACE_LEN: u64 = 24;
-
-/// An HTTP/1 connection has shaken hands once its first request head is complete (a byte
-/// count cannot tell).
-pub const FIRST_REQUEST: u64 = u64::MAX;
-
-/// The bounds of one pool of connections.
-#[derive(Debug, Clone, Copy)]
-pub struct ConnectionLimits {
-    /// Most connections open at once.
-    pub max_connections: usize,
-    /// Time from accept to a completed handshake.
-    pub handshake_timeout: Duration,
-    /// Time a connection may stay open with no request in flight.
-    pub idle_timeout: Duration,
-    /// Bytes read that complete the handshake ([`HTTP2_PREFACE_LEN`], or
-    /// [`FIRST_REQUEST`]: the first request).
-    pub handshake_bytes: u64,
-}
-
-/// Why the sidecar closed a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Closed {
-    /// It did not complete its handshake in time.
-    Handshake,
-    /// It had no request in flight for the idle timeout.
-    Idle,
-    /// It was the longest idle when the connection cap was reached.
-    Evicted,
-}
-
-impl Closed {
-    fn describe(self) -> &'static str {
-        match self {
-            Closed::Handshake => "no handshake within the handshake timeout",
-            Closed::Idle => "idle for the idle timeout",
-            Closed::Evicted => "idle the longest when the connection cap was reached",
-        }
-    }
-}
+pub use conn::{Active, Activity, Closed, Conn, ConnInfo, Track, TrackLayer, Tracked};
+use conn::{ConnState, Seats};
+pub use limits::{ConnectionLimits, FIRST_REQUEST, HTTP2_PREFACE_LEN};
 
 /// The connections of one kind (gRPC, metrics), however many listeners feed them.
 pub struct Pool {
-    name: &'static str,
-    limits: ConnectionLimits,
+    seats: Arc<Seats>,
     slots: Arc<Semaphore>,
-    open: Mutex<HashMap<u64, Activity>>,
     next_id: AtomicU64,
 }
 
@@ -90,22 +47,24 @@ impl Pool {
     /// A pool named `name` in logs (e.g. "grpc", "metrics").
     pub fn new(name: &'static str, limits: ConnectionLimits) -> Arc<Pool> {
         Arc::new(Pool {
-            name,
-            limits,
+            seats: Arc::new(Seats {
+                name,
+                limits,
+                open: Mutex::new(HashMap::new()),
+            }),
             slots: Arc::new(Semaphore::new(limits.max_connections.max(1))),
-            open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
         })
     }
 
     /// The pool's bounds.
     pub fn limits(&self) -> ConnectionLimits {
-        self.limits
+        self.seats.limits
     }
 
     /// How many connections are open.
     pub fn open(&self) -> usize {
-        self.open.lock().expect("pool lock").len()
+        self.seats.open.lock().expect("pool lock").len()
     }
 
     /// The connections accepted from `accept`, each holding a place in the pool until it
@@ -125,7 +84,7 @@ impl Pool {
             loop {
                 match accept.next().await? {
                     Ok(io) => {
-                        errors.recovered(pool.name);
+                        errors.recovered(pool.seats.name);
                         let conn = pool.admit(io).await;
                         return Some((Ok(conn), (accept, pool, errors)));
                     }
@@ -134,7 +93,7 @@ impl Pool {
                     // Out of descriptors (or buffers): free one if a connection is idle,
                     // and wait before trying again rather than spin.
                     Err(error) => {
-                        let wait = errors.failed(pool.name, &error);
+                        let wait = errors.failed(pool.seats.name, &error);
                         pool.evict_idlest();
                         tokio::time::sleep(wait).await;
                     }
@@ -151,8 +110,8 @@ impl Pool {
             Err(_) => {
                 if !self.evict_idlest() {
                     debug!(
-                        listener = self.name,
-                        max = self.limits.max_connections,
+                        listener = self.seats.name,
+                        max = self.seats.limits.max_connections,
                         "every connection is busy; waiting for one to end"
                     );
                 }
@@ -171,14 +130,15 @@ impl Pool {
             evicted: AtomicBool::new(false),
             waker: AtomicWaker::new(),
         }));
-        self.open
+        self.seats
+            .open
             .lock()
             .expect("pool lock")
             .insert(id, activity.clone());
         Conn {
             io,
             activity,
-            pool: self.clone(),
+            seats: self.seats.clone(),
             id,
             _permit: permit,
             accepted: Instant::now(),
@@ -192,7 +152,7 @@ impl Pool {
     /// completed its handshake first; false when every connection has a request in
     /// flight.
     fn evict_idlest(&self) -> bool {
-        let open = self.open.lock().expect("pool lock");
+        let open = self.seats.open.lock().expect("pool lock");
         let idlest = open
             .values()
             .filter(|a| !a.0.evicted.load(Ordering::Acquire))

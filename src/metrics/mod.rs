@@ -64,93 +64,115 @@ pub struct Metrics {
 
 impl Metrics {
     fn new() -> Self {
-        let mut registry = Registry::default();
-        let rpcs = Family::<Labels, Counter>::default();
+        let mut metrics = Self {
+            registry: Registry::default(),
+            batch_size: batch_sizes(),
+            rpcs: Family::default(),
+            rpc_duration: Family::new_with_constructor(latency),
+            rpc_attempts: Family::new_with_constructor(attempts),
+            outcomes: Family::default(),
+            conflicts: Counter::default(),
+            memory_lookups: Family::default(),
+            memory_stale: Counter::default(),
+            api_requests: Family::default(),
+            api_duration: Family::new_with_constructor(latency),
+            breaker_state: Gauge::default(),
+            breaker_transitions: Family::default(),
+            ratelimit_wait: latency(),
+            in_flight: Gauge::default(),
+        };
+        // In this order, which is the order of the exposition and of docs/metrics.md.
+        metrics.register_writes();
+        metrics.register_api_client();
+        metrics.register_process();
+        metrics
+    }
+
+    /// The RPCs and the writes they make.
+    fn register_writes(&mut self) {
+        let registry = &mut self.registry;
         registry.register(
             "safewrite_rpcs",
             "RPCs finished, by method and gRPC code",
-            rpcs.clone(),
+            self.rpcs.clone(),
         );
-        let rpc_duration: Histograms = Family::new_with_constructor(latency);
         registry.register_with_unit(
             "safewrite_rpc_duration",
             "RPC latency, by method",
             Unit::Seconds,
-            rpc_duration.clone(),
+            self.rpc_duration.clone(),
         );
-        let rpc_attempts: Histograms = Family::new_with_constructor(attempts);
         registry.register(
             "safewrite_rpc_attempts",
             "Attempts per finished RPC, by method",
-            rpc_attempts.clone(),
+            self.rpc_attempts.clone(),
         );
-        let outcomes = Family::<Labels, Counter>::default();
         registry.register(
             "safewrite_write_outcomes",
             "Successful RPCs by outcome",
-            outcomes.clone(),
+            self.outcomes.clone(),
         );
-        let batch_size = batch_sizes();
         registry.register(
             "safewrite_batch_size",
             "Requests carried by each write of a group commit",
-            batch_size.clone(),
+            self.batch_size.clone(),
         );
-        let conflicts = Counter::default();
         registry.register(
             "safewrite_conflicts",
             "409 Conflict answers met",
-            conflicts.clone(),
+            self.conflicts.clone(),
         );
-        let memory_lookups = Family::<Labels, Counter>::default();
         registry.register(
             "safewrite_memory_lookups",
             "Writes that looked for a remembered copy of their object, by result",
-            memory_lookups.clone(),
+            self.memory_lookups.clone(),
         );
-        let memory_stale = Counter::default();
         registry.register(
             "safewrite_memory_stale",
             "Remembered copies that turned out stale",
-            memory_stale.clone(),
+            self.memory_stale.clone(),
         );
-        let api_requests = Family::<Labels, Counter>::default();
+    }
+
+    /// The requests to the API server and the layers they pass.
+    fn register_api_client(&mut self) {
+        let registry = &mut self.registry;
         registry.register(
             "safewrite_api_requests",
             "Requests to the API server by verb and HTTP code",
-            api_requests.clone(),
+            self.api_requests.clone(),
         );
-        let api_duration: Histograms = Family::new_with_constructor(latency);
         registry.register_with_unit(
             "safewrite_api_request_duration",
             "API request latency by verb (rate-limit waits excluded)",
             Unit::Seconds,
-            api_duration.clone(),
+            self.api_duration.clone(),
         );
-        let breaker_state = Gauge::default();
         registry.register(
             "safewrite_breaker_state",
             "Circuit breaker state: 0 closed, 1 half-open, 2 open",
-            breaker_state.clone(),
+            self.breaker_state.clone(),
         );
-        let breaker_transitions = Family::<Labels, Counter>::default();
         registry.register(
             "safewrite_breaker_transitions",
             "Circuit breaker state changes, by the state entered",
-            breaker_transitions.clone(),
+            self.breaker_transitions.clone(),
         );
-        let ratelimit_wait = latency();
         registry.register_with_unit(
             "safewrite_ratelimit_wait",
             "Time requests waited for the shared rate limiter (waits > 0 only)",
             Unit::Seconds,
-            ratelimit_wait.clone(),
+            self.ratelimit_wait.clone(),
         );
-        let in_flight = Gauge::<i64, AtomicI64>::default();
+    }
+
+    /// The process: its RPCs in flight, its build and the standard `process_*` metrics.
+    fn register_process(&mut self) {
+        let registry = &mut self.registry;
         registry.register(
             "safewrite_rpcs_in_flight",
             "RPCs in flight, open transactions included",
-            in_flight.clone(),
+            self.in_flight.clone(),
         );
         registry.register(
             "safewrite_build",
@@ -158,23 +180,6 @@ impl Metrics {
             Info::new(build_labels()),
         );
         registry.register_collector(Box::new(crate::process::ProcessCollector));
-        Self {
-            registry,
-            batch_size,
-            rpcs,
-            rpc_duration,
-            rpc_attempts,
-            outcomes,
-            conflicts,
-            memory_lookups,
-            memory_stale,
-            api_requests,
-            api_duration,
-            breaker_state,
-            breaker_transitions,
-            ratelimit_wait,
-            in_flight,
-        }
     }
 
     /// An RPC on `subresource` (`main`, `status`, `unknown`) finished with `code` and

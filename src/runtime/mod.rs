@@ -17,16 +17,19 @@ pub mod unix_socket;
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::service::Routes;
 use tonic::transport::Server;
 use tonic::transport::server::{TcpConnectInfo, TcpIncoming, UdsConnectInfo};
 use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
 use tower::layer::util::{Identity, Stack};
 use tracing::{info, warn};
 
@@ -103,37 +106,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .map(unix_socket::resolve_group)
         .transpose()?;
     let client = kube_client::connect(&args.client).await?;
-
-    let tcp = TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: args.listen,
-            source,
-        })?;
-    let local = tcp.local_addr().map_err(|source| ServeError::Listen {
-        addr: args.listen,
-        source,
-    })?;
-    let unix = match &args.unix_socket {
-        Some(path) => Some((
-            unix_socket::bind(path, args.unix_socket_mode, socket_group).await?,
-            path.clone(),
-        )),
-        None => None,
-    };
-
-    let metrics_listener = match args.metrics_listen {
-        MetricsListen::Off => None,
-        MetricsListen::At(addr) => {
-            let listener = TcpListener::bind(addr)
-                .await
-                .map_err(|source| ServeError::MetricsListen { addr, source })?;
-            let local = listener
-                .local_addr()
-                .map_err(|source| ServeError::MetricsListen { addr, source })?;
-            Some((listener, local))
-        }
-    };
+    let listeners = Listeners::bind(&args, socket_group).await?;
 
     // Configuration that fails ends the process with one line; from here on it serves.
     startup::log(&args, &policy, token.as_ref()).await;
@@ -149,8 +122,77 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         stop_rx.clone(),
     ));
 
+    let engine = Engine::new(client, engine_config(&args));
+    let routes = grpc_routes(&args, engine, policy, token.clone(), Routes::new(health))?;
+    if let Some(token) = token {
+        tokio::spawn(token.reload(stop_rx.clone()));
+    }
+    let servers = start_servers(&args, listeners, routes, &reporter, &stop_rx);
+    drain(&args, &mut signals, servers, &reporter, stop_tx).await
+}
+
+/// The listeners of `safewrite serve`, bound before it logs its settings.
+struct Listeners {
+    tcp: TcpListener,
+    /// The address `tcp` is bound to (the port chosen when `--listen` said 0).
+    local: SocketAddr,
+    unix: Option<(UnixListener, PathBuf)>,
+    metrics: Option<(TcpListener, SocketAddr)>,
+}
+
+impl Listeners {
+    /// Binds `--listen`, `--unix-socket` (with its mode and `group`) and
+    /// `--metrics-listen`.
+    async fn bind(args: &ServeArgs, group: Option<u32>) -> Result<Listeners, ServeError> {
+        let tcp = TcpListener::bind(args.listen)
+            .await
+            .map_err(|source| ServeError::Listen {
+                addr: args.listen,
+                source,
+            })?;
+        let local = tcp.local_addr().map_err(|source| ServeError::Listen {
+            addr: args.listen,
+            source,
+        })?;
+        let unix = match &args.unix_socket {
+            Some(path) => Some((
+                unix_socket::bind(path, args.unix_socket_mode, group).await?,
+                path.clone(),
+            )),
+            None => None,
+        };
+        let metrics = match args.metrics_listen {
+            MetricsListen::Off => None,
+            MetricsListen::At(addr) => {
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::MetricsListen { addr, source })?;
+                let local = listener
+                    .local_addr()
+                    .map_err(|source| ServeError::MetricsListen { addr, source })?;
+                Some((listener, local))
+            }
+        };
+        Ok(Listeners {
+            tcp,
+            local,
+            unix,
+            metrics,
+        })
+    }
+}
+
+/// The gRPC services added to `routes` (which holds grpc.health.v1): the writer
+/// service behind its edge (the token, refusals before a handler) and server reflection.
+fn grpc_routes(
+    args: &ServeArgs,
+    engine: Engine,
+    policy: AllowList,
+    token: Option<Token>,
+    routes: Routes,
+) -> Result<Routes, ServeError> {
     let writer = WriterService::new(
-        Engine::new(client, engine_config(&args)),
+        engine,
         args.max_in_flight as usize,
         transact::TransactLimits {
             idle: args.transact_idle_timeout,
@@ -171,53 +213,59 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .build_v1alpha()
         .map_err(ServeError::Reflection)?;
     let max_request_bytes = args.max_request_bytes as usize;
-    let routes = Routes::new(health)
+    Ok(routes
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(Edge::new(
             WriterServiceServer::new(writer).max_decoding_message_size(max_request_bytes),
             max_request_bytes,
-            token.clone(),
+            token,
         ))
-        .prepare();
-    if let Some(token) = token {
-        tokio::spawn(token.reload(stop_rx.clone()));
-    }
+        .prepare())
+}
 
+/// What serves: the gRPC servers on the TCP listener and the unix socket, and
+/// `/metrics`; each logs its address once it is served (the metrics one first: a
+/// supervisor that waits for the gRPC address then knows both).
+fn start_servers(
+    args: &ServeArgs,
+    listeners: Listeners,
+    routes: Routes,
+    reporter: &HealthReporter,
+    stop_rx: &watch::Receiver<bool>,
+) -> JoinSet<Result<(), tonic::transport::Error>> {
     // One budget for the request bytes in flight on both gRPC listeners.
     let receiving = receive::Budget::new(args.max_receiving_bytes as usize, args.receive_timeout);
     // One pool for the gRPC listeners (TCP and unix socket), one for /metrics.
-    let (grpc_limits, metrics_limits) = connection_limits(&args);
+    let (grpc_limits, metrics_limits) = connection_limits(args);
     let grpc = Pool::new("grpc", grpc_limits);
-    // The metrics address is logged first: a supervisor that waits for the gRPC address
-    // then knows both.
-    if let Some((listener, address)) = metrics_listener {
+    if let Some((listener, address)) = listeners.metrics {
         let pool = Pool::new("metrics", metrics_limits);
         let health = tonic_health::server::HealthService::from_health_reporter(reporter.clone());
         tokio::spawn(metrics::serve(listener, pool, health, stop_rx.clone()));
         info!(%address, transport = "http", path = "/metrics", "metrics listening");
     }
-    let mut servers = tokio::task::JoinSet::new();
+    let mut servers = JoinSet::new();
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     servers.spawn(
-        grpc_server::<TcpConnectInfo>(&args, &receiving).serve_with_incoming_shutdown(
+        grpc_server::<TcpConnectInfo>(args, &receiving).serve_with_incoming_shutdown(
             routes.clone(),
             grpc.incoming(
                 // No Nagle: a unary RPC is one small write each way, and waiting for the
                 // peer's delayed ACK would add ~40 ms to every call.
-                TcpIncoming::from(tcp)
+                TcpIncoming::from(listeners.tcp)
                     .with_nodelay(Some(true))
-                    .with_keepalive(keepalive(&args)),
+                    .with_keepalive(keepalive(args)),
             ),
             stopped(stop_rx.clone()),
         ),
     );
-    info!(address = %local, transport = "tcp", "listening");
-    if let Some((listener, path)) = unix {
+    info!(address = %listeners.local, transport = "tcp", "listening");
+    if let Some((listener, path)) = listeners.unix {
         servers.spawn(
-            grpc_server::<UdsConnectInfo>(&args, &receiving).serve_with_incoming_shutdown(
+            grpc_server::<UdsConnectInfo>(args, &receiving).serve_with_incoming_shutdown(
                 routes,
                 grpc.incoming(UnixListenerStream::new(listener)),
                 stopped(stop_rx.clone()),
@@ -230,8 +278,19 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             "listening"
         );
     }
+    servers
+}
 
-    // Serve until a signal, or until a listener fails on its own.
+/// Serves until a signal, or until a listener fails on its own; then reports not
+/// serving, stops the listeners and drains in-flight RPCs within `--shutdown-grace` (a
+/// second signal cuts them off). The error of a listener that failed first is returned.
+async fn drain(
+    args: &ServeArgs,
+    signals: &mut Signals,
+    mut servers: JoinSet<Result<(), tonic::transport::Error>>,
+    reporter: &HealthReporter,
+    stop_tx: watch::Sender<bool>,
+) -> Result<(), ServeError> {
     let early = tokio::select! {
         name = signals.recv() => {
             info!(signal = name, grace = ?args.shutdown_grace, "draining in-flight RPCs");
@@ -239,7 +298,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         }
         Some(result) = servers.join_next() => Some(result),
     };
-    readiness::set_all(&reporter, ServingStatus::NotServing).await;
+    readiness::set_all(reporter, ServingStatus::NotServing).await;
     let _ = stop_tx.send(true);
 
     let mut outcome = Ok(());

@@ -26,7 +26,9 @@ use tonic_types::StatusExt as _;
 
 use super::receive;
 use super::respond;
+use super::rpc::grpc_timeout_of;
 use crate::auth::Token;
+use crate::deadline::CallDeadline;
 use crate::{metrics, telemetry};
 
 /// Wraps the tonic service of `safewrite.v1.WriterService`; see the module docs.
@@ -163,7 +165,7 @@ where
                 Ok(status.into_http())
             });
         }
-        let timeout = crate::service::grpc_timeout_of(request.headers());
+        let timeout = grpc_timeout_of(request.headers());
         if let Some(timeout) = timeout
             && timeout < crate::deadline::MIN_ANSWER_MARGIN
         {
@@ -176,7 +178,7 @@ where
         request.extensions_mut().insert(reached.clone());
         request
             .extensions_mut()
-            .insert(crate::deadline::CallDeadline::after(timeout));
+            .insert(CallDeadline::after(timeout));
         // Only the trace context is needed, and only for a refusal.
         let trace = trace_context(request.headers());
         let max_request_bytes = self.max_request_bytes;

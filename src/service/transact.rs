@@ -20,12 +20,12 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
+use super::rpc::{Admission, finish_rpc, write_result};
 use crate::deadline::CallDeadline;
 use crate::engine::mutation::{self, FieldViolation, Mutation};
 use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
 use crate::pb;
 use crate::service::respond;
-use crate::service::{Admission, finish_rpc, write_result};
 use tracing::{Instrument as _, Span};
 
 /// The bounds a transaction's caller must keep.
@@ -161,7 +161,15 @@ impl Mutator for StreamMutator {
         if self.outbound.send(Ok(offer)).await.is_err() {
             return Err(Failure::Cancelled("the caller went away".into()));
         }
-        // The caller's deadline, or the idle bound when it comes first.
+        let proposal = self.proposal(attempt).await?;
+        proposed_change(proposal.change, fresh, creating, self.deadline).await
+    }
+}
+
+impl StreamMutator {
+    /// The caller's proposal for the fresh object of `attempt`, waited for until the
+    /// caller's deadline or the idle bound, whichever comes first.
+    async fn proposal(&mut self, attempt: u32) -> Result<pb::TransactProposal, Failure> {
         let idle_until = Instant::now() + self.limits.idle;
         let until = self.deadline.map_or(idle_until, |d| d.min(idle_until));
         let answer = match tokio::time::timeout_at(until, self.inbound.message()).await {
@@ -211,40 +219,51 @@ impl Mutator for StreamMutator {
                 ),
             )));
         }
-        use pb::transact_proposal::Change as Proposed;
-        match proposal.change {
-            Some(Proposed::ObjectJson(text)) => {
-                let object = mutation::parse_json("proposal.object_json", &text)
-                    .map_err(Failure::Invalid)?;
-                if !object.is_object() {
-                    return Err(Failure::Invalid(FieldViolation::new(
-                        "proposal.object_json",
-                        "must be a JSON object",
-                    )));
-                }
-                Ok(Change::Object(object))
+        Ok(proposal)
+    }
+}
+
+/// The change a proposal makes to `fresh` (`creating` when there is no object yet): a
+/// whole object, a mutation applied within `deadline`, or an abort.
+async fn proposed_change(
+    change: Option<pb::transact_proposal::Change>,
+    fresh: &Value,
+    creating: bool,
+    deadline: Option<Instant>,
+) -> Result<Change, Failure> {
+    use pb::transact_proposal::Change as Proposed;
+    match change {
+        Some(Proposed::ObjectJson(text)) => {
+            let object =
+                mutation::parse_json("proposal.object_json", &text).map_err(Failure::Invalid)?;
+            if !object.is_object() {
+                return Err(Failure::Invalid(FieldViolation::new(
+                    "proposal.object_json",
+                    "must be a JSON object",
+                )));
             }
-            Some(Proposed::Mutation(m)) => {
-                let mutation = Mutation::from_proto("proposal.mutation", Some(&m))
-                    .map_err(Failure::Invalid)?;
-                if matches!(mutation, Mutation::Apply { .. }) {
-                    return Err(Failure::Invalid(FieldViolation::new(
-                        "proposal.mutation.apply",
-                        "server-side apply is not a Transact proposal: use UpdateWithRetry",
-                    )));
-                }
-                let current = if creating { Value::Null } else { fresh.clone() };
-                mutation
-                    .apply(fresh, self.deadline)
-                    .await
-                    .map(Change::Object)
-                    .map_err(|e| mutation_failure(e, current))
-            }
-            Some(Proposed::Abort(_)) => Ok(Change::Abort),
-            None => Err(Failure::Invalid(FieldViolation::new(
-                "proposal.change",
-                "set one of object_json, mutation or abort",
-            ))),
+            Ok(Change::Object(object))
         }
+        Some(Proposed::Mutation(m)) => {
+            let mutation =
+                Mutation::from_proto("proposal.mutation", Some(&m)).map_err(Failure::Invalid)?;
+            if matches!(mutation, Mutation::Apply { .. }) {
+                return Err(Failure::Invalid(FieldViolation::new(
+                    "proposal.mutation.apply",
+                    "server-side apply is not a Transact proposal: use UpdateWithRetry",
+                )));
+            }
+            let current = if creating { Value::Null } else { fresh.clone() };
+            mutation
+                .apply(fresh, deadline)
+                .await
+                .map(Change::Object)
+                .map_err(|e| mutation_failure(e, current))
+        }
+        Some(Proposed::Abort(_)) => Ok(Change::Abort),
+        None => Err(Failure::Invalid(FieldViolation::new(
+            "proposal.change",
+            "set one of object_json, mutation or abort",
+        ))),
     }
 }

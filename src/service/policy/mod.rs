@@ -31,36 +31,13 @@
 mod file;
 mod rule;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+pub use file::PolicyError;
 pub use rule::{Operation, Rule, RuleError};
 use rule::{group_kind, is_secret, subresource_name};
 
 use crate::engine::{Subresource, WriteSpec};
-
-/// Why a policy could not be loaded. Each is a configuration problem reported in one
-/// line at start.
-#[derive(Debug, thiserror::Error)]
-pub enum PolicyError {
-    /// The policy file could not be read.
-    #[error("failed to read policy file {}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The policy file is not YAML or JSON of the expected shape.
-    #[error("failed to load policy file {}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
-    /// A rule of the policy file does not parse.
-    #[error("failed to load policy file {}: rule {index}: {source}", path.display())]
-    Rule {
-        path: PathBuf,
-        index: usize,
-        #[source]
-        source: RuleError,
-    },
-}
 
 /// What callers may write.
 #[derive(Debug, Clone)]
@@ -110,11 +87,7 @@ impl AllowList {
     pub fn load(rules: &[Rule], file: Option<&Path>) -> Result<AllowList, PolicyError> {
         let mut all = rules.to_vec();
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            all.extend(file::parse_file(path, &text)?);
+            all.extend(file::load(path)?);
         }
         if rules.is_empty() && file.is_none() {
             return Ok(AllowList::default());

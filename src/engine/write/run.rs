@@ -5,7 +5,10 @@
 //! the policy's attempts and by each member's deadline (never slept past); answers no
 //! retry can fix end the member at once. A fold that changes nothing writes nothing.
 
+use std::sync::Arc;
+
 use opentelemetry::trace::TraceContextExt as _;
+use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -26,7 +29,7 @@ use crate::engine::mutation::Mutation;
 use crate::engine::result::Written;
 use crate::engine::spans::{attempt_span, record_failure};
 use crate::engine::spec::{Subresource, WriteSpec};
-use crate::target::Verb;
+use crate::target::{ObjectPath, Verb};
 
 /// Where a batch's members come from between attempts, and where those sent back go.
 pub(crate) trait Company: Sync {
@@ -129,6 +132,39 @@ async fn attempt(api: &Api, members: &mut [Member]) -> End {
         .await;
         return End::Single(step);
     }
+    let started = match start(api, members).await {
+        Ok(started) => started,
+        Err(end) => return end,
+    };
+    let has_status = members[0].resolved.has_status;
+    let (body, verdicts) = {
+        let mut turns: Vec<_> = members.iter_mut().map(Member::turn).collect();
+        fold(&started.fresh, has_status, &mut turns).await
+    };
+    let changed = verdicts
+        .iter()
+        .filter(|v| matches!(v, Verdict::Changed(_)))
+        .count();
+    if changed == 0 {
+        return unwritten(api, members, started, verdicts).await;
+    }
+    write(api, members, started, (body, verdicts, changed)).await
+}
+
+/// What an attempt starts from: the object (read live or remembered) and the request's
+/// place in the loop.
+struct Started {
+    request: ObjectPath,
+    deadline: Option<Instant>,
+    made: u32,
+    fresh: Arc<Value>,
+    source: Source,
+    version: String,
+}
+
+/// The object the batch's attempt starts from: the remembered copy unless a member
+/// must read live, else a live read; or the end of the attempt when the read ends it.
+async fn start(api: &Api, members: &mut [Member]) -> Result<Started, End> {
     let deadline = latest_deadline(members.iter());
     let made = members[0].attempts.made();
     let request = members[0].request.clone();
@@ -139,38 +175,70 @@ async fn attempt(api: &Api, members: &mut [Member]) -> End {
     let (read, source) = api.start_from(&request, deadline, made, read_live).await;
     let fresh = match read {
         Read::Found(object) => object,
-        Read::Ended(answer, step) => return End::Read(answer, step),
-        Read::Missing(answer) => return End::Missing(answer),
+        Read::Ended(answer, step) => return Err(End::Read(answer, step)),
+        Read::Missing(answer) => return Err(End::Missing(answer)),
     };
     let version = resource_version(&fresh);
     Span::current().record("safewrite.resource_version.read", version.as_str());
     for member in members.iter_mut() {
         member.attempts.current().resource_version_read = version.clone();
     }
-    let has_status = members[0].resolved.has_status;
-    let (body, verdicts) = {
-        let mut turns: Vec<_> = members.iter_mut().map(Member::turn).collect();
-        fold(&fresh, has_status, &mut turns).await
+    Ok(Started {
+        request,
+        deadline,
+        made,
+        fresh,
+        source,
+        version,
+    })
+}
+
+/// Nothing to write: every answer is decided by the object read, once a live read
+/// confirms a remembered copy (for the members whose answer the object decides; a
+/// failure of a member's own is answered as it is).
+async fn unwritten(
+    api: &Api,
+    members: &mut [Member],
+    started: Started,
+    verdicts: Vec<Verdict>,
+) -> End {
+    let Started {
+        request,
+        made,
+        fresh,
+        source,
+        version,
+        ..
+    } = started;
+    let (confirm, deadline) = deciding(members, &verdicts, source);
+    let confirmed = match confirm {
+        true => Some(api.confirm(&request, &version, deadline, made).await),
+        false => None,
     };
-    let changed = verdicts
-        .iter()
-        .filter(|v| matches!(v, Verdict::Changed(_)))
-        .count();
-    if changed == 0 {
-        // Nothing to write: every answer is decided by the object read, once a live
-        // read confirms a remembered copy (for the members whose answer the object
-        // decides; a failure of a member's own is answered as it is).
-        let (confirm, deadline) = deciding(members, &verdicts, source);
-        let confirmed = match confirm {
-            true => Some(api.confirm(&request, &version, deadline, made).await),
-            false => None,
-        };
-        return End::Unwritten {
-            verdicts,
-            fresh,
-            confirmed,
-        };
+    End::Unwritten {
+        verdicts,
+        fresh,
+        confirmed,
     }
+}
+
+/// Writes the fold's body (`changed` members' changes) in one PUT and says how that
+/// ended. A refusal of what a remembered copy made (a 422 on a field since changed)
+/// stands only once a live read shows the copy current.
+async fn write(
+    api: &Api,
+    members: &mut [Member],
+    started: Started,
+    (body, verdicts, changed): (Value, Vec<Verdict>, usize),
+) -> End {
+    let Started {
+        request,
+        deadline,
+        made,
+        fresh,
+        source,
+        version,
+    } = started;
     let size = members.len() as u32;
     for member in members.iter_mut() {
         member.attempts.current().batch_size = size;
@@ -201,8 +269,6 @@ async fn attempt(api: &Api, members: &mut [Member]) -> End {
         },
         (AfterWrite::Written(Err(failure)), _) => End::BadAnswer(failure),
         (_, Sent::Answer(answer)) => {
-            // A refusal of what a remembered copy made (a 422 on a field since changed)
-            // stands only once a live read shows the copy current.
             let final_refusal = !is_ambiguous(&answer)
                 && !crate::engine::classify::decision(&answer).is_retryable();
             if source == Source::Remembered && final_refusal {

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use safewrite::engine::cel::Cel;
+use safewrite::mutation::cel::Cel;
 use std::sync::LazyLock;
 
 #[path = "common.rs"]

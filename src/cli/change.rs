@@ -273,7 +273,7 @@ fn list_entry(flag: &str, text: &str, remove: bool) -> Result<pb::ListEntryChang
             Ok(other) => {
                 return Err(bad(&format!(
                     "the JSON after the = is {}, not an object of the entry's fields",
-                    crate::engine::mutation::type_name(&other)
+                    crate::mutation::type_name(&other)
                 )));
             }
             Err(error) => {

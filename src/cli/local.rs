@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::exec::{self, Proposal};
 use super::{Class, Fail, Request, Verb, WriteArgs};
-use crate::engine::mutation::FieldViolation;
 use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
+use crate::mutation::FieldViolation;
 use crate::pb;
 use crate::service::respond;
 use crate::service::validate::{RequestParts, validate_parts};

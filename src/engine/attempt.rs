@@ -222,7 +222,7 @@ impl Engine {
                     // A dry run changed nothing: the copy, if any, stays what it was.
                     Ok(_) if spec.dry_run => {}
                     // The write let the API server delete the object: nothing to remember.
-                    Ok(object) if crate::engine::entries::is_gone(object) => {
+                    Ok(object) if crate::mutation::entries::is_gone(object) => {
                         self.memory.forget(key)
                     }
                     Ok(object) => self.remember(request, object, answer),

@@ -12,7 +12,7 @@ use super::run::Attempted;
 use super::spec::WriteSpec;
 use crate::client::apiserver::Answer;
 use crate::engine::classify::Decision;
-use crate::engine::mutation::Mutation;
+use crate::mutation::Mutation;
 use serde_json::Value;
 
 /// The batch was decided on a remembered copy that turned out stale: every member goes

@@ -10,7 +10,7 @@ use super::result::AttemptRecord;
 use crate::client::apiserver::RequestError;
 use crate::client::discovery::DiscoveryError;
 use crate::engine::classify::{self, Decision};
-use crate::engine::mutation::{ApplyError, FieldViolation};
+use crate::mutation::{ApplyError, FieldViolation};
 
 /// A failed write: why, and the attempts made.
 #[derive(Debug, thiserror::Error)]

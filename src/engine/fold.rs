@@ -12,7 +12,8 @@ use super::body::{main_body, resource_version, status_body};
 use super::error::Failure;
 use super::result::{Done, Outcome};
 use super::spec::{Change, Declarative, Mutator, Subresource, WriteSpec};
-use crate::engine::{entries, idempotency};
+use crate::engine::idempotency;
+use crate::mutation::entries;
 
 /// The caller's own code as a member's mutation (Transact, `--exec`): a [`Mutator`]
 /// behind a pointer, so that one loop carries it and declarative members alike.
@@ -308,8 +309,8 @@ mod tests {
     use super::*;
     use crate::backoff::Backoff;
     use crate::engine::MAX_MEMBERS;
-    use crate::engine::mutation::{Cel, Mutation};
     use crate::engine::spec::configmap_write;
+    use crate::mutation::{Cel, Mutation};
 
     fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
         let policy = super::super::RetryPolicy {

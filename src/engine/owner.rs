@@ -9,8 +9,8 @@ use super::Engine;
 use super::attempt::Sent;
 use super::decide::Step;
 use super::error::{Failure, Unresolved, WriteError, unresolved};
-use super::mutation::{EntryChange, FieldViolation, Mutation};
 use super::spec::WriteSpec;
+use crate::mutation::{EntryChange, FieldViolation, Mutation};
 use crate::target::{Namespace, ResourcePath, Verb, WriteParams};
 
 const FIELD: &str = "mutation.owner_reference.owner";
@@ -47,7 +47,7 @@ impl Engine {
     async fn owner_uid(
         &self,
         spec: &WriteSpec,
-        owner: &super::entries::Owner,
+        owner: &crate::mutation::entries::Owner,
         deadline: Option<Instant>,
     ) -> Result<String, Failure> {
         let resolved = match self

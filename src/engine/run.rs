@@ -27,7 +27,7 @@ use super::fold::{Verdict, answer_each, fold, verdict_of_the_object};
 use super::memory::Source;
 use super::spec::Subresource;
 use crate::engine::classify::Decision;
-use crate::engine::mutation::Mutation;
+use crate::mutation::Mutation;
 use crate::target::Verb;
 
 /// Where a batch's members come from between attempts, and where those sent back go.

@@ -20,7 +20,7 @@ use crate::backoff::Backoff;
 use crate::client::breaker::BreakerConfig;
 use crate::client::timeout::Handoff;
 use crate::client::{StackConfig, over};
-use crate::engine::mutation::{Cel, Mutation};
+use crate::mutation::{Cel, Mutation};
 use crate::target::FieldManager;
 
 const OBJECT: &str = "/api/v1/namespaces/default/configmaps/o";

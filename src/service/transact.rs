@@ -20,8 +20,8 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
-use crate::engine::mutation::{self, FieldViolation, Mutation};
 use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
+use crate::mutation::{self, FieldViolation, Mutation};
 use crate::pb;
 use crate::service::respond;
 use crate::service::{Admission, finish_rpc, write_result};

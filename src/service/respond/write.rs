@@ -10,8 +10,8 @@ use super::Answer;
 use crate::client::RequestError;
 use crate::client::discovery::DiscoveryError;
 use crate::engine::classify::Decision;
-use crate::engine::mutation::{ApplyError, FieldViolation};
 use crate::engine::{Failure, WriteError};
+use crate::mutation::{ApplyError, FieldViolation};
 use crate::pb::Reason;
 
 /// Maps a failed write to its gRPC status. The one place codes are chosen for writes.

@@ -51,7 +51,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::engine::mutation::{ApplyError, FieldViolation};
+use crate::mutation::{ApplyError, FieldViolation};
 
 mod bound;
 mod compile;
@@ -348,7 +348,7 @@ impl Cel {
         match self.evaluate(fresh, deadline).await? {
             Value::Bool(b) => Ok(b),
             other => Err(ApplyError::CelNotABool(
-                crate::engine::mutation::type_name(&other).into(),
+                crate::mutation::type_name(&other).into(),
             )),
         }
     }

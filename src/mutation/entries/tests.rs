@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use super::*;
-use crate::engine::mutation::FieldViolation;
+use crate::mutation::FieldViolation;
 use crate::pb;
 
 fn at(seconds: u64) -> SystemTime {

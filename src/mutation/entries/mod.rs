@@ -22,8 +22,8 @@ use serde_json::{Map, Value};
 
 mod parse;
 
-use crate::engine::cel::short;
-use crate::engine::mutation::{ApplyError, type_name};
+use crate::mutation::cel::short;
+use crate::mutation::{ApplyError, type_name};
 use crate::target::{ApiVersion, Kind, Name};
 
 /// Where conditions are when the request names no path.

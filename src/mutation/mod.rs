@@ -5,16 +5,19 @@
 //! - JSON merge patch (RFC 7386).
 //! - CEL: an expression over `object` (the fresh object) returning a map that is merged
 //!   into it, so read-dependent changes ("increment", "append if absent") work from any
-//!   language. Compiled and evaluated by [`crate::engine::cel`], which bounds stack, cost,
+//!   language. Compiled and evaluated by [`crate::mutation::cel`], which bounds stack, cost,
 //!   memory, time and concurrency (see there).
 //! - Server-side apply: carried as a configuration; the API server merges it.
+
+pub mod cel;
+pub mod entries;
 
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::engine::cel::short;
-pub use crate::engine::cel::{CEL_MAX_SOURCE, CEL_TIME_LIMIT, Cel};
-pub use crate::engine::entries::EntryChange;
+use crate::mutation::cel::short;
+pub use crate::mutation::cel::{CEL_MAX_SOURCE, CEL_TIME_LIMIT, Cel};
+pub use crate::mutation::entries::EntryChange;
 
 /// The longest excerpt of the request a message quotes (a message is sent back in gRPC
 /// metadata, which has a size limit).
@@ -115,7 +118,7 @@ pub enum Mutation {
     /// A CEL expression returning a merge patch.
     Cel(Cel),
     /// A change to one entry of a list: conditions, finalizers, owner references, keyed
-    /// list entries ([`crate::engine::entries`]).
+    /// list entries ([`crate::mutation::entries`]).
     Entry(EntryChange),
 }
 

@@ -7,9 +7,9 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, Expr, LiteralValue, operators};
 use serde_json::Value;
 
+use super::ast::{Kind, comprehension_kind, entry_exprs, optional_call};
 use super::bound::Bound;
-use super::compile::{Kind, comprehension_kind, entry_exprs, optional_call};
-use super::*;
+use super::limits::{EXACT_VISITS, NODE, PATTERN_SIZE_LIMIT, VALUE};
 
 /// The estimate of one node: what evaluating it may cost, a bound of its value, and,
 /// when it is read from `object` by a static path, the nodes of the fresh object it is

@@ -5,7 +5,8 @@ use std::fmt::{self, Write as _};
 
 use cel::parser::pratt_parser::{Lexer, TokenKind};
 
-use super::*;
+use super::limits::{EXCERPT, MAX_CHAIN, MAX_NESTING, MAX_SCANNED_DEPTH};
+use crate::mutation::value::{floor_char, short};
 
 /// One pass over the tokens, before parsing: refuses nesting the parser would recurse
 /// into, postfix chains it would copy quadratically, and operator runs that would make
@@ -169,30 +170,6 @@ fn excerpt_at(source: &str, offset: usize) -> String {
     let open = if start > 0 { "…" } else { "" };
     let close = if end < source.len() { "…" } else { "" };
     format!("line {line}, column {column}, near \"{open}{text}{close}\"")
-}
-
-fn floor_char(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-/// At most `max` bytes of `text`, whitespace collapsed, with `…` when cut.
-pub fn short(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    for word in text.split_whitespace() {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
-        if out.len() > max {
-            out.truncate(floor_char(&out, max));
-            out.push('…');
-            break;
-        }
-    }
-    out
 }
 
 /// At most `max` bytes of `value`'s display, without formatting the rest of it.

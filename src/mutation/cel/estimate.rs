@@ -4,42 +4,15 @@
 use std::collections::HashMap;
 
 use cel::IdedExpr;
-use cel::common::ast::{CallExpr, ComprehensionExpr, Expr, LiteralValue, operators};
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, Expr, ListExpr, LiteralValue, MapExpr, SelectExpr, operators,
+};
 use serde_json::Value;
 
 use super::ast::{Kind, comprehension_kind, entry_exprs, optional_call};
 use super::bound::Bound;
-use super::limits::{EXACT_VISITS, NODE, PATTERN_SIZE_LIMIT, VALUE};
-
-/// The estimate of one node: what evaluating it may cost, a bound of its value, and,
-/// when it is read from `object` by a static path, the nodes of the fresh object it is
-/// one of (one node for `object.spec`; every element for the variable of a loop over
-/// `object.spec.items`). Empty when unknown.
-#[derive(Clone)]
-struct Estimate<'j> {
-    cost: u64,
-    bound: Bound,
-    exact: Vec<&'j Value>,
-}
-
-impl Estimate<'_> {
-    fn of(cost: u64, bound: Bound) -> Self {
-        Estimate {
-            cost,
-            bound,
-            exact: Vec::new(),
-        }
-    }
-}
-
-/// Whether evaluating `expr` builds a new value (so putting it in a list or map moves
-/// it) rather than borrowing one (which is then copied).
-fn builds(expr: &IdedExpr) -> bool {
-    matches!(
-        expr.expr,
-        Expr::List(_) | Expr::Map(_) | Expr::Comprehension(_)
-    )
-}
+use super::cost::{Estimate, Operands, builds, function, sum};
+use super::limits::{EXACT_VISITS, NODE, VALUE};
 
 /// Estimates the cost of evaluating an AST on one fresh object (or on the smallest
 /// object, when there is none: a lower bound of every later estimate).
@@ -152,247 +125,186 @@ impl<'j> Estimator<'j> {
                     _ => Bound::SCALAR,
                 },
             ),
-            Expr::Ident(name) => {
-                if let Some((_, bound, exact)) = self.scope.iter().rev().find(|(n, ..)| n == name) {
-                    let (bound, exact) = (*bound, exact.clone());
-                    let exact = if self.follow(exact.len()) {
-                        exact
-                    } else {
-                        Vec::new()
-                    };
-                    return Estimate {
-                        cost: NODE,
-                        bound,
-                        exact,
-                    };
-                }
-                if name == "object" {
-                    return match self.fresh {
-                        Some(fresh) => self.exact(NODE, vec![fresh]),
-                        None => Estimate::of(NODE, Bound::SCALAR),
-                    };
-                }
-                Estimate::of(NODE, Bound::SCALAR)
-            }
-            Expr::Select(select) => {
-                let operand = self.estimate(&select.operand);
-                let cost = operand
-                    .cost
-                    .saturating_add(NODE)
-                    .saturating_add(select.field.len() as u64);
-                if select.test {
-                    return Estimate::of(cost, Bound::SCALAR);
-                }
-                if operand.exact.is_empty() || !self.follow(operand.exact.len()) {
-                    return Estimate::of(cost, operand.bound.element());
-                }
-                // A node without the field fails the evaluation there.
-                let children = operand
-                    .exact
-                    .iter()
-                    .filter_map(|node| node.as_object()?.get(&select.field))
-                    .collect();
-                self.exact(cost, children)
-            }
-            Expr::List(list) => {
-                let mut cost = NODE;
-                let mut bound = Bound {
-                    size: VALUE,
-                    len: list.elements.len() as u64,
-                    elem: 0,
-                };
-                for element in &list.elements {
-                    let estimate = self.estimate(element);
-                    cost = cost.saturating_add(estimate.cost);
-                    if !builds(element) {
-                        cost = cost.saturating_add(estimate.bound.size);
-                    }
-                    bound.size = bound.size.saturating_add(estimate.bound.size);
-                    bound.elem = bound.elem.max(estimate.bound.size);
-                }
-                Estimate::of(cost.saturating_add(VALUE), bound)
-            }
-            Expr::Map(map) => {
-                let mut cost = NODE.saturating_add(VALUE);
-                let mut bound = Bound {
-                    size: VALUE,
-                    len: map.entries.len() as u64,
-                    elem: 0,
-                };
-                for entry in &map.entries {
-                    for (n, part) in entry_exprs(&entry.expr).into_iter().enumerate() {
-                        let estimate = self.estimate(part);
-                        cost = cost.saturating_add(estimate.cost);
-                        // Keys are hashed (and copied); borrowed values are copied.
-                        if n == 0 || !builds(part) {
-                            cost = cost.saturating_add(estimate.bound.size);
-                        }
-                        bound.size = bound.size.saturating_add(estimate.bound.size);
-                        bound.elem = bound.elem.max(estimate.bound.size);
-                    }
-                }
-                Estimate::of(cost, bound)
-            }
+            Expr::Ident(name) => self.ident(name),
+            Expr::Select(select) => self.select(select),
+            Expr::List(list) => self.list(list),
+            Expr::Map(map) => self.map(map),
             Expr::Call(call) => self.call(call),
             Expr::Comprehension(c) => self.comprehension(c),
         }
     }
 
+    /// A variable: a comprehension's (innermost first), `object`, or an unknown one.
+    fn ident(&mut self, name: &str) -> Estimate<'j> {
+        if let Some((_, bound, exact)) = self.scope.iter().rev().find(|(n, ..)| n == name) {
+            let (bound, exact) = (*bound, exact.clone());
+            let exact = if self.follow(exact.len()) {
+                exact
+            } else {
+                Vec::new()
+            };
+            return Estimate {
+                cost: NODE,
+                bound,
+                exact,
+            };
+        }
+        if name == "object" {
+            return match self.fresh {
+                Some(fresh) => self.exact(NODE, vec![fresh]),
+                None => Estimate::of(NODE, Bound::SCALAR),
+            };
+        }
+        Estimate::of(NODE, Bound::SCALAR)
+    }
+
+    /// `operand.field`, or `has(operand.field)` (a test).
+    fn select(&mut self, select: &SelectExpr) -> Estimate<'j> {
+        let operand = self.estimate(&select.operand);
+        let cost = operand
+            .cost
+            .saturating_add(NODE)
+            .saturating_add(select.field.len() as u64);
+        if select.test {
+            return Estimate::of(cost, Bound::SCALAR);
+        }
+        if operand.exact.is_empty() || !self.follow(operand.exact.len()) {
+            return Estimate::of(cost, operand.bound.element());
+        }
+        // A node without the field fails the evaluation there.
+        let children = operand
+            .exact
+            .iter()
+            .filter_map(|node| node.as_object()?.get(&select.field))
+            .collect();
+        self.exact(cost, children)
+    }
+
+    /// A literal list: its elements, each copied unless built for it.
+    fn list(&mut self, list: &ListExpr) -> Estimate<'j> {
+        let mut cost = NODE;
+        let mut bound = Bound {
+            size: VALUE,
+            len: list.elements.len() as u64,
+            elem: 0,
+        };
+        for element in &list.elements {
+            let estimate = self.estimate(element);
+            cost = cost.saturating_add(estimate.cost);
+            if !builds(element) {
+                cost = cost.saturating_add(estimate.bound.size);
+            }
+            bound.size = bound.size.saturating_add(estimate.bound.size);
+            bound.elem = bound.elem.max(estimate.bound.size);
+        }
+        Estimate::of(cost.saturating_add(VALUE), bound)
+    }
+
+    /// A literal map: its keys, hashed and copied, and its values, copied unless built
+    /// for it.
+    fn map(&mut self, map: &MapExpr) -> Estimate<'j> {
+        let mut cost = NODE.saturating_add(VALUE);
+        let mut bound = Bound {
+            size: VALUE,
+            len: map.entries.len() as u64,
+            elem: 0,
+        };
+        for entry in &map.entries {
+            for (n, part) in entry_exprs(&entry.expr).into_iter().enumerate() {
+                let estimate = self.estimate(part);
+                cost = cost.saturating_add(estimate.cost);
+                // Keys are hashed (and copied); borrowed values are copied.
+                if n == 0 || !builds(part) {
+                    cost = cost.saturating_add(estimate.bound.size);
+                }
+                bound.size = bound.size.saturating_add(estimate.bound.size);
+                bound.elem = bound.elem.max(estimate.bound.size);
+            }
+        }
+        Estimate::of(cost, bound)
+    }
+
+    /// A call: `?:` costs its condition and its costlier branch; `optional.<f>` its
+    /// arguments; an index follows the fresh object where it can; any other function
+    /// has its rule in `cost` ([`function`]).
     fn call(&mut self, call: &CallExpr) -> Estimate<'j> {
         let name = call.func_name.as_str();
         if name == operators::CONDITIONAL && call.args.len() == 3 && call.target.is_none() {
-            let cond = self.estimate(&call.args[0]);
-            let yes = self.estimate(&call.args[1]);
-            let no = self.estimate(&call.args[2]);
-            let cost = cond
-                .cost
-                .saturating_add(yes.cost.max(no.cost))
-                .saturating_add(NODE);
-            return Estimate::of(cost, yes.bound.join(no.bound));
+            return self.conditional(call);
         }
         if optional_call(call) {
-            let args: Vec<Estimate> = call.args.iter().map(|a| self.estimate(a)).collect();
-            let cost = sum(args.iter().map(|a| a.cost)).saturating_add(NODE);
-            let size = sum(args.iter().map(|a| a.bound.size));
-            return match name {
-                "none" => Estimate::of(cost, Bound::SCALAR),
-                _ => Estimate::of(cost.saturating_add(size), Bound::within(size).optional()),
-            };
+            return self.optional(call);
         }
-        let mut operands: Vec<Estimate> = call
-            .target
-            .iter()
-            .map(|t| t.as_ref())
-            .chain(&call.args)
-            .map(|a| self.estimate(a))
-            .collect();
-        let cost = sum(operands.iter().map(|a| a.cost)).saturating_add(NODE);
-        let sizes = sum(operands.iter().map(|a| a.bound.size));
-        let first = operands.first().map_or(Bound::SCALAR, |a| a.bound);
-        let second = operands.get(1).map_or(Bound::SCALAR, |a| a.bound);
-        // Most operations read (and may copy, into an error) their operands once.
-        let reading = cost.saturating_add(sizes);
-        match name {
-            operators::LOGICAL_AND
-            | operators::LOGICAL_OR
-            | operators::LOGICAL_NOT
-            | operators::NOT_STRICTLY_FALSE => Estimate::of(cost, Bound::SCALAR),
-            operators::EQUALS
-            | operators::NOT_EQUALS
-            | operators::LESS
-            | operators::LESS_EQUALS
-            | operators::GREATER
-            | operators::GREATER_EQUALS
-            | operators::IN
-            | operators::SUBSTRACT
-            | operators::MULTIPLY
-            | operators::DIVIDE
-            | operators::MODULO
-            | operators::NEGATE
-            | "size"
-            | "contains"
-            | "startsWith"
-            | "endsWith"
-            | "int"
-            | "uint"
-            | "double"
-            | "bool"
-            | "type"
-            | "timestamp"
-            | "duration"
-            | "getFullYear"
-            | "getMonth"
-            | "getDayOfYear"
-            | "getDayOfMonth"
-            | "getDate"
-            | "getDayOfWeek"
-            | "getHours"
-            | "getMinutes"
-            | "getSeconds"
-            | "getMilliseconds"
-            | "hasValue" => Estimate::of(reading, Bound::SCALAR),
-            operators::ADD => {
-                let bound = if operands.iter().all(|a| a.bound.is_scalar()) {
-                    Bound::SCALAR
-                } else {
-                    Bound {
-                        size: sizes,
-                        len: sum(operands.iter().map(|a| a.bound.len)),
-                        elem: operands.iter().map(|a| a.bound.elem).max().unwrap_or(0),
-                    }
-                };
-                Estimate::of(reading, bound)
-            }
-            "string" | "bytes" => {
-                // A number or a time as text is short; text stays the same length.
-                let len = sizes.saturating_add(64);
-                Estimate::of(reading.saturating_add(len), Bound::text(len))
-            }
-            "dyn" if operands.len() == 1 => {
-                let mut operand = operands.remove(0);
-                operand.cost = cost;
-                operand
-            }
-            "matches" => {
-                let text = if call.target.is_some() { first } else { second };
-                let pattern = if call.target.is_some() { second } else { first };
-                let steps = text
-                    .size
-                    .saturating_add(1)
-                    .saturating_mul(16)
-                    .saturating_mul(pattern.len.saturating_add(1));
-                Estimate::of(
-                    reading
-                        .saturating_add(PATTERN_SIZE_LIMIT as u64)
-                        .saturating_add(steps),
-                    Bound::SCALAR,
+        let operands = Operands::new(
+            call.target
+                .iter()
+                .map(|t| t.as_ref())
+                .chain(&call.args)
+                .map(|a| self.estimate(a))
+                .collect(),
+        );
+        if name == operators::INDEX && operands.each.len() == 2 {
+            return self.index(call, &operands);
+        }
+        function(name, call.target.is_some(), operands)
+    }
+
+    /// `cond ? yes : no`.
+    fn conditional(&mut self, call: &CallExpr) -> Estimate<'j> {
+        let cond = self.estimate(&call.args[0]);
+        let yes = self.estimate(&call.args[1]);
+        let no = self.estimate(&call.args[2]);
+        let cost = cond
+            .cost
+            .saturating_add(yes.cost.max(no.cost))
+            .saturating_add(NODE);
+        Estimate::of(cost, yes.bound.join(no.bound))
+    }
+
+    /// `optional.of(x)`, `optional.ofNonZeroValue(x)`, `optional.none()`.
+    fn optional(&mut self, call: &CallExpr) -> Estimate<'j> {
+        let args: Vec<Estimate> = call.args.iter().map(|a| self.estimate(a)).collect();
+        let cost = sum(args.iter().map(|a| a.cost)).saturating_add(NODE);
+        let size = sum(args.iter().map(|a| a.bound.size));
+        match call.func_name.as_str() {
+            "none" => Estimate::of(cost, Bound::SCALAR),
+            _ => Estimate::of(cost.saturating_add(size), Bound::within(size).optional()),
+        }
+    }
+
+    /// `container[key]`: with a literal key into nodes of the fresh object, exactly
+    /// those children; else any element of the container.
+    fn index(&mut self, call: &CallExpr, operands: &Operands<'j>) -> Estimate<'j> {
+        // The container is not copied.
+        let cost = operands.reading().saturating_sub(operands.first.size);
+        let container = &operands.each[0].exact;
+        let container = if self.follow(container.len()) {
+            container
+        } else {
+            &Vec::new()
+        };
+        let key = &call.args[1].expr;
+        let children = match key {
+            Expr::Literal(LiteralValue::String(k)) if !container.is_empty() => Some(
+                container
+                    .iter()
+                    .filter_map(|node| node.as_object()?.get(k.inner()))
+                    .collect(),
+            ),
+            Expr::Literal(LiteralValue::Int(i)) if !container.is_empty() => {
+                let i = usize::try_from(*i.inner()).ok();
+                Some(
+                    container
+                        .iter()
+                        .filter_map(|node| node.as_array()?.get(i?))
+                        .collect(),
                 )
             }
-            operators::INDEX if operands.len() == 2 => {
-                // The container is not copied.
-                let cost = reading.saturating_sub(first.size);
-                let container = &operands[0].exact;
-                let container = if self.follow(container.len()) {
-                    container
-                } else {
-                    &Vec::new()
-                };
-                let key = &call.args[1].expr;
-                let children = match key {
-                    Expr::Literal(LiteralValue::String(k)) if !container.is_empty() => Some(
-                        container
-                            .iter()
-                            .filter_map(|node| node.as_object()?.get(k.inner()))
-                            .collect(),
-                    ),
-                    Expr::Literal(LiteralValue::Int(i)) if !container.is_empty() => {
-                        let i = usize::try_from(*i.inner()).ok();
-                        Some(
-                            container
-                                .iter()
-                                .filter_map(|node| node.as_array()?.get(i?))
-                                .collect(),
-                        )
-                    }
-                    _ => None,
-                };
-                match children {
-                    Some(children) => self.exact(cost, children),
-                    None => Estimate::of(cost, first.element()),
-                }
-            }
-            operators::OPT_INDEX | operators::OPT_SELECT => {
-                let element = first.element();
-                Estimate::of(reading.saturating_add(element.size), element.optional())
-            }
-            "value" => {
-                let element = first.element();
-                Estimate::of(reading.saturating_add(element.size), element)
-            }
-            "or" => Estimate::of(reading, first.join(second)),
-            "orValue" => Estimate::of(reading, first.element().join(second)),
-            // Refused by `check`: never evaluated.
-            _ => Estimate::of(u64::MAX, Bound::SCALAR),
+            _ => None,
+        };
+        match children {
+            Some(children) => self.exact(cost, children),
+            None => Estimate::of(cost, operands.first.element()),
         }
     }
 
@@ -478,8 +390,4 @@ impl<'j> Estimator<'j> {
             None => Estimate::of(u64::MAX, Bound::SCALAR),
         }
     }
-}
-
-fn sum(values: impl Iterator<Item = u64>) -> u64 {
-    values.fold(0, u64::saturating_add)
 }

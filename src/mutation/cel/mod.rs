@@ -47,6 +47,7 @@
 mod ast;
 mod bound;
 mod compile;
+mod cost;
 mod error;
 mod estimate;
 mod eval;

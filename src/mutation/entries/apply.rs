@@ -35,26 +35,7 @@ impl EntryChange {
                 }
             }
             EntryChange::Finalizer { value, remove } => {
-                let metadata = metadata(&mut doc)?;
-                let present = metadata
-                    .get("finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(value)));
-                match (remove, present) {
-                    (false, true) | (true, false) => {}
-                    (false, false) => {
-                        if metadata
-                            .get("deletionTimestamp")
-                            .is_some_and(|t| !t.is_null())
-                        {
-                            return Err(ApplyError::Deleting(value.clone()));
-                        }
-                        push(metadata, "finalizers", Value::String(value.clone()));
-                    }
-                    (true, true) => {
-                        remove_where(metadata, "finalizers", |f| f.as_str() == Some(value));
-                    }
-                }
+                finalizer(metadata(&mut doc)?, value, *remove)?;
             }
             EntryChange::Owner { owner, remove } => {
                 let metadata = metadata(&mut doc)?;
@@ -70,32 +51,61 @@ impl EntryChange {
                 entry,
                 remove,
             } => {
-                let Some(list) = list_at(&mut doc, path, "mutation.list_entry.path", !remove)?
-                else {
-                    return Ok(doc);
-                };
-                let matches = |e: &Value| {
-                    keys.iter()
-                        .all(|k| e.get(k).is_some_and(|v| Some(v) == entry.get(k)))
-                };
-                let found = list.iter().position(matches);
-                match (found, remove) {
-                    (Some(at), true) => {
-                        list.remove(at);
-                    }
-                    (None, true) => {}
-                    (Some(at), false) => {
-                        json_patch::merge(&mut list[at], &Value::Object(entry.clone()))
-                    }
-                    (None, false) => {
-                        let mut new = Value::Object(Map::new());
-                        json_patch::merge(&mut new, &Value::Object(entry.clone()));
-                        list.push(new);
-                    }
+                if let Some(list) = list_at(&mut doc, path, "mutation.list_entry.path", !remove)? {
+                    list_entry(list, keys, entry, *remove);
                 }
             }
         }
         Ok(doc)
+    }
+}
+
+/// AddFinalizer / RemoveFinalizer; none is added to an object being deleted.
+fn finalizer(
+    metadata: &mut Map<String, Value>,
+    value: &str,
+    remove: bool,
+) -> Result<(), ApplyError> {
+    let present = metadata
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(value)));
+    match (remove, present) {
+        (false, true) | (true, false) => {}
+        (false, false) => {
+            if metadata
+                .get("deletionTimestamp")
+                .is_some_and(|t| !t.is_null())
+            {
+                return Err(ApplyError::Deleting(value.to_string()));
+            }
+            push(metadata, "finalizers", Value::String(value.to_string()));
+        }
+        (true, true) => {
+            remove_where(metadata, "finalizers", |f| f.as_str() == Some(value));
+        }
+    }
+    Ok(())
+}
+
+/// Upserts (RFC 7386) or removes the entry of `list` whose `keys` match `entry`'s.
+fn list_entry(list: &mut Vec<Value>, keys: &[String], entry: &Map<String, Value>, remove: bool) {
+    let matches = |e: &Value| {
+        keys.iter()
+            .all(|k| e.get(k).is_some_and(|v| Some(v) == entry.get(k)))
+    };
+    let found = list.iter().position(matches);
+    match (found, remove) {
+        (Some(at), true) => {
+            list.remove(at);
+        }
+        (None, true) => {}
+        (Some(at), false) => json_patch::merge(&mut list[at], &Value::Object(entry.clone())),
+        (None, false) => {
+            let mut new = Value::Object(Map::new());
+            json_patch::merge(&mut new, &Value::Object(entry.clone()));
+            list.push(new);
+        }
     }
 }
 

@@ -45,3 +45,40 @@ pub enum ApplyError {
     #[error("CEL expression failed on the current object: the object has no metadata")]
     NoMetadata,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ApplyError;
+    use crate::mutation::cel::CelError;
+
+    #[test]
+    fn a_cel_error_reads_the_same_inside_the_wings_error() {
+        for error in [
+            CelError::Failed("no such key: missing".into()),
+            CelError::NotABool("a string".into()),
+            CelError::TooSlow(std::time::Duration::from_millis(250)),
+            CelError::TooCostly {
+                cost: 11,
+                limit: 10,
+            },
+            CelError::ResultTooLarge {
+                size: 11,
+                limit: 10,
+            },
+            CelError::TooManySteps(5),
+            CelError::Busy,
+            CelError::Deadline,
+        ] {
+            let message = error.to_string();
+            assert_eq!(ApplyError::from(error).to_string(), message);
+        }
+        assert_eq!(
+            ApplyError::from(CelError::TooManySteps(5)).to_string(),
+            "CEL evaluation took more than 5 comprehension steps and was stopped"
+        );
+        assert_eq!(
+            ApplyError::NoMetadata.to_string(),
+            "CEL expression failed on the current object: the object has no metadata"
+        );
+    }
+}

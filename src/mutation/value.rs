@@ -8,7 +8,7 @@ use crate::target::FieldViolation;
 
 /// The longest excerpt of the request a message quotes (a message is sent back in gRPC
 /// metadata, which has a size limit).
-pub(crate) const EXCERPT: usize = 160;
+pub(super) const EXCERPT: usize = 160;
 
 /// A short name of the JSON type of `value`, for messages.
 pub fn type_name(value: &Value) -> &'static str {
@@ -53,7 +53,7 @@ pub fn short(text: &str, max: usize) -> String {
 }
 
 /// The largest char boundary of `text` at or before `index`.
-pub(crate) fn floor_char(text: &str, mut index: usize) -> usize {
+pub(super) fn floor_char(text: &str, mut index: usize) -> usize {
     while !text.is_char_boundary(index) {
         index -= 1;
     }

@@ -11,6 +11,7 @@ pub mod health;
 pub mod inject;
 pub mod listen;
 pub mod metrics;
+pub mod mutation;
 pub mod process;
 pub mod reasons;
 pub mod requests;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use safewrite::engine::cel::Cel;
+use safewrite::mutation::cel::Cel;
 use std::sync::LazyLock;
 
 #[path = "common.rs"]
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         Err(violation) => common::check_violation(&violation),
         Ok(cel) => {
             if let Err(error) = common::block_on(cel.evaluate(&OBJECT, None)) {
-                common::check_apply_error(&error);
+                common::check_apply_error(&error.into());
             }
         }
     }

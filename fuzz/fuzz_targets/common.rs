@@ -2,8 +2,8 @@
 //! answer must have whatever the input.
 #![allow(dead_code)] // each target uses part of it
 
-use safewrite::engine::cel::{COMPILER_PANICKED, EVALUATOR_PANICKED};
-use safewrite::engine::mutation::{ApplyError, FieldViolation};
+use safewrite::mutation::cel::{COMPILER_PANICKED, EVALUATOR_PANICKED};
+use safewrite::mutation::{ApplyError, CelError, FieldViolation};
 
 /// The longest message a CEL error may carry: an excerpt, never the whole source.
 pub const MAX_MESSAGE: usize = 600;
@@ -38,7 +38,7 @@ pub fn check_violation(violation: &FieldViolation) {
 pub fn check_apply_error(error: &ApplyError) {
     assert_ne!(
         error,
-        &ApplyError::CelFailed(EVALUATOR_PANICKED.into()),
+        &ApplyError::Cel(CelError::Failed(EVALUATOR_PANICKED.into())),
         "the evaluator panicked"
     );
     let message = error.to_string();

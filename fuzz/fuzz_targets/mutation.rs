@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use safewrite::engine::mutation::Mutation;
+use safewrite::mutation::Mutation;
 use safewrite::pb;
 
 #[path = "common.rs"]

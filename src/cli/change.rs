@@ -289,7 +289,7 @@ fn entry_fields(
         Ok(Value::Object(entry)) => Ok(entry),
         Ok(other) => Err(bad(&format!(
             "the JSON after the = is {}, not an object of the entry's fields",
-            crate::engine::mutation::type_name(&other)
+            crate::mutation::type_name(&other)
         ))),
         Err(error) => Err(bad(&format!(
             "the JSON after the = does not parse ({error}); quote the whole value in single quotes"

@@ -103,7 +103,7 @@ pub fn read_object(flag: &str, file: &str) -> Result<Value, Fail> {
     if !value.is_object() {
         return Err(Fail::invalid(format!(
             "{flag} {file}: must hold one object (a mapping), not {}",
-            crate::engine::mutation::type_name(&value)
+            crate::mutation::type_name(&value)
         )));
     }
     Ok(value)

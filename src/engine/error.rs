@@ -10,7 +10,7 @@ use super::result::AttemptRecord;
 use crate::client::apiserver::RequestError;
 use crate::client::discovery::DiscoveryError;
 use crate::engine::classify::{self, Decision};
-use crate::engine::mutation::{ApplyError, FieldViolation};
+use crate::mutation::{ApplyError, FieldViolation};
 
 /// A failed write: why, and the attempts made.
 #[derive(Debug, thiserror::Error)]
@@ -129,9 +129,10 @@ impl Failure {
     }
 }
 
-/// A mutation's error as the failure it is: a failed JSON Patch `test` is a false
-/// precondition, anything else a mutation that does not apply.
-pub fn mutation_failure(error: ApplyError, current: Value) -> Failure {
+/// A mutation's error (or a CEL condition's) as the failure it is: a failed JSON Patch
+/// `test` is a false precondition, anything else a mutation that does not apply.
+pub fn mutation_failure(error: impl Into<ApplyError>, current: Value) -> Failure {
+    let error = error.into();
     match error {
         ApplyError::TestFailed { .. } => Failure::PreconditionFailed {
             reason: error.to_string(),

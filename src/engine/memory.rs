@@ -152,7 +152,7 @@ impl Memory {
                     // A dry run changed nothing: the copy, if any, stays what it was.
                     Some(_) if dry_run => {}
                     // The write let the API server delete the object: nothing to keep.
-                    Some(object) if crate::engine::entries::is_gone(object) => self.forget(key),
+                    Some(object) if crate::mutation::entries::is_gone(object) => self.forget(key),
                     Some(object) => self.remember(key, Arc::new(object.clone()), size),
                     None => self.forget(key),
                 }

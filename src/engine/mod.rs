@@ -25,15 +25,12 @@
 mod api;
 mod attempts;
 mod body;
-pub mod cel;
 pub mod classify;
 mod decide;
-pub mod entries;
 mod error;
 mod get;
 pub mod idempotency;
 mod memory;
-pub mod mutation;
 mod owner;
 mod result;
 mod spans;
@@ -52,7 +49,7 @@ use self::api::Api;
 use self::memory::Memory;
 use self::write::{Batcher, OwnCode};
 use crate::client::discovery::Discovery;
-use crate::engine::mutation::FieldViolation;
+use crate::mutation::FieldViolation;
 
 pub use self::body::resource_version;
 pub use self::error::{Failure, WriteError, mutation_failure};

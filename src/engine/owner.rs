@@ -10,8 +10,8 @@ use crate::deadline::CallDeadline;
 use super::api::{Api, Sent};
 use super::decide::Step;
 use super::error::{Failure, Unresolved, WriteError, unresolved};
-use super::mutation::{EntryChange, FieldViolation, Mutation};
 use super::spec::WriteSpec;
+use crate::mutation::{EntryChange, FieldViolation, Mutation};
 use crate::target::{Namespace, ResourcePath, Verb, WriteParams};
 
 const FIELD: &str = "mutation.owner_reference.owner";
@@ -48,7 +48,7 @@ impl Api {
     async fn owner_uid(
         &self,
         spec: &WriteSpec,
-        owner: &super::entries::Owner,
+        owner: &crate::mutation::entries::Owner,
         deadline: Option<Instant>,
     ) -> Result<String, Failure> {
         let resolved = match self

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use super::body::resource_version;
 use super::error::{Failure, mutation_failure};
 use crate::backoff::Backoff;
-use crate::engine::mutation::{Cel, Mutation};
+use crate::mutation::{Cel, Mutation};
 pub use crate::target::Target;
 use crate::target::{FieldManager, WriteParams};
 

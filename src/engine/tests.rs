@@ -21,7 +21,7 @@ use crate::client::breaker::BreakerConfig;
 use crate::client::timeout::Handoff;
 use crate::client::{StackConfig, over};
 use crate::deadline::CallDeadline;
-use crate::engine::mutation::{Cel, Mutation};
+use crate::mutation::{Cel, Mutation};
 use crate::target::FieldManager;
 
 const OBJECT: &str = "/api/v1/namespaces/default/configmaps/o";

@@ -22,8 +22,8 @@ use tonic::{Status, Streaming};
 
 use super::rpc::{Admission, finish_rpc, write_result};
 use crate::deadline::CallDeadline;
-use crate::engine::mutation::{self, FieldViolation, Mutation};
 use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
+use crate::mutation::{self, FieldViolation, Mutation};
 use crate::pb;
 use crate::service::respond;
 use tracing::{Instrument as _, Span};

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::backoff::Backoff;
 use crate::engine::idempotency;
-use crate::engine::mutation::{self, Cel, FieldViolation, Mutation};
 use crate::engine::{EngineConfig, Preconditions, RetryPolicy, Subresource, WriteSpec};
+use crate::mutation::{self, Cel, FieldViolation, Mutation};
 use crate::pb;
 use crate::target::{self, ApiVersion, FieldManager, Kind, Name, Namespace, Target};
 

@@ -15,9 +15,9 @@ use crate::engine::body::resource_version;
 use crate::engine::classify::Decision;
 use crate::engine::decide::{Step, is_ambiguous};
 use crate::engine::error::Failure;
-use crate::engine::mutation::Mutation;
 use crate::engine::result::{Done, Outcome};
 use crate::engine::spec::WriteSpec;
+use crate::mutation::Mutation;
 
 /// How one attempt of a batch ended.
 pub(crate) enum Attempted {

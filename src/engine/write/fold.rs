@@ -10,9 +10,10 @@ use serde_json::Value;
 use super::member::{Member, Turn};
 use crate::engine::body::{main_body, resource_version, status_body};
 use crate::engine::error::Failure;
+use crate::engine::idempotency;
 use crate::engine::result::{Done, Object, Outcome, Serial};
 use crate::engine::spec::{Change, Mutator, Subresource};
-use crate::engine::{entries, idempotency};
+use crate::mutation::entries;
 
 /// What the running result of a batch made of one member.
 #[derive(Debug)]
@@ -195,10 +196,10 @@ mod tests {
     use super::*;
     use crate::backoff::Backoff;
     use crate::engine::MAX_MEMBERS;
-    use crate::engine::mutation::{Cel, Mutation};
     use crate::engine::spec::WriteSpec;
     use crate::engine::spec::configmap_write;
     use crate::engine::write::member::Maker;
+    use crate::mutation::{Cel, Mutation};
 
     fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
         let policy = crate::engine::RetryPolicy {

@@ -13,9 +13,9 @@ use crate::client::discovery::Resolved;
 use crate::engine::api::Api;
 use crate::engine::attempts::Attempts;
 use crate::engine::error::{Failure, Unresolved, WriteError, unresolved};
-use crate::engine::mutation::{FieldViolation, Mutation};
 use crate::engine::spans::{attempt_span, record_failure};
 use crate::engine::spec::{Subresource, WriteSpec};
+use crate::mutation::{FieldViolation, Mutation};
 use crate::target::{ObjectPath, ResourcePath};
 
 /// How long a cached discovery answer is trusted before an answer that contradicts it

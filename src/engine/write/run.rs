@@ -25,10 +25,10 @@ use crate::engine::body::resource_version;
 use crate::engine::decide::is_ambiguous;
 use crate::engine::error::{Failure, WriteError};
 use crate::engine::memory::Source;
-use crate::engine::mutation::Mutation;
 use crate::engine::result::Written;
 use crate::engine::spans::{attempt_span, record_failure};
 use crate::engine::spec::{Subresource, WriteSpec};
+use crate::mutation::Mutation;
 use crate::target::{ObjectPath, Verb};
 
 /// Where a batch's members come from between attempts, and where those sent back go.

@@ -16,8 +16,8 @@ use prost_types::Any;
 use tonic::Code;
 use tonic_types::pb as rpc;
 
-use crate::engine::mutation::FieldViolation;
 use crate::engine::{AttemptRecord, Outcome};
+use crate::mutation::FieldViolation;
 use crate::pb;
 
 mod refusal;

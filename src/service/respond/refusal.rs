@@ -7,8 +7,8 @@ use std::time::Duration;
 use tonic::Code;
 
 use super::Answer;
-use crate::engine::mutation::FieldViolation;
 use crate::engine::{AttemptRecord, Failure, WriteError};
+use crate::mutation::FieldViolation;
 use crate::pb::Reason;
 use crate::service::receive::Refused;
 

@@ -8,8 +8,8 @@ use tonic::Code;
 
 use super::Answer;
 use crate::engine::classify::Decision;
-use crate::engine::mutation::{ApplyError, FieldViolation};
 use crate::engine::{Failure, WriteError};
+use crate::mutation::{ApplyError, CelError, FieldViolation};
 use crate::pb::Reason;
 
 /// Maps a failed write to its gRPC status. The one place codes are chosen for writes.
@@ -148,12 +148,14 @@ fn precondition_failed(reason: &str, current: &Value) -> Answer {
 fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
     match error {
         ApplyError::CelNotAMap(_)
-        | ApplyError::CelNotABool(_)
-        | ApplyError::CelTooSlow(_)
-        | ApplyError::CelTooCostly { .. }
-        | ApplyError::CelResultTooLarge { .. }
-        | ApplyError::CelTooManySteps(_) => {
-            let field = if matches!(error, ApplyError::CelNotABool(_)) {
+        | ApplyError::Cel(
+            CelError::NotABool(_)
+            | CelError::TooSlow(_)
+            | CelError::TooCostly { .. }
+            | CelError::ResultTooLarge { .. }
+            | CelError::TooManySteps(_),
+        ) => {
+            let field = if matches!(error, ApplyError::Cel(CelError::NotABool(_))) {
                 "preconditions.cel"
             } else {
                 "mutation.cel.expression"
@@ -165,13 +167,13 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
             )
             .violation(FieldViolation::new(field, error.to_string()))
         }
-        ApplyError::CelBusy => Answer::new(
+        ApplyError::Cel(CelError::Busy) => Answer::new(
             Code::ResourceExhausted,
             Reason::CelBusy,
             format!("{error}; nothing was written"),
         )
         .retry_after(Duration::from_secs(1)),
-        ApplyError::CelDeadline => Answer::new(
+        ApplyError::Cel(CelError::Deadline) => Answer::new(
             Code::DeadlineExceeded,
             Reason::DeadlineExceeded,
             format!("{error}; nothing was written; give the call a longer deadline"),

@@ -1,153 +1,15 @@
-//! The writes controllers most often get wrong, each a read-dependent change to one entry
-//! of a list, applied to the fresh object on every attempt with exact semantics:
-//!
-//! - status conditions, as apimachinery's `meta.SetStatusCondition` and
-//!   `meta.RemoveStatusCondition` (an entry per `type`; `lastTransitionTime` moves only
-//!   with `status`);
-//! - finalizers, as `controllerutil.AddFinalizer` / `RemoveFinalizer`, with no new
-//!   finalizer on an object being deleted;
-//! - owner references, matched by uid, with at most one controller (as
-//!   `controllerutil.SetControllerReference`'s `AlreadyOwnedError`);
-//! - entries of a list keyed by some of their fields (a `listType=map` list, or one that
-//!   should have been), merged with RFC 7386.
-//!
-//! Every other entry, every field this code does not name, and the order of all of them
-//! are kept. The request is checked here, once, before anything is sent; what depends on
-//! the object (a path through a value that is not an object, a second controller, an
-//! object being deleted) is an [`ApplyError`].
+//! Applying a list-entry change to the fresh object, with the semantics of the Go
+//! helpers it stands for; what does not fit the object is an [`ApplyError`].
 
 use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
-mod parse;
-
-use crate::engine::cel::short;
-use crate::engine::mutation::{ApplyError, type_name};
-use crate::target::{ApiVersion, Kind, Name};
-
-/// Where conditions are when the request names no path.
-pub const CONDITIONS: &str = "status.conditions";
-
-/// A change to one entry (or, for conditions, a few entries) of a list.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EntryChange {
-    /// Upsert conditions by type, in order.
-    SetConditions {
-        path: FieldPath,
-        conditions: Vec<Condition>,
-    },
-    /// Remove the conditions of these types.
-    RemoveConditions { path: FieldPath, types: Vec<String> },
-    /// Add or remove one finalizer.
-    Finalizer { value: String, remove: bool },
-    /// Ensure or remove one owner reference.
-    Owner { owner: Owner, remove: bool },
-    /// Upsert or remove one entry of a keyed list.
-    ListEntry {
-        path: FieldPath,
-        keys: Vec<String>,
-        entry: Map<String, Value>,
-        remove: bool,
-    },
-}
-
-/// One condition to set, validated as the API server validates `metav1.Condition`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Condition {
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-    /// `None`: the generation of the object the change is applied to.
-    pub observed_generation: Option<i64>,
-    /// RFC 3339, UTC, in seconds; `None`: the time of the write.
-    pub last_transition_time: Option<String>,
-}
-
-/// An owner, validated; its uid is `None` until read from the owner itself.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Owner {
-    pub api_version: ApiVersion,
-    pub kind: Kind,
-    pub name: Name,
-    pub uid: Option<String>,
-    pub controller: bool,
-    pub block_owner_deletion: bool,
-}
-
-/// A path of field names, as the request spelled it (for messages) and split at dots.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FieldPath {
-    text: String,
-    segments: Vec<String>,
-}
-
-impl FieldPath {
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// Whether the path runs through `status`.
-    pub fn in_status(&self) -> bool {
-        self.segments[0] == "status"
-    }
-}
+use super::change::{Condition, EntryChange, FieldPath, Owner};
+use crate::mutation::error::ApplyError;
+use crate::mutation::value::{short, type_name};
 
 impl EntryChange {
-    /// The request field of a path that lies in `status`, when the change touches only
-    /// status: the main resource of a kind with a status subresource cannot write it.
-    pub fn status_field(&self) -> Option<&'static str> {
-        match self {
-            EntryChange::SetConditions { path, .. } if path.in_status() => {
-                Some("mutation.set_condition.path")
-            }
-            EntryChange::RemoveConditions { path, .. } if path.in_status() => {
-                Some("mutation.remove_condition.path")
-            }
-            EntryChange::ListEntry { path, .. } if path.in_status() => {
-                Some("mutation.list_entry.path")
-            }
-            _ => None,
-        }
-    }
-
-    /// The request field of a change outside `status`, which the status subresource
-    /// cannot write.
-    pub fn outside_status_field(&self) -> Option<&'static str> {
-        match self {
-            EntryChange::Finalizer { .. } => Some("mutation.finalizer"),
-            EntryChange::Owner { .. } => Some("mutation.owner_reference"),
-            EntryChange::SetConditions { path, .. } if !path.in_status() => {
-                Some("mutation.set_condition.path")
-            }
-            EntryChange::RemoveConditions { path, .. } if !path.in_status() => {
-                Some("mutation.remove_condition.path")
-            }
-            EntryChange::ListEntry { path, .. } if !path.in_status() => {
-                Some("mutation.list_entry.path")
-            }
-            _ => None,
-        }
-    }
-
-    /// Whether this is the removal of a finalizer: an object that does not exist has
-    /// none, so the removal is done (OUTCOME_GONE).
-    pub fn removes_a_finalizer(&self) -> bool {
-        matches!(self, EntryChange::Finalizer { remove: true, .. })
-    }
-
-    /// An owner named without a uid, which must be read before the change can apply.
-    pub fn owner_to_resolve(&self) -> Option<&Owner> {
-        match self {
-            EntryChange::Owner {
-                owner,
-                remove: false,
-            } if owner.uid.is_none() => Some(owner),
-            _ => None,
-        }
-    }
-
     /// Applies the change to a copy of `fresh`; `now` is the time of the write.
     pub fn apply(&self, fresh: &Value, now: SystemTime) -> Result<Value, ApplyError> {
         let mut doc = fresh.clone();
@@ -173,26 +35,7 @@ impl EntryChange {
                 }
             }
             EntryChange::Finalizer { value, remove } => {
-                let metadata = metadata(&mut doc)?;
-                let present = metadata
-                    .get("finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(value)));
-                match (remove, present) {
-                    (false, true) | (true, false) => {}
-                    (false, false) => {
-                        if metadata
-                            .get("deletionTimestamp")
-                            .is_some_and(|t| !t.is_null())
-                        {
-                            return Err(ApplyError::Deleting(value.clone()));
-                        }
-                        push(metadata, "finalizers", Value::String(value.clone()));
-                    }
-                    (true, true) => {
-                        remove_where(metadata, "finalizers", |f| f.as_str() == Some(value));
-                    }
-                }
+                finalizer(metadata(&mut doc)?, value, *remove)?;
             }
             EntryChange::Owner { owner, remove } => {
                 let metadata = metadata(&mut doc)?;
@@ -208,32 +51,61 @@ impl EntryChange {
                 entry,
                 remove,
             } => {
-                let Some(list) = list_at(&mut doc, path, "mutation.list_entry.path", !remove)?
-                else {
-                    return Ok(doc);
-                };
-                let matches = |e: &Value| {
-                    keys.iter()
-                        .all(|k| e.get(k).is_some_and(|v| Some(v) == entry.get(k)))
-                };
-                let found = list.iter().position(matches);
-                match (found, remove) {
-                    (Some(at), true) => {
-                        list.remove(at);
-                    }
-                    (None, true) => {}
-                    (Some(at), false) => {
-                        json_patch::merge(&mut list[at], &Value::Object(entry.clone()))
-                    }
-                    (None, false) => {
-                        let mut new = Value::Object(Map::new());
-                        json_patch::merge(&mut new, &Value::Object(entry.clone()));
-                        list.push(new);
-                    }
+                if let Some(list) = list_at(&mut doc, path, "mutation.list_entry.path", !remove)? {
+                    list_entry(list, keys, entry, *remove);
                 }
             }
         }
         Ok(doc)
+    }
+}
+
+/// AddFinalizer / RemoveFinalizer; none is added to an object being deleted.
+fn finalizer(
+    metadata: &mut Map<String, Value>,
+    value: &str,
+    remove: bool,
+) -> Result<(), ApplyError> {
+    let present = metadata
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(value)));
+    match (remove, present) {
+        (false, true) | (true, false) => {}
+        (false, false) => {
+            if metadata
+                .get("deletionTimestamp")
+                .is_some_and(|t| !t.is_null())
+            {
+                return Err(ApplyError::Deleting(value.to_string()));
+            }
+            push(metadata, "finalizers", Value::String(value.to_string()));
+        }
+        (true, true) => {
+            remove_where(metadata, "finalizers", |f| f.as_str() == Some(value));
+        }
+    }
+    Ok(())
+}
+
+/// Upserts (RFC 7386) or removes the entry of `list` whose `keys` match `entry`'s.
+fn list_entry(list: &mut Vec<Value>, keys: &[String], entry: &Map<String, Value>, remove: bool) {
+    let matches = |e: &Value| {
+        keys.iter()
+            .all(|k| e.get(k).is_some_and(|v| Some(v) == entry.get(k)))
+    };
+    let found = list.iter().position(matches);
+    match (found, remove) {
+        (Some(at), true) => {
+            list.remove(at);
+        }
+        (None, true) => {}
+        (Some(at), false) => json_patch::merge(&mut list[at], &Value::Object(entry.clone())),
+        (None, false) => {
+            let mut new = Value::Object(Map::new());
+            json_patch::merge(&mut new, &Value::Object(entry.clone()));
+            list.push(new);
+        }
     }
 }
 
@@ -299,11 +171,6 @@ impl Owner {
                     && reference["apiVersion"].as_str().map(group) == Some(group(&self.api_version))
             }
         }
-    }
-
-    /// `Kind/name`, for messages.
-    pub fn describe(&self) -> String {
-        format!("{}/{}", &*self.kind, &*self.name)
     }
 }
 
@@ -381,7 +248,7 @@ fn ensure_owner(metadata: &mut Map<String, Value>, owner: &Owner) -> Result<(), 
 fn metadata(doc: &mut Value) -> Result<&mut Map<String, Value>, ApplyError> {
     doc.get_mut("metadata")
         .and_then(Value::as_object_mut)
-        .ok_or_else(|| ApplyError::CelFailed("the object has no metadata".into()))
+        .ok_or(ApplyError::NoMetadata)
 }
 
 /// Appends `value` to the list at `metadata[key]`, creating it.
@@ -472,6 +339,3 @@ pub fn is_gone(object: &Value) -> bool {
         && metadata["finalizers"].as_array().is_none_or(Vec::is_empty)
         && metadata["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,6 +1,6 @@
 //! An upper bound of a value, the unit of the estimates.
 
-use super::VALUE;
+use super::limits::VALUE;
 
 /// An upper bound of a value: its size (units, see [`VALUE`]), its length (elements of
 /// a list or map, bytes of a string) and the size of its largest element.

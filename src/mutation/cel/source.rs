@@ -5,78 +5,84 @@ use std::fmt::{self, Write as _};
 
 use cel::parser::pratt_parser::{Lexer, TokenKind};
 
-use super::*;
+use super::limits::{EXCERPT, MAX_CHAIN, MAX_NESTING, MAX_SCANNED_DEPTH};
+use crate::mutation::value::{floor_char, short};
 
 /// One pass over the tokens, before parsing: refuses nesting the parser would recurse
 /// into, postfix chains it would copy quadratically, and operator runs that would make
 /// an AST too deep to walk (so even a refused AST is shallow enough to drop anywhere).
 pub(super) fn scan_tokens(source: &str) -> Result<(), String> {
-    /// What is open at one bracket level, since its last comma.
-    #[derive(Default)]
-    struct Level {
-        questions: usize,
-        chain: usize,
-        longest_chain: usize,
-        operators: usize,
-        unary: usize,
-        longest_unary: usize,
-    }
-    impl Level {
-        /// An upper bound of the AST depth this level adds.
-        fn depth(&self) -> usize {
-            1 + self.questions + self.longest_chain + self.operators + self.longest_unary
-        }
-    }
     let mut lexer = Lexer::new(source);
-    let mut levels = vec![Level::default()];
-    let mut questions = 0usize; // over all open levels
-    let mut after_operand = false;
+    let mut scan = Scan {
+        source,
+        levels: vec![Level::default()],
+        questions: 0,
+        after_operand: false,
+    };
     for _ in 0..=source.len() {
         let token = lexer.lex();
-        let depth = levels.len();
-        let level = levels.last_mut().expect("the outermost level stays");
-        let mut operand = false;
         match token.kind {
             TokenKind::TokEnd | TokenKind::TokError => return Ok(()),
             TokenKind::TokWhitespace | TokenKind::TokComment => continue,
+            kind => scan.token(kind, token.start)?,
+        }
+    }
+    Ok(())
+}
+
+/// What is open at one bracket level, since its last comma.
+#[derive(Default)]
+struct Level {
+    questions: usize,
+    chain: usize,
+    longest_chain: usize,
+    operators: usize,
+    unary: usize,
+    longest_unary: usize,
+}
+
+impl Level {
+    /// An upper bound of the AST depth this level adds.
+    fn depth(&self) -> usize {
+        1 + self.questions + self.longest_chain + self.operators + self.longest_unary
+    }
+}
+
+/// The token pass's state: the open bracket levels (the outermost stays), the `?`
+/// open over all of them, and whether the last token ended an operand.
+struct Scan<'s> {
+    source: &'s str,
+    levels: Vec<Level>,
+    questions: usize,
+    after_operand: bool,
+}
+
+impl Scan<'_> {
+    /// Takes one token that is neither the end, whitespace nor a comment.
+    fn token(&mut self, kind: TokenKind, start: usize) -> Result<(), String> {
+        let after_operand = self.after_operand;
+        let mut operand = false;
+        match kind {
             TokenKind::TokLeftParen | TokenKind::TokLeftBracket | TokenKind::TokLeftBrace => {
-                if token.kind == TokenKind::TokLeftBracket && after_operand {
-                    level.chain += 1; // an index
-                    if level.chain > MAX_CHAIN {
-                        return Err(too_long_chain(source, token.start));
-                    }
-                }
-                level.longest_chain = level.longest_chain.max(level.chain);
-                level.unary = 0;
-                if depth + questions >= MAX_NESTING {
-                    return Err(too_deep(source, token.start));
-                }
-                levels.push(Level::default());
+                // After an operand, `[` is an index: one more link of the chain.
+                self.open(kind == TokenKind::TokLeftBracket && after_operand, start)?;
             }
             TokenKind::TokRightParen | TokenKind::TokRightBracket | TokenKind::TokRightBrace => {
-                if depth > 1 {
-                    let closed = levels.pop().expect("more than one");
-                    questions -= closed.questions;
-                }
+                self.close();
                 operand = true;
             }
             TokenKind::TokComma => {
-                questions -= level.questions;
+                let level = self.levels.last_mut().expect("the outermost level stays");
+                self.questions -= level.questions;
                 *level = Level::default();
             }
-            TokenKind::TokQuestion => {
-                level.questions += 1;
-                questions += 1;
-                level.chain = 0;
-                if depth + questions >= MAX_NESTING {
-                    return Err(too_deep(source, token.start));
-                }
-            }
+            TokenKind::TokQuestion => self.question(start)?,
             TokenKind::TokDot => {
+                let level = self.level();
                 level.chain += 1;
                 level.longest_chain = level.longest_chain.max(level.chain);
                 if level.chain > MAX_CHAIN {
-                    return Err(too_long_chain(source, token.start));
+                    return Err(too_long_chain(self.source, start));
                 }
             }
             TokenKind::TokNull
@@ -90,32 +96,79 @@ pub(super) fn scan_tokens(source: &str) -> Result<(), String> {
             | TokenKind::TokIdent
             | TokenKind::TokReservedWord => {
                 operand = true;
-                level.unary = 0;
+                self.level().unary = 0;
             }
             // `&&` and `||` chains are balanced; `:` ends a branch.
             TokenKind::TokLogicalAnd | TokenKind::TokLogicalOr | TokenKind::TokColon => {
-                level.chain = 0;
+                self.level().chain = 0;
             }
             TokenKind::TokExclamation | TokenKind::TokMinus if !after_operand => {
+                let level = self.level();
                 level.unary += 1;
                 level.longest_unary = level.longest_unary.max(level.unary);
             }
             // A binary operator starts a new operand, and so a new chain.
             _ => {
+                let level = self.level();
                 level.chain = 0;
                 level.operators += 1;
             }
         }
-        if levels.iter().map(Level::depth).sum::<usize>() > MAX_SCANNED_DEPTH {
+        if self.levels.iter().map(Level::depth).sum::<usize>() > MAX_SCANNED_DEPTH {
             return Err(format!(
                 "the CEL expression is too deeply built (more than {MAX_SCANNED_DEPTH} \
                  operators, selections and conditions inside one another), at {}",
-                excerpt_at(source, token.start)
+                excerpt_at(self.source, start)
             ));
         }
-        after_operand = operand;
+        self.after_operand = operand;
+        Ok(())
     }
-    Ok(())
+
+    /// The innermost open level.
+    fn level(&mut self) -> &mut Level {
+        self.levels.last_mut().expect("the outermost level stays")
+    }
+
+    /// `(`, `[` or `{` at `start`; `index`: a `[` after an operand.
+    fn open(&mut self, index: bool, start: usize) -> Result<(), String> {
+        let depth = self.levels.len();
+        let level = self.level();
+        if index {
+            level.chain += 1;
+            if level.chain > MAX_CHAIN {
+                return Err(too_long_chain(self.source, start));
+            }
+        }
+        level.longest_chain = level.longest_chain.max(level.chain);
+        level.unary = 0;
+        if depth + self.questions >= MAX_NESTING {
+            return Err(too_deep(self.source, start));
+        }
+        self.levels.push(Level::default());
+        Ok(())
+    }
+
+    /// `)`, `]` or `}`: the innermost level closes (the outermost stays).
+    fn close(&mut self) {
+        if self.levels.len() > 1 {
+            let closed = self.levels.pop().expect("more than one");
+            self.questions -= closed.questions;
+        }
+    }
+
+    /// `?` at `start`.
+    fn question(&mut self, start: usize) -> Result<(), String> {
+        let depth = self.levels.len();
+        let level = self.level();
+        level.questions += 1;
+        level.chain = 0;
+        self.questions += 1;
+        if depth + self.questions >= MAX_NESTING {
+            return Err(too_deep(self.source, start));
+        }
+        Ok(())
+    }
 }
 
 fn too_deep(source: &str, offset: usize) -> String {
@@ -169,30 +222,6 @@ fn excerpt_at(source: &str, offset: usize) -> String {
     let open = if start > 0 { "…" } else { "" };
     let close = if end < source.len() { "…" } else { "" };
     format!("line {line}, column {column}, near \"{open}{text}{close}\"")
-}
-
-fn floor_char(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-/// At most `max` bytes of `text`, whitespace collapsed, with `…` when cut.
-pub fn short(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    for word in text.split_whitespace() {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
-        if out.len() > max {
-            out.truncate(floor_char(&out, max));
-            out.push('…');
-            break;
-        }
-    }
-    out
 }
 
 /// At most `max` bytes of `value`'s display, without formatting the rest of it.

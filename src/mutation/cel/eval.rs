@@ -11,11 +11,20 @@ use cel::context::VariableResolver;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use super::error::CelError;
 use super::estimate::Estimator;
+use super::limits::{COMPILE_STACK, CelLimits, EVAL_STACK, STEP};
 use super::source::bounded_display;
-use super::*;
 
 pub(super) type Job = Box<dyn FnOnce() + Send>;
+
+/// The standard library, shared by every evaluation.
+static CEL_ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| Arc::new(cel::Env::stdlib()));
+
+/// How many evaluations may run at once: twice the cores, at least 4.
+pub fn cel_concurrency() -> usize {
+    POOL.size
+}
 
 /// The evaluation threads and their slots: one slot per thread, so a job never waits
 /// for a thread once it holds a slot.
@@ -120,11 +129,11 @@ pub(super) fn estimate(
     program: &IdedExpr,
     fresh: &Value,
     limits: CelLimits,
-) -> Result<u64, ApplyError> {
+) -> Result<u64, CelError> {
     let mut estimator = Estimator::new(Some(fresh));
     let (cost, result) = estimator.whole(program);
     if cost > limits.max_cost {
-        return Err(ApplyError::CelTooCostly {
+        return Err(CelError::TooCostly {
             cost,
             limit: limits.max_cost,
         });
@@ -134,7 +143,7 @@ pub(super) fn estimate(
             .max_result
             .saturating_add(estimator.json(fresh).size.saturating_mul(2));
         if result > most {
-            return Err(ApplyError::CelResultTooLarge {
+            return Err(CelError::ResultTooLarge {
                 size: result,
                 limit: most,
             });
@@ -152,13 +161,13 @@ pub(super) fn evaluate(
     fresh: &Value,
     limits: CelLimits,
     caller_at: Option<std::time::Instant>,
-) -> Result<Value, ApplyError> {
+) -> Result<Value, CelError> {
     let object: Box<dyn Val> = json_to_cel(fresh)
         .try_into()
-        .map_err(|_| ApplyError::CelFailed("the object is not a CEL value".into()))?;
+        .map_err(|_| CelError::Failed("the object is not a CEL value".into()))?;
     let yes: Box<dyn Val> = cel::Value::Bool(true)
         .try_into()
-        .map_err(|_| ApplyError::CelFailed("no CEL bool".into()))?;
+        .map_err(|_| CelError::Failed("no CEL bool".into()))?;
     let own = std::time::Instant::now() + limits.time;
     let (stop_at, by_caller) = match caller_at {
         Some(caller_at) if caller_at < own => (caller_at, true),
@@ -177,13 +186,13 @@ pub(super) fn evaluate(
     let result = cel::Value::resolve(program, &context);
     let late = std::time::Instant::now() >= stop_at;
     match resolver.stopped.load(Ordering::Relaxed) {
-        OUT_OF_STEPS => return Err(ApplyError::CelTooManySteps(limits.max_steps)),
+        OUT_OF_STEPS => return Err(CelError::TooManySteps(limits.max_steps)),
         OUT_OF_TIME => {}
         _ if late => {}
         _ => {
-            let value = result.map_err(|e| ApplyError::CelFailed(bounded_display(&e, 200)))?;
+            let value = result.map_err(|e| CelError::Failed(bounded_display(&e, 200)))?;
             return value.json().map_err(|e| {
-                ApplyError::CelFailed(format!(
+                CelError::Failed(format!(
                     "the result is not JSON: {}",
                     bounded_display(&e, 200)
                 ))
@@ -191,9 +200,9 @@ pub(super) fn evaluate(
         }
     }
     Err(if by_caller {
-        ApplyError::CelDeadline
+        CelError::Deadline
     } else {
-        ApplyError::CelTooSlow(limits.time)
+        CelError::TooSlow(limits.time)
     })
 }
 

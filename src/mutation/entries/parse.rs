@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use super::{CONDITIONS, Condition, EntryChange, FieldPath, Owner};
-use crate::engine::mutation::{FieldViolation, type_name};
+use super::change::{CONDITIONS, Condition, EntryChange, FieldPath, Owner};
+use crate::mutation::value::{parse_json, short, type_name};
 use crate::pb;
-use crate::target::{ApiVersion, Kind, Name};
+use crate::target::{ApiVersion, FieldViolation, Kind, Name};
 
 impl FieldPath {
     /// Parses `text` (`field` is its place in the request); empty takes `default`.
@@ -137,7 +137,7 @@ fn condition(field: &str, c: &pb::Condition) -> Result<Condition, FieldViolation
             format!("{field}.status"),
             format!(
                 "must be \"True\", \"False\" or \"Unknown\", not {:?}",
-                crate::engine::cel::short(&c.status, 40)
+                short(&c.status, 40)
             ),
         ));
     }
@@ -191,7 +191,7 @@ fn rfc3339(field: &str, text: &str) -> Result<String, FieldViolation> {
                 field,
                 format!(
                     "{:?} is not an RFC 3339 time in UTC, e.g. \"2026-11-26T15:04:05Z\"",
-                    crate::engine::cel::short(text, 40)
+                    short(text, 40)
                 ),
             )
         })
@@ -230,7 +230,7 @@ fn qualified_name(field: &str, text: &str, max: usize) -> Result<(), FieldViolat
         field,
         format!(
             "{:?} is not a qualified name ([prefix/]name: the name at most 63 characters of [A-Za-z0-9-_.] starting and ending alphanumeric, the prefix a DNS subdomain, e.g. \"example.com/cleanup\"; at most {max} in all)",
-            crate::engine::cel::short(text, 60)
+            short(text, 60)
         ),
     ))
 }
@@ -284,7 +284,7 @@ fn list_entry(field: &str, change: &pb::ListEntryChange) -> Result<EntryChange, 
         }
     }
     let entry_field = format!("{field}.entry_json");
-    let entry = crate::engine::mutation::parse_json(&entry_field, &change.entry_json)?;
+    let entry = parse_json(&entry_field, &change.entry_json)?;
     let Value::Object(entry) = entry else {
         return Err(FieldViolation::new(
             entry_field,
@@ -298,10 +298,7 @@ fn list_entry(field: &str, change: &pb::ListEntryChange) -> Result<EntryChange, 
     {
         return Err(FieldViolation::new(
             entry_field,
-            format!(
-                "the entry lacks its key field {:?}",
-                crate::engine::cel::short(missing, 60)
-            ),
+            format!("the entry lacks its key field {:?}", short(missing, 60)),
         ));
     }
     Ok(EntryChange::ListEntry {

@@ -3,10 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
-use crate::engine::mutation::FieldViolation;
+use crate::mutation::{ApplyError, FieldViolation};
 use crate::pb;
 
 fn at(seconds: u64) -> SystemTime {

@@ -1,107 +1,15 @@
-//! Mutations and CEL conditions: validated and compiled once per request, then applied
-//! to the fresh object on every attempt.
-//!
-//! - JSON Patch (RFC 6902): a failing `test` operation is a precondition failure.
-//! - JSON merge patch (RFC 7386).
-//! - CEL: an expression over `object` (the fresh object) returning a map that is merged
-//!   into it, so read-dependent changes ("increment", "append if absent") work from any
-//!   language. Compiled and evaluated by [`crate::engine::cel`], which bounds stack, cost,
-//!   memory, time and concurrency (see there).
-//! - Server-side apply: carried as a configuration; the API server merges it.
+//! A mutation of the request, validated and compiled once ([`Mutation::from_proto`]),
+//! then applied to the fresh object on every attempt ([`Mutation::apply`]).
 
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::engine::cel::short;
-pub use crate::engine::cel::{CEL_MAX_SOURCE, CEL_TIME_LIMIT, Cel};
-pub use crate::engine::entries::EntryChange;
-
-/// The longest excerpt of the request a message quotes (a message is sent back in gRPC
-/// metadata, which has a size limit).
-const EXCERPT: usize = 160;
+use crate::mutation::cel::Cel;
+use crate::mutation::entries::EntryChange;
+use crate::mutation::error::ApplyError;
+use crate::mutation::value::{EXCERPT, parse_json, short, type_name};
 use crate::pb;
-
-pub use crate::target::FieldViolation;
-
-/// Why a mutation could not be applied to the fresh object. Depends on the object, not
-/// only on the request: reported as FAILED_PRECONDITION with the current object, except
-/// the CEL bounds (see `respond::to_status`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApplyError {
-    /// A JSON Patch `test` operation did not hold.
-    #[error("JSON Patch test operation {index} ({path}) does not hold on the current object")]
-    TestFailed { index: usize, path: String },
-    /// A JSON Patch operation cannot apply to the current object (e.g. a missing path).
-    #[error("JSON Patch operation {index} ({path}) does not apply to the current object: {reason}")]
-    PatchDoesNotApply {
-        index: usize,
-        path: String,
-        reason: String,
-    },
-    /// The CEL expression failed on the current object (e.g. a missing key). The
-    /// message is short: it never quotes more than an excerpt of a value.
-    #[error("CEL expression failed on the current object: {0}")]
-    CelFailed(String),
-    /// The CEL mutation did not return a map.
-    #[error("CEL mutation must return a map (a merge patch), returned {0}")]
-    CelNotAMap(String),
-    /// The CEL condition did not return a bool.
-    #[error("CEL condition must return a bool, returned {0}")]
-    CelNotABool(String),
-    /// The CEL evaluation ran past its time bound and was stopped.
-    #[error("CEL evaluation took longer than {0:?} and was stopped; simplify the expression")]
-    CelTooSlow(std::time::Duration),
-    /// The estimated cost of the CEL expression on the current object is over the
-    /// limit: nothing was evaluated.
-    #[error(
-        "CEL expression too costly on the current object: estimated cost {cost} exceeds the limit of {limit} (about bytes allocated); iterate over less, or build smaller values"
-    )]
-    CelTooCostly { cost: u64, limit: u64 },
-    /// The estimated result of the CEL expression on the current object is larger than
-    /// allowed: nothing was evaluated.
-    #[error(
-        "CEL result too large: its estimated size {size} exceeds the limit of {limit} (about bytes; the limit grows with the object)"
-    )]
-    CelResultTooLarge { size: u64, limit: u64 },
-    /// The CEL evaluation took more comprehension steps than allowed and was stopped.
-    #[error("CEL evaluation took more than {0} comprehension steps and was stopped")]
-    CelTooManySteps(u64),
-    /// No CEL evaluation slot became free before the caller's deadline: the sidecar is
-    /// busy evaluating other callers' expressions.
-    #[error(
-        "no CEL evaluation slot became free before the deadline (the sidecar is busy evaluating CEL); retry later or give the call a longer deadline"
-    )]
-    CelBusy,
-    /// The caller's deadline came while the CEL expression was being evaluated.
-    #[error("the deadline passed while the CEL expression was being evaluated")]
-    CelDeadline,
-    /// A finalizer cannot be added: the object is being deleted.
-    #[error(
-        "finalizer {0:?} cannot be added: the object is being deleted (it has a deletionTimestamp), and the API server accepts no new finalizer on it"
-    )]
-    Deleting(String),
-    /// Another owner is the object's controller.
-    #[error(
-        "the object is already controlled by {0}: an object has at most one controller; remove that reference first, or ensure this owner without controller"
-    )]
-    AlreadyOwned(String),
-    /// A list path runs through a value that is not an object, or ends at one that is
-    /// not a list, on the current object: the request's path does not fit the object.
-    #[error("{reason}")]
-    PathDoesNotFit { field: String, reason: String },
-}
-
-/// A short name of the JSON type of `value`, for messages.
-pub(crate) fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a bool",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a map",
-    }
-}
+use crate::target::FieldViolation;
 
 /// A validated mutation.
 #[derive(Debug, Clone)]
@@ -115,7 +23,7 @@ pub enum Mutation {
     /// A CEL expression returning a merge patch.
     Cel(Cel),
     /// A change to one entry of a list: conditions, finalizers, owner references, keyed
-    /// list entries ([`crate::engine::entries`]).
+    /// list entries ([`crate::mutation::entries`]).
     Entry(EntryChange),
 }
 
@@ -245,23 +153,14 @@ impl Mutation {
     }
 }
 
-/// Parses JSON text from a request field.
-pub fn parse_json(field: &str, text: &str) -> Result<Value, FieldViolation> {
-    if text.trim().is_empty() {
-        return Err(FieldViolation::new(field, "required JSON text is empty"));
-    }
-    serde_json::from_str(text).map_err(|e| {
-        FieldViolation::new(
-            field,
-            format!("not valid JSON: {}", short(&e.to_string(), EXCERPT)),
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
+
+    use super::Mutation;
+    use crate::mutation::cel::{Cel, CelError};
+    use crate::mutation::error::ApplyError;
+    use crate::pb;
 
     fn cel(expression: &str) -> Option<pb::Mutation> {
         Some(pb::Mutation {
@@ -335,7 +234,7 @@ mod tests {
         let m = Mutation::from_proto("m", cel("{'a': object.missing.key}").as_ref()).unwrap();
         assert!(matches!(
             m.apply(&json!({}), None).await,
-            Err(ApplyError::CelFailed(_))
+            Err(ApplyError::Cel(CelError::Failed(_)))
         ));
     }
 
@@ -407,7 +306,7 @@ mod tests {
         let c = Cel::compile("c", "'yes'").unwrap();
         assert!(matches!(
             c.holds(&json!({}), None).await,
-            Err(ApplyError::CelNotABool(_))
+            Err(CelError::NotABool(_))
         ));
     }
 }

@@ -1,6 +1,13 @@
 //! The bounds, each shown on the inputs that used to hurt the process.
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::eval::POOL;
+use super::limits::VALUE;
 use super::*;
-use serde_json::json;
+use crate::target::FieldViolation;
 
 /// A limit that only the runtime bounds enforce.
 fn unbounded_cost(time: Duration) -> CelLimits {
@@ -124,7 +131,7 @@ async fn a_costly_loop_over_the_object_is_refused_before_evaluating() {
     let xs: Vec<i64> = (0..2_600).collect();
     let started = std::time::Instant::now();
     let err = cel.evaluate(&json!({"xs": xs}), None).await.unwrap_err();
-    assert!(matches!(err, ApplyError::CelTooCostly { .. }), "{err}");
+    assert!(matches!(err, CelError::TooCostly { .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(1));
     // The quadratic shape over a big object too.
     let cel = Cel::compile(
@@ -134,7 +141,7 @@ async fn a_costly_loop_over_the_object_is_refused_before_evaluating() {
     .unwrap();
     let xs: Vec<i64> = (0..200_000).collect();
     let err = cel.evaluate(&json!({"xs": xs}), None).await.unwrap_err();
-    assert!(matches!(err, ApplyError::CelTooCostly { .. }), "{err}");
+    assert!(matches!(err, CelError::TooCostly { .. }), "{err}");
     // The same shape over a small object is fine.
     let xs: Vec<i64> = (0..20).collect();
     cel.evaluate(&json!({"xs": xs}), None).await.unwrap();
@@ -184,7 +191,7 @@ async fn the_time_limit_stops_loops_that_do_not_read_object() {
             .await
             .unwrap_err();
         let took = started.elapsed();
-        assert_eq!(err, ApplyError::CelTooSlow(limits.time), "{source}");
+        assert_eq!(err, CelError::TooSlow(limits.time), "{source}");
         // Stopped within one step (a step here builds a 2,600-element list).
         assert!(took < Duration::from_millis(500), "{source}: {took:?}");
     }
@@ -200,7 +207,7 @@ async fn the_callers_deadline_stops_an_evaluation() {
     let err = cel
         .evaluate_within(&json!({}), Some(deadline), limits)
         .await;
-    assert_eq!(err.unwrap_err(), ApplyError::CelDeadline);
+    assert_eq!(err.unwrap_err(), CelError::Deadline);
     assert!(started.elapsed() < Duration::from_millis(500));
 }
 
@@ -218,7 +225,7 @@ async fn the_step_budget_stops_a_loop() {
         .evaluate_within(&json!({}), None, limits)
         .await
         .unwrap_err();
-    assert_eq!(err, ApplyError::CelTooManySteps(1_000));
+    assert_eq!(err, CelError::TooManySteps(1_000));
     // Under the budget, the same loop runs.
     let cel =
         Cel::compile_within("c", &format!("{}.map(x, x)", literal_list(500)), limits).unwrap();
@@ -257,14 +264,14 @@ async fn waiting_for_a_slot_honours_the_deadline() {
         .evaluate(&json!({}), Some(deadline))
         .await
         .unwrap_err();
-    assert_eq!(err, ApplyError::CelBusy);
+    assert_eq!(err, CelError::Busy);
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(45) && waited < Duration::from_millis(300));
     // Without a deadline, it waits for a slot and runs.
     let value = quick.evaluate(&json!({}), None).await.unwrap();
     assert_eq!(value, json!(INLINE_MAX_DEPTH as i64 + 1));
     for hog in hogs {
-        assert_eq!(hog.await.unwrap(), Err(ApplyError::CelTooSlow(slow.time)));
+        assert_eq!(hog.await.unwrap(), Err(CelError::TooSlow(slow.time)));
     }
 }
 
@@ -298,7 +305,7 @@ async fn evaluation_errors_quote_a_short_excerpt() {
         .evaluate(&json!({"s": "x".repeat(100_000)}), None)
         .await
         .unwrap_err();
-    assert!(matches!(err, ApplyError::CelFailed(_)), "{err}");
+    assert!(matches!(err, CelError::Failed(_)), "{err}");
     assert!(
         err.to_string().len() <= 400,
         "{} bytes",
@@ -319,7 +326,7 @@ async fn results_are_bounded_by_the_object_they_are_merged_into() {
     let object = json!({"xs": xs});
     let cel = Cel::compile("c", "{'n': object.xs.map(x, [x, x, x, x, x, x, x, x])}").unwrap();
     let err = cel.evaluate(&object, None).await.unwrap_err();
-    assert!(matches!(err, ApplyError::CelResultTooLarge { .. }), "{err}");
+    assert!(matches!(err, CelError::ResultTooLarge { .. }), "{err}");
     let cel = Cel::compile("c", "{'xs': object.xs + object.xs}").unwrap();
     cel.evaluate(&object, None).await.unwrap();
 }

@@ -1,0 +1,141 @@
+//! Walks and shapes of a parsed AST that compiling and estimating share: its children,
+//! its depth, whether it reads `object`, the shape of a comprehension, and whether a
+//! call is `optional.<f>(...)`.
+
+use cel::IdedExpr;
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
+
+/// The children of `expr`, in no particular order.
+pub(super) fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
+    match &expr.expr {
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => Vec::new(),
+        Expr::Call(call) => call
+            .target
+            .iter()
+            .map(|t| t.as_ref())
+            .chain(&call.args)
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .flat_map(|e| entry_exprs(&e.expr))
+            .collect(),
+        Expr::Struct(st) => st
+            .entries
+            .iter()
+            .flat_map(|e| entry_exprs(&e.expr))
+            .collect(),
+        Expr::Select(select) => vec![&select.operand],
+    }
+}
+
+pub(super) fn entry_exprs(entry: &EntryExpr) -> Vec<&IdedExpr> {
+    match entry {
+        EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+        EntryExpr::StructField(f) => vec![&f.value],
+    }
+}
+
+/// Whether `expr` names `object` anywhere.
+pub(super) fn names_object(expr: &IdedExpr) -> bool {
+    let mut stack = vec![expr];
+    while let Some(expr) = stack.pop() {
+        if matches!(&expr.expr, Expr::Ident(name) if name == "object") {
+            return true;
+        }
+        stack.extend(children(expr));
+    }
+    false
+}
+
+/// The depth of `expr`, measured without recursion (the AST may be thousands deep).
+pub(super) fn depth(expr: &IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(expr, 1usize)];
+    while let Some((expr, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        stack.extend(children(expr).into_iter().map(|child| (child, depth + 1)));
+    }
+    deepest
+}
+
+/// The functions of the `optional` namespace (`optional.of(x)`).
+const OPTIONAL_FUNCTIONS: &[&str] = &["of", "ofNonZeroValue", "none"];
+
+/// Whether `call` is `optional.<f>(...)`.
+pub(super) fn optional_call(call: &CallExpr) -> bool {
+    OPTIONAL_FUNCTIONS.contains(&call.func_name.as_str())
+        && call
+            .target
+            .as_deref()
+            .is_some_and(|t| matches!(&t.expr, Expr::Ident(name) if name == "optional"))
+}
+
+/// The two shapes of comprehension the standard macros produce.
+pub(super) enum Kind<'a> {
+    /// map / filter: `@result + [e]`, optionally guarded by `g ? ... : @result`, from
+    /// an empty list; cel appends in place.
+    Append {
+        guard: Option<&'a IdedExpr>,
+        items: &'a IdedExpr,
+    },
+    /// all / exists / exists_one: a scalar accumulator.
+    Scalar,
+}
+
+/// The shape of `c`, matching cel's own test for the in-place append.
+pub(super) fn comprehension_kind(c: &ComprehensionExpr) -> Option<Kind<'_>> {
+    let accu = c.accu_var.as_str();
+    let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
+    fn appended<'a>(e: &'a IdedExpr, accu: &str) -> Option<&'a IdedExpr> {
+        let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
+        match &e.expr {
+            Expr::Call(call) if call.func_name == operators::ADD && call.target.is_none() => {
+                match call.args.as_slice() {
+                    [lhs, rhs] if is_accu(lhs) && matches!(rhs.expr, Expr::List(_)) => Some(rhs),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+    let empty_init = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
+    let literal_cond = matches!(c.loop_cond.expr, Expr::Literal(_));
+    if empty_init && literal_cond && is_accu(&c.result) {
+        if let Some(items) = appended(&c.loop_step, accu) {
+            return Some(Kind::Append { guard: None, items });
+        }
+        if let Expr::Call(call) = &c.loop_step.expr
+            && call.func_name == operators::CONDITIONAL
+            && call.target.is_none()
+            && let [guard, step, otherwise] = call.args.as_slice()
+            && is_accu(otherwise)
+            && let Some(items) = appended(step, accu)
+        {
+            return Some(Kind::Append {
+                guard: Some(guard),
+                items,
+            });
+        }
+        return None;
+    }
+    let scalar_init = matches!(
+        &c.accu_init.expr,
+        Expr::Literal(
+            LiteralValue::Boolean(_)
+                | LiteralValue::Int(_)
+                | LiteralValue::UInt(_)
+                | LiteralValue::Double(_)
+                | LiteralValue::Null
+        )
+    );
+    scalar_init.then_some(Kind::Scalar)
+}

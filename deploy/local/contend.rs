@@ -57,6 +57,24 @@ async fn configmap_requests(kube: &kube::Client) -> Result<f64, Box<dyn std::err
     Ok(count(&text, "configmaps", READS) + count(&text, "configmaps", WRITES))
 }
 
+/// The same count once it has settled: the API server counts a request when its handler
+/// returns, which may be a moment after the client has the answer, so the count is read
+/// until two reads 50 ms apart agree (at most 2 s).
+async fn settled_configmap_requests(
+    kube: &kube::Client,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let mut last = configmap_requests(kube).await?;
+    for _ in 0..40 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let now = configmap_requests(kube).await?;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    Ok(last)
+}
+
 /// The naive writers: read, change, write back with no resourceVersion (an
 /// unconditional update) and no retry. Returns the final count of `total` increments.
 async fn naive(
@@ -127,7 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         100.0 * (total - naive_count.min(total)) as f64 / total as f64
     );
     println!();
-    let requests_before = configmap_requests(&kube).await?;
+    let requests_before = settled_configmap_requests(&kube).await?;
 
     println!(
         "{writers} writers x {increments} increments of ConfigMap {namespace}/demo-counter, all at once"
@@ -177,7 +195,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let wall = started.elapsed();
-    let requests = configmap_requests(&kube).await? - requests_before;
+    let requests = settled_configmap_requests(&kube).await? - requests_before;
 
     // Read the final value through the sidecar too: an empty merge patch is a no-op,
     // answered UNCHANGED with the current object and no write.

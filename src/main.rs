@@ -52,9 +52,11 @@ fn main() -> ExitCode {
     let cli = match cli.command {
         Command::Health(args) => return safewrite::health::run(args),
         Command::Inject(args) => return safewrite::inject::run(args),
-        Command::Update(args) => return safewrite::cli::run(safewrite::cli::Verb::Update, args),
+        Command::Update(args) => {
+            return safewrite::cli::run(safewrite::cli::WriteKind::Update, args);
+        }
         Command::PatchStatus(args) => {
-            return safewrite::cli::run(safewrite::cli::Verb::PatchStatus, args);
+            return safewrite::cli::run(safewrite::cli::WriteKind::PatchStatus, args);
         }
         Command::Serve(args) => (cli.log, args),
     };

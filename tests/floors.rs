@@ -6,7 +6,9 @@
 //! - no import cycle between any two files;
 //! - no file over 400 lines of code (not blank, not a comment) and no function over 80
 //!   lines (its `fn` line to its closing brace); the test prints the largest file and the
-//!   five longest functions.
+//!   five longest functions;
+//! - no two wings define a type (struct, enum, trait) of the same name, so a name says
+//!   which thing it is wherever it is read.
 //!
 //! An import is a path: `crate::a::b` (a `use`, a path in code, a doc link or a path named
 //! in a comment, each item of a `crate::{a, b::c}` group), `super::` and `self::` paths (relative to the file's
@@ -750,8 +752,66 @@ fn no_function_is_over_80_lines() {
     assert!(over.is_empty(), "{}", over.join("\n"));
 }
 
+/// The types `code` defines as items of its module (`struct`, `enum`, `trait` at any
+/// visibility, at the start of a line), each with its line. An associated type, a type
+/// alias or a type local to a function is no name the wing gives.
+fn type_names(code: &str) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    for (number, line) in code.lines().enumerate() {
+        if line.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let mut words = line.split_whitespace().skip_while(|w| w.starts_with("pub"));
+        if let (Some("struct" | "enum" | "trait"), Some(name)) = (words.next(), words.next()) {
+            let name: String = name.chars().take_while(|&c| is_ident(c)).collect();
+            if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                found.push((name, number + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_two_wings_name_a_type_alike() {
+    let mut defined: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for source in sources() {
+        let Some(wing) = wing_of(&source.path) else {
+            continue;
+        };
+        for (name, line) in type_names(&source.code) {
+            defined
+                .entry(name)
+                .or_default()
+                .entry(wing.clone())
+                .or_insert_with(|| format!("src/{}:{line}", source.path));
+        }
+    }
+    let clashes: Vec<String> = defined
+        .iter()
+        .filter(|(_, wings)| wings.len() > 1)
+        .map(|(name, wings)| {
+            let places: Vec<&str> = wings.values().map(String::as_str).collect();
+            format!("`{name}` names a type in {}", places.join(" and "))
+        })
+        .collect();
+    assert!(
+        clashes.is_empty(),
+        "two wings define a type of one name (rename one to say what it is):\n{}",
+        clashes.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_see_what_they_check() {
+    // Types a module defines, whatever their visibility; not a field, an alias, an
+    // associated type or a type local to a function.
+    let types = type_names(
+        "pub(crate) struct Reply {\n    kind: Kind,\n}\nenum Step<'a> {}\nlet struct_ = 1;\n\
+         type Alias = u8;\nimpl S {\n    type Error = E;\n}\nfn f() {\n    struct Local;\n}\n",
+    );
+    let names: Vec<&str> = types.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["Reply", "Step"]);
     // An import of each form.
     let code = "use crate::{a, b::{c, self}};\nfn f() { crate::d::e(); }\n/// [`crate::f`]\n\
                 use super::super::g::*;\nuse self::kid::K;\nfn h() { other_crate::x(); }\n";

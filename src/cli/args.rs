@@ -93,7 +93,7 @@ pub struct WriteArgs {
     pub api_version: Option<String>,
 
     #[command(flatten)]
-    pub change: Change,
+    pub change: ChangeFlags,
 
     #[command(flatten)]
     pub change_options: ChangeOptions,
@@ -165,7 +165,7 @@ pub struct WriteArgs {
 /// The change: exactly one of these (checked when the command runs, to say so in one line).
 #[derive(Debug, Clone, Args)]
 #[group(multiple = false)]
-pub struct Change {
+pub struct ChangeFlags {
     /// A CEL expression over `object` giving a merge patch, e.g.
     /// '{"data": {"n": string(int(object.data.n) + 1)}}'.
     #[arg(long, value_name = "EXPR")]

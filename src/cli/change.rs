@@ -9,14 +9,14 @@
 
 use serde_json::{Map, Value};
 
-use super::args::{Change, ChangeOptions};
+use super::args::{ChangeFlags, ChangeOptions};
 use super::fail::Fail;
 use super::kinds;
 use crate::pb;
 use crate::pb::mutation::Kind as M;
 
 /// The flag of the change given, or `None` when none is (clap lets at most one through).
-pub fn flag(change: &Change) -> Option<&'static str> {
+pub fn flag(change: &ChangeFlags) -> Option<&'static str> {
     let given = [
         ("--cel", change.cel.is_some()),
         ("--merge", change.merge.is_some()),
@@ -43,7 +43,7 @@ pub fn flag(change: &Change) -> Option<&'static str> {
 ///
 /// # Errors
 /// An owner that is not `KIND/NAME`.
-pub fn owner(change: &Change) -> Result<Option<kinds::Typed>, Fail> {
+pub fn owner(change: &ChangeFlags) -> Result<Option<kinds::Typed>, Fail> {
     let (flag, text) = match (&change.add_owner, &change.remove_owner) {
         (Some(text), _) => ("--add-owner", text),
         (None, Some(text)) => ("--remove-owner", text),
@@ -103,7 +103,7 @@ pub fn check_options(flag: &str, options: &ChangeOptions) -> Result<(), Fail> {
 ///
 /// # Errors
 /// A value that cannot be read, saying what to write instead.
-pub fn mutation(change: &Change, options: &ChangeOptions) -> Result<Option<M>, Fail> {
+pub fn mutation(change: &ChangeFlags, options: &ChangeOptions) -> Result<Option<M>, Fail> {
     let conditions_path = match &options.conditions_path {
         Some(text) => {
             field_path("--conditions-path", text, "status.conditions")?;
@@ -477,8 +477,8 @@ mod tests {
 
     #[test]
     fn each_change_flag_makes_its_mutation() {
-        let change = |f: &dyn Fn(&mut Change)| {
-            let mut change = Change {
+        let change = |f: &dyn Fn(&mut ChangeFlags)| {
+            let mut change = ChangeFlags {
                 cel: None,
                 merge: None,
                 json_patch: None,

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::args::WriteArgs;
 use super::exec::{self, Proposal};
 use super::fail::{Class, Fail, one_line};
-use super::request::{Request, Verb};
+use super::request::{Request, WriteKind};
 use crate::deadline::CallDeadline;
 use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
 use crate::mutation::FieldViolation;
@@ -72,8 +72,8 @@ pub async fn write(
     deadline: Instant,
 ) -> Result<pb::WriteResult, Fail> {
     let subresource = match request.verb {
-        Verb::Update => Subresource::Main,
-        Verb::PatchStatus => Subresource::Status,
+        WriteKind::Update => Subresource::Main,
+        WriteKind::PatchStatus => Subresource::Status,
     };
     let parts = RequestParts {
         target: Some(&request.target),

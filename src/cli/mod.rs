@@ -24,13 +24,13 @@ use serde_json::Value;
 
 use crate::pb;
 
-pub use args::{Change, ChangeOptions, WriteArgs};
+pub use args::{ChangeFlags, ChangeOptions, WriteArgs};
 pub use fail::{Class, Fail};
 pub use output::Output;
-pub use request::{Request, Verb};
+pub use request::{Request, WriteKind};
 
 /// Runs `safewrite update` / `safewrite patch-status` and returns its exit code.
-pub fn run(verb: Verb, args: WriteArgs) -> ExitCode {
+pub fn run(verb: WriteKind, args: WriteArgs) -> ExitCode {
     let Some(flag) = change::flag(&args.change) else {
         return fail(&Fail::invalid(
             "no change given: pass one of --cel, --merge, --json-patch, --apply, --exec, --set-condition, --remove-condition, --add-finalizer, --remove-finalizer, --add-owner, --remove-owner, --upsert-entry or --remove-entry (see safewrite update --help)",
@@ -83,7 +83,7 @@ fn wants_telemetry() -> bool {
 /// Reads the change (`flag`), resolves the kinds, builds the request and writes it in
 /// the mode the flags choose.
 async fn write(
-    verb: Verb,
+    verb: WriteKind,
     args: WriteArgs,
     flag: &'static str,
 ) -> Result<(Request, pb::WriteResult), Fail> {
@@ -102,7 +102,7 @@ async fn write(
     match &args.address {
         Some(address) => {
             let api_version = args.api_version.as_deref();
-            let mut discovery = sidecar::Discovery::new(&args);
+            let mut discovery = sidecar::LazyDiscovery::new(&args);
             let kind = discovery.kind(&typed, api_version, "--api-version").await?;
             if let Some(owner) = &owner {
                 let kind = discovery
@@ -185,7 +185,7 @@ fn print(request: &Request, output: Option<&Output>, result: &pb::WriteResult) -
                 (pb::Outcome::Gone, _) => "gone",
                 _ => "updated",
             };
-            let status = if request.verb == Verb::PatchStatus && outcome != pb::Outcome::Gone {
+            let status = if request.verb == WriteKind::PatchStatus && outcome != pb::Outcome::Gone {
                 " status"
             } else {
                 ""

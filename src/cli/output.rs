@@ -18,12 +18,12 @@ pub enum Output {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
     Text(String),
-    Path(Vec<Step>),
+    Path(Vec<PathStep>),
 }
 
 /// A step of a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum PathStep {
     Key(String),
     Index(usize),
 }
@@ -73,10 +73,10 @@ impl Output {
     }
 }
 
-fn lookup<'a>(object: &'a Value, steps: &[Step]) -> Option<&'a Value> {
+fn lookup<'a>(object: &'a Value, steps: &[PathStep]) -> Option<&'a Value> {
     steps.iter().try_fold(object, |node, step| match step {
-        Step::Key(key) => node.get(key.as_str()),
-        Step::Index(i) => node.get(*i),
+        PathStep::Key(key) => node.get(key.as_str()),
+        PathStep::Index(i) => node.get(*i),
     })
 }
 
@@ -101,7 +101,7 @@ fn template_of(template: &str) -> Result<Vec<Piece>, String> {
     Ok(pieces)
 }
 
-fn path_of(path: &str) -> Result<Vec<Step>, String> {
+fn path_of(path: &str) -> Result<Vec<PathStep>, String> {
     let mut steps = Vec::new();
     let mut rest = path.trim();
     if rest == "." || rest == "@" {
@@ -110,21 +110,21 @@ fn path_of(path: &str) -> Result<Vec<Step>, String> {
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix("['") {
             let end = after.find("']").ok_or("a ['...'] is not closed")?;
-            steps.push(Step::Key(after[..end].to_string()));
+            steps.push(PathStep::Key(after[..end].to_string()));
             rest = &after[end + 2..];
         } else if let Some(after) = rest.strip_prefix('[') {
             let end = after.find(']').ok_or("a [...] is not closed")?;
             let index = after[..end]
                 .parse()
                 .map_err(|_| format!("[{}] is not a list index", &after[..end]))?;
-            steps.push(Step::Index(index));
+            steps.push(PathStep::Index(index));
             rest = &after[end + 1..];
         } else if let Some(after) = rest.strip_prefix('.') {
             let end = after.find(['.', '[']).unwrap_or(after.len());
             if end == 0 {
                 return Err(format!("{path:?} has an empty field name"));
             }
-            steps.push(Step::Key(after[..end].to_string()));
+            steps.push(PathStep::Key(after[..end].to_string()));
             rest = &after[end..];
         } else {
             return Err(format!("{path:?} must start with a dot"));

@@ -11,7 +11,7 @@ use crate::pb;
 
 /// Which write: the main resource or the status subresource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
+pub enum WriteKind {
     Update,
     PatchStatus,
 }
@@ -20,7 +20,7 @@ pub enum Verb {
 /// when `exec` is set.
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub verb: Verb,
+    pub verb: WriteKind,
     pub target: pb::ObjectRef,
     /// None for --exec.
     pub mutation: Option<pb::Mutation>,
@@ -36,7 +36,7 @@ pub struct Request {
 
 /// Builds the request from the flags and the change's `mutation` (of the change `flag`).
 pub fn build(
-    (verb, flag): (Verb, &'static str),
+    (verb, flag): (WriteKind, &'static str),
     args: &WriteArgs,
     typed: &kinds::Typed,
     kind: kinds::Kind,

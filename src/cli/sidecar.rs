@@ -10,7 +10,7 @@ use super::exec::{self, Proposal};
 use super::fail::{Class, Fail, one_line};
 use super::kinds;
 use super::local::serve_settings;
-use super::request::{Request, Verb};
+use super::request::{Request, WriteKind};
 use crate::health::Address;
 use crate::pb;
 use crate::pb::writer_service_client::WriterServiceClient;
@@ -31,14 +31,14 @@ async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
 }
 
 /// The discovery client, made at most once and only when first needed.
-pub struct Discovery<'a> {
+pub struct LazyDiscovery<'a> {
     args: &'a WriteArgs,
     client: Option<Option<kube::Client>>,
 }
 
-impl<'a> Discovery<'a> {
+impl<'a> LazyDiscovery<'a> {
     pub fn new(args: &'a WriteArgs) -> Self {
-        Discovery { args, client: None }
+        LazyDiscovery { args, client: None }
     }
 
     /// The client of [`discovery_client`], or `None` without a kubeconfig.
@@ -111,11 +111,11 @@ pub async fn write(
         options: Some(request.options.clone()),
     };
     let answer = match request.verb {
-        Verb::Update => client
+        WriteKind::Update => client
             .update_with_retry(call.of(pb::UpdateWithRetryRequest::from(fields)))
             .await
             .map(|answer| answer.into_inner().result),
-        Verb::PatchStatus => client
+        WriteKind::PatchStatus => client
             .patch_status(call.of(fields))
             .await
             .map(|answer| answer.into_inner().result),
@@ -140,7 +140,7 @@ async fn transact(
     let (tx, rx) = tokio::sync::mpsc::channel(2);
     let begin = pb::TransactBegin {
         target: Some(request.target.clone()),
-        status: request.verb == Verb::PatchStatus,
+        status: request.verb == WriteKind::PatchStatus,
         preconditions: Some(request.preconditions.clone()),
         retry_policy: Some(request.retry_policy),
         options: Some(request.options.clone()),

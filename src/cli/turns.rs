@@ -14,24 +14,24 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// A turn: the object's lock, released when dropped (or when the process ends).
-pub struct Turn(#[allow(dead_code)] Option<File>);
+pub struct TurnLock(#[allow(dead_code)] Option<File>);
 
 /// Waits for the turn at `key` (the object and the cluster it is in), for at most half
 /// of the time until `deadline`; without one when no lock file can be had.
-pub async fn take(key: &str, deadline: Instant) -> Turn {
+pub async fn take(key: &str, deadline: Instant) -> TurnLock {
     let Some(file) = open(key) else {
-        return Turn(None);
+        return TurnLock(None);
     };
     let until = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
     let mut pause = Duration::from_millis(1);
     loop {
         match file.try_lock() {
-            Ok(()) => return Turn(Some(file)),
+            Ok(()) => return TurnLock(Some(file)),
             Err(TryLockError::WouldBlock) if Instant::now() + pause < until => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(10));
             }
-            Err(_) => return Turn(None),
+            Err(_) => return TurnLock(None),
         }
     }
 }

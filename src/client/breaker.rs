@@ -65,7 +65,7 @@ pub enum State {
 
 /// How an admitted request ended, for the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CallOutcome {
     /// An answer that is not a fault.
     Success,
     /// A fault ([`fault::is_fault`]).
@@ -96,7 +96,7 @@ pub struct Breaker {
 }
 
 /// An admitted request's claim on the breaker: settled once with its outcome, or, when
-/// dropped unsettled, recorded as [`Outcome::Cancelled`].
+/// dropped unsettled, recorded as [`CallOutcome::Cancelled`].
 pub struct Ticket {
     breaker: Breaker,
     admit: Admit,
@@ -106,7 +106,7 @@ pub struct Ticket {
 
 impl Ticket {
     /// Records how the request ended.
-    pub fn settle(mut self, outcome: Outcome) {
+    pub fn settle(mut self, outcome: CallOutcome) {
         self.settled = true;
         self.breaker.record(self.admit, self.epoch, outcome);
     }
@@ -121,7 +121,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.settled {
             self.breaker
-                .record(self.admit, self.epoch, Outcome::Cancelled);
+                .record(self.admit, self.epoch, CallOutcome::Cancelled);
         }
     }
 }
@@ -203,25 +203,25 @@ impl Breaker {
         crate::metrics::get().breaker(2, "open");
     }
 
-    fn record(&self, admit: Admit, epoch: u64, outcome: Outcome) {
+    fn record(&self, admit: Admit, epoch: u64, outcome: CallOutcome) {
         let mut inner = self.lock();
         if epoch != inner.epoch {
             // Admitted before the last change of state: it says nothing about now.
             return;
         }
         match (admit, inner.state, outcome) {
-            (Admit::Probe, State::HalfOpen { cooldown, .. }, Outcome::Fault) => {
+            (Admit::Probe, State::HalfOpen { cooldown, .. }, CallOutcome::Fault) => {
                 let cooldown = (cooldown * 2).min(self.config.max_cooldown);
                 self.open(&mut inner, cooldown);
                 warn!(?cooldown, "circuit breaker probe failed: open again");
             }
-            (Admit::Probe, State::HalfOpen { .. }, Outcome::Success) => {
+            (Admit::Probe, State::HalfOpen { .. }, CallOutcome::Success) => {
                 inner.state = State::Closed { faults: 0 };
                 inner.epoch += 1;
                 crate::metrics::get().breaker(0, "closed");
                 info!("circuit breaker closed: the API server answers again");
             }
-            (Admit::Probe, State::HalfOpen { cooldown, .. }, Outcome::Cancelled) => {
+            (Admit::Probe, State::HalfOpen { cooldown, .. }, CallOutcome::Cancelled) => {
                 inner.state = State::HalfOpen {
                     cooldown,
                     probing: false,
@@ -229,10 +229,10 @@ impl Breaker {
                 inner.epoch += 1;
                 debug!("circuit breaker probe dropped unfinished: the next request probes");
             }
-            (Admit::Pass, State::Closed { .. }, Outcome::Success) => {
+            (Admit::Pass, State::Closed { .. }, CallOutcome::Success) => {
                 inner.state = State::Closed { faults: 0 };
             }
-            (Admit::Pass, State::Closed { faults }, Outcome::Fault) => {
+            (Admit::Pass, State::Closed { faults }, CallOutcome::Fault) => {
                 let faults = faults + 1;
                 if faults >= self.config.failures {
                     let cooldown = self.config.cooldown;
@@ -243,7 +243,7 @@ impl Breaker {
                 }
             }
             // A caller gave up on a request admitted while closed: no verdict.
-            (Admit::Pass, State::Closed { .. }, Outcome::Cancelled) => {}
+            (Admit::Pass, State::Closed { .. }, CallOutcome::Cancelled) => {}
             // Unreachable with matching epochs (a probe exists only in half-open, a pass
             // only in closed); nothing to do either way.
             _ => {}
@@ -319,9 +319,9 @@ where
             }
             let result = inner.call(request).await.map_err(Into::into);
             ticket.settle(if fault::is_fault_response(&result) {
-                Outcome::Fault
+                CallOutcome::Fault
             } else {
-                Outcome::Success
+                CallOutcome::Success
             });
             result
         })
@@ -346,11 +346,11 @@ mod tests {
     };
 
     fn fail(b: &Breaker) {
-        b.admit().expect("admitted").settle(Outcome::Fault);
+        b.admit().expect("admitted").settle(CallOutcome::Fault);
     }
 
     fn succeed(b: &Breaker) {
-        b.admit().expect("admitted").settle(Outcome::Success);
+        b.admit().expect("admitted").settle(CallOutcome::Success);
     }
 
     fn open(b: &Breaker) {
@@ -384,7 +384,7 @@ mod tests {
         assert!(probe.is_probe());
         let refused = b.admit().err().expect("exactly one probe in half-open");
         assert_eq!(refused.retry_after, PROBE_RETRY_AFTER);
-        probe.settle(Outcome::Success);
+        probe.settle(CallOutcome::Success);
         assert_eq!(b.state(), State::Closed { faults: 0 });
     }
 
@@ -428,7 +428,7 @@ mod tests {
         let next = b.admit().expect("the next request probes");
         assert!(next.is_probe());
         assert!(b.admit().is_err(), "still one probe at a time");
-        next.settle(Outcome::Success);
+        next.settle(CallOutcome::Success);
         assert_eq!(b.state(), State::Closed { faults: 0 });
     }
 
@@ -450,7 +450,7 @@ mod tests {
         open(&b);
         tokio::time::advance(CONFIG.cooldown).await;
         succeed(&b); // the probe closes it
-        slow.settle(Outcome::Fault); // ends late: admitted in an earlier period
+        slow.settle(CallOutcome::Fault); // ends late: admitted in an earlier period
         assert_eq!(b.state(), State::Closed { faults: 0 });
     }
 

@@ -119,7 +119,7 @@ impl Batcher {
             // own task (no hand-off to a driver). Writes that arrive meanwhile queue, and
             // a driver task takes them over when it ends, or when this RPC is dropped.
             // Alone: a batch of one is never sent back (only a batch of several is split).
-            let handoff = Handoff {
+            let handoff = DriverOnDrop {
                 api,
                 batcher: self,
                 key: &key,
@@ -239,13 +239,13 @@ impl Drop for DriverGuard<'_> {
 
 /// Hands `key`'s queue to a driver when the write on the RPC's task ends, however it
 /// ends (answered, or its RPC dropped mid-write).
-struct Handoff<'a> {
+struct DriverOnDrop<'a> {
     api: &'a Api,
     batcher: &'a Arc<Batcher>,
     key: &'a Key,
 }
 
-impl Drop for Handoff<'_> {
+impl Drop for DriverOnDrop<'_> {
     fn drop(&mut self) {
         self.batcher.hand_off(self.api, self.key);
     }

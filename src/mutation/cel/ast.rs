@@ -80,7 +80,7 @@ pub(super) fn optional_call(call: &CallExpr) -> bool {
 }
 
 /// The two shapes of comprehension the standard macros produce.
-pub(super) enum Kind<'a> {
+pub(super) enum Comprehension<'a> {
     /// map / filter: `@result + [e]`, optionally guarded by `g ? ... : @result`, from
     /// an empty list; cel appends in place.
     Append {
@@ -92,7 +92,7 @@ pub(super) enum Kind<'a> {
 }
 
 /// The shape of `c`, matching cel's own test for the in-place append.
-pub(super) fn comprehension_kind(c: &ComprehensionExpr) -> Option<Kind<'_>> {
+pub(super) fn comprehension_kind(c: &ComprehensionExpr) -> Option<Comprehension<'_>> {
     let accu = c.accu_var.as_str();
     let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
     fn appended<'a>(e: &'a IdedExpr, accu: &str) -> Option<&'a IdedExpr> {
@@ -111,7 +111,7 @@ pub(super) fn comprehension_kind(c: &ComprehensionExpr) -> Option<Kind<'_>> {
     let literal_cond = matches!(c.loop_cond.expr, Expr::Literal(_));
     if empty_init && literal_cond && is_accu(&c.result) {
         if let Some(items) = appended(&c.loop_step, accu) {
-            return Some(Kind::Append { guard: None, items });
+            return Some(Comprehension::Append { guard: None, items });
         }
         if let Expr::Call(call) = &c.loop_step.expr
             && call.func_name == operators::CONDITIONAL
@@ -120,7 +120,7 @@ pub(super) fn comprehension_kind(c: &ComprehensionExpr) -> Option<Kind<'_>> {
             && is_accu(otherwise)
             && let Some(items) = appended(step, accu)
         {
-            return Some(Kind::Append {
+            return Some(Comprehension::Append {
                 guard: Some(guard),
                 items,
             });
@@ -137,5 +137,5 @@ pub(super) fn comprehension_kind(c: &ComprehensionExpr) -> Option<Kind<'_>> {
                 | LiteralValue::Null
         )
     );
-    scalar_init.then_some(Kind::Scalar)
+    scalar_init.then_some(Comprehension::Scalar)
 }

@@ -5,7 +5,7 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::PrattParser;
 
-use super::ast::{Kind, children, comprehension_kind, depth, optional_call};
+use super::ast::{Comprehension, children, comprehension_kind, depth, optional_call};
 use super::estimate::Estimator;
 use super::limits::{
     CEL_MAX_DEPTH, CelLimits, EXCERPT, MAX_PATTERN, PARSER_MAX_RECURSION, PATTERN_SIZE_LIMIT, STEP,
@@ -191,7 +191,7 @@ fn check_pattern(call: &CallExpr) -> Result<(), String> {
 /// element; the others check in their loop condition.
 fn rewrite(expr: &mut IdedExpr) {
     if let Expr::Comprehension(c) = &mut expr.expr {
-        let append = matches!(comprehension_kind(c), Some(Kind::Append { .. }));
+        let append = matches!(comprehension_kind(c), Some(Comprehension::Append { .. }));
         if append {
             if let Expr::Call(call) = &mut c.loop_step.expr
                 && call.func_name == operators::CONDITIONAL

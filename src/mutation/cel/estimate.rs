@@ -9,7 +9,7 @@ use cel::common::ast::{
 };
 use serde_json::Value;
 
-use super::ast::{Kind, comprehension_kind, entry_exprs, optional_call};
+use super::ast::{Comprehension, comprehension_kind, entry_exprs, optional_call};
 use super::bound::Bound;
 use super::cost::{Estimate, Operands, builds, function, sum};
 use super::limits::{EXACT_VISITS, NODE, VALUE};
@@ -346,7 +346,7 @@ impl<'j> Estimator<'j> {
         // Each step binds a copy of the element.
         let before = range.cost.saturating_add(init.cost).saturating_add(NODE);
         match comprehension_kind(c) {
-            Some(Kind::Append { guard, items }) => {
+            Some(Comprehension::Append { guard, items }) => {
                 self.scope.push((c.iter_var.clone(), element, nodes));
                 let guard = guard.map_or(0, |g| self.estimate(g).cost);
                 let items = self.estimate(items);
@@ -364,7 +364,7 @@ impl<'j> Estimator<'j> {
                 let cost = before.saturating_add(steps.saturating_mul(per_step));
                 Estimate::of(cost, bound)
             }
-            Some(Kind::Scalar) => {
+            Some(Comprehension::Scalar) => {
                 let accu = init.bound.join(Bound::SCALAR);
                 self.scope.push((c.accu_var.clone(), accu, Vec::new()));
                 self.scope.push((c.iter_var.clone(), element, nodes));

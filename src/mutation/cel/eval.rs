@@ -28,15 +28,15 @@ pub fn cel_concurrency() -> usize {
 
 /// The evaluation threads and their slots: one slot per thread, so a job never waits
 /// for a thread once it holds a slot.
-pub(super) struct Pool {
+pub(super) struct EvalPool {
     pub(super) jobs: mpsc::Sender<Job>,
     pub(super) slots: Arc<Semaphore>,
     pub(super) size: usize,
 }
 
-pub(super) static POOL: LazyLock<Pool> = LazyLock::new(|| {
+pub(super) static POOL: LazyLock<EvalPool> = LazyLock::new(|| {
     let size = (2 * cores()).max(4);
-    Pool {
+    EvalPool {
         jobs: threads("cel", size, EVAL_STACK),
         slots: Arc::new(Semaphore::new(size)),
         size,

@@ -120,7 +120,7 @@ impl AllowList {
     /// [`Denied`] for the first operation no rule grants.
     pub fn check(&self, spec: &WriteSpec, operation: Operation) -> Result<(), Box<Denied>> {
         let target = &spec.target;
-        let request = Request {
+        let request = Asked {
             group: target.api_version.group(),
             kind: &target.kind,
             namespace: &target.namespace,
@@ -134,11 +134,7 @@ impl AllowList {
         Ok(())
     }
 
-    fn check_request(
-        &self,
-        request: &Request<'_>,
-        operation: Operation,
-    ) -> Result<(), Box<Denied>> {
+    fn check_request(&self, request: &Asked<'_>, operation: Operation) -> Result<(), Box<Denied>> {
         let of_kind: Vec<&Rule> = self
             .rules
             .iter()
@@ -168,7 +164,7 @@ impl AllowList {
 
     fn denied(
         &self,
-        request: &Request<'_>,
+        request: &Asked<'_>,
         operation: Operation,
         of_kind: &[&Rule],
         in_namespace: &[&Rule],
@@ -244,8 +240,8 @@ impl AllowList {
     }
 }
 
-/// The parts of a write that the policy looks at.
-struct Request<'a> {
+/// What a write asks for, in the parts the policy looks at.
+struct Asked<'a> {
     group: &'a str,
     kind: &'a str,
     namespace: &'a str,
@@ -271,7 +267,7 @@ mod tests {
         operation: Operation,
     ) -> Result<(), Box<Denied>> {
         policy.check_request(
-            &Request {
+            &Asked {
                 group: api_group,
                 kind,
                 namespace,

@@ -46,23 +46,23 @@ struct Details {
 
 /// A status being chosen: its code, its message (what happened and what to do) and its
 /// details.
-struct Answer {
+struct Reply {
     code: Code,
     message: String,
     details: Details,
 }
 
-impl Answer {
+impl Reply {
     /// An answer with one of safewrite's own reasons: a value of the proto's `Reason`, so
     /// that every reason the sidecar chooses is one its clients know, by type.
     fn new(code: Code, reason: pb::Reason, message: String) -> Self {
         let name = reason.as_str_name();
-        Answer::passed_on(code, name.strip_prefix("REASON_").unwrap_or(name), message)
+        Reply::passed_on(code, name.strip_prefix("REASON_").unwrap_or(name), message)
     }
 
     /// An answer whose reason the API server chose (its Status reason, or `HTTP_<code>`).
     fn passed_on(code: Code, reason: &str, message: String) -> Self {
-        Answer {
+        Reply {
             code,
             message,
             details: Details {
@@ -247,7 +247,7 @@ mod tests {
             let Some(reason) = pb::Reason::try_from(number).ok() else {
                 break;
             };
-            let status = Answer::new(Code::Internal, reason, String::new()).status(&[]);
+            let status = Reply::new(Code::Internal, reason, String::new()).status(&[]);
             let info = tonic_types::StatusExt::get_details_error_info(&status).unwrap();
             assert_eq!(
                 format!("REASON_{}", info.reason),

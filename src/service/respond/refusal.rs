@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tonic::Code;
 
-use super::Answer;
+use super::Reply;
 use crate::engine::{AttemptRecord, Failure, WriteError};
 use crate::mutation::FieldViolation;
 use crate::pb::Reason;
@@ -31,7 +31,7 @@ pub fn no_time(timeout: Duration) -> tonic::Status {
 
 /// RESOURCE_EXHAUSTED when `max` RPCs are already in flight (load shedding).
 pub fn overloaded(max: usize) -> tonic::Status {
-    Answer::new(
+    Reply::new(
         Code::ResourceExhausted,
         Reason::Overloaded,
         format!(
@@ -51,7 +51,7 @@ pub fn policy_denied(denied: &crate::service::policy::Denied) -> tonic::Status {
     } else {
         format!("in namespace {}", denied.namespace)
     };
-    Answer::new(
+    Reply::new(
         Code::PermissionDenied,
         Reason::PolicyDenied,
         format!(
@@ -84,7 +84,7 @@ pub fn unauthenticated(refusal: crate::auth::Refusal) -> tonic::Status {
         crate::auth::Refusal::Missing => Reason::TokenRequired,
         crate::auth::Refusal::Invalid => Reason::TokenInvalid,
     };
-    Answer::new(
+    Reply::new(
         Code::Unauthenticated,
         reason,
         format!(
@@ -104,7 +104,7 @@ pub fn invalid_request(violation: &FieldViolation) -> tonic::Status {
     } else {
         Reason::InvalidRequest
     };
-    Answer::new(
+    Reply::new(
         Code::InvalidArgument,
         reason,
         format!("invalid request: {violation}; nothing was sent"),
@@ -134,14 +134,14 @@ pub fn unread_message(
     };
     if let Some(refused) = Refused::of(status) {
         let answer = match refused {
-            Refused::Budget { limit } => Answer::new(
+            Refused::Budget { limit } => Reply::new(
                 Code::ResourceExhausted,
                 Reason::Overloaded,
                 format!("{refused}; {outcome}; retry after the RetryInfo delay"),
             )
             .retry_after(Duration::from_millis(100))
             .metadata("limit_bytes", limit),
-            Refused::Timeout { .. } => Answer::new(
+            Refused::Timeout { .. } => Reply::new(
                 Code::DeadlineExceeded,
                 Reason::RequestNotRead,
                 format!("{refused}; {outcome}"),
@@ -162,7 +162,7 @@ pub fn unread_message(
                 Some(found) => format!("the request message has {found} bytes"),
                 None => "the request message is too large".to_string(),
             };
-            let mut answer = Answer::new(
+            let mut answer = Reply::new(
                 Code::OutOfRange,
                 Reason::RequestTooLarge,
                 format!(
@@ -178,7 +178,7 @@ pub fn unread_message(
         // The decoder's own refusals carry no source; a failed transport (an HTTP/2
         // error, a reset) does.
         Code::Internal if std::error::Error::source(status).is_none() => Some(
-            Answer::new(
+            Reply::new(
                 Code::InvalidArgument,
                 Reason::MalformedRequest,
                 format!(
@@ -198,7 +198,7 @@ pub fn unread_message(
 /// `REQUEST_NOT_READ`).
 pub fn refused_request(status: &tonic::Status) -> tonic::Status {
     let answer = match status.code() {
-        Code::Unimplemented => Answer::new(
+        Code::Unimplemented => Reply::new(
             Code::Unimplemented,
             Reason::Unimplemented,
             format!(
@@ -209,7 +209,7 @@ pub fn refused_request(status: &tonic::Status) -> tonic::Status {
                 }
             ),
         ),
-        code => Answer::new(
+        code => Reply::new(
             code,
             Reason::RequestNotRead,
             format!(
@@ -237,7 +237,7 @@ pub fn transact_idle(
         "nothing was written after that point"
     };
     let bound = humantime::format_duration(bound);
-    Answer::new(
+    Reply::new(
         Code::DeadlineExceeded,
         Reason::TransactionIdle,
         format!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tonic::Code;
 
-use super::Answer;
+use super::Reply;
 use crate::engine::classify::Decision;
 use crate::engine::{Failure, WriteError};
 use crate::mutation::{ApplyError, CelError, FieldViolation};
@@ -22,7 +22,7 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
         unknown @ Failure::UnknownKind { .. } => unknown_kind(unknown),
         Failure::PreconditionFailed { reason, current } => precondition_failed(reason, current),
         Failure::Mutation { error, current } => mutation_failed(error, current),
-        Failure::ResourceVersionMismatch { current, .. } => Answer::new(
+        Failure::ResourceVersionMismatch { current, .. } => Reply::new(
             Code::Aborted,
             Reason::ResourceVersionMismatch,
             format!("{failure}; nothing was written"),
@@ -36,29 +36,29 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             status,
         } => api(decision, *code, reason, message, status.as_deref(), attempts),
         Failure::Unreachable { last } => unreachable(last, attempts),
-        Failure::Deadline { .. } => Answer::new(
+        Failure::Deadline { .. } => Reply::new(
             Code::DeadlineExceeded,
             Reason::DeadlineExceeded,
             format!("{failure}; give the call a longer deadline"),
         ),
-        Failure::OutcomeUnknown { .. } => Answer::new(
+        Failure::OutcomeUnknown { .. } => Reply::new(
             Code::Unknown,
             Reason::WriteOutcomeUnknown,
             format!("{failure} (attempt {attempts})"),
         ),
-        Failure::RetryBudget { .. } => Answer::new(
+        Failure::RetryBudget { .. } => Reply::new(
             Code::Unavailable,
             Reason::RetryBudgetExhausted,
             format!("{failure} (after {attempts} attempt(s)); retry later"),
         )
         .retry_after(Duration::from_secs(1)),
-        Failure::CircuitOpen { retry_after } => Answer::new(
+        Failure::CircuitOpen { retry_after } => Reply::new(
             Code::Unavailable,
             Reason::CircuitOpen,
             format!("{failure}; nothing was sent; retry after the RetryInfo delay"),
         )
         .retry_after(*retry_after),
-        Failure::RateLimited { wait } => Answer::new(
+        Failure::RateLimited { wait } => Reply::new(
             Code::ResourceExhausted,
             Reason::RateLimited,
             format!(
@@ -66,12 +66,12 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             ),
         )
         .retry_after(*wait),
-        Failure::Cancelled(why) => Answer::new(
+        Failure::Cancelled(why) => Reply::new(
             Code::Cancelled,
             Reason::TransactionCancelled,
             format!("{why}; nothing was written after that point"),
         ),
-        Failure::BadAnswer(error) => Answer::new(Code::Internal, Reason::BadAnswer, error.to_string()),
+        Failure::BadAnswer(error) => Reply::new(Code::Internal, Reason::BadAnswer, error.to_string()),
     };
     answer.status(&err.attempts)
 }
@@ -86,7 +86,7 @@ pub fn read_to_status(err: &WriteError) -> tonic::Status {
             reason,
             message,
             ..
-        } => Answer::passed_on(
+        } => Reply::passed_on(
             Code::NotFound,
             reason,
             format!("the object does not exist ({code} {reason}: {message})"),
@@ -98,8 +98,8 @@ pub fn read_to_status(err: &WriteError) -> tonic::Status {
 }
 
 /// A request that does not fit the resolved kind.
-fn invalid(violation: &FieldViolation) -> Answer {
-    Answer::new(
+fn invalid(violation: &FieldViolation) -> Reply {
+    Reply::new(
         Code::InvalidArgument,
         Reason::InvalidRequest,
         format!("invalid request: {violation}; nothing was sent"),
@@ -108,8 +108,8 @@ fn invalid(violation: &FieldViolation) -> Answer {
 }
 
 /// An apiVersion that does not parse.
-fn bad_api_version(v: &str) -> Answer {
-    Answer::new(
+fn bad_api_version(v: &str) -> Reply {
+    Reply::new(
         Code::InvalidArgument,
         Reason::InvalidRequest,
         format!("invalid request: apiVersion {v:?} does not parse; nothing was sent"),
@@ -121,8 +121,8 @@ fn bad_api_version(v: &str) -> Answer {
 }
 
 /// A kind that is not served.
-fn unknown_kind(error: &Failure) -> Answer {
-    Answer::new(
+fn unknown_kind(error: &Failure) -> Reply {
+    Reply::new(
         Code::NotFound,
         Reason::UnknownKind,
         format!(
@@ -132,8 +132,8 @@ fn unknown_kind(error: &Failure) -> Answer {
 }
 
 /// A precondition false on the fresh object.
-fn precondition_failed(reason: &str, current: &Value) -> Answer {
-    Answer::new(
+fn precondition_failed(reason: &str, current: &Value) -> Reply {
+    Reply::new(
         Code::FailedPrecondition,
         Reason::PreconditionFailed,
         format!(
@@ -145,7 +145,7 @@ fn precondition_failed(reason: &str, current: &Value) -> Answer {
 
 /// A mutation that could not be applied: a CEL expression past its bounds is the
 /// request's fault; anything else depends on the object.
-fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
+fn mutation_failed(error: &ApplyError, current: &Value) -> Reply {
     match error {
         ApplyError::CelNotAMap(_)
         | ApplyError::Cel(
@@ -160,25 +160,25 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
             } else {
                 "mutation.cel.expression"
             };
-            Answer::new(
+            Reply::new(
                 Code::InvalidArgument,
                 Reason::InvalidCel,
                 format!("{error}; nothing was written"),
             )
             .violation(FieldViolation::new(field, error.to_string()))
         }
-        ApplyError::Cel(CelError::Busy) => Answer::new(
+        ApplyError::Cel(CelError::Busy) => Reply::new(
             Code::ResourceExhausted,
             Reason::CelBusy,
             format!("{error}; nothing was written"),
         )
         .retry_after(Duration::from_secs(1)),
-        ApplyError::Cel(CelError::Deadline) => Answer::new(
+        ApplyError::Cel(CelError::Deadline) => Reply::new(
             Code::DeadlineExceeded,
             Reason::DeadlineExceeded,
             format!("{error}; nothing was written; give the call a longer deadline"),
         ),
-        ApplyError::Deleting(_) => Answer::new(
+        ApplyError::Deleting(_) => Reply::new(
             Code::FailedPrecondition,
             Reason::ObjectDeleting,
             format!(
@@ -186,7 +186,7 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
             ),
         )
         .current(Some(current.clone())),
-        ApplyError::AlreadyOwned(_) => Answer::new(
+        ApplyError::AlreadyOwned(_) => Reply::new(
             Code::FailedPrecondition,
             Reason::AlreadyOwned,
             format!(
@@ -197,7 +197,7 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
         ApplyError::PathDoesNotFit { field, reason } => {
             invalid(&FieldViolation::new(field.clone(), reason.clone()))
         }
-        _ => Answer::new(
+        _ => Reply::new(
             Code::FailedPrecondition,
             Reason::MutationDoesNotApply,
             format!(
@@ -209,8 +209,8 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Answer {
 }
 
 /// No answer from the API server, and retries ran out.
-fn unreachable(last: &str, attempts: usize) -> Answer {
-    Answer::new(
+fn unreachable(last: &str, attempts: usize) -> Reply {
+    Reply::new(
         Code::Unavailable,
         Reason::ApiServerUnreachable,
         format!("{last} (after {attempts} attempt(s)); retry later"),
@@ -228,7 +228,7 @@ fn api(
     message: &str,
     status: Option<&kube::core::Status>,
     attempts: usize,
-) -> Answer {
+) -> Reply {
     let said = format!("{code} {reason}: {message}");
     if let Some(answer) = own_reason(decision, &said) {
         return answer.metadata("http_status", code.to_string());
@@ -239,8 +239,7 @@ fn api(
         reason.to_string()
     };
     let (grpc, text) = passed_on_message(decision, &said, attempts);
-    let answer =
-        Answer::passed_on(grpc, &passed_on, text).metadata("http_status", code.to_string());
+    let answer = Reply::passed_on(grpc, &passed_on, text).metadata("http_status", code.to_string());
     match decision {
         Decision::Throttled { retry_after } | Decision::Unavailable { retry_after } => {
             answer.retry_after(retry_after.unwrap_or(Duration::from_secs(1)))
@@ -251,9 +250,9 @@ fn api(
 }
 
 /// The answers of the API server that safewrite gives a reason of its own.
-fn own_reason(decision: &Decision, said: &str) -> Option<Answer> {
+fn own_reason(decision: &Decision, said: &str) -> Option<Reply> {
     match decision {
-        Decision::FieldManagerConflict { fields } => Some(Answer::new(
+        Decision::FieldManagerConflict { fields } => Some(Reply::new(
             Code::Aborted,
             Reason::FieldManagerConflict,
             format!(
@@ -261,7 +260,7 @@ fn own_reason(decision: &Decision, said: &str) -> Option<Answer> {
                 fields.join(", ")
             ),
         )),
-        Decision::ObjectDeleting => Some(Answer::new(
+        Decision::ObjectDeleting => Some(Reply::new(
             Code::FailedPrecondition,
             Reason::ObjectDeleting,
             format!(
@@ -353,7 +352,7 @@ fn passed_on_message(decision: &Decision, said: &str, attempts: usize) -> (Code,
 }
 
 /// `answer` with the causes of the API server's Status as field violations.
-fn with_causes(mut answer: Answer, status: Option<&kube::core::Status>) -> Answer {
+fn with_causes(mut answer: Reply, status: Option<&kube::core::Status>) -> Reply {
     let causes = status.and_then(|s| s.details.as_ref()).map(|d| &d.causes);
     for cause in causes.into_iter().flatten() {
         let field = if cause.field.is_empty() {

@@ -60,7 +60,11 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => (cli.log, args),
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(cli.1.worker_threads))
+        .enable_all()
+        .build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(err) => return fail(&err),
     };

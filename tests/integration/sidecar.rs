@@ -45,6 +45,43 @@ fn kubeconfig_arg(cp: &ControlPlane) -> String {
     cp.admin_kubeconfig().display().to_string()
 }
 
+/// The sidecar's runtime threads (tokio names them `tokio-rt-worker`).
+fn runtime_workers(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the sidecar's threads")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == "tokio-rt-worker")
+        .count()
+}
+
+#[tokio::test]
+async fn the_runtime_runs_on_the_worker_threads_asked_for() {
+    let cp = ControlPlane::shared();
+    let kubeconfig = kubeconfig_arg(cp);
+    for (args, workers) in [(vec![], 1), (vec!["--worker-threads", "3"], 3)] {
+        let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
+        all.extend(args);
+        let sidecar = Sidecar::start(&all);
+        // Serving: the runtime and its workers are up.
+        let channel = sidecar.channel().await;
+        assert!(
+            wait_for_health(
+                &channel,
+                "",
+                ServingStatus::Serving,
+                Duration::from_secs(10)
+            )
+            .await,
+            "never SERVING; log:\n{}",
+            sidecar.log()
+        );
+        assert_eq!(runtime_workers(sidecar.pid()), workers, "{all:?}");
+    }
+    let (status, output) = run_safewrite(&["serve", "--worker-threads", "0"]);
+    assert_eq!(status.code(), Some(2), "a usage error: {output}");
+    assert!(output.contains("--worker-threads"), "{output}");
+}
+
 #[tokio::test]
 async fn health_turns_serving_once_the_api_server_is_ready() {
     let cp = ControlPlane::shared();

@@ -22,7 +22,9 @@
 //! and 4 writers on one object while an outside writer (kube-rs, straight to the API
 //! server) increments another key of it every 50 ms, and K = 64 writers on one huge
 //! object (a ConfigMap holding 900 KB in `data.blob`), each contender writes for a
-//! fixed time. On the huge object the bench also checks every safewrite answer: the
+//! fixed time; and K = 36 writers on one object spread over three sidecars (12 each: three
+//! controllers, each with its own sidecar, writing one hot object) beside the same 36 on
+//! one sidecar. On the huge object the bench also checks every safewrite answer: the
 //! blob intact and each increment told its own number (no two answers alike). The bench prints goodput, failures (increments a contender gave up on), API
 //! requests per successful increment (the API server's own `apiserver_request_total`
 //! for configmaps, less the outside writer's own), attempts per increment (mean and
@@ -35,7 +37,7 @@
 //! and printed, never asserted.
 //!
 //! `SAFEWRITE_BENCH_SECONDS` sets the time per run (default 4);
-//! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside,64/1+huge"` picks scenarios
+//! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside,64/1+huge,36/1,36/1+3sidecars"` picks scenarios
 //! (writers/objects);
 //! `SAFEWRITE_BENCH_CONTENDERS="cgr,swg"` picks contenders by the short names of
 //! [`Contender::slug`].
@@ -166,13 +168,16 @@ struct Scenario {
     outside: bool,
     /// The object holds [`HUGE_BLOB`] bytes beside its counter.
     huge: bool,
+    /// The safewrite contenders' writers are spread over this many sidecars (the
+    /// others do not run in such a row).
+    sidecars: usize,
 }
 
 /// The size of the huge object's `data.blob`.
 const HUGE_BLOB: usize = 900 * 1000;
 
 impl Scenario {
-    const ALL: [Scenario; 8] = [
+    const ALL: [Scenario; 10] = [
         Scenario::new(1, 1, false),
         Scenario::new(4, 1, false),
         Scenario::new(16, 1, false),
@@ -184,6 +189,11 @@ impl Scenario {
             huge: true,
             ..Scenario::new(64, 1, false)
         },
+        Scenario::new(36, 1, false),
+        Scenario {
+            sidecars: 3,
+            ..Scenario::new(36, 1, false)
+        },
     ];
 
     const fn new(writers: usize, objects: usize, outside: bool) -> Scenario {
@@ -192,6 +202,7 @@ impl Scenario {
             objects,
             outside,
             huge: false,
+            sidecars: 1,
         }
     }
 
@@ -199,7 +210,11 @@ impl Scenario {
     fn name(self) -> String {
         let outside = if self.outside { "+outside" } else { "" };
         let huge = if self.huge { "+huge" } else { "" };
-        format!("{}/{}{outside}{huge}", self.writers, self.objects)
+        let spread = match self.sidecars {
+            1 => String::new(),
+            n => format!("+{n}sidecars"),
+        };
+        format!("{}/{}{outside}{huge}{spread}", self.writers, self.objects)
     }
 
     fn title(self) -> String {
@@ -213,8 +228,15 @@ impl Scenario {
         } else {
             ""
         };
+        let spread = match self.sidecars {
+            1 => String::new(),
+            n => format!(
+                ", spread over {n} sidecars ({} each; safewrite only)",
+                self.writers / n
+            ),
+        };
         format!(
-            "K={} writers on {} object(s){outside}{huge}",
+            "K={} writers on {} object(s){outside}{huge}{spread}",
             self.writers, self.objects
         )
     }
@@ -262,6 +284,8 @@ struct Bench {
     forgetting: Sidecar,
     remembering_client: WriterServiceClient<Channel>,
     forgetting_client: WriterServiceClient<Channel>,
+    /// More sidecars that remember, for the rows spread over several.
+    more: Vec<(Sidecar, WriterServiceClient<Channel>)>,
     clientgo: PathBuf,
     seconds: f64,
 }
@@ -532,6 +556,17 @@ fn sample(sidecar: &Sidecar) -> SidecarSample {
     }
 }
 
+/// The samples of `sidecars` added together (none without a sidecar).
+fn sampled(sidecars: &[&Sidecar]) -> Option<SidecarSample> {
+    let samples: Vec<SidecarSample> = sidecars.iter().map(|s| sample(s)).collect();
+    (!samples.is_empty()).then(|| SidecarSample {
+        cpu_seconds: samples.iter().map(|s| s.cpu_seconds).sum(),
+        hits: samples.iter().map(|s| s.hits).sum(),
+        misses: samples.iter().map(|s| s.misses).sum(),
+        stale: samples.iter().map(|s| s.stale).sum(),
+    })
+}
+
 /// The API server's own counts of requests for configmaps, reads (GET, LIST, WATCH) and
 /// writes (the verbs of `apiserver_request_total` are HTTP methods: PUT, POST, PATCH).
 async fn apiserver_requests(cp: &ControlPlane) -> (f64, f64) {
@@ -572,18 +607,33 @@ fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
 }
 
 impl Bench {
-    fn sidecar(&self, memory: bool) -> &Sidecar {
-        if memory {
-            &self.remembering
-        } else {
-            &self.forgetting
+    /// The sidecars a safewrite contender writes through in `scenario`.
+    fn sidecars(&self, memory: bool, scenario: Scenario) -> Vec<&Sidecar> {
+        if !memory {
+            return vec![&self.forgetting];
+        }
+        let more = self.more.iter().map(|(sidecar, _)| sidecar);
+        std::iter::once(&self.remembering)
+            .chain(more)
+            .take(scenario.sidecars)
+            .collect()
+    }
+
+    /// The client writer `w` of a safewrite contender writes through.
+    fn client(&self, memory: bool, sidecars: usize, w: usize) -> WriterServiceClient<Channel> {
+        if !memory {
+            return self.forgetting_client.clone();
+        }
+        match w % sidecars {
+            0 => self.remembering_client.clone(),
+            n => self.more[n - 1].1.clone(),
         }
     }
 
-    async fn run(&self, contender: Contender, names: &[String], writers: usize, huge: bool) -> Run {
+    async fn run(&self, contender: Contender, names: &[String], scenario: Scenario) -> Run {
         match contender.go_flags() {
-            Some((backoff, read)) => self.go(backoff, read, names, writers).await,
-            None => self.in_process(contender, names, writers, huge).await,
+            Some((backoff, read)) => self.go(backoff, read, names, scenario.writers).await,
+            None => self.in_process(contender, names, scenario).await,
         }
     }
 
@@ -624,23 +674,16 @@ impl Bench {
         }
     }
 
-    async fn in_process(
-        &self,
-        contender: Contender,
-        names: &[String],
-        writers: usize,
-        huge: bool,
-    ) -> Run {
+    async fn in_process(&self, contender: Contender, names: &[String], scenario: Scenario) -> Run {
+        let (writers, huge) = (scenario.writers, scenario.huge);
         let until = Instant::now() + Duration::from_secs_f64(self.seconds);
         let safewrite = contender.safewrite();
-        let client = match safewrite {
-            Some(Safewrite { memory: false, .. }) => self.forgetting_client.clone(),
-            _ => self.remembering_client.clone(),
-        };
+        let memory = safewrite.is_none_or(|s| s.memory);
         let mut tasks = Vec::new();
         for w in 0..writers {
             let name = names[w % names.len()].clone();
-            let (api, mut client, ns) = (self.api.clone(), client.clone(), self.ns.clone());
+            let mut client = self.client(memory, scenario.sidecars, w);
+            let (api, ns) = (self.api.clone(), self.ns.clone());
             tasks.push(tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed(w as u64);
                 let (mut latencies, mut failures) = (Vec::new(), 0u64);
@@ -773,6 +816,13 @@ async fn main() {
     let forgetting = Sidecar::start(&[&flags[..], &["--no-memory"][..]].concat());
     let remembering_client = WriterServiceClient::new(remembering.channel().await);
     let forgetting_client = WriterServiceClient::new(forgetting.channel().await);
+    let spread = scenarios.iter().map(|s| s.sidecars).max().unwrap_or(1);
+    let mut more = Vec::new();
+    for _ in 1..spread {
+        let sidecar = Sidecar::start(&flags);
+        let client = WriterServiceClient::new(sidecar.channel().await);
+        more.push((sidecar, client));
+    }
     let bench = Bench {
         cp,
         ns,
@@ -781,6 +831,7 @@ async fn main() {
         forgetting,
         remembering_client,
         forgetting_client,
+        more,
         clientgo,
         seconds,
     };
@@ -788,7 +839,9 @@ async fn main() {
     for &contender in &contenders {
         let name = format!("warm-{}", contender.slug());
         make_counter(&bench.api, &name, false, false).await;
-        bench.run(contender, &[name], 1, false).await;
+        bench
+            .run(contender, &[name], Scenario::new(1, 1, false))
+            .await;
     }
 
     println!(
@@ -819,28 +872,41 @@ async fn main() {
         "outside"
     );
     let mut lifetime_rss = false;
+    // Goodput by contender, writers and objects on one sidecar, for the rows spread over
+    // several to be set against.
+    let mut on_one = std::collections::HashMap::new();
     for scenario in scenarios {
         println!("{}", scenario.title());
         let (mut best_clientgo, mut controller_runtime) = (0.0f64, 0.0f64);
         for &contender in &contenders {
+            // A row spread over sidecars is safewrite's own (the others write as in
+            // the row with one), and the extra sidecars remember.
+            let spread_out = scenario.sidecars > 1;
+            if spread_out && contender.safewrite().is_none_or(|s| !s.memory) {
+                continue;
+            }
             let outside_tag = if scenario.outside { "-x" } else { "" };
             let names: Vec<String> = (0..scenario.objects)
                 .map(|o| {
                     format!(
-                        "{}-k{}-o{}{outside_tag}-{o}",
+                        "{}-k{}-o{}-s{}{outside_tag}-{o}",
                         contender.slug(),
                         scenario.writers,
-                        scenario.objects
+                        scenario.objects,
+                        scenario.sidecars
                     )
                 })
                 .collect();
             for name in &names {
                 make_counter(&bench.api, name, scenario.outside, scenario.huge).await;
             }
-            let sidecar = contender.safewrite().map(|s| bench.sidecar(s.memory));
-            let peak_reset = sidecar.is_some_and(|s| reset_peak_rss(s.pid()));
+            let sidecars = contender
+                .safewrite()
+                .map_or_else(Vec::new, |s| bench.sidecars(s.memory, scenario));
+            let peak_reset =
+                !sidecars.is_empty() && sidecars.iter().all(|s| reset_peak_rss(s.pid()));
             let before = apiserver_requests(bench.cp).await;
-            let sidecar_before = sidecar.map(sample);
+            let sidecar_before = sampled(&sidecars);
             let stop = Arc::new(AtomicBool::new(false));
             let outside = scenario.outside.then(|| {
                 tokio::spawn(outside_writer(
@@ -849,15 +915,13 @@ async fn main() {
                     stop.clone(),
                 ))
             });
-            let run = bench
-                .run(contender, &names, scenario.writers, scenario.huge)
-                .await;
+            let run = bench.run(contender, &names, scenario).await;
             stop.store(true, Ordering::Relaxed);
             let outside = match outside {
                 Some(task) => Some(task.await.unwrap()),
                 None => None,
             };
-            let sidecar_after = sidecar.map(sample);
+            let sidecar_after = sampled(&sidecars);
             let after = apiserver_requests(bench.cp).await;
 
             let mut total = 0;
@@ -874,10 +938,11 @@ async fn main() {
             let reads_per_write = (after.0 - before.0) / successes;
             let per_write =
                 (after.0 + after.1 - before.0 - before.1 - outside_requests) / successes;
-            let (cpu, rss_kib) = match (sidecar, &sidecar_before, &sidecar_after) {
-                (Some(sidecar), Some(b), Some(a)) => (
+            // Over several sidecars: their CPU summed, the highest peak.
+            let (cpu, rss_kib) = match (&sidecar_before, &sidecar_after) {
+                (Some(b), Some(a)) => (
                     Some(a.cpu_seconds - b.cpu_seconds),
-                    Some(peak_rss_kib(sidecar.pid())),
+                    sidecars.iter().map(|s| peak_rss_kib(s.pid())).max(),
                 ),
                 _ => match run.process {
                     Some((cpu, rss)) => (Some(cpu), Some(rss)),
@@ -917,7 +982,7 @@ async fn main() {
             }
             let rss_mib = rss_kib.map(|k| k as f64 / 1024.0);
             let rss = match rss_mib {
-                Some(_) if sidecar.is_some() && !peak_reset => {
+                Some(_) if !sidecars.is_empty() && !peak_reset => {
                     lifetime_rss = true;
                     format!("{}*", or_dash(rss_mib, 1))
                 }
@@ -943,6 +1008,16 @@ async fn main() {
                 rss,
                 outside_column,
             );
+            let same = (contender.slug(), scenario.writers, scenario.objects);
+            if scenario.sidecars == 1 {
+                on_one.insert(same, goodput);
+            } else if let Some(one) = on_one.get(&same) {
+                println!(
+                    "    over the same {} writers on one sidecar: {}x",
+                    scenario.writers,
+                    or_dash(ratio(goodput, *one), 2)
+                );
+            }
             if let Some((broken, checked)) = run.answers {
                 println!("    answers checked: {checked}, not their serial result: {broken}");
                 assert_eq!(

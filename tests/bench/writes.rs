@@ -885,7 +885,12 @@ async fn main() {
             if spread_out && contender.safewrite().is_none_or(|s| !s.memory) {
                 continue;
             }
-            let outside_tag = if scenario.outside { "-x" } else { "" };
+            // Every row its own objects: no two rows share a name.
+            let outside_tag = match (scenario.outside, scenario.huge) {
+                (true, _) => "-x",
+                (false, true) => "-h",
+                (false, false) => "",
+            };
             let names: Vec<String> = (0..scenario.objects)
                 .map(|o| {
                     format!(

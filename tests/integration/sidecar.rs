@@ -25,6 +25,21 @@ async fn health(channel: tonic::transport::Channel, service: &str) -> ServingSta
     answer.into_inner().status()
 }
 
+/// Asserts that `service` of `sidecar` (through `channel`) turns SERVING within
+/// `within`, showing the sidecar's log when it does not.
+async fn assert_serving(
+    sidecar: &Sidecar,
+    channel: &tonic::transport::Channel,
+    service: &str,
+    within: Duration,
+) {
+    assert!(
+        wait_for_health(channel, service, ServingStatus::Serving, within).await,
+        "{service:?} never became SERVING; log:\n{}",
+        sidecar.log()
+    );
+}
+
 async fn wait_for_health(
     channel: &tonic::transport::Channel,
     service: &str,
@@ -64,17 +79,7 @@ async fn the_runtime_runs_on_the_worker_threads_asked_for() {
         let sidecar = Sidecar::start(&all);
         // Serving: the runtime and its workers are up.
         let channel = sidecar.channel().await;
-        assert!(
-            wait_for_health(
-                &channel,
-                "",
-                ServingStatus::Serving,
-                Duration::from_secs(10)
-            )
-            .await,
-            "never SERVING; log:\n{}",
-            sidecar.log()
-        );
+        assert_serving(&sidecar, &channel, "", Duration::from_secs(10)).await;
         assert_eq!(runtime_workers(sidecar.pid()), workers, "{all:?}");
     }
     let (status, output) = run_safewrite(&["serve", "--worker-threads", "0"]);
@@ -88,17 +93,7 @@ async fn health_turns_serving_once_the_api_server_is_ready() {
     let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
     let channel = sidecar.channel().await;
     for service in ["", "safewrite.v1.WriterService"] {
-        assert!(
-            wait_for_health(
-                &channel,
-                service,
-                ServingStatus::Serving,
-                Duration::from_secs(10)
-            )
-            .await,
-            "{service:?} never became SERVING; log:\n{}",
-            sidecar.log()
-        );
+        assert_serving(&sidecar, &channel, service, Duration::from_secs(10)).await;
     }
 }
 
@@ -210,17 +205,7 @@ async fn starts_not_serving_while_the_api_server_is_unreachable_then_recovers() 
         TcpListener::bind(("127.0.0.1", port)).expect("bind the late port"),
         cp.api_port(),
     );
-    assert!(
-        wait_for_health(
-            &channel,
-            "",
-            ServingStatus::Serving,
-            Duration::from_secs(15)
-        )
-        .await,
-        "never recovered; log:\n{}",
-        sidecar.log()
-    );
+    assert_serving(&sidecar, &channel, "", Duration::from_secs(15)).await;
 }
 
 // Multi-threaded: the client must answer the server's GOAWAY while the test blocks.
@@ -247,17 +232,7 @@ async fn serves_on_a_unix_socket_and_removes_it_on_exit() {
         }))
         .await
         .expect("connect over the unix socket");
-    assert!(
-        wait_for_health(
-            &channel,
-            "",
-            ServingStatus::Serving,
-            Duration::from_secs(10)
-        )
-        .await,
-        "log:\n{}",
-        sidecar.log()
-    );
+    assert_serving(&sidecar, &channel, "", Duration::from_secs(10)).await;
 
     // A second sidecar refuses the live socket instead of stealing it.
     let (status, stderr) = run_safewrite(&[
@@ -283,15 +258,7 @@ async fn sigterm_drains_and_exits_zero() {
     let cp = ControlPlane::shared();
     let mut sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig_arg(cp)]);
     let channel = sidecar.channel().await;
-    assert!(
-        wait_for_health(
-            &channel,
-            "",
-            ServingStatus::Serving,
-            Duration::from_secs(10)
-        )
-        .await
-    );
+    assert_serving(&sidecar, &channel, "", Duration::from_secs(10)).await;
     drop(channel);
     let started = Instant::now();
     let status = sidecar

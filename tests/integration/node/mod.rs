@@ -206,6 +206,15 @@ fn manifest(namespace: &str) -> Vec<Value> {
 
 /// Creates sidecar.yaml's ServiceAccount, Role and RoleBinding in `namespace`, and
 /// returns its Deployment as the API server defaults it (a server-side dry run).
+/// The admin client, a new restricted namespace named from `prefix`, and sidecar.yaml
+/// installed in it (its Deployment returned): where each pod test starts.
+async fn installed(node: &Node, prefix: &str) -> (kube::Client, String, Value) {
+    let client = node.admin_client().await;
+    let ns = restricted_namespace(&client, prefix).await;
+    let deployment = install_manifest(&client, &ns).await;
+    (client, ns, deployment)
+}
+
 async fn install_manifest(client: &kube::Client, namespace: &str) -> Value {
     let mut deployment = None;
     for object in manifest(namespace) {
@@ -485,9 +494,7 @@ fn mib(bytes: u64) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sidecar_runs_first_and_stops_last_in_a_restricted_pod() {
     let Some(node) = Node::shared() else { return };
-    let client = node.admin_client().await;
-    let ns = restricted_namespace(&client, "node-pod").await;
-    let deployment = install_manifest(&client, &ns).await;
+    let (client, ns, deployment) = installed(node, "node-pod").await;
     create_counter(&client, &ns, "counter").await;
 
     // The controller: the Go client in a static program, 16 goroutines × 50
@@ -556,9 +563,7 @@ async fn sidecar_runs_first_and_stops_last_in_a_restricted_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_completes_and_its_sidecar_stops_after_the_writes() {
     let Some(node) = Node::shared() else { return };
-    let client = node.admin_client().await;
-    let ns = restricted_namespace(&client, "node-job").await;
-    let deployment = install_manifest(&client, &ns).await;
+    let (client, ns, deployment) = installed(node, "node-job").await;
     create_counter(&client, &ns, "counter").await;
 
     const WRITERS: usize = 3;
@@ -620,9 +625,7 @@ async fn job_completes_and_its_sidecar_stops_after_the_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_outside_the_role_is_denied_by_the_api_server() {
     let Some(node) = Node::shared() else { return };
-    let client = node.admin_client().await;
-    let ns = restricted_namespace(&client, "node-rbac").await;
-    let deployment = install_manifest(&client, &ns).await;
+    let (client, ns, deployment) = installed(node, "node-rbac").await;
     create_counter(&client, &ns, "counter").await;
     let secret: k8s_openapi::api::core::v1::Secret =
         serde_json::from_value(json!({"metadata": {"name": "s"}})).unwrap();
@@ -701,9 +704,7 @@ async fn a_write_outside_the_role_is_denied_by_the_api_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_pod_mid_load_stops_the_controller_first_and_loses_no_write() {
     let Some(node) = Node::shared() else { return };
-    let client = node.admin_client().await;
-    let ns = restricted_namespace(&client, "node-delete").await;
-    let deployment = install_manifest(&client, &ns).await;
+    let (client, ns, deployment) = installed(node, "node-delete").await;
     create_counter(&client, &ns, "counter").await;
     create_counter(&client, &ns, "report").await;
 

@@ -16,8 +16,7 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use super::{
-    Node, count, create_clean, create_counter, find_cgroup, install_manifest, mib, peak_rss,
-    pod_spec, restricted_namespace,
+    Node, count, create_clean, create_counter, find_cgroup, installed, mib, peak_rss, pod_spec,
 };
 
 const WRITES: u64 = 2000;
@@ -136,9 +135,7 @@ async fn run(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sidecars_overhead_in_a_pod_against_writing_directly() {
     let Some(node) = Node::shared() else { return };
-    let client = node.admin_client().await;
-    let ns = restricted_namespace(&client, "node-overhead").await;
-    let deployment = install_manifest(&client, &ns).await;
+    let (client, ns, deployment) = installed(node, "node-overhead").await;
 
     let direct = run(node, &client, &ns, &deployment, true).await;
     let through = run(node, &client, &ns, &deployment, false).await;

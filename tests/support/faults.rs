@@ -5,15 +5,16 @@
 //! injects one kind of fault into every Nth request (optionally writes only): a 429 with
 //! Retry-After, a 503, latency, the request cut before it is forwarded, the answer
 //! dropped after the API server has committed the write, or a hang (the request is read
-//! and never answered, like a server that accepts and then stalls). The fault can be
+//! and never answered, like a server that accepts and then stalls) or a gate (requests held
+//! until the fault is switched). The fault can be
 //! switched at any time; requests already hanging stay hung until their client gives
 //! up. The counters say exactly what was done, so a test can account for every write.
 //!
 //! A request "cut" ends its HTTP/2 stream (RST_STREAM) or, on HTTP/1.1, its connection.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,6 +25,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::sync::watch;
 
 use super::ControlPlane;
 
@@ -46,6 +48,9 @@ pub enum Fault {
     DropAnswer,
     /// Read the request and never answer it (nothing is forwarded).
     Hang,
+    /// Hold the request until the fault is switched to another, then forward it: a server
+    /// that answers nothing for as long as a test needs to look at what waits on it.
+    Gate,
 }
 
 /// Which requests get the fault.
@@ -80,7 +85,7 @@ pub struct Counters {
 /// A running fault proxy; it stops with the test process.
 pub struct HttpFaultProxy {
     pub port: u16,
-    plan: Arc<Mutex<Plan>>,
+    plan: Arc<watch::Sender<Plan>>,
     pub counters: Arc<Counters>,
 }
 
@@ -186,7 +191,7 @@ impl HttpFaultProxy {
             .await
             .expect("bind proxy");
         let port = listener.local_addr().expect("addr").port();
-        let plan = Arc::new(Mutex::new(Plan {
+        let plan = Arc::new(watch::Sender::new(Plan {
             fault: Fault::Pass,
             every: 1,
             writes_only: false,
@@ -235,14 +240,14 @@ impl HttpFaultProxy {
 
     /// Injects `fault` into every `every`-th request (writes only, when `writes_only`).
     pub fn inject(&self, fault: Fault, every: u64, writes_only: bool) {
-        *self.plan.lock().expect("plan") = Plan {
+        self.plan.send_replace(Plan {
             fault,
             every: every.max(1),
             writes_only,
-        };
+        });
     }
 
-    /// Passes everything again (requests already hanging stay hung).
+    /// Passes everything again (requests already hanging stay hung; held ones go on).
     pub fn pass(&self) {
         self.inject(Fault::Pass, 1, false);
     }
@@ -271,12 +276,14 @@ async fn handle(
     request: http::Request<Incoming>,
     upstream: &Upstream,
     target: &str,
-    plan: &Mutex<Plan>,
+    plans: &watch::Sender<Plan>,
     counters: &Counters,
     eligible: &AtomicU64,
 ) -> Result<http::Response<Full<Bytes>>, Cut> {
     counters.requests.fetch_add(1, Ordering::Relaxed);
-    let plan = *plan.lock().expect("plan");
+    // Subscribed before the plan is read: a switch after the read is never missed.
+    let mut switched = plans.subscribe();
+    let plan = *switched.borrow_and_update();
     let write = is_write(request.method());
     let chosen = plan.fault != Fault::Pass
         && (!plan.writes_only || write)
@@ -302,6 +309,9 @@ async fn handle(
             return Err(Cut("reset before forwarding"));
         }
         Fault::Latency(delay) => tokio::time::sleep(delay).await,
+        Fault::Gate => {
+            let _ = switched.wait_for(|plan| plan.fault != Fault::Gate).await;
+        }
         Fault::Hang => {
             counters.hung.fetch_add(1, Ordering::Relaxed);
             let _ = request.into_body().collect().await;

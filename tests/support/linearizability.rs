@@ -1153,6 +1153,7 @@ async fn fault_step(
                 Fault::TooManyRequests => "proxy 429",
                 Fault::Unavailable => "proxy 503",
                 Fault::Latency(_) => "proxy latency",
+                Fault::Gate => "proxy gate (requests held)",
                 Fault::Pass => "proxy pass",
             };
             *faults.entry(name.into()).or_default() += injected;

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::fail::Fail;
-use crate::client::apiserver;
+use crate::client::{ApiClient, apiserver};
 
 /// What the command line names: the resource part of `KIND/NAME`, split at its first dot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,7 +256,7 @@ const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGrou
 /// # Errors
 /// Not found for a kind no group serves; the API server's refusal or silence otherwise.
 pub async fn discover(
-    client: &kube::Client,
+    client: &ApiClient,
     typed: &Typed,
     api_version: Option<&str>,
 ) -> Result<Kind, Fail> {
@@ -284,7 +284,7 @@ pub async fn discover(
     )))
 }
 
-async fn fetch(client: &kube::Client, root: &str) -> Result<Value, Fail> {
+async fn fetch(client: &ApiClient, root: &str) -> Result<Value, Fail> {
     let request = http::Request::get(root)
         .header(http::header::ACCEPT, AGGREGATED)
         .body(Vec::new())

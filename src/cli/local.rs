@@ -12,6 +12,7 @@ use super::args::WriteArgs;
 use super::exec::{self, Proposal};
 use super::fail::{Class, Fail, one_line};
 use super::request::{Request, WriteKind};
+use crate::client::ApiClient;
 use crate::deadline::CallDeadline;
 use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
 use crate::mutation::FieldViolation;
@@ -52,7 +53,7 @@ pub fn serve_settings(args: &WriteArgs) -> Result<crate::runtime::config::ServeA
 ///
 /// # Errors
 /// A kubeconfig that cannot be found or used, or a bad `SAFEWRITE_*` setting.
-pub async fn engine(args: &WriteArgs) -> Result<(kube::Client, Engine), Fail> {
+pub async fn engine(args: &WriteArgs) -> Result<(ApiClient, Engine), Fail> {
     let serve = serve_settings(args)?;
     let client = crate::client::connect(&serve.client)
         .await

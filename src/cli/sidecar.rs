@@ -11,13 +11,14 @@ use super::fail::{Class, Fail, one_line};
 use super::kinds;
 use super::local::serve_settings;
 use super::request::{Request, WriteKind};
+use crate::client::ApiClient;
 use crate::health::Address;
 use crate::pb;
 use crate::pb::writer_service_client::WriterServiceClient;
 
 /// A client for discovery, when a kubeconfig (or in-cluster configuration) is at hand:
 /// for kinds the built-in table does not know, and for the default namespace.
-async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
+async fn discovery_client(args: &WriteArgs) -> Option<ApiClient> {
     let serve = serve_settings(args).ok()?;
     if serve.client.kubeconfig.is_none()
         && std::env::var_os("KUBECONFIG").is_none()
@@ -33,7 +34,7 @@ async fn discovery_client(args: &WriteArgs) -> Option<kube::Client> {
 /// The discovery client, made at most once and only when first needed.
 pub struct LazyDiscovery<'a> {
     args: &'a WriteArgs,
-    client: Option<Option<kube::Client>>,
+    client: Option<Option<ApiClient>>,
 }
 
 impl<'a> LazyDiscovery<'a> {
@@ -42,7 +43,7 @@ impl<'a> LazyDiscovery<'a> {
     }
 
     /// The client of [`discovery_client`], or `None` without a kubeconfig.
-    pub async fn client(&mut self) -> Option<&kube::Client> {
+    pub async fn client(&mut self) -> Option<&ApiClient> {
         if self.client.is_none() {
             self.client = Some(discovery_client(self.args).await);
         }

@@ -141,7 +141,7 @@ impl RequestError {
     }
 
     /// The `RequestError` in a boxed error of the stack, or a connect failure for an
-    /// error from outside it (the kube client's buffer closed: nothing was sent).
+    /// error of a layer below the timeout's that fails before sending (credentials).
     pub fn from_boxed(error: &(dyn std::error::Error + 'static)) -> RequestError {
         let mut source = Some(error);
         while let Some(err) = source {

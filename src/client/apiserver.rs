@@ -1,7 +1,7 @@
 //! Raw requests to the API server through the client stack, keeping what classification
 //! needs: the HTTP code, the Status body and the `Retry-After` header. Typed helpers
-//! would drop the header and blur reasons, so the engine speaks HTTP through the kube
-//! client's service directly.
+//! would drop the header and blur reasons, so the engine speaks HTTP through the stack
+//! directly.
 
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 pub use super::answer::{Answer, RequestError, parse_retry_after};
 use super::context::{Deadline, RequestTimeout};
+use super::stack::ApiClient;
 
 /// Sends `request` through the stack. `timeout` bounds it below the rate limit and the
 /// breaker (the stack's default when `None`); `deadline` (the RPC's) bounds the whole
@@ -20,7 +21,7 @@ use super::context::{Deadline, RequestTimeout};
 /// A [`RequestError`] when no whole answer came back; any answer, whatever its code, is
 /// an `Ok`.
 pub async fn send(
-    client: &kube::Client,
+    client: &ApiClient,
     mut request: http::Request<Vec<u8>>,
     timeout: Option<Duration>,
     deadline: Option<Instant>,
@@ -32,12 +33,9 @@ pub async fn send(
         request.extensions_mut().insert(RequestTimeout(timeout));
     }
     let response = client
-        .send(request.map(kube::client::Body::from))
+        .exchange(request.map(kube::client::Body::from))
         .await
-        .map_err(|error| match &error {
-            kube::Error::Service(inner) => RequestError::from_boxed(inner.as_ref()),
-            other => RequestError::from_boxed(other),
-        })?;
+        .map_err(|error| RequestError::from_boxed(error.as_ref()))?;
     let code = response.status().as_u16();
     let (parts, body) = response.into_parts();
     // The stack has read the whole body already (under the timeout); this only moves it.

@@ -14,7 +14,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::breaker::BreakerConfig;
 pub use super::error::ConnectError;
-use super::stack::{StackConfig, build};
+use super::stack::{ApiClient, StackConfig, build};
 
 /// The rate limit when `--qps` is not given (client-go's is 5; a sidecar serves many).
 pub const DEFAULT_QPS: u32 = 100;
@@ -67,7 +67,7 @@ pub struct ClientArgs {
 ///
 /// # Errors
 /// A [`ConnectError`] for a kubeconfig that cannot be found, read or used.
-pub async fn connect(args: &ClientArgs) -> Result<kube::Client, ConnectError> {
+pub async fn connect(args: &ClientArgs) -> Result<ApiClient, ConnectError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()

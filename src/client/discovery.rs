@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use super::answer::{Answer, RequestError};
 use super::apiserver;
+use super::stack::ApiClient;
 
 /// How long a kind found missing stays unknown before the list is read again.
 pub const UNKNOWN_TTL: Duration = Duration::from_secs(3);
@@ -95,14 +96,14 @@ impl Listing {
 /// The discovery cache, shared by every request.
 #[derive(Clone)]
 pub struct Discovery {
-    client: kube::Client,
+    client: ApiClient,
     listings: Arc<Mutex<HashMap<String, Arc<Listing>>>>,
     /// One lock per group-version, held while its list is read.
     reading: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 impl Discovery {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(client: ApiClient) -> Self {
         Self {
             client,
             listings: Arc::default(),

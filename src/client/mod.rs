@@ -2,7 +2,7 @@
 //! writes, discovery, readiness probes) goes through one tower stack, in this order:
 //!
 //! ```text
-//! kube::Client
+//! ApiClient       (stack.rs)     called on the caller's task, no buffer task between
 //!   -> trace         (observe.rs)   one client span per request, the request metrics
 //!   -> rate limit    (ratelimit.rs) a FIFO of reserved slots; refuses a wait past the deadline
 //!   -> breaker       (breaker.rs)   fails fast while open; accounts every admitted request once
@@ -40,4 +40,4 @@ pub use answer::{Answer, CircuitOpen, RequestError, WouldExceedDeadline};
 pub use connect::connect;
 pub use context::{Deadline, Readiness, RequestTimeout};
 pub use error::ConnectError;
-pub use stack::{StackConfig, build, over};
+pub use stack::{ApiClient, StackConfig, build, over};

@@ -23,6 +23,7 @@ use tracing::{info, warn};
 
 use super::apiserver;
 use super::context::Readiness;
+use super::stack::ApiClient;
 
 /// The gRPC service names whose health this module reports.
 const SERVICES: [&str; 2] = ["", "safewrite.v1.WriterService"];
@@ -39,7 +40,7 @@ pub async fn set_all(reporter: &HealthReporter, status: ServingStatus) {
 
 /// Probes `/readyz` every `interval` until `stop` turns true, logging only transitions.
 pub async fn run(
-    client: kube::Client,
+    client: ApiClient,
     reporter: HealthReporter,
     interval: Duration,
     mut stop: watch::Receiver<bool>,
@@ -71,7 +72,7 @@ pub async fn run(
 }
 
 /// One probe of `/readyz`, bounded by `timeout`. The error says why in a few words.
-pub async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), String> {
+pub async fn probe(client: &ApiClient, timeout: Duration) -> Result<(), String> {
     let mut request = http::Request::get("/readyz")
         .body(Vec::new())
         .map_err(|err| err.to_string())?;

@@ -1,11 +1,15 @@
 //! The tower stack of the client, in the order the module header of `client/` draws it
-//! (trace, rate limit, breaker, timeout, HTTP), and the kube client built over it.
+//! (trace, rate limit, breaker, timeout, HTTP), and the handle that calls it.
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
-use kube::client::{ClientBuilder, ConfigExt as _};
-use tower::ServiceBuilder;
+use bytes::Bytes;
+use http_body_util::Full;
+use kube::client::ConfigExt as _;
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, ServiceBuilder, ServiceExt as _};
 
 use super::breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
 use super::error::ConnectError;
@@ -30,12 +34,44 @@ pub struct StackConfig {
     pub request_timeout: Duration,
 }
 
-/// Builds the kube client over the stack described in the module header.
+/// The client stack, called on the caller's own task: a request goes from the caller
+/// through the layers to the connection, with no task in between (kube's client would
+/// hand every request to a buffer task first). Cheap to clone.
+#[derive(Clone)]
+pub struct ApiClient {
+    stack: BoxCloneSyncService<
+        http::Request<kube::client::Body>,
+        http::Response<Full<Bytes>>,
+        BoxError,
+    >,
+    /// The namespace of the configuration's context (`default` when it names none).
+    namespace: Arc<str>,
+}
+
+impl ApiClient {
+    /// Exchanges `request` through the stack; the answer's body is read whole.
+    ///
+    /// # Errors
+    /// The stack's error when no whole answer came back.
+    pub async fn exchange(
+        &self,
+        request: http::Request<kube::client::Body>,
+    ) -> Result<http::Response<Full<Bytes>>, BoxError> {
+        self.stack.clone().oneshot(request).await
+    }
+
+    /// The namespace of the configuration's context, for requests that name none.
+    pub fn default_namespace(&self) -> &str {
+        &self.namespace
+    }
+}
+
+/// Builds the client over the stack described in the module header.
 ///
 /// # Errors
 /// [`ConnectError::Client`] when the configuration's TLS or credentials cannot be used,
 /// [`ConnectError::Proxy`] when it names a proxy (not supported).
-pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client, ConnectError> {
+pub fn build(config: kube::Config, settings: StackConfig) -> Result<ApiClient, ConnectError> {
     let http = transport::Http::new(&config)?;
     let auth = config.auth_layer().map_err(ConnectError::Client)?;
     let headers = config.extra_headers_layer().map_err(ConnectError::Client)?;
@@ -45,18 +81,19 @@ pub fn build(config: kube::Config, settings: StackConfig) -> Result<kube::Client
         .option_layer(auth)
         .layer(headers)
         .service(http);
-    Ok(over(connection, settings, config.default_namespace))
+    Ok(over(connection, settings, &config.default_namespace))
 }
 
 /// The stack of the module header over `connection`, the service that exchanges one
 /// request with the API server (HTTP in [`build`], an in-process fake in tests).
-pub fn over<S, R>(connection: S, settings: StackConfig, namespace: String) -> kube::Client
+pub fn over<S, R>(connection: S, settings: StackConfig, namespace: &str) -> ApiClient
 where
     S: tower::Service<
             http::Request<timeout::Handoff<kube::client::Body>>,
             Response = http::Response<R>,
         > + Clone
         + Send
+        + Sync
         + 'static,
     S::Future: Send,
     S::Error: Into<tower::BoxError>,
@@ -72,5 +109,8 @@ where
         .layer(CircuitBreakerLayer::new(Breaker::new(settings.breaker)))
         .layer(TimeoutLayer::new(settings.request_timeout))
         .service(connection);
-    ClientBuilder::new(service, namespace).build()
+    ApiClient {
+        stack: BoxCloneSyncService::new(service),
+        namespace: namespace.into(),
+    }
 }

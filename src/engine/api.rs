@@ -15,6 +15,7 @@ use super::error::{Failure, request_failure};
 use super::memory::{Event, Lesson, Memory, Source};
 use super::result::AttemptRecord;
 use super::spec::{EngineConfig, WriteSpec};
+use crate::client::ApiClient;
 use crate::client::apiserver::{self, Answer};
 use crate::client::discovery::{self, Discovery};
 use crate::engine::classify::Decision;
@@ -24,7 +25,7 @@ use crate::target::{ObjectPath, Verb, WriteParams};
 /// retry budget, and the memory of the objects written. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Api {
-    pub client: kube::Client,
+    pub client: ApiClient,
     pub discovery: Discovery,
     pub config: Arc<EngineConfig>,
     /// Bounds retries of faults (not conflicts) to a share of all RPCs in a sliding

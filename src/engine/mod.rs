@@ -48,6 +48,7 @@ use tower::retry::budget::TpsBudget;
 use self::api::Api;
 use self::memory::Memory;
 use self::write::{Batcher, OwnCode};
+use crate::client::ApiClient;
 use crate::client::discovery::Discovery;
 use crate::mutation::FieldViolation;
 
@@ -71,7 +72,7 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(client: kube::Client, config: EngineConfig) -> Self {
+    pub fn new(client: ApiClient, config: EngineConfig) -> Self {
         let api = Api {
             discovery: Discovery::new(client.clone()),
             client,

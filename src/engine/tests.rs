@@ -215,7 +215,7 @@ fn engine_over(fake: &FakeApi, breaker_failures: u32) -> Engine {
         },
         request_timeout: Duration::from_secs(10),
     };
-    let client = over(connection, settings, "default".into());
+    let client = over(connection, settings, "default");
     Engine::new(
         client,
         EngineConfig {

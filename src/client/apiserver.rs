@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 pub use super::answer::{Answer, RequestError, parse_retry_after};
 use super::context::{Deadline, RequestTimeout};
-use super::stack::ApiClient;
+use super::handle::ApiClient;
 
 /// Sends `request` through the stack. `timeout` bounds it below the rate limit and the
 /// breaker (the stack's default when `None`); `deadline` (the RPC's) bounds the whole

@@ -14,7 +14,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::breaker::BreakerConfig;
 pub use super::error::ConnectError;
-use super::stack::{ApiClient, StackConfig, build};
+use super::handle::ApiClient;
+use super::stack::{StackConfig, build};
 
 /// The rate limit when `--qps` is not given (client-go's is 5; a sidecar serves many).
 pub const DEFAULT_QPS: u32 = 100;

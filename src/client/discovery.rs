@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::answer::{Answer, RequestError};
 use super::apiserver;
-use super::stack::ApiClient;
+use super::handle::ApiClient;
 
 /// How long a kind found missing stays unknown before the list is read again.
 pub const UNKNOWN_TTL: Duration = Duration::from_secs(3);

@@ -2,7 +2,7 @@
 //! writes, discovery, readiness probes) goes through one tower stack, in this order:
 //!
 //! ```text
-//! ApiClient       (stack.rs)     called on the caller's task, no buffer task between
+//! ApiClient       (handle.rs)    called on the caller's task, no buffer task between
 //!   -> trace         (observe.rs)   one client span per request, the request metrics
 //!   -> rate limit    (ratelimit.rs) a FIFO of reserved slots; refuses a wait past the deadline
 //!   -> breaker       (breaker.rs)   fails fast while open; accounts every admitted request once
@@ -29,6 +29,7 @@ mod context;
 pub mod discovery;
 mod error;
 pub mod fault;
+mod handle;
 pub mod observe;
 pub mod ratelimit;
 pub mod readiness;
@@ -40,4 +41,5 @@ pub use answer::{Answer, CircuitOpen, RequestError, WouldExceedDeadline};
 pub use connect::connect;
 pub use context::{Deadline, Readiness, RequestTimeout};
 pub use error::ConnectError;
-pub use stack::{ApiClient, StackConfig, build, over};
+pub use handle::ApiClient;
+pub use stack::{StackConfig, build, over};

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 use super::apiserver;
 use super::context::Readiness;
-use super::stack::ApiClient;
+use super::handle::ApiClient;
 
 /// The gRPC service names whose health this module reports.
 const SERVICES: [&str; 2] = ["", "safewrite.v1.WriterService"];

@@ -2,17 +2,14 @@
 //! (trace, rate limit, breaker, timeout, HTTP), and the handle that calls it.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
 use kube::client::ConfigExt as _;
-use tower::util::BoxCloneSyncService;
-use tower::{BoxError, ServiceBuilder, ServiceExt as _};
+use tower::ServiceBuilder;
 
 use super::breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
 use super::error::ConnectError;
+use super::handle::ApiClient;
 use super::observe::ObserveLayer;
 use super::ratelimit::RateLimitLayer;
 use super::timeout::{self, TimeoutLayer};
@@ -32,38 +29,6 @@ pub struct StackConfig {
     pub breaker: BreakerConfig,
     /// The default bound of one request below the breaker.
     pub request_timeout: Duration,
-}
-
-/// The client stack, called on the caller's own task: a request goes from the caller
-/// through the layers to the connection, with no task in between (kube's client would
-/// hand every request to a buffer task first). Cheap to clone.
-#[derive(Clone)]
-pub struct ApiClient {
-    stack: BoxCloneSyncService<
-        http::Request<kube::client::Body>,
-        http::Response<Full<Bytes>>,
-        BoxError,
-    >,
-    /// The namespace of the configuration's context (`default` when it names none).
-    namespace: Arc<str>,
-}
-
-impl ApiClient {
-    /// Exchanges `request` through the stack; the answer's body is read whole.
-    ///
-    /// # Errors
-    /// The stack's error when no whole answer came back.
-    pub async fn exchange(
-        &self,
-        request: http::Request<kube::client::Body>,
-    ) -> Result<http::Response<Full<Bytes>>, BoxError> {
-        self.stack.clone().oneshot(request).await
-    }
-
-    /// The namespace of the configuration's context, for requests that name none.
-    pub fn default_namespace(&self) -> &str {
-        &self.namespace
-    }
 }
 
 /// Builds the client over the stack described in the module header.
@@ -109,8 +74,5 @@ where
         .layer(CircuitBreakerLayer::new(Breaker::new(settings.breaker)))
         .layer(TimeoutLayer::new(settings.request_timeout))
         .service(connection);
-    ApiClient {
-        stack: BoxCloneSyncService::new(service),
-        namespace: namespace.into(),
-    }
+    ApiClient::new(service, namespace)
 }

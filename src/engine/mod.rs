@@ -52,7 +52,7 @@ use crate::client::ApiClient;
 use crate::client::discovery::Discovery;
 use crate::mutation::FieldViolation;
 
-pub use self::body::resource_version;
+pub use self::body::{json_len, resource_version};
 pub use self::error::{Failure, WriteError, mutation_failure};
 pub use self::get::Got;
 pub use self::result::{AttemptRecord, Outcome, Written};

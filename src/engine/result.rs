@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::body::resource_version;
+use super::body::{json_len, resource_version};
 
 /// What a successful write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,16 @@ impl Object {
             Object::Own(object) => resource_version(object),
             Object::Read(object) => resource_version(object),
             Object::Serial(serial, _) => serial.version.clone(),
+        }
+    }
+
+    /// About how many bytes the object takes as JSON ([`json_len`]), without making it:
+    /// a member's serial state is taken to be as large as the object written.
+    pub fn json_len(&self) -> usize {
+        match self {
+            Object::Own(object) => json_len(object),
+            Object::Read(object) => json_len(object),
+            Object::Serial(serial, _) => json_len(&serial.written),
         }
     }
 

@@ -91,6 +91,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_MAX_RECEIVING_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1029..))]
     pub max_receiving_bytes: u32,
 
+    /// Most bytes of large answers (64 KiB or more: an answer carries the object) being
+    /// sent at once, over every connection: such an answer is made only once it has a
+    /// share, and gives it back when it has left. An answer waits for its share until
+    /// its caller's deadline, at most 5 s, then goes without one.
+    #[arg(long, env = "SAFEWRITE_MAX_SENDING_BYTES", default_value_t = 8 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(65536..))]
+    pub max_sending_bytes: u32,
+
     /// How long a request message may take to arrive whole once its first byte came;
     /// past it the request is ended (reason REQUEST_NOT_READ) and its bytes freed.
     #[arg(long, env = "SAFEWRITE_RECEIVE_TIMEOUT", default_value = "10s", value_parser = crate::health::parse_positive_duration)]

@@ -46,6 +46,7 @@ use crate::service::WriterService;
 use crate::service::edge::Edge;
 use crate::service::policy::{AllowList, PolicyError};
 use crate::service::receive::{self, ReceiveLayer};
+use crate::service::send::{self, SendLayer};
 use crate::service::transact;
 use config::{MetricsListen, ServeArgs};
 use shutdown::Signals;
@@ -199,6 +200,7 @@ fn grpc_routes(
             max_request_bytes: args.max_request_bytes as usize,
         },
         policy,
+        send::Budget::new(args.max_sending_bytes as usize),
     );
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
@@ -353,23 +355,27 @@ fn keepalive(args: &ServeArgs) -> Option<Duration> {
     (!args.keepalive_interval.is_zero()).then_some(args.keepalive_interval)
 }
 
+/// The layers of [`grpc_server`], from the routes out: answers in pieces within the
+/// send budget, requests metered against the receive budget, requests counted on their
+/// connection.
+type GrpcLayers<I> = Stack<SendLayer, Stack<ReceiveLayer, Stack<TrackLayer<I>, Identity>>>;
+
 /// A tonic server for connections whose info is `I`: HTTP/2 keepalive (a peer that does
 /// not answer a PING within the timeout is dropped), a bound on the streams of one
 /// connection (tonic would otherwise allow any number; it is above `--max-in-flight`, so
 /// that callers past that are refused with RESOURCE_EXHAUSTED rather than queued unseen
 /// in their HTTP/2 client), every request counted on its connection for the idle
-/// timeout, and every request message metered against the receive budget while it
-/// arrives (`crate::service::receive`).
-fn grpc_server<I>(
-    args: &ServeArgs,
-    receiving: &receive::Budget,
-) -> Server<Stack<ReceiveLayer, Stack<TrackLayer<I>, Identity>>> {
+/// timeout, every request message metered against the receive budget while it arrives
+/// (`crate::service::receive`), and large answers sent in pieces while they hold their
+/// share of the send budget (`crate::service::send`).
+fn grpc_server<I>(args: &ServeArgs, receiving: &receive::Budget) -> Server<GrpcLayers<I>> {
     Server::builder()
         .http2_keepalive_interval(keepalive(args))
         .http2_keepalive_timeout(Some(args.keepalive_timeout))
         .max_concurrent_streams(args.max_in_flight.saturating_mul(2).max(200))
         .layer(TrackLayer::new())
         .layer(ReceiveLayer(receiving.clone()))
+        .layer(SendLayer)
 }
 
 /// The bounds of the gRPC and metrics connections.

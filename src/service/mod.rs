@@ -8,6 +8,7 @@ pub mod policy;
 pub mod receive;
 pub mod respond;
 mod rpc;
+pub mod send;
 pub mod transact;
 pub mod validate;
 
@@ -42,18 +43,21 @@ pub struct WriterService {
     max_in_flight: usize,
     transact: transact::TransactLimits,
     policy: Arc<AllowList>,
+    sending: send::Budget,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
 
 impl WriterService {
     /// A service that runs at most `max_in_flight` RPCs at once, holds transactions'
-    /// callers to `transact`, and writes only what `policy` allows.
+    /// callers to `transact`, writes only what `policy` allows, and makes large answers
+    /// within the `sending` budget.
     pub fn new(
         engine: Engine,
         max_in_flight: usize,
         transact: transact::TransactLimits,
         policy: AllowList,
+        sending: send::Budget,
     ) -> Self {
         Self {
             engine,
@@ -61,6 +65,7 @@ impl WriterService {
             max_in_flight,
             transact,
             policy: Arc::new(policy),
+            sending,
         }
     }
 
@@ -87,7 +92,7 @@ impl WriterService {
         parts: RequestParts<'_>,
         subresource: Subresource,
         operation: Operation,
-    ) -> Result<pb::WriteResult, Status> {
+    ) -> Result<(pb::WriteResult, Option<send::Share>), Status> {
         let span = telemetry::rpc_span(method, metadata);
         let started = std::time::Instant::now();
         let result = async {
@@ -96,15 +101,22 @@ impl WriterService {
                 .map_err(|v| respond::invalid_request(&v))?;
             record_target(&span, &spec.target);
             self.permit(&spec, operation)?;
-            self.engine
+            let written = self
+                .engine
                 .write(&spec, deadline)
                 .await
-                .map(|written| write_result(written, &span))
-                .map_err(|err| respond::to_status(&err))
+                .map_err(|err| respond::to_status(&err))?;
+            // The object is made into the answer only once the answer has its share.
+            let share = self
+                .sending
+                .share(written.object.json_len(), deadline.answer_by())
+                .await;
+            Ok((write_result(written, &span), share))
         }
         .instrument(span.clone())
         .await;
-        finish_rpc(&span, method, Some(subresource), started, result.as_ref());
+        let answered = result.as_ref().map(|(answer, _)| answer);
+        finish_rpc(&span, method, Some(subresource), started, answered);
         result
     }
 
@@ -131,7 +143,7 @@ impl pb::writer_service_server::WriterService for WriterService {
     ) -> Result<Response<pb::UpdateWithRetryResponse>, Status> {
         let (metadata, extensions, body) = request.into_parts();
         Reached::mark(&extensions);
-        let result = self
+        let (result, share) = self
             .run(
                 "UpdateWithRetry",
                 (&metadata, CallDeadline::of(&extensions)),
@@ -140,9 +152,12 @@ impl pb::writer_service_server::WriterService for WriterService {
                 Operation::Update,
             )
             .await?;
-        Ok(Response::new(pb::UpdateWithRetryResponse {
-            result: Some(result),
-        }))
+        Ok(send::answer(
+            pb::UpdateWithRetryResponse {
+                result: Some(result),
+            },
+            share,
+        ))
     }
 
     async fn patch_status(
@@ -153,7 +168,7 @@ impl pb::writer_service_server::WriterService for WriterService {
         Reached::mark(&extensions);
         // The same fields as UpdateWithRetry's, for the status subresource.
         let body = pb::UpdateWithRetryRequest::from(body);
-        let result = self
+        let (result, share) = self
             .run(
                 "PatchStatus",
                 (&metadata, CallDeadline::of(&extensions)),
@@ -162,9 +177,12 @@ impl pb::writer_service_server::WriterService for WriterService {
                 Operation::PatchStatus,
             )
             .await?;
-        Ok(Response::new(pb::PatchStatusResponse {
-            result: Some(result),
-        }))
+        Ok(send::answer(
+            pb::PatchStatusResponse {
+                result: Some(result),
+            },
+            share,
+        ))
     }
 
     async fn get(
@@ -208,21 +226,26 @@ impl pb::writer_service_server::WriterService for WriterService {
                 .get(&spec, min.as_deref(), deadline)
                 .await
                 .map_err(|err| respond::read_to_status(&err))?;
-            Ok(pb::GetResponse {
+            let share = self
+                .sending
+                .share(engine::json_len(&got.object), deadline.answer_by())
+                .await;
+            let answer = pb::GetResponse {
                 resource_version: engine::resource_version(&got.object),
                 object_json: got.object.to_string(),
                 remembered: got.remembered,
                 trace_id: telemetry::trace_id(&span),
-            })
+            };
+            Ok((answer, share))
         }
         .instrument(span.clone())
         .await;
-        let ended = result.as_ref().map(|got| {
+        let ended = result.as_ref().map(|(got, _)| {
             let outcome = if got.remembered { "remembered" } else { "read" };
             (outcome, u32::from(!got.remembered))
         });
         end_rpc(&span, "Get", Some(Subresource::Main), started, ended);
-        result.map(Response::new)
+        result.map(|(answer, share)| send::answer(answer, share))
     }
 
     type TransactStream = TransactStream;

@@ -1029,3 +1029,118 @@ fn bad_flags_print_one_line_and_exit_2_and_help_still_works() {
             .starts_with("safewrite ")
     );
 }
+
+/// A gRPC `Get` of `ns/name` sent over a raw HTTP/2 connection whose stream window is
+/// HTTP/2's smallest default (64 KiB) and whose answer is never read: the answer cannot
+/// leave whole. The connection lives as long as the returned request handle.
+async fn get_never_read(
+    addr: std::net::SocketAddr,
+    ns: &str,
+    name: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Full<hyper::body::Bytes>>,
+    http::Response<hyper::body::Incoming>,
+) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (mut h2, connection) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535)
+            .handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("an HTTP/2 connection");
+    tokio::spawn(connection);
+    let message = pb::GetRequest {
+        target: Some(target(ns, name)),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&message);
+    let request = http::Request::post(format!("http://{addr}/safewrite.v1.WriterService/Get"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(http_body_util::Full::new(hyper::body::Bytes::from(framed)))
+        .expect("request");
+    let response = h2.send_request(request).await.expect("answer headers");
+    assert_eq!(response.status(), 200);
+    (h2, response)
+}
+
+/// Large answers leave within `--max-sending-bytes`, and a caller that never reads its
+/// answer delays the others by at most the wait bound (5 s), never past their deadline:
+/// with the smallest budget (64 KiB), one 200 KB answer that cannot leave holds all of
+/// it; the next answer waits 5 s, or until just before a short deadline, then goes
+/// without a share, whole; once the stuck caller has gone, answers take the budget again
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_answers_leave_within_the_send_budget_and_a_stuck_reader_holds_no_one_for_long() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("sending").await;
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        &kubeconfig(cp),
+        "--max-sending-bytes",
+        "65536",
+    ]);
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    let blob = "x".repeat(200_000);
+    let created = client
+        .update_with_retry(write(&ns, "big", &format!(r#"{{"blob": "{blob}"}}"#)))
+        .await
+        .expect("the object")
+        .into_inner()
+        .result
+        .expect("a result");
+    assert!(
+        created.object_json.contains(&blob),
+        "the answer carries the object whole"
+    );
+    let get = |timeout: Option<Duration>| {
+        let mut client = client.clone();
+        let mut request = tonic::Request::new(pb::GetRequest {
+            target: Some(target(&ns, "big")),
+            ..Default::default()
+        });
+        if let Some(timeout) = timeout {
+            request.set_timeout(timeout);
+        }
+        async move {
+            let started = Instant::now();
+            let got = client.get(request).await.map(|r| r.into_inner());
+            (got, started.elapsed())
+        }
+    };
+
+    let (stuck, _headers) = get_never_read(sidecar.addr, &ns, "big").await;
+    // Its answer holds the budget: the next waits the bound, then goes whole.
+    let (got, took) = get(None).await;
+    let got = got.expect("answered without a share");
+    assert!(got.object_json.contains(&blob), "whole");
+    assert!(
+        took >= Duration::from_millis(4_900),
+        "waited for the budget: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "not held past the bound: {took:?}"
+    );
+    // A caller with less time than that is answered before its deadline.
+    let (got, took) = get(Some(Duration::from_secs(2))).await;
+    let got = got.expect("answered before the deadline");
+    assert!(got.object_json.contains(&blob), "whole");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    // The stuck caller goes; its share comes back, and answers leave at once again.
+    drop(stuck);
+    drop(_headers);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (got, took) = get(None).await;
+        assert!(got.expect("answered").object_json.contains(&blob), "whole");
+        if took < Duration::from_secs(2) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the budget never came back");
+    }
+}

@@ -93,8 +93,9 @@ pub struct ServeArgs {
 
     /// Most bytes of large answers (64 KiB or more: an answer carries the object) being
     /// sent at once, over every connection: such an answer is made only once it has a
-    /// share, and gives it back when it has left. An answer waits for its share until
-    /// its caller's deadline, at most 5 s, then goes without one.
+    /// share, and gives it back when it has left. An answer waits for its share at most
+    /// half the time left before its caller's deadline, and at most 5 s, then goes
+    /// without one.
     #[arg(long, env = "SAFEWRITE_MAX_SENDING_BYTES", default_value_t = 8 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(65536..))]
     pub max_sending_bytes: u32,
 

@@ -9,10 +9,11 @@
 //! object is long, at most the whole budget), is made only then, and leaves in pieces
 //! of at most [`PIECE`] bytes, each handed to HTTP/2 once the caller's window has room;
 //! the share is given back when the last piece has gone (or the caller has gone). A
-//! share waits at most until the answer is due (a little before the caller's deadline,
-//! [`crate::deadline::CallDeadline::answer_by`]) and never longer than [`MAX_WAIT`]: a
-//! caller that stops reading its answers delays the others by no more than that, and an
-//! answer that could not get a share goes without one.
+//! share waits at most half the time left before the answer is due (a little before the
+//! caller's deadline, [`crate::deadline::CallDeadline::answer_by`]), so that the answer
+//! still has time to leave, and never longer than [`MAX_WAIT`]: a caller that stops
+//! reading its answers delays the others by no more than that, and an answer that could
+//! not get a share goes without one.
 //!
 //! Smaller answers take no share: they are bounded by `--max-in-flight` already.
 
@@ -67,16 +68,18 @@ impl Budget {
 
     /// A share for an answer of about `len` bytes, once the budget has that much free
     /// (at most the whole budget): `None` for an answer under [`PIECE`] bytes, and for
-    /// one that waited until `due` or for [`MAX_WAIT`] in vain.
+    /// one that waited in vain for half the time left before `due`, or for [`MAX_WAIT`].
     pub async fn share(&self, len: usize, due: Option<Instant>) -> Option<Share> {
         if len < PIECE {
             return None;
         }
         let wanted = u32::try_from(len.min(self.limit)).unwrap_or(u32::MAX);
-        let until = match due {
-            Some(due) => due.min(Instant::now() + MAX_WAIT),
-            None => Instant::now() + MAX_WAIT,
+        let now = Instant::now();
+        let wait = match due {
+            Some(due) => MAX_WAIT.min(due.saturating_duration_since(now) / 2),
+            None => MAX_WAIT,
         };
+        let until = now + wait;
         let acquire = self.bytes.clone().acquire_many_owned(wanted);
         match tokio::time::timeout_at(until, acquire).await {
             Ok(Ok(permit)) => Some(Share {
@@ -272,12 +275,12 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_share_waits_for_the_deadline_or_max_wait_then_the_answer_goes_without() {
+    async fn a_share_waits_half_the_time_left_or_max_wait_then_the_answer_goes_without() {
         let budget = Budget::new(1 << 20);
         let held = budget.share(1 << 20, None).await.expect("all of it");
         let started = Instant::now();
-        let deadline = started + Duration::from_secs(1);
-        assert!(budget.share(PIECE, Some(deadline)).await.is_none());
+        let due = started + Duration::from_secs(2);
+        assert!(budget.share(PIECE, Some(due)).await.is_none());
         assert_eq!(started.elapsed(), Duration::from_secs(1));
         let started = Instant::now();
         assert!(budget.share(PIECE, None).await.is_none());

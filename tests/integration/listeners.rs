@@ -1071,8 +1071,8 @@ async fn get_never_read(
 /// Large answers leave within `--max-sending-bytes`, and a caller that never reads its
 /// answer delays the others by at most the wait bound (5 s), never past their deadline:
 /// with the smallest budget (64 KiB), one 200 KB answer that cannot leave holds all of
-/// it; the next answer waits 5 s, or until just before a short deadline, then goes
-/// without a share, whole; once the stuck caller has gone, answers take the budget again
+/// it; the next answer waits 5 s, or half the time left before a short deadline, then
+/// goes without a share, whole; once the stuck caller has gone, answers take the budget again
 /// at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_answers_leave_within_the_send_budget_and_a_stuck_reader_holds_no_one_for_long() {

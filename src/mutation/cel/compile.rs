@@ -6,6 +6,7 @@ use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::PrattParser;
 
 use super::ast::{Comprehension, children, comprehension_kind, depth, optional_call};
+use super::cost::RULED;
 use super::estimate::Estimator;
 use super::limits::{
     CEL_MAX_DEPTH, CelLimits, EXCERPT, MAX_PATTERN, PARSER_MAX_RECURSION, PATTERN_SIZE_LIMIT, STEP,
@@ -51,60 +52,6 @@ pub(super) fn compile_here(source: &str, limits: CelLimits) -> Result<IdedExpr, 
     Ok(expr)
 }
 
-/// The functions with a cost rule (see [`Estimator::call`]); anything else is refused.
-const FUNCTIONS: &[&str] = &[
-    operators::CONDITIONAL,
-    operators::LOGICAL_AND,
-    operators::LOGICAL_OR,
-    operators::LOGICAL_NOT,
-    operators::NOT_STRICTLY_FALSE,
-    operators::EQUALS,
-    operators::NOT_EQUALS,
-    operators::LESS,
-    operators::LESS_EQUALS,
-    operators::GREATER,
-    operators::GREATER_EQUALS,
-    operators::IN,
-    operators::ADD,
-    operators::SUBSTRACT,
-    operators::MULTIPLY,
-    operators::DIVIDE,
-    operators::MODULO,
-    operators::NEGATE,
-    operators::INDEX,
-    operators::OPT_INDEX,
-    operators::OPT_SELECT,
-    "size",
-    "contains",
-    "startsWith",
-    "endsWith",
-    "matches",
-    "string",
-    "bytes",
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "dyn",
-    "type",
-    "timestamp",
-    "duration",
-    "getFullYear",
-    "getMonth",
-    "getDayOfYear",
-    "getDayOfMonth",
-    "getDate",
-    "getDayOfWeek",
-    "getHours",
-    "getMinutes",
-    "getSeconds",
-    "getMilliseconds",
-    "value",
-    "hasValue",
-    "or",
-    "orValue",
-];
-
 /// Refuses what has no cost rule, nested comprehensions and unbounded regexes.
 fn check(expr: &IdedExpr, in_comprehension: bool) -> Result<(), String> {
     match &expr.expr {
@@ -122,7 +69,7 @@ fn check(expr: &IdedExpr, in_comprehension: bool) -> Result<(), String> {
             return Ok(());
         }
         Expr::Call(call) => {
-            if !FUNCTIONS.contains(&call.func_name.as_str()) {
+            if !RULED.contains(&call.func_name.as_str()) {
                 return Err(format!(
                     "the function {}() is not supported",
                     short(&call.func_name, 64)

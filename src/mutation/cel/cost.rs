@@ -71,6 +71,63 @@ impl<'j> Operands<'j> {
     }
 }
 
+/// Every function with a cost rule: `?:` and an index, which the estimator follows
+/// itself, and each one [`function`] has a rule for. The compile-time check refuses a
+/// call of any other, so this list and `function`'s rules are one decision (a test
+/// checks that every name here has a rule there).
+pub(super) const RULED: &[&str] = &[
+    operators::CONDITIONAL,
+    operators::LOGICAL_AND,
+    operators::LOGICAL_OR,
+    operators::LOGICAL_NOT,
+    operators::NOT_STRICTLY_FALSE,
+    operators::EQUALS,
+    operators::NOT_EQUALS,
+    operators::LESS,
+    operators::LESS_EQUALS,
+    operators::GREATER,
+    operators::GREATER_EQUALS,
+    operators::IN,
+    operators::ADD,
+    operators::SUBSTRACT,
+    operators::MULTIPLY,
+    operators::DIVIDE,
+    operators::MODULO,
+    operators::NEGATE,
+    operators::INDEX,
+    operators::OPT_INDEX,
+    operators::OPT_SELECT,
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "string",
+    "bytes",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "dyn",
+    "type",
+    "timestamp",
+    "duration",
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+    "value",
+    "hasValue",
+    "or",
+    "orValue",
+];
+
 /// The functions that read their operands once and return a scalar.
 const READ_TO_SCALAR: &[&str] = &[
     operators::EQUALS,
@@ -185,4 +242,24 @@ fn match_steps(text: Bound, pattern: Bound) -> u64 {
         .saturating_add(1)
         .saturating_mul(16)
         .saturating_mul(pattern.len.saturating_add(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_function_the_check_lets_through_has_a_cost_rule_and_no_other_does() {
+        let operand = || Estimate::of(1, Bound::SCALAR);
+        let followed_by_the_estimator = [operators::CONDITIONAL, operators::INDEX];
+        for name in RULED
+            .iter()
+            .filter(|n| !followed_by_the_estimator.contains(n))
+        {
+            let estimate = function(name, false, Operands::new(vec![operand()]));
+            assert!(estimate.cost < u64::MAX, "{name} has no cost rule");
+        }
+        let unknown = function("noSuchFunction", false, Operands::new(vec![operand()]));
+        assert_eq!(unknown.cost, u64::MAX);
+    }
 }

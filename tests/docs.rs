@@ -141,6 +141,8 @@ fn metrics_page() -> String {
     metrics.breaker(0, "closed");
     metrics.ratelimit_wait(tick);
     drop(metrics.in_flight());
+    metrics.large_answer(true);
+    metrics.sending(0);
     let text = metrics.render();
 
     let mut families: BTreeMap<String, Family> = BTreeMap::new();

@@ -60,6 +60,8 @@ pub struct Metrics {
     breaker_transitions: Family<Labels, Counter>,
     ratelimit_wait: Histogram,
     in_flight: Gauge<i64, AtomicI64>,
+    large_answers: Family<Labels, Counter>,
+    sending_bytes: Gauge<i64, AtomicI64>,
 }
 
 impl Metrics {
@@ -80,6 +82,8 @@ impl Metrics {
             breaker_transitions: Family::default(),
             ratelimit_wait: latency(),
             in_flight: Gauge::default(),
+            large_answers: Family::default(),
+            sending_bytes: Gauge::default(),
         };
         // In this order, which is the order of the exposition and of docs/metrics.md.
         metrics.register_writes();
@@ -173,6 +177,17 @@ impl Metrics {
             "safewrite_rpcs_in_flight",
             "RPCs in flight, open transactions included",
             self.in_flight.clone(),
+        );
+        registry.register(
+            "safewrite_large_answers",
+            "Answers of 64 KiB or more, by whether they got a share of --max-sending-bytes or waited it out",
+            self.large_answers.clone(),
+        );
+        registry.register_with_unit(
+            "safewrite_sending",
+            "Bytes of --max-sending-bytes held by answers leaving now",
+            Unit::Bytes,
+            self.sending_bytes.clone(),
         );
         registry.register(
             "safewrite_build",
@@ -271,6 +286,19 @@ impl Metrics {
     /// A request waited `wait` for the rate limiter.
     pub fn ratelimit_wait(&self, wait: Duration) {
         self.ratelimit_wait.observe(wait.as_secs_f64());
+    }
+
+    /// A large answer got its share of the send budget (`true`) or waited it out.
+    pub fn large_answer(&self, shared: bool) {
+        let share = if shared { "held" } else { "waited_out" };
+        self.large_answers
+            .get_or_create(&vec![("share", share.to_string())])
+            .inc();
+    }
+
+    /// `bytes` of the send budget were taken (positive) or given back (negative).
+    pub fn sending(&self, bytes: i64) {
+        self.sending_bytes.inc_by(bytes);
     }
 
     /// One more RPC in flight; the guard counts it out when dropped.

@@ -30,6 +30,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tonic::body::Body;
 
+use crate::metrics;
+
 /// The largest piece of an answer handed to HTTP/2 at once, and the smallest answer
 /// that takes a share of the budget.
 pub const PIECE: usize = 64 * 1024;
@@ -48,7 +50,31 @@ pub struct Budget {
 /// handler to [`SendLayer`], which holds it until the answer has left.
 #[derive(Clone, Debug)]
 pub struct Share {
-    _held: Arc<OwnedSemaphorePermit>,
+    _held: Arc<Held>,
+}
+
+/// The bytes a [`Share`] holds, counted in the metrics until they are given back.
+#[derive(Debug)]
+struct Held {
+    _permit: OwnedSemaphorePermit,
+    bytes: i64,
+}
+
+impl Held {
+    fn new(permit: OwnedSemaphorePermit) -> Held {
+        let bytes = i64::try_from(permit.num_permits()).unwrap_or(i64::MAX);
+        metrics::get().sending(bytes);
+        Held {
+            _permit: permit,
+            bytes,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        metrics::get().sending(-self.bytes);
+    }
 }
 
 impl Budget {
@@ -81,12 +107,14 @@ impl Budget {
         };
         let until = now + wait;
         let acquire = self.bytes.clone().acquire_many_owned(wanted);
-        match tokio::time::timeout_at(until, acquire).await {
+        let share = match tokio::time::timeout_at(until, acquire).await {
             Ok(Ok(permit)) => Some(Share {
-                _held: Arc::new(permit),
+                _held: Arc::new(Held::new(permit)),
             }),
             Ok(Err(_)) | Err(_) => None,
-        }
+        };
+        metrics::get().large_answer(share.is_some());
+        share
     }
 }
 

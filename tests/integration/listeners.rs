@@ -1114,6 +1114,13 @@ async fn large_answers_leave_within_the_send_budget_and_a_stuck_reader_holds_no_
     };
 
     let (stuck, _headers) = get_never_read(sidecar.addr, &ns, "big").await;
+    let held = |metrics: &str| sample(metrics, "safewrite_sending_bytes ");
+    assert!(
+        support::wait_until(Duration::from_secs(10), || held(&sidecar.metrics())
+            == 65536.0),
+        "the stuck answer holds the whole budget:\n{}",
+        sidecar.metrics()
+    );
     // Its answer holds the budget: the next waits the bound, then goes whole.
     let (got, took) = get(None).await;
     let got = got.expect("answered without a share");
@@ -1143,4 +1150,18 @@ async fn large_answers_leave_within_the_send_budget_and_a_stuck_reader_holds_no_
         }
         assert!(Instant::now() < deadline, "the budget never came back");
     }
+    let metrics = sidecar.metrics();
+    let answers = |share: &str| {
+        sample(
+            &metrics,
+            &format!("safewrite_large_answers_total{{share=\"{share}\"}}"),
+        )
+    };
+    assert!(answers("waited_out") >= 2.0, "{metrics}");
+    assert!(answers("held") >= 2.0, "{metrics}");
+    assert!(
+        support::wait_until(Duration::from_secs(10), || held(&sidecar.metrics()) == 0.0),
+        "every share given back:\n{}",
+        sidecar.metrics()
+    );
 }

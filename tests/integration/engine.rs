@@ -1029,6 +1029,24 @@ async fn transport_faults_are_retried_then_unavailable_and_deadlines_are_never_s
         .expect("through the proxy");
 
     proxy.reset_all();
+    // The proxy cuts the sidecar's open connection as it pleases: a write sent on it
+    // before the sidecar sees the cut may have reached the API server (its outcome is
+    // unknown, rightly). A read first, which may be retried whatever happened, lets the
+    // sidecar see the cut; from then on every connection is reset as it is made, and
+    // nothing is sent.
+    let mut read = tonic::Request::new(pb::GetRequest {
+        target: Some(env.configmap("t")),
+        ..Default::default()
+    });
+    read.set_timeout(Duration::from_secs(2));
+    let cut = client
+        .get(read)
+        .await
+        .expect_err("no read through a proxy that resets");
+    assert!(
+        matches!(cut.code(), Code::Unavailable | Code::DeadlineExceeded),
+        "{cut:?}"
+    );
     // Resets are retried with backoff, then answered UNAVAILABLE with RetryInfo.
     let mut request = update(env.configmap("t"), cel(INCREMENT));
     request.retry_policy = Some(pb::RetryPolicy {

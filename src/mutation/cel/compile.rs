@@ -6,7 +6,7 @@ use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::PrattParser;
 
 use super::ast::{Comprehension, children, comprehension_kind, depth, optional_call};
-use super::cost::RULED;
+use super::cost::has_rule;
 use super::estimate::Estimator;
 use super::limits::{
     CEL_MAX_DEPTH, CelLimits, EXCERPT, MAX_PATTERN, PARSER_MAX_RECURSION, PATTERN_SIZE_LIMIT, STEP,
@@ -69,7 +69,7 @@ fn check(expr: &IdedExpr, in_comprehension: bool) -> Result<(), String> {
             return Ok(());
         }
         Expr::Call(call) => {
-            if !RULED.contains(&call.func_name.as_str()) {
+            if !has_rule(&call.func_name) {
                 return Err(format!(
                     "the function {}() is not supported",
                     short(&call.func_name, 64)

@@ -154,9 +154,20 @@ echo "ready $dir"
 
 # Live until stdin closes; stop early if jaeger dies, so nobody waits on a corpse.
 # Jaeger takes no commands: lines on stdin are ignored.
+# From here the script waits in `read -t`, whose timeout bash 5.2 implements with a jump
+# that cuts a trap still running when it fires: a teardown run from a signal's trap (it
+# takes seconds) was abandoned halfway and left its processes' directory behind (seen:
+# every control plane stopped by SIGTERM). So a signal only notes itself, and the loop
+# exits, running the teardown outside the read.
+stop=""
+trap 'stop=143' TERM
+trap 'stop=130' INT
+trap 'stop=129' HUP
 while true; do
+  [ -z "$stop" ] || exit "$stop"
   rc=0
   read -r -t 1 _ || rc=$?
+  [ -z "$stop" ] || exit "$stop"
   if [ "$rc" -ne 0 ] && [ "$rc" -le 128 ]; then
     exit 0 # end of input: whoever started us is gone
   fi

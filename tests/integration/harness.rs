@@ -187,6 +187,12 @@ fn child_control_plane_leaves_nothing(how: &str) {
     let status = child.wait().expect("wait child");
     assert!(!status.success(), "the child test ended by {how}");
 
+    assert_left_nothing(&started, how);
+}
+
+/// Waits (30 s at most) until `started`'s directory, processes and ports are gone, and
+/// fails naming what was left after `how`.
+fn assert_left_nothing(started: &Started, how: &str) {
     let gone = wait_until(Duration::from_secs(30), || {
         !started.dir.exists()
             && started.pids.iter().all(|&pid| !process_alive(pid))
@@ -232,6 +238,31 @@ fn parse_report(text: &str) -> Started {
 #[test]
 fn teardown_leaves_nothing_when_the_test_process_is_killed() {
     child_control_plane_leaves_nothing("sigkill");
+}
+
+/// A control plane a test owns (`ControlPlane::start`) is stopped with SIGTERM when it
+/// is dropped; the script's teardown must run whole (it once ran from the signal's trap,
+/// where bash's `read -t` cut it short and left the directory behind).
+#[test]
+fn teardown_leaves_nothing_when_a_control_plane_is_dropped() {
+    let cp = ControlPlane::start();
+    let started = Started {
+        dir: cp.dir.clone(),
+        pids: ["APISERVER_PID", "ETCD_PID"]
+            .iter()
+            .map(|k| cp.env[*k].parse().expect("pid"))
+            .collect(),
+        ports: ["API_PORT", "ETCD_PORT", "ETCD_PEER_PORT"]
+            .iter()
+            .map(|k| cp.env[*k].parse().expect("port"))
+            .collect(),
+    };
+    assert!(started.dir.exists());
+    assert!(started.pids.iter().all(|&pid| process_alive(pid)));
+    // Let the script settle into its loop, where a signal once cut the teardown short.
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(cp);
+    assert_left_nothing(&started, "a drop (SIGTERM)");
 }
 
 #[test]

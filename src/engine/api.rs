@@ -7,13 +7,11 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::time::Instant;
 use tower::retry::budget::TpsBudget;
-use tracing::Span;
 
 use super::body::resource_version;
 use super::decide::Step;
 use super::error::{Failure, request_failure};
 use super::memory::{Event, Lesson, Memory, Source};
-use super::result::AttemptRecord;
 use super::spec::{EngineConfig, WriteSpec};
 use crate::client::ApiClient;
 use crate::client::apiserver::{self, Answer};
@@ -135,21 +133,6 @@ impl Api {
         }
     }
 
-    /// The object to start an attempt from: the remembered copy, when there is one and
-    /// the attempt may use it, else a live read.
-    pub async fn start_from(
-        &self,
-        request: &ObjectPath,
-        deadline: Option<Instant>,
-        made: u32,
-        read_live: bool,
-    ) -> (Read, Source) {
-        if !read_live && let Some(copy) = self.memory.recall(request.as_str()) {
-            return (Read::Found(copy), Source::Remembered);
-        }
-        (self.read(request, deadline, made).await, Source::Live)
-    }
-
     /// Confirms on a live read what was decided on the remembered copy at `version`
     /// without a successful write: it stands when the object is still at that version;
     /// otherwise the copy was stale, and the next attempt decides again on a live read.
@@ -223,20 +206,5 @@ pub(crate) fn stale_copy() -> Failure {
         reason: "Conflict".into(),
         message: "the object changed since safewrite last read or wrote it".into(),
         status: None,
-    }
-}
-
-/// Records an answer's HTTP status and reason in an attempt's record and the current
-/// span, and counts a conflict.
-pub(crate) fn note_answer(record: &mut AttemptRecord, answer: &Answer) {
-    record.http_status = answer.code;
-    record.reason = answer.reason();
-    let span = Span::current();
-    span.record("http.response.status_code", i64::from(answer.code));
-    if !record.reason.is_empty() {
-        span.record("safewrite.k8s.reason", record.reason.as_str());
-    }
-    if answer.code == 409 {
-        crate::metrics::get().conflict();
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::api::{Api, Read, note_answer};
+use super::api::{Api, Read};
 use super::attempts::Attempts;
 use super::body::resource_version;
 use super::decide::Step;
@@ -62,7 +62,7 @@ pub(super) async fn get(
             });
         }
         Read::Missing(answer) | Read::Ended(Some(answer), _) => {
-            note_answer(attempts.current(), &answer);
+            attempts.current().note(&answer);
             match Step::from_answer(&answer, None) {
                 Step::Fail(failure) | Step::Retry(_, failure) => failure,
                 Step::Done(_) => unreachable!("a refused read does not finish"),

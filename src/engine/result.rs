@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::body::{json_len, resource_version};
+use crate::client::apiserver::Answer;
 
 /// What a successful write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,23 @@ pub struct AttemptRecord {
     pub backoff: Option<Duration>,
     /// How many requests shared this attempt (group commit); 0 when no write was sent.
     pub batch_size: u32,
+}
+
+impl AttemptRecord {
+    /// Notes an answer's HTTP status and reason here and on the current span (the
+    /// attempt's), and counts a conflict.
+    pub(crate) fn note(&mut self, answer: &Answer) {
+        self.http_status = answer.code;
+        self.reason = answer.reason();
+        let span = tracing::Span::current();
+        span.record("http.response.status_code", i64::from(answer.code));
+        if !self.reason.is_empty() {
+            span.record("safewrite.k8s.reason", self.reason.as_str());
+        }
+        if answer.code == 409 {
+            crate::metrics::get().conflict();
+        }
+    }
 }
 
 /// The object a write answers with. A member of a batch holds its serial state as a

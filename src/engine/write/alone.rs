@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tracing::Span;
 
-use crate::engine::api::{AfterWrite, Api, Read, Sent, note_answer};
+use crate::engine::api::{AfterWrite, Api, Read, Sent};
 use crate::engine::attempts::Attempts;
 use crate::engine::body::resource_version;
 use crate::engine::decide::Step;
@@ -39,7 +39,7 @@ async fn send_alone(
     attempts.current().batch_size = 1;
     let sent = api.send(http, attempts.deadline, attempts.made()).await;
     if let Sent::Answer(answer) = &sent {
-        note_answer(attempts.current(), answer);
+        attempts.current().note(answer);
     }
     sent
 }
@@ -106,7 +106,7 @@ pub(crate) async fn apply(
     let fresh = match api.read(request, attempts.deadline, attempts.made()).await {
         Read::Ended(answer, step) => {
             if let Some(answer) = answer {
-                note_answer(attempts.current(), &answer);
+                attempts.current().note(&answer);
             }
             return step;
         }

@@ -1,5 +1,7 @@
-//! How an attempt's end becomes each member's answer or retry: a stale copy, a read
-//! that ended the attempt, a missing object, a refused write, a write without an answer.
+//! How an attempt's end becomes each member's answer or retry: a write's success or a
+//! fold that changed nothing (each member's own serial answer, [`answer_each`]), a stale
+//! copy, a read that ended the attempt, a missing object, a refused write, a write
+//! without an answer.
 
 use std::sync::Arc;
 
@@ -7,17 +9,17 @@ use serde_json::Value;
 use tracing::Span;
 
 use super::alone;
-use super::fold::{Verdict, answer_each, verdict_of_the_object};
+use super::fold::{Verdict, verdict_of_the_object};
 use super::member::{Maker, Member, OwnCode};
 use crate::client::apiserver::Answer;
-use crate::engine::api::{Api, Confirmed, note_answer, stale_copy};
+use crate::engine::api::{Api, Confirmed, stale_copy};
 use crate::engine::body::resource_version;
 use crate::engine::classify::Decision;
 use crate::engine::decide::{Step, is_ambiguous};
 use crate::engine::error::Failure;
-use crate::engine::result::{Done, Outcome};
+use crate::engine::result::{Done, Object, Outcome, Serial};
 use crate::engine::spec::WriteSpec;
-use crate::mutation::Mutation;
+use crate::mutation::{Mutation, entries};
 
 /// How one attempt of a batch ended.
 pub(crate) enum Attempted {
@@ -35,8 +37,9 @@ pub(crate) enum End {
     Single(Step),
     /// It was decided on a remembered copy that turned out stale.
     Stale,
-    /// A read ended it: refused (with its answer) or unanswered.
-    Read(Option<Answer>, Step),
+    /// A read ended it (refused or unanswered; its answer is noted in the records of
+    /// the members it answered).
+    Read(Step),
     /// The object does not exist: the read's 404.
     Missing(Answer),
     /// Nothing changed, so nothing was written; `confirmed` is what a live read made of
@@ -76,7 +79,7 @@ pub(crate) async fn conclude(api: &Api, members: Vec<Member>, end: End) -> Attem
     match end {
         End::Single(step) => single(members, step),
         End::Stale => stale(members),
-        End::Read(answer, step) => end_all(members, answer.as_ref(), step),
+        End::Read(step) => end_all(members, step),
         End::Missing(answer) => missing(api, members, &answer).await,
         End::Unwritten {
             verdicts,
@@ -102,17 +105,79 @@ pub(crate) async fn conclude(api: &Api, members: Vec<Member>, end: End) -> Attem
             }
             Attempted::Answered
         }
-        End::Refused {
-            verdicts,
-            changed,
-            answer,
-        } => refused(members, &verdicts, changed, &answer),
         End::Unanswered {
             verdicts,
             failure,
             decision,
             maybe_sent,
         } => unanswered(members, &verdicts, failure, decision, maybe_sent),
+        End::Refused {
+            verdicts,
+            changed,
+            answer,
+        } => refused(members, &verdicts, changed, &answer),
+    }
+}
+
+/// Answers each member of a batch whose attempt ended with a read (`write` is `None`:
+/// nothing changed) or a successful write (`write` holds the body sent and the object
+/// the API server answered with). Each member's answer is what it would have got
+/// written alone in batch order: the object as read for the members before the first
+/// change, else its state in the write ([`Serial`]), which is made only when the
+/// member's answer is built, so that no two members hold a copy of a large object at
+/// once.
+pub(crate) fn answer_each(
+    members: Vec<Member>,
+    mut verdicts: Vec<Verdict>,
+    fresh: &Arc<Value>,
+    write: Option<(Value, Value)>,
+) {
+    let first_change = match write {
+        Some(_) => verdicts
+            .iter()
+            .position(|v| matches!(v, Verdict::Changed(_)))
+            .unwrap_or(verdicts.len()),
+        None => verdicts.len(),
+    };
+    let serial = write.map(|(sent, written)| {
+        let undos = verdicts
+            .iter_mut()
+            .map(|verdict| match verdict {
+                Verdict::Changed(undo) => Some(std::mem::take(undo)),
+                _ => None,
+            })
+            .collect();
+        Arc::new(Serial::new(written, sent, undos))
+    });
+    for (at, (member, verdict)) in members.into_iter().zip(verdicts).enumerate() {
+        let state = match &serial {
+            Some(serial) if at >= first_change => Object::Serial(serial.clone(), at),
+            _ => Object::Read(fresh.clone()),
+        };
+        let result = match verdict {
+            // The write may have removed the last finalizer of an object being deleted:
+            // the API server deleted it. Only then is the state made here.
+            Verdict::Changed(_) if serial.as_ref().is_some_and(|s| s.deleting()) => {
+                let state = state.into_value();
+                let outcome = if entries::is_gone(&state) {
+                    Outcome::Gone
+                } else {
+                    Outcome::Updated
+                };
+                Ok(Done::new(outcome, state))
+            }
+            Verdict::Changed(_) => Ok(Done::new(Outcome::Updated, state)),
+            Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, state)),
+            Verdict::AlreadyApplied => Ok(Done::already_applied(state)),
+            Verdict::Aborted => Ok(Done::new(Outcome::Aborted, state)),
+            Verdict::Failed(mut failure) => {
+                if let Some(current) = failure.current_mut() {
+                    *current = state.into_value();
+                }
+                Err(failure)
+            }
+        };
+        member.answer(result);
     }
 }
 
@@ -168,7 +233,7 @@ fn unwritten(
             Attempted::Answered
         }
         Confirmed::Stale => stale(deciding),
-        Confirmed::Ended(answer, step) => end_all(deciding, answer.as_ref(), step),
+        Confirmed::Ended(_, step) => end_all(deciding, step),
     }
 }
 
@@ -181,14 +246,9 @@ fn stale(mut members: Vec<Member>) -> Attempted {
     Attempted::Retry(Decision::Stale, stale_copy(), members)
 }
 
-/// A read that ended the attempt (refused, with its answer, or unanswered): every
+/// A read that ended the attempt (refused or unanswered): every
 /// member retries or fails with it.
-fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Attempted {
-    if let Some(answer) = answer {
-        for member in &mut members {
-            note_answer(member.attempts.current(), answer);
-        }
-    }
+fn end_all(members: Vec<Member>, step: Step) -> Attempted {
     match step {
         Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
         Step::Fail(failure) => {
@@ -208,12 +268,11 @@ fn end_all(mut members: Vec<Member>, answer: Option<&Answer>, step: Step) -> Att
 async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted {
     let mut members = members.into_iter();
     let mut creator = None;
-    for mut member in members.by_ref() {
+    for member in members.by_ref() {
         if member.spec.create_if_missing.is_some() {
             creator = Some(member);
             break;
         }
-        note_answer(member.attempts.current(), answer);
         if let Some(Mutation::Entry(change)) = &member.spec.mutation
             && change.removes_a_finalizer()
         {

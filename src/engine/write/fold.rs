@@ -1,19 +1,15 @@
 //! The fold: what one read object becomes when a batch's members are applied to it in
-//! order, each seeing the effect of those before it ([`fold`]), and each member's own
-//! answer produced from the one write ([`answer_each`]), exactly what it would have got
-//! had the members been written one after another. A write made alone is a fold of one.
-
-use std::sync::Arc;
+//! order, each seeing the effect of those before it ([`fold`]), exactly as if the
+//! members had been written one after another; each member's own answer is produced
+//! from the one write by `ends::answer_each`. A write made alone is a fold of one.
 
 use serde_json::Value;
 
-use super::member::{Member, Turn};
+use super::member::Turn;
 use crate::engine::body::{main_body, resource_version, status_body};
 use crate::engine::error::Failure;
 use crate::engine::idempotency;
-use crate::engine::result::{Done, Object, Outcome, Serial};
 use crate::engine::spec::{Change, Mutator, Subresource};
-use crate::mutation::entries;
 
 /// What the running result of a batch made of one member.
 #[derive(Debug)]
@@ -21,7 +17,7 @@ pub(crate) enum Verdict {
     /// Its change is in the body to write. The patch undoes it: applied to the running
     /// result right after this member's turn, it gives the result right before, so each
     /// member's own state can be produced from the written object when it is answered
-    /// ([`answer_each`]) instead of being kept.
+    /// (`ends::answer_each`) instead of being kept.
     Changed(json_patch::Patch),
     /// Its change was already made (by the members before it, or before the read).
     Unchanged,
@@ -30,7 +26,7 @@ pub(crate) enum Verdict {
     /// Its own code chose to write nothing.
     Aborted,
     /// It fails alone and is left out of the write. Its current object is filled in
-    /// when it is answered ([`answer_each`]).
+    /// when it is answered (`ends::answer_each`).
     Failed(Failure),
 }
 
@@ -52,7 +48,7 @@ pub(crate) fn verdict_of_the_object(failure: &Failure) -> bool {
 /// the running result that starts as `fresh`: each member sees the effect of those
 /// before it, exactly as if each had been written in turn. The body to write (with the
 /// keys of the members that changed it) and each member's verdict. A failure's current
-/// object is left empty here: [`answer_each`] gives it the state at the member's turn.
+/// object is left empty here: `ends::answer_each` gives it the state at the member's turn.
 pub(crate) async fn fold(
     fresh: &Value,
     has_status: bool,
@@ -122,68 +118,6 @@ async fn apply_member(
     (Verdict::Changed(undo), Some(body))
 }
 
-/// Answers each member of a batch whose attempt ended with a read (`write` is `None`:
-/// nothing changed) or a successful write (`write` holds the body sent and the object
-/// the API server answered with). Each member's answer is what it would have got
-/// written alone in batch order: the object as read for the members before the first
-/// change, else its state in the write ([`Serial`]), which is made only when the
-/// member's answer is built, so that no two members hold a copy of a large object at
-/// once.
-pub(crate) fn answer_each(
-    members: Vec<Member>,
-    mut verdicts: Vec<Verdict>,
-    fresh: &Arc<Value>,
-    write: Option<(Value, Value)>,
-) {
-    let first_change = match write {
-        Some(_) => verdicts
-            .iter()
-            .position(|v| matches!(v, Verdict::Changed(_)))
-            .unwrap_or(verdicts.len()),
-        None => verdicts.len(),
-    };
-    let serial = write.map(|(sent, written)| {
-        let undos = verdicts
-            .iter_mut()
-            .map(|verdict| match verdict {
-                Verdict::Changed(undo) => Some(std::mem::take(undo)),
-                _ => None,
-            })
-            .collect();
-        Arc::new(Serial::new(written, sent, undos))
-    });
-    for (at, (member, verdict)) in members.into_iter().zip(verdicts).enumerate() {
-        let state = match &serial {
-            Some(serial) if at >= first_change => Object::Serial(serial.clone(), at),
-            _ => Object::Read(fresh.clone()),
-        };
-        let result = match verdict {
-            // The write may have removed the last finalizer of an object being deleted:
-            // the API server deleted it. Only then is the state made here.
-            Verdict::Changed(_) if serial.as_ref().is_some_and(|s| s.deleting()) => {
-                let state = state.into_value();
-                let outcome = if entries::is_gone(&state) {
-                    Outcome::Gone
-                } else {
-                    Outcome::Updated
-                };
-                Ok(Done::new(outcome, state))
-            }
-            Verdict::Changed(_) => Ok(Done::new(Outcome::Updated, state)),
-            Verdict::Unchanged => Ok(Done::new(Outcome::Unchanged, state)),
-            Verdict::AlreadyApplied => Ok(Done::already_applied(state)),
-            Verdict::Aborted => Ok(Done::new(Outcome::Aborted, state)),
-            Verdict::Failed(mut failure) => {
-                if let Some(current) = failure.current_mut() {
-                    *current = state.into_value();
-                }
-                Err(failure)
-            }
-        };
-        member.answer(result);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! Group commit's semantics: a batch's fold equals writing its members one at a
@@ -191,11 +125,14 @@ mod tests {
     //! patches that do not apply, CEL increments, CEL preconditions, idempotency keys).
     use std::time::Duration;
 
+    use std::sync::Arc;
+
     use serde_json::json;
 
     use super::*;
     use crate::backoff::Backoff;
     use crate::engine::MAX_MEMBERS;
+    use crate::engine::result::{Object, Serial};
     use crate::engine::spec::WriteSpec;
     use crate::engine::spec::configmap_write;
     use crate::engine::write::member::Maker;
@@ -269,7 +206,7 @@ mod tests {
         fold(fresh, false, &mut turns).await
     }
 
-    /// Each member's state as [`answer_each`] gives it: the object as read before the
+    /// Each member's state as `ends::answer_each` gives it: the object as read before the
     /// first change, else made from the batch's [`Serial`], shared (copied) for all
     /// but the one made last, which takes the written object itself.
     fn states(fresh: &Value, verdicts: Vec<Verdict>, body: Value, written: Value) -> Vec<Value> {

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tracing::Span;
 
 use super::resolve::Start;
+use crate::client::apiserver::Answer;
 use crate::client::discovery::Resolved;
 use crate::engine::attempts::Attempts;
 use crate::engine::error::{Failure, WriteError};
@@ -74,6 +75,12 @@ impl Member {
                 deadline: self.attempts.deadline,
             },
         }
+    }
+
+    /// Notes an answer (the write's, or that of a read that ended the attempt) in the
+    /// record of this member's current attempt.
+    pub(crate) fn note(&mut self, answer: &Answer) {
+        self.attempts.current().note(answer);
     }
 
     /// Answers the caller.

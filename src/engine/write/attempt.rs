@@ -1,0 +1,267 @@
+//! One attempt of a batch: the object to start from (the remembered copy, or a live
+//! read), the fold of every member's change over it ([`super::fold`]), and one write of
+//! the result, or none when nothing changed. How the attempt ended ([`End`]) is what
+//! [`super::ends`] makes each member's answer or retry from. A decision taken on a
+//! remembered copy stands only once the object is shown current: by the write's
+//! success, or by a live read.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::Span;
+
+use super::alone;
+use super::ends::{End, is_own_failure};
+use super::fold::{Verdict, fold};
+use super::member::Member;
+use crate::engine::api::{AfterWrite, Api, Confirmed, Read, Sent};
+use crate::engine::body::resource_version;
+use crate::engine::decide::is_ambiguous;
+use crate::engine::memory::Source;
+use crate::engine::spec::Subresource;
+use crate::mutation::Mutation;
+use crate::target::{ObjectPath, Verb};
+
+/// One attempt of a batch: one read (or the remembered copy), the fold, one write (or
+/// none, when nothing changed), and the live read that confirms a decision taken on a
+/// remembered copy. How it ended; [`conclude`] makes that each member's answer or retry.
+pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
+    // Server-side apply is merged by the API server: always alone, its own attempt.
+    if let [member] = members
+        && let Some(Mutation::Apply {
+            configuration,
+            force,
+        }) = &member.spec.mutation
+    {
+        let step = alone::apply(
+            api,
+            &member.spec,
+            &member.request,
+            configuration,
+            *force,
+            &mut member.attempts,
+        )
+        .await;
+        return End::Single(step);
+    }
+    let started = match start(api, members).await {
+        Ok(started) => started,
+        Err(end) => return end,
+    };
+    let has_status = members[0].resolved.has_status;
+    let (body, verdicts) = {
+        let mut turns: Vec<_> = members.iter_mut().map(Member::turn).collect();
+        fold(&started.fresh, has_status, &mut turns).await
+    };
+    let changed = verdicts
+        .iter()
+        .filter(|v| matches!(v, Verdict::Changed(_)))
+        .count();
+    if changed == 0 {
+        return unwritten(api, members, started, verdicts).await;
+    }
+    write(api, members, started, (body, verdicts, changed)).await
+}
+
+/// What an attempt starts from: the object (read live or remembered) and the request's
+/// place in the loop.
+struct Started {
+    request: ObjectPath,
+    deadline: Option<Instant>,
+    made: u32,
+    fresh: Arc<Value>,
+    source: Source,
+    version: String,
+}
+
+/// The object the batch's attempt starts from: the remembered copy unless a member
+/// must read live, else a live read; or the end of the attempt when the read ends it.
+async fn start(api: &Api, members: &mut [Member]) -> Result<Started, End> {
+    let deadline = latest_deadline(members.iter());
+    let made = members[0].attempts.made();
+    let request = members[0].request.clone();
+    let mut read_live = false;
+    for member in members.iter_mut() {
+        read_live |= std::mem::take(&mut member.attempts.read_live);
+    }
+    let copy = match read_live {
+        true => None,
+        false => api.memory.recall(request.as_str()),
+    };
+    let (read, source) = match copy {
+        Some(copy) => (Read::Found(copy), Source::Remembered),
+        None => (api.read(&request, deadline, made).await, Source::Live),
+    };
+    let fresh = match read {
+        Read::Found(object) => object,
+        Read::Ended(answer, step) => {
+            if let Some(answer) = &answer {
+                members.iter_mut().for_each(|member| member.note(answer));
+            }
+            return Err(End::Read(step));
+        }
+        Read::Missing(answer) => {
+            // The 404 answers the members before the first that may create the object.
+            let creates = |member: &&mut Member| member.spec.create_if_missing.is_some();
+            for member in members.iter_mut().take_while(|m| !creates(m)) {
+                member.note(&answer);
+            }
+            return Err(End::Missing(answer));
+        }
+    };
+    let version = resource_version(&fresh);
+    Span::current().record("safewrite.resource_version.read", version.as_str());
+    for member in members.iter_mut() {
+        member.attempts.current().resource_version_read = version.clone();
+    }
+    Ok(Started {
+        request,
+        deadline,
+        made,
+        fresh,
+        source,
+        version,
+    })
+}
+
+/// Nothing to write: every answer is decided by the object read, once a live read
+/// confirms a remembered copy (for the members whose answer the object decides; a
+/// failure of a member's own is answered as it is).
+async fn unwritten(
+    api: &Api,
+    members: &mut [Member],
+    started: Started,
+    verdicts: Vec<Verdict>,
+) -> End {
+    let Started {
+        request,
+        made,
+        fresh,
+        source,
+        version,
+        ..
+    } = started;
+    let (confirm, deadline) = deciding(members, &verdicts, source);
+    let confirmed = match confirm {
+        true => Some(api.confirm(&request, &version, deadline, made).await),
+        false => None,
+    };
+    if let Some(Confirmed::Ended(Some(answer), _)) = &confirmed {
+        // The members whose answer the read was to decide.
+        for (member, verdict) in members.iter_mut().zip(&verdicts) {
+            if !is_own_failure(verdict) {
+                member.note(answer);
+            }
+        }
+    }
+    End::Unwritten {
+        verdicts,
+        fresh,
+        confirmed,
+    }
+}
+
+/// Writes the fold's body (`changed` members' changes) in one PUT and says how that
+/// ended. A refusal of what a remembered copy made (a 422 on a field since changed)
+/// stands only once a live read shows the copy current.
+async fn write(
+    api: &Api,
+    members: &mut [Member],
+    started: Started,
+    (body, verdicts, changed): (Value, Vec<Verdict>, usize),
+) -> End {
+    let Started {
+        request,
+        deadline,
+        made,
+        fresh,
+        source,
+        version,
+    } = started;
+    let size = members.len() as u32;
+    for member in members.iter_mut() {
+        member.attempts.current().batch_size = size;
+    }
+    crate::metrics::get().batch(members.len());
+    let first = &members[0].spec;
+    let data = serde_json::to_vec(&body).expect("a JSON value serializes");
+    let put = request.request(
+        Verb::Replace,
+        first.subresource == Subresource::Status,
+        &first.write_params(false),
+        data,
+    );
+    let sent = api.send(put, deadline, made).await;
+    if let Sent::Answer(answer) = &sent {
+        for member in members.iter_mut() {
+            member.note(answer);
+        }
+    }
+    let after = api.after_write(&members[0].spec, &request, source, &sent);
+    match (after, sent) {
+        (AfterWrite::Stale, _) => End::Stale,
+        (AfterWrite::Written(Ok(written)), _) => End::Written {
+            verdicts,
+            fresh,
+            body,
+            written,
+        },
+        (AfterWrite::Written(Err(failure)), _) => End::BadAnswer(failure),
+        (_, Sent::Answer(answer)) => {
+            let final_refusal = !is_ambiguous(&answer)
+                && !crate::engine::classify::decision(&answer).is_retryable();
+            if source == Source::Remembered && final_refusal {
+                match api.confirm(&request, &version, deadline, made).await {
+                    Confirmed::Current => {}
+                    Confirmed::Stale => return End::Stale,
+                    Confirmed::Ended(read, step) => {
+                        if let Some(read) = &read {
+                            members.iter_mut().for_each(|member| member.note(read));
+                        }
+                        return End::Read(step);
+                    }
+                }
+            }
+            End::Refused {
+                verdicts,
+                changed,
+                answer,
+            }
+        }
+        (_, Sent::Failed(failure, decision, maybe_sent)) => End::Unanswered {
+            verdicts,
+            failure,
+            decision,
+            maybe_sent,
+        },
+    }
+}
+
+/// Whether a fold that changed nothing must be confirmed on a live read (it was made
+/// on the remembered copy, and some member's answer depends on the object), and the
+/// latest deadline of the members whose answer does.
+fn deciding(members: &[Member], verdicts: &[Verdict], source: Source) -> (bool, Option<Instant>) {
+    let mut deciding = members
+        .iter()
+        .zip(verdicts)
+        .filter(|(_, verdict)| !is_own_failure(verdict))
+        .map(|(member, _)| member)
+        .peekable();
+    let confirm = source == Source::Remembered && deciding.peek().is_some();
+    (confirm, latest_deadline(deciding))
+}
+
+/// The latest of the members' deadlines (none if one has none): the batch's requests
+/// may take that long; each member's own wait ends at its own deadline.
+fn latest_deadline<'a>(members: impl Iterator<Item = &'a Member>) -> Option<Instant> {
+    let mut latest = None;
+    for member in members {
+        match (latest, member.attempts.deadline) {
+            (_, None) => return None,
+            (None, Some(d)) => latest = Some(d),
+            (Some(l), Some(d)) => latest = Some(d.max(l)),
+        }
+    }
+    latest
+}

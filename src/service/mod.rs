@@ -34,6 +34,7 @@ use crate::pb;
 use crate::service::edge::Reached;
 use crate::service::policy::{AllowList, Operation};
 use crate::telemetry;
+use rpc::permit;
 
 /// The `safewrite.v1.WriterService` implementation.
 #[derive(Clone)]
@@ -100,7 +101,7 @@ impl WriterService {
             let spec = validate(parts, subresource, self.engine.config())
                 .map_err(|v| respond::invalid_request(&v))?;
             record_target(&span, &spec.target);
-            self.permit(&spec, operation)?;
+            permit(&self.policy, &spec, operation)?;
             let written = self
                 .engine
                 .write(&spec, deadline)
@@ -118,20 +119,6 @@ impl WriterService {
         let answered = result.as_ref().map(|(answer, _)| answer);
         finish_rpc(&span, method, Some(subresource), started, answered);
         result
-    }
-
-    /// Whether the policy allows `operation` of the validated write; PERMISSION_DENIED
-    /// (reason `POLICY_DENIED`) before anything is sent when it does not.
-    fn permit(&self, spec: &engine::WriteSpec, operation: Operation) -> Result<(), Status> {
-        self.policy.check(spec, operation).map_err(|denied| {
-            tracing::debug!(
-                operation = denied.operation.name(),
-                kind = %denied.kind,
-                rule = %denied.rule,
-                "write denied by the policy"
-            );
-            respond::policy_denied(&denied)
-        })
     }
 }
 
@@ -220,7 +207,7 @@ impl pb::writer_service_server::WriterService for WriterService {
                 ),
             };
             record_target(&span, &spec.target);
-            self.permit(&spec, Operation::Get)?;
+            permit(&self.policy, &spec, Operation::Get)?;
             let got = self
                 .engine
                 .get(&spec, min.as_deref(), deadline)
@@ -281,7 +268,7 @@ impl pb::writer_service_server::WriterService for WriterService {
             let spec = validate_parts(parts, subresource, self.engine.config(), false)
                 .map_err(|v| (respond::invalid_request(&v), Some(subresource)))?;
             record_target(&span, &spec.target);
-            self.permit(&spec, Operation::Transact)
+            permit(&self.policy, &spec, Operation::Transact)
                 .map_err(|status| (status, Some(subresource)))?;
             Ok::<_, (Status, Option<Subresource>)>((spec, inbound, deadline, admission))
         }

@@ -1,6 +1,6 @@
 //! Per-RPC bookkeeping shared by the unary RPCs, Transact and the edge: an RPC's place
-//! in flight, its span's fields, its metrics when it ends, its result message, and the
-//! caller's deadline from `grpc-timeout`.
+//! in flight, the policy's word on it, its span's fields, its metrics when it ends, its
+//! result message, and the caller's deadline from `grpc-timeout`.
 
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use tonic::Status;
 use tonic_types::StatusExt as _;
 use tracing::Span;
 
+use super::policy::{AllowList, Operation};
 use super::respond;
 use crate::engine::{self, Subresource, Written};
 use crate::metrics;
@@ -19,6 +20,24 @@ use crate::telemetry;
 pub struct Admission {
     pub(super) _permit: OwnedSemaphorePermit,
     pub(super) _gauge: metrics::InFlight,
+}
+
+/// Whether `policy` allows `operation` of the validated write; PERMISSION_DENIED
+/// (reason `POLICY_DENIED`) before anything is sent when it does not.
+pub(super) fn permit(
+    policy: &AllowList,
+    spec: &engine::WriteSpec,
+    operation: Operation,
+) -> Result<(), Status> {
+    policy.check(spec, operation).map_err(|denied| {
+        tracing::debug!(
+            operation = denied.operation.name(),
+            kind = %denied.kind,
+            rule = %denied.rule,
+            "write denied by the policy"
+        );
+        respond::policy_denied(&denied)
+    })
 }
 
 /// The result message of a finished write.

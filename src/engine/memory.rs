@@ -22,7 +22,7 @@
 //!   FAILED_PRECONDITION, a failed JSON Patch `test`, a mutation that does not apply,
 //!   already applied, a Transact abort: each is confirmed on a live read first
 //!   ([`Event::Contradicted`] when the read shows the copy was stale; the write loop in
-//!   `write/run.rs` asks for that read).
+//!   `write/attempt.rs` asks for that read).
 //! - **Copies that keep going stale are not used for a while.** An object written by
 //!   others between our writes is read first again after two stale copies in a row
 //!   (for [`READ_FIRST_AFTER_STALE`] writes, doubling up to [`READ_FIRST_MAX`]), so the

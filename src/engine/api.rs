@@ -42,8 +42,9 @@ pub(crate) enum Sent {
 
 /// What a write's answer made of the object's remembered copy.
 pub(crate) enum AfterWrite {
-    /// 2xx: the object as written (or why its body could not be used).
-    Written(Result<Value, Failure>),
+    /// 2xx: the object as written, shared with the memory (or why its body could not
+    /// be used).
+    Written(Result<Arc<Value>, Failure>),
     /// The write was made from a remembered copy that was stale: the next attempt
     /// reads live, at once.
     Stale,
@@ -166,7 +167,7 @@ impl Api {
         let key = request.as_str();
         match sent {
             Sent::Answer(answer) if matches!(answer.code, 200 | 201) => {
-                let object = answer.object();
+                let object = answer.object().map(Arc::new);
                 self.memory.learn(
                     key,
                     Event::Written {

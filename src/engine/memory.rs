@@ -92,10 +92,10 @@ pub enum Event<'a> {
     /// had changed since (or was gone).
     Contradicted,
     /// A write made from `from` was answered 2xx with `object` (`None`: its body could
-    /// not be used), `size` bytes long.
+    /// not be used), `size` bytes long. The object is kept shared, not copied.
     Written {
         from: Source,
-        object: Option<&'a Value>,
+        object: Option<&'a Arc<Value>>,
         size: usize,
         dry_run: bool,
     },
@@ -153,7 +153,7 @@ impl Memory {
                     Some(_) if dry_run => {}
                     // The write let the API server delete the object: nothing to keep.
                     Some(object) if crate::mutation::entries::is_gone(object) => self.forget(key),
-                    Some(object) => self.remember(key, Arc::new(object.clone()), size),
+                    Some(object) => self.remember(key, object.clone(), size),
                     None => self.forget(key),
                 }
             }
@@ -423,7 +423,7 @@ mod tests {
         assert!(memory.recall(CM).is_some(), "the streak started again");
     }
 
-    fn written(from: Source, object: Option<&Value>, dry_run: bool) -> Event<'_> {
+    fn written(from: Source, object: Option<&Arc<Value>>, dry_run: bool) -> Event<'_> {
         Event::Written {
             from,
             object,
@@ -458,7 +458,9 @@ mod tests {
             2,
             "a dry run is not kept"
         );
-        let gone = json!({"metadata": {"resourceVersion": "3", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        let gone = Arc::new(
+            json!({"metadata": {"resourceVersion": "3", "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        );
         memory.learn(CM, written(Source::Live, Some(&gone), false));
         assert!(
             memory.recall(CM).is_none(),

@@ -83,8 +83,9 @@ impl AttemptRecord {
 pub enum Object {
     /// The object itself.
     Own(Value),
-    /// The object as read, shared by the members answered with it.
-    Read(Arc<Value>),
+    /// The object shared: as read, answered to several members, or as written and
+    /// remembered.
+    Shared(Arc<Value>),
     /// The state right after a member's turn in a batch's write.
     Serial(Arc<Serial>, usize),
 }
@@ -94,7 +95,7 @@ impl Object {
     pub fn resource_version(&self) -> String {
         match self {
             Object::Own(object) => resource_version(object),
-            Object::Read(object) => resource_version(object),
+            Object::Shared(object) => resource_version(object),
             Object::Serial(serial, _) => serial.version.clone(),
         }
     }
@@ -104,7 +105,7 @@ impl Object {
     pub fn json_len(&self) -> usize {
         match self {
             Object::Own(object) => json_len(object),
-            Object::Read(object) => json_len(object),
+            Object::Shared(object) => json_len(object),
             Object::Serial(serial, _) => json_len(&serial.written),
         }
     }
@@ -114,11 +115,22 @@ impl Object {
         matches!(self, Object::Own(Value::Null))
     }
 
+    /// The object as JSON, made without a copy of the object when it is the one shared
+    /// or written.
+    pub fn into_json(self) -> String {
+        match self {
+            Object::Own(object) => object.to_string(),
+            Object::Shared(object) => object.to_string(),
+            Object::Serial(serial, at) if serial.is_written(at) => serial.written.to_string(),
+            serial @ Object::Serial(..) => serial.into_value().to_string(),
+        }
+    }
+
     /// The object, made now: moved out when nothing else shares it.
     pub fn into_value(self) -> Value {
         match self {
             Object::Own(object) => object,
-            Object::Read(object) => Arc::unwrap_or_clone(object),
+            Object::Shared(object) => Arc::unwrap_or_clone(object),
             Object::Serial(serial, at) => match Arc::try_unwrap(serial) {
                 Ok(serial) => serial.into_state(at),
                 Err(shared) => shared.state(at),
@@ -133,13 +145,20 @@ impl From<Value> for Object {
     }
 }
 
+impl From<Arc<Value>> for Object {
+    fn from(object: Arc<Value>) -> Self {
+        Object::Shared(object)
+    }
+}
+
 /// The serial states of a batch's members after its one write: the object the API server
 /// answered with, with the changes of the members after each one undone. Should an undo
 /// not apply to the server's object (the server normalised a field a member set), the
 /// body sent stands in for it, with the written resourceVersion.
 #[derive(Debug)]
 pub struct Serial {
-    written: Value,
+    /// Shared with the memory, which remembers it.
+    written: Arc<Value>,
     sent: Value,
     version: String,
     /// Each member's undo: applied to the state right after its turn, it gives the state
@@ -148,7 +167,7 @@ pub struct Serial {
 }
 
 impl Serial {
-    pub fn new(written: Value, sent: Value, undos: Vec<Option<json_patch::Patch>>) -> Self {
+    pub fn new(written: Arc<Value>, sent: Value, undos: Vec<Option<json_patch::Patch>>) -> Self {
         Serial {
             version: resource_version(&written),
             written,
@@ -163,9 +182,15 @@ impl Serial {
         !self.written["metadata"]["deletionTimestamp"].is_null()
     }
 
+    /// Whether the state right after member `at`'s turn is the object written: no member
+    /// after it changed the object.
+    fn is_written(&self, at: usize) -> bool {
+        self.undos[at + 1..].iter().all(Option::is_none)
+    }
+
     /// The state right after member `at`'s turn.
     pub fn state(&self, at: usize) -> Value {
-        let mut state = self.written.clone();
+        let mut state = Value::clone(&self.written);
         if self.undo_after(at, &mut state) {
             return state;
         }
@@ -173,7 +198,8 @@ impl Serial {
     }
 
     fn into_state(mut self, at: usize) -> Value {
-        let mut state = std::mem::take(&mut self.written);
+        let written = std::mem::replace(&mut self.written, Arc::new(Value::Null));
+        let mut state = Arc::unwrap_or_clone(written);
         if self.undo_after(at, &mut state) {
             return state;
         }

@@ -48,7 +48,7 @@ pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
         object_json: if written.object.is_null() {
             String::new()
         } else {
-            written.object.into_value().to_string()
+            written.object.into_json()
         },
         resource_version: written.resource_version,
         attempts: written.attempts.len() as u32,

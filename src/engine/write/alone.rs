@@ -163,7 +163,7 @@ pub(crate) async fn apply(
 
 /// A successful write's object (or why its answer could not be used) as the attempt's
 /// end.
-fn done(outcome: Outcome, object: Result<Value, Failure>) -> Step {
+fn done(outcome: Outcome, object: Result<Arc<Value>, Failure>) -> Step {
     match object {
         Ok(object) => Step::Done(Done::new(outcome, object)),
         Err(failure) => Step::Fail(failure),

@@ -54,7 +54,7 @@ pub(crate) enum End {
         verdicts: Vec<Verdict>,
         fresh: Arc<Value>,
         body: Value,
-        written: Value,
+        written: Arc<Value>,
     },
     /// The write was made, but its answer could not be used.
     BadAnswer(Failure),
@@ -130,7 +130,7 @@ pub(crate) fn answer_each(
     members: Vec<Member>,
     mut verdicts: Vec<Verdict>,
     fresh: &Arc<Value>,
-    write: Option<(Value, Value)>,
+    write: Option<(Value, Arc<Value>)>,
 ) {
     let first_change = match write {
         Some(_) => verdicts
@@ -152,7 +152,7 @@ pub(crate) fn answer_each(
     for (at, (member, verdict)) in members.into_iter().zip(verdicts).enumerate() {
         let state = match &serial {
             Some(serial) if at >= first_change => Object::Serial(serial.clone(), at),
-            _ => Object::Read(fresh.clone()),
+            _ => Object::Shared(fresh.clone()),
         };
         let result = match verdict {
             // The write may have removed the last finalizer of an object being deleted:

@@ -222,11 +222,11 @@ mod tests {
             })
             .collect::<Vec<_>>();
         let count = undos.len();
-        let serial = Arc::new(Serial::new(written, body, undos));
+        let serial = Arc::new(Serial::new(Arc::new(written), body, undos));
         let mut objects: Vec<Object> = (0..count)
             .map(|at| match at >= first_change {
                 true => Object::Serial(serial.clone(), at),
-                false => Object::Read(Arc::new(fresh.clone())),
+                false => Object::Shared(Arc::new(fresh.clone())),
             })
             .collect();
         drop(serial);

@@ -76,7 +76,8 @@ pub(crate) enum Confirmed {
 
 impl Api {
     /// Sends one request through the client stack; a request that got no answer becomes
-    /// its failure and decision ([`request_failure`]). A 404 saying the resource path
+    /// its failure and decision ([`request_failure`]). A 409 is counted here, once
+    /// however many requests a batch's write carried. A 404 saying the resource path
     /// itself is not served makes discovery forget the kind's group-version, so that the
     /// next request for it resolves it afresh.
     pub async fn send(
@@ -89,6 +90,9 @@ impl Api {
         let timeout = Some(self.config.request_timeout);
         match apiserver::send(&self.client, request, timeout, deadline).await {
             Ok(answer) => {
+                if answer.code == 409 {
+                    crate::metrics::get().conflict();
+                }
                 if discovery::is_unserved_path(&answer)
                     && let Some(group_version) = group_version
                 {

@@ -61,7 +61,7 @@ pub struct AttemptRecord {
 
 impl AttemptRecord {
     /// Notes an answer's HTTP status and reason here and on the current span (the
-    /// attempt's), and counts a conflict.
+    /// attempt's).
     pub(crate) fn note(&mut self, answer: &Answer) {
         self.http_status = answer.code;
         self.reason = answer.reason();
@@ -69,9 +69,6 @@ impl AttemptRecord {
         span.record("http.response.status_code", i64::from(answer.code));
         if !self.reason.is_empty() {
             span.record("safewrite.k8s.reason", self.reason.as_str());
-        }
-        if answer.code == 409 {
-            crate::metrics::get().conflict();
         }
     }
 }

@@ -123,7 +123,7 @@ impl Metrics {
         );
         registry.register(
             "safewrite_conflicts",
-            "409 Conflict answers met",
+            "409 Conflict answers met (one for each write refused, however many requests it carried)",
             self.conflicts.clone(),
         );
         registry.register(

@@ -7,7 +7,21 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-section() { printf '\n== %s\n' "$*"; }
+# Each section's time is kept and printed at the end, so that a slow run says where
+# its minutes went.
+timings=()
+section_name=""
+section_started=$SECONDS
+section_done() {
+  [ -n "$section_name" ] && timings+=("$(printf '%5ss  %s' $((SECONDS - section_started)) "$section_name")")
+  return 0
+}
+section() {
+  section_done
+  section_name=$1
+  section_started=$SECONDS
+  printf '\n== %s\n' "$*"
+}
 started=$SECONDS
 
 section "test tools (kube-apiserver, etcd, grpcurl, buf; built once per machine)"
@@ -73,5 +87,8 @@ bash clients/java/test.sh
 section "client libraries' licences (tests/supply/client-licences.sh)"
 bash tests/supply/client-licences.sh
 
+section_done
 echo
+echo "time by section:"
+printf '%s\n' "${timings[@]}"
 echo "all suites passed in $((SECONDS - started))s"

@@ -74,6 +74,16 @@ created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 # info and stripped symbols: 109 MB with the default profile's line tables, about 20 MB
 # here.
 cargo_tools=$(bash "$root/tests/harness/cargo-tools.sh" cargo-auditable cargo-cyclonedx | tail -n 1)
+# Run from a test (tests/harness/node.sh under `cargo test`), the environment carries
+# what cargo sets for the test's own crate (CARGO_MANIFEST_DIR and the like); build
+# scripts that watch those (ring's watches CARGO_MANIFEST_DIR) would then see a change
+# and rebuild most of the binary, and the next build from a shell would rebuild it back.
+# The build runs as from a shell, wherever it is called from.
+for var in $(compgen -e); do
+  case "$var" in
+    CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_* | CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | CARGO_BIN_*) unset "$var" ;;
+  esac
+done
 log "building the static release binary ($triple; the first build takes minutes)"
 started=$SECONDS
 # --remap-path-prefix: panic messages and the few paths rustc keeps name the checkout as

@@ -48,6 +48,12 @@ cargo_tools=$(bash tests/harness/cargo-tools.sh cargo-deny | tail -n 1)
 PATH="$cargo_tools:$PATH" cargo deny --locked check --hide-inclusion-graph licenses bans sources
 bash tests/supply/advisories.sh "$cargo_tools"
 
+section "container image, built before the tests that run it (deploy/image/build.sh)"
+# The node's pods run this image, and deploy/image/test.sh checks it below. Built here,
+# on its own, a release build of the static binary does not take the cores from the
+# integration suite's timed tests (deadlines, the API server's own counts) while they run.
+bash deploy/image/build.sh >/dev/null
+
 section "cargo test (unit + integration against the real control plane, and pods on a real node)"
 cargo test
 

@@ -75,13 +75,15 @@ created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 # here.
 cargo_tools=$(bash "$root/tests/harness/cargo-tools.sh" cargo-auditable cargo-cyclonedx | tail -n 1)
 # Run from a test (tests/harness/node.sh under `cargo test`), the environment carries
-# what cargo sets for the test's own crate (CARGO_MANIFEST_DIR and the like); build
-# scripts that watch those (ring's watches CARGO_MANIFEST_DIR) would then see a change
+# what cargo sets for a crate and its build script (CARGO_MANIFEST_DIR, OUT_DIR and the
+# like); build scripts that watch those (ring's watches both) would then see a change
 # and rebuild most of the binary, and the next build from a shell would rebuild it back.
 # The build runs as from a shell, wherever it is called from.
 for var in $(compgen -e); do
   case "$var" in
-    CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_* | CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | CARGO_BIN_*) unset "$var" ;;
+    CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_* | CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | \
+      CARGO_BIN_* | CARGO_CFG_* | CARGO_FEATURE_* | CARGO_ENCODED_RUSTFLAGS | CARGO_MAKEFLAGS | \
+      OUT_DIR | TARGET | HOST | PROFILE | OPT_LEVEL | DEBUG | NUM_JOBS | RUSTC_LINKER) unset "$var" ;;
   esac
 done
 log "building the static release binary ($triple; the first build takes minutes)"

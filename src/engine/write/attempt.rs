@@ -25,7 +25,8 @@ use crate::target::{ObjectPath, Verb};
 
 /// One attempt of a batch: one read (or the remembered copy), the fold, one write (or
 /// none, when nothing changed), and the live read that confirms a decision taken on a
-/// remembered copy. How it ended; [`conclude`] makes that each member's answer or retry.
+/// remembered copy. How it ended; [`conclude`](super::ends::conclude) makes that each
+/// member's answer or retry.
 pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
     // Server-side apply is merged by the API server: always alone, its own attempt.
     if let [member] = members

@@ -1,6 +1,8 @@
 //! Walks and shapes of a parsed AST that compiling and estimating share: its children,
-//! its depth, whether it reads `object`, the shape of a comprehension, and whether a
-//! call is `optional.<f>(...)`.
+//! its depth, whether it reads `object` and which of its fields, the shape of a
+//! comprehension, and whether a call is `optional.<f>(...)`.
+
+use std::collections::BTreeMap;
 
 use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
@@ -54,6 +56,69 @@ pub(super) fn names_object(expr: &IdedExpr) -> bool {
         stack.extend(children(expr));
     }
     false
+}
+
+/// The parts of `object` a program can see: the whole of it, or only some of its fields
+/// (and of those, the whole or again some fields). A program sees only what it selects,
+/// so the object it is given can leave the rest out: `object.data.n` needs `data.n` of
+/// the object, not its `metadata.managedFields`.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Reads {
+    /// The whole value is read.
+    pub(super) whole: bool,
+    /// Else, the fields selected from it (a field absent from the object stays absent).
+    pub(super) fields: BTreeMap<String, Reads>,
+}
+
+impl Reads {
+    fn whole() -> Reads {
+        Reads {
+            whole: true,
+            fields: BTreeMap::new(),
+        }
+    }
+
+    /// Marks `path` read: its last field whole, the fields before it as far as selected.
+    fn add(&mut self, path: &[&str]) {
+        let mut reads = self;
+        for field in path {
+            if reads.whole {
+                return;
+            }
+            reads = reads.fields.entry((*field).to_owned()).or_default();
+        }
+        *reads = Reads::whole();
+    }
+}
+
+/// What `expr` reads of `object`: the fields of every chain of selects that starts at
+/// `object` (`object.a.b`, `has(object.a.b)`); the whole object when `object` is used
+/// any other way (alone, indexed, passed to a function, iterated). Comprehension
+/// variables named `object` only make it read more than it needs.
+pub(super) fn object_reads(expr: &IdedExpr) -> Reads {
+    let mut reads = Reads::default();
+    let mut stack = vec![expr];
+    while let Some(expr) = stack.pop() {
+        match &expr.expr {
+            Expr::Ident(name) if name == "object" => return Reads::whole(),
+            Expr::Select(select) => {
+                let mut path = vec![select.field.as_str()];
+                let mut operand = &*select.operand;
+                while let Expr::Select(inner) = &operand.expr {
+                    path.push(inner.field.as_str());
+                    operand = &inner.operand;
+                }
+                if matches!(&operand.expr, Expr::Ident(name) if name == "object") {
+                    path.reverse();
+                    reads.add(&path);
+                } else {
+                    stack.push(operand);
+                }
+            }
+            _ => stack.extend(children(expr)),
+        }
+    }
+    reads
 }
 
 /// The depth of `expr`, measured without recursion (the AST may be thousands deep).

@@ -11,6 +11,7 @@ use cel::context::VariableResolver;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use super::ast::Reads;
 use super::error::CelError;
 use super::estimate::Estimator;
 use super::limits::{COMPILE_STACK, CelLimits, EVAL_STACK, STEP};
@@ -153,16 +154,17 @@ pub(super) fn estimate(
 }
 
 /// Evaluates `program` on `fresh`, once [`estimate`] has found it within `limits`: on an
-/// evaluation thread, or on the caller's task for a cheap, shallow program. The time
-/// limit counts from the end of the object's conversion; the caller's deadline
-/// (`caller_at`) stops it in any case.
+/// evaluation thread, or on the caller's task for a cheap, shallow program. Only what
+/// the program `reads` of `fresh` is converted for it. The time limit counts from the
+/// end of the object's conversion; the caller's deadline (`caller_at`) stops it in any
+/// case.
 pub(super) fn evaluate(
-    program: &IdedExpr,
+    (program, reads): (&IdedExpr, &Reads),
     fresh: &Value,
     limits: CelLimits,
     caller_at: Option<std::time::Instant>,
 ) -> Result<Value, CelError> {
-    let object: Box<dyn Val> = json_to_cel(fresh)
+    let object: Box<dyn Val> = read_to_cel(fresh, reads)
         .try_into()
         .map_err(|_| CelError::Failed("the object is not a CEL value".into()))?;
     let yes: Box<dyn Val> = cel::Value::Bool(true)
@@ -204,6 +206,25 @@ pub(super) fn evaluate(
     } else {
         CelError::TooSlow(limits.time)
     })
+}
+
+/// [`json_to_cel`] of the parts of `value` in `reads`. A field of `reads` that `value`
+/// lacks stays absent, and a value that is not a map is converted whole, so a program
+/// that reads only `reads` sees exactly what it would in the whole object.
+fn read_to_cel(value: &Value, reads: &Reads) -> cel::Value {
+    match value {
+        Value::Object(map) if !reads.whole => cel::Value::from(
+            reads
+                .fields
+                .iter()
+                .filter_map(|(field, reads)| {
+                    let value = map.get(field)?;
+                    Some((field.clone(), read_to_cel(value, reads)))
+                })
+                .collect::<HashMap<String, cel::Value>>(),
+        ),
+        _ => json_to_cel(value),
+    }
 }
 
 /// Converts JSON to a CEL value the way Kubernetes CEL does: every integer that fits is

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::ast::{depth, names_object};
+use super::ast::{Reads, depth, names_object, object_reads};
 use super::compile::compile_here;
 use super::error::{COMPILER_PANICKED, CelError, EVALUATOR_PANICKED};
 use super::estimate::Estimator;
@@ -31,6 +31,8 @@ pub struct Cel {
     /// Whether it names `object` at all (else the object is neither copied nor
     /// converted for it).
     pub(super) reads_object: bool,
+    /// What it can see of `object`: only that is converted for an evaluation.
+    pub(super) reads: Arc<Reads>,
     /// Shallow enough to be evaluated on the caller's task when its estimate is small.
     pub(super) inline: bool,
 }
@@ -97,6 +99,7 @@ impl Cel {
         compiled
             .map(|program| Cel {
                 reads_object: names_object(&program),
+                reads: Arc::new(object_reads(&program)),
                 inline: depth(&program) <= INLINE_MAX_DEPTH,
                 program: Arc::new(program),
             })
@@ -148,7 +151,7 @@ impl Cel {
                     std::time::Instant::now() + deadline.saturating_duration_since(Instant::now())
                 });
                 return std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    evaluate(&self.program, fresh, limits, caller_at)
+                    evaluate((&self.program, &self.reads), fresh, limits, caller_at)
                 }))
                 .unwrap_or_else(|_| Err(CelError::Failed(EVALUATOR_PANICKED.into())));
             }
@@ -169,13 +172,13 @@ impl Cel {
         let caller_at = deadline
             .map(|deadline| std::time::Instant::now() + deadline.saturating_duration_since(now));
         let (tx, rx) = oneshot::channel();
-        let program = self.program.clone();
+        let (program, reads) = (self.program.clone(), self.reads.clone());
         let fresh = fresh.clone();
         let job: Job = Box::new(move || {
             let _permit = permit; // the slot is busy until the evaluation really ends
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 estimate(&program, &fresh, limits)
-                    .and_then(|_| evaluate(&program, &fresh, limits, caller_at))
+                    .and_then(|_| evaluate((&program, &reads), &fresh, limits, caller_at))
             }))
             .unwrap_or_else(|_| Err(CelError::Failed(EVALUATOR_PANICKED.into())));
             let _ = tx.send(result);

@@ -430,3 +430,102 @@ fn cheap_expressions_fit_a_worker_stack() {
         .join()
         .expect("evaluated within a 2 MiB stack");
 }
+
+/// The fields of `object` that `source` reads, as paths (`"data.n"`), or `["*"]` for
+/// the whole object.
+fn reads_of(source: &str) -> Vec<String> {
+    fn paths(reads: &super::ast::Reads, prefix: &str, out: &mut Vec<String>) {
+        if reads.whole {
+            out.push(if prefix.is_empty() { "*" } else { prefix }.to_owned());
+            return;
+        }
+        for (field, inner) in &reads.fields {
+            let path = if prefix.is_empty() {
+                field.clone()
+            } else {
+                format!("{prefix}.{field}")
+            };
+            paths(inner, &path, out);
+        }
+    }
+    let cel = Cel::compile("c", source).unwrap();
+    let mut out = Vec::new();
+    paths(&cel.reads, "", &mut out);
+    out
+}
+
+#[test]
+fn a_program_is_given_only_the_fields_it_selects() {
+    assert_eq!(
+        reads_of(r#"{"data": {"n": string(int(object.data.n) + 1)}}"#),
+        ["data.n"]
+    );
+    assert_eq!(
+        reads_of("has(object.metadata.labels) && object.spec.replicas > 1"),
+        ["metadata.labels", "spec.replicas"]
+    );
+    // A field read whole covers every read below it, in either order.
+    assert_eq!(
+        reads_of("size(object.data) + size(object.data.n)"),
+        ["data"]
+    );
+    assert_eq!(
+        reads_of("size(object.data.n) + size(object.data)"),
+        ["data"]
+    );
+    assert_eq!(reads_of(r#"object.data.all(k, k != "")"#), ["data"]);
+    // Any other use of `object` reads all of it.
+    for source in [
+        "object",
+        r#"object["data"]"#,
+        "size(object) > 0",
+        "[object][0].data",
+        "object.data == object",
+        r#"[1].map(object, object)"#,
+    ] {
+        assert_eq!(reads_of(source), ["*"], "{source}");
+    }
+    assert!(reads_of(r#"{"data": {"n": "1"}}"#).is_empty());
+}
+
+#[tokio::test]
+async fn a_program_answers_the_same_on_the_fields_it_selects_as_on_the_whole_object() {
+    let objects = [
+        json!({"metadata": {"name": "a", "labels": {"x": "1"}, "managedFields": [{"manager": "m"}]},
+               "data": {"n": "41", "s": "text"}}),
+        json!({"metadata": {"name": "b"}}),
+        json!({"metadata": {"name": "c"}, "data": "not a map"}),
+        json!({"metadata": {"name": "d"}, "data": {"n": 7}, "spec": null}),
+    ];
+    let sources = [
+        r#"{"data": {"n": string(int(object.data.n) + 1)}}"#,
+        "has(object.data.n)",
+        "has(object.metadata.labels) ? object.metadata.labels : {}",
+        "object.data",
+        "size(object.data)",
+        r#"object.data.all(k, k != "")"#,
+        "object.spec.replicas",
+        "has(object.spec)",
+        "object.metadata.name + string(size(object.metadata))",
+        r#"{"x": object.data.s}"#,
+    ];
+    let whole = super::ast::Reads {
+        whole: true,
+        fields: Default::default(),
+    };
+    for source in sources {
+        let cel = Cel::compile("c", source).unwrap();
+        assert!(!cel.reads.whole, "{source} reads only some fields");
+        for object in &objects {
+            let selected =
+                super::eval::evaluate((&cel.program, &cel.reads), object, CelLimits::DEFAULT, None);
+            let all =
+                super::eval::evaluate((&cel.program, &whole), object, CelLimits::DEFAULT, None);
+            assert_eq!(
+                format!("{selected:?}"),
+                format!("{all:?}"),
+                "{source} on {object}"
+            );
+        }
+    }
+}

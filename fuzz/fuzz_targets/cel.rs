@@ -1,8 +1,10 @@
 //! Compiles arbitrary CEL source and evaluates it against a small fixed object: nothing
-//! may crash, overflow a stack, run away or answer with a long message.
+//! may crash, overflow a stack, run away or answer with a long message, and the program
+//! given only the fields of the object it selects answers as it does given all of it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use safewrite::mutation::CelError;
 use safewrite::mutation::cel::Cel;
 use std::sync::LazyLock;
 
@@ -26,9 +28,34 @@ fuzz_target!(|data: &[u8]| {
     match Cel::compile("mutation.cel.expression", source) {
         Err(violation) => common::check_violation(&violation),
         Ok(cel) => {
-            if let Err(error) = common::block_on(cel.evaluate(&OBJECT, None)) {
-                common::check_apply_error(&error.into());
+            let selected = common::block_on(cel.evaluate(&OBJECT, None));
+            if let Err(error) = &selected {
+                common::check_apply_error(&error.clone().into());
             }
+            let whole = common::block_on(cel.given_whole_object().evaluate(&OBJECT, None));
+            // Stopped by a time or step bound: when is not the program's answer.
+            let stopped = |r: &Result<_, CelError>| {
+                matches!(
+                    r,
+                    Err(CelError::TooSlow(_) | CelError::TooManySteps(_) | CelError::Deadline)
+                )
+            };
+            if stopped(&selected) || stopped(&whole) {
+                return;
+            }
+            // A message that shows a map lists its entries in no fixed order (each map
+            // hashes its own way), so only its kind is compared.
+            let shows_map = |r: &Result<_, CelError>| {
+                matches!(r, Err(CelError::Failed(message)) if message.contains("Map {"))
+            };
+            if shows_map(&selected) && shows_map(&whole) {
+                return;
+            }
+            assert_eq!(
+                format!("{selected:?}"),
+                format!("{whole:?}"),
+                "given only the fields it selects, {source:?} answers otherwise"
+            );
         }
     }
 });

@@ -46,11 +46,17 @@ pub(super) fn entry_exprs(entry: &EntryExpr) -> Vec<&IdedExpr> {
     }
 }
 
+/// Whether identifier `name` is the variable `object`: `object`, or `.object`, the same
+/// name made absolute (which cel resolves the same way).
+pub(super) fn is_object(name: &str) -> bool {
+    name.strip_prefix('.').unwrap_or(name) == "object"
+}
+
 /// Whether `expr` names `object` anywhere.
 pub(super) fn names_object(expr: &IdedExpr) -> bool {
     let mut stack = vec![expr];
     while let Some(expr) = stack.pop() {
-        if matches!(&expr.expr, Expr::Ident(name) if name == "object") {
+        if matches!(&expr.expr, Expr::Ident(name) if is_object(name)) {
             return true;
         }
         stack.extend(children(expr));
@@ -71,7 +77,7 @@ pub(super) struct Reads {
 }
 
 impl Reads {
-    fn whole() -> Reads {
+    pub(super) fn whole() -> Reads {
         Reads {
             whole: true,
             fields: BTreeMap::new(),
@@ -100,7 +106,7 @@ pub(super) fn object_reads(expr: &IdedExpr) -> Reads {
     let mut stack = vec![expr];
     while let Some(expr) = stack.pop() {
         match &expr.expr {
-            Expr::Ident(name) if name == "object" => return Reads::whole(),
+            Expr::Ident(name) if is_object(name) => return Reads::whole(),
             Expr::Select(select) => {
                 let mut path = vec![select.field.as_str()];
                 let mut operand = &*select.operand;
@@ -108,7 +114,7 @@ pub(super) fn object_reads(expr: &IdedExpr) -> Reads {
                     path.push(inner.field.as_str());
                     operand = &inner.operand;
                 }
-                if matches!(&operand.expr, Expr::Ident(name) if name == "object") {
+                if matches!(&operand.expr, Expr::Ident(name) if is_object(name)) {
                     path.reverse();
                     reads.add(&path);
                 } else {

@@ -9,7 +9,7 @@ use cel::common::ast::{
 };
 use serde_json::Value;
 
-use super::ast::{Comprehension, comprehension_kind, entry_exprs, optional_call};
+use super::ast::{Comprehension, comprehension_kind, entry_exprs, is_object, optional_call};
 use super::bound::Bound;
 use super::cost::{Estimate, Operands, builds, function, sum};
 use super::limits::{EXACT_VISITS, NODE, VALUE};
@@ -149,7 +149,7 @@ impl<'j> Estimator<'j> {
                 exact,
             };
         }
-        if name == "object" {
+        if is_object(name) {
             return match self.fresh {
                 Some(fresh) => self.exact(NODE, vec![fresh]),
                 None => Estimate::of(NODE, Bound::SCALAR),

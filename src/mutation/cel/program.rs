@@ -209,6 +209,15 @@ impl Cel {
         }
     }
 
+    /// The same program given the whole object, not only the fields it selects: what it
+    /// answers must not differ (the cel fuzz target compares the two).
+    pub fn given_whole_object(&self) -> Cel {
+        Cel {
+            reads: Arc::new(Reads::whole()),
+            ..self.clone()
+        }
+    }
+
     /// The estimated cost of evaluating this program on `fresh`.
     pub fn estimated_cost(&self, fresh: Option<&Value>) -> u64 {
         Estimator::new(fresh).whole(&self.program).0

@@ -486,6 +486,37 @@ fn a_program_is_given_only_the_fields_it_selects() {
         assert_eq!(reads_of(source), ["*"], "{source}");
     }
     assert!(reads_of(r#"{"data": {"n": "1"}}"#).is_empty());
+    // `.object` is `object` made absolute: the same variable.
+    assert_eq!(reads_of(".object.data.n"), ["data.n"]);
+    assert_eq!(reads_of(".object"), ["*"]);
+}
+
+#[tokio::test]
+async fn an_absolute_object_is_the_object() {
+    let object = json!({"data": {"n": "41"}, "spec": {"items": [1, 2, 3]}});
+    for (absolute, plain) in [
+        (".object.data.n", "object.data.n"),
+        (".object", "object"),
+        (
+            "has(.object.data) && .object.data.n == '41'",
+            "has(object.data) && object.data.n == '41'",
+        ),
+    ] {
+        let absolute = Cel::compile("c", absolute).unwrap();
+        let plain = Cel::compile("c", plain).unwrap();
+        assert_eq!(
+            absolute.evaluate(&object, None).await,
+            plain.evaluate(&object, None).await
+        );
+    }
+    // Estimated as the object, not as a scalar: the cost bound holds for both spellings.
+    let plain = Cel::compile("c", "object.spec.items.map(x, [x, x, x])").unwrap();
+    let absolute = Cel::compile("c", ".object.spec.items.map(x, [x, x, x])").unwrap();
+    assert_eq!(
+        absolute.estimated_cost(Some(&object)),
+        plain.estimated_cost(Some(&object))
+    );
+    assert!(plain.estimated_cost(Some(&object)) > plain.estimated_cost(None));
 }
 
 #[tokio::test]
@@ -499,6 +530,7 @@ async fn a_program_answers_the_same_on_the_fields_it_selects_as_on_the_whole_obj
     ];
     let sources = [
         r#"{"data": {"n": string(int(object.data.n) + 1)}}"#,
+        "has(.object.metadata.labelk) && object.metadata.name == 'a'",
         "has(object.data.n)",
         "has(object.metadata.labels) ? object.metadata.labels : {}",
         "object.data",
@@ -509,10 +541,7 @@ async fn a_program_answers_the_same_on_the_fields_it_selects_as_on_the_whole_obj
         "object.metadata.name + string(size(object.metadata))",
         r#"{"x": object.data.s}"#,
     ];
-    let whole = super::ast::Reads {
-        whole: true,
-        fields: Default::default(),
-    };
+    let whole = super::ast::Reads::whole();
     for source in sources {
         let cel = Cel::compile("c", source).unwrap();
         assert!(!cel.reads.whole, "{source} reads only some fields");

@@ -39,7 +39,7 @@ use kube::client::ConfigExt as _;
 use safewrite::pb;
 use safewrite::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
-use support::{ControlPlane, Sidecar};
+use support::{ControlPlane, Sidecar, cpu_seconds};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -60,11 +60,15 @@ struct Floor {
 }
 
 impl Floor {
-    fn path(target: &pb::ObjectRef) -> String {
-        format!(
+    /// The path of the ConfigMap `target` names, and the object as last written there.
+    fn recall(&self, target: Option<pb::ObjectRef>) -> Result<(String, Option<Value>), Status> {
+        let target = target.ok_or_else(|| Status::invalid_argument("target"))?;
+        let path = format!(
             "/api/v1/namespaces/{}/configmaps/{}",
             target.namespace, target.name
-        )
+        );
+        let remembered = self.memory.lock().unwrap().get(&path).cloned();
+        Ok((path, remembered))
     }
 
     async fn send(
@@ -111,12 +115,7 @@ impl pb::writer_service_server::WriterService for Floor {
         &self,
         request: Request<pb::UpdateWithRetryRequest>,
     ) -> Result<Response<pb::UpdateWithRetryResponse>, Status> {
-        let target = request
-            .into_inner()
-            .target
-            .ok_or_else(|| Status::invalid_argument("target"))?;
-        let path = Floor::path(&target);
-        let remembered = self.memory.lock().unwrap().get(&path).cloned();
+        let (path, remembered) = self.recall(request.into_inner().target)?;
         let mut object = match remembered {
             Some(object) => object,
             None => self.read(&path).await?,
@@ -169,12 +168,7 @@ impl pb::writer_service_server::WriterService for Floor {
         &self,
         request: Request<pb::GetRequest>,
     ) -> Result<Response<pb::GetResponse>, Status> {
-        let target = request
-            .into_inner()
-            .target
-            .ok_or_else(|| Status::invalid_argument("target"))?;
-        let path = Floor::path(&target);
-        let remembered = self.memory.lock().unwrap().get(&path).cloned();
+        let (_, remembered) = self.recall(request.into_inner().target)?;
         let object = remembered.ok_or_else(|| Status::not_found("not remembered"))?;
         Ok(Response::new(pb::GetResponse {
             resource_version: object["metadata"]["resourceVersion"]
@@ -292,15 +286,6 @@ impl Drop for FloorProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The CPU time (user + system) process `pid` has used so far, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / 100.0
 }
 
 /// The task switches of process `pid`'s threads so far (voluntary and not), from /proc.

@@ -56,7 +56,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use safewrite::pb;
 use safewrite::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
-use support::{ControlPlane, Sidecar};
+use support::{ControlPlane, Sidecar, cpu_seconds};
 use tonic::transport::Channel;
 
 /// Who writes.
@@ -504,17 +504,6 @@ async fn merged(api: &Api<ConfigMap>, name: &str) -> u64 {
         .filter(|(k, _)| k.starts_with('p'))
         .map(|(_, v)| v.parse::<u64>().unwrap())
         .sum()
-}
-
-/// The CPU time (user + system) process `pid` has used so far, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    // Fields after the command's closing parenthesis; utime and stime are the 12th and
-    // 13th of them, in clock ticks (100 per second on Linux).
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / 100.0
 }
 
 /// Resets process `pid`'s peak RSS to its current RSS (Linux 4.0+); false when refused,

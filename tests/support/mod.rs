@@ -225,6 +225,17 @@ pub async fn client_from(kubeconfig: &Path) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
+/// The CPU time (user + system) process `pid` has used so far, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and
+    // 13th of them, in clock ticks (100 per second on Linux).
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
 /// True while a process with this pid exists (and is not a zombie).
 pub fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

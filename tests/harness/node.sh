@@ -221,8 +221,16 @@ admin() {
   inns curl -sS --max-time 10 --cacert "$CA_FILE" -H "Authorization: Bearer $ADMIN_TOKEN" \
     -H 'Content-Type: application/json' "$@"
 }
-found=$(admin "$SERVER/api/v1/namespaces/default/services/kubernetes" | jq -r .spec.clusterIP)
-[ "$found" = "$service_host" ] || fail "the kubernetes Service is at $found, not $service_host"
+# The API server's bootstrap controller creates the `kubernetes` Service soon after the
+# server is ready, later on a loaded machine: wait for it (at most 30 s).
+found=null
+for _ in $(seq 150); do
+  found=$(admin "$SERVER/api/v1/namespaces/default/services/kubernetes" | jq -r .spec.clusterIP) ||
+    found=null
+  [ "$found" = null ] || break
+  sleep 0.2
+done
+[ "$found" = "$service_host" ] || fail "the kubernetes Service is at $found, not $service_host (waited 30 s)"
 
 # The way in from outside the namespace, for the tests: a forwarder on the machine's
 # loopback that enters the namespace per connection.

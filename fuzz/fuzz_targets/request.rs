@@ -12,8 +12,8 @@ use prost::Message;
 use safewrite::backoff::Backoff;
 use safewrite::engine::{EngineConfig, Subresource};
 use safewrite::pb;
-use safewrite::target::FieldManager;
 use safewrite::service::validate::{RequestParts, validate};
+use safewrite::target::FieldManager;
 
 #[path = "common.rs"]
 mod common;

@@ -314,8 +314,8 @@ enum Call {
 }
 
 /// One writer calling `call` on `name` for `seconds`: answers, CPU µs per answer of
-/// process `pid`, p50 in ms, its task switches per answer. `written` is the resourceVersion of the last write to
-/// `name`, which a `Get` asks for at least.
+/// process `pid`, p50 in ms, its task switches per answer. `written` is the
+/// resourceVersion of the last write to `name`, which a `Get` asks for at least.
 async fn row(
     (client, pid): (&mut WriterServiceClient<Channel>, u32),
     (ns, name): (&str, &str),
@@ -423,16 +423,13 @@ async fn measure() {
         FloorProcess::start(&kubeconfig, false),
         FloorProcess::start(&kubeconfig, true),
     ];
-    let sidecar = Sidecar::start(&[
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--qps",
-        "5000",
-        "--burst",
-        "10000",
-        "--log-filter",
-        "warn,safewrite::runtime=info",
-    ]);
+    let sidecar = Sidecar::start(
+        &[
+            &["--kubeconfig", kubeconfig.to_str().unwrap()][..],
+            &support::BENCH_FLAGS,
+        ]
+        .concat(),
+    );
     let mut clients = HashMap::new();
     for (name, floor) in servers.into_iter().zip(&floors) {
         let channel = Channel::from_shared(format!("http://127.0.0.1:{}", floor.port))

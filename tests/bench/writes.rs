@@ -790,17 +790,10 @@ async fn main() {
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
     let kubeconfig = cp.admin_kubeconfig();
     let flags = [
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        // Limits no contender reaches: the client-side rate limiters are not the subject
-        // (at --qps 1000, 16 writers on 16 objects drained the burst and were paced).
-        "--qps",
-        "5000",
-        "--burst",
-        "10000",
-        "--log-filter",
-        "warn,safewrite::runtime=info",
-    ];
+        &["--kubeconfig", kubeconfig.to_str().unwrap()][..],
+        &support::BENCH_FLAGS,
+    ]
+    .concat();
     let remembering = Sidecar::start(&flags);
     let forgetting = Sidecar::start(&[&flags[..], &["--no-memory"][..]].concat());
     let remembering_client = WriterServiceClient::new(remembering.channel().await);

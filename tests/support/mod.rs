@@ -225,6 +225,18 @@ pub async fn client_from(kubeconfig: &Path) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
+/// The flags of the benches' sidecars after `--kubeconfig <file>`: limits no contender
+/// reaches, since the client-side rate limiters are not the subject (at --qps 1000, 16
+/// writers on 16 objects drained the burst and were paced), and quiet logs.
+pub const BENCH_FLAGS: [&str; 6] = [
+    "--qps",
+    "5000",
+    "--burst",
+    "10000",
+    "--log-filter",
+    "warn,safewrite::runtime=info",
+];
+
 /// The CPU time (user + system) process `pid` has used so far, in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");

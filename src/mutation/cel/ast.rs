@@ -52,18 +52,6 @@ pub(super) fn is_object(name: &str) -> bool {
     name.strip_prefix('.').unwrap_or(name) == "object"
 }
 
-/// Whether `expr` names `object` anywhere.
-pub(super) fn names_object(expr: &IdedExpr) -> bool {
-    let mut stack = vec![expr];
-    while let Some(expr) = stack.pop() {
-        if matches!(&expr.expr, Expr::Ident(name) if is_object(name)) {
-            return true;
-        }
-        stack.extend(children(expr));
-    }
-    false
-}
-
 /// The parts of `object` a program can see: the whole of it, or only some of its fields
 /// (and of those, the whole or again some fields). A program sees only what it selects,
 /// so the object it is given can leave the rest out: `object.data.n` needs `data.n` of
@@ -82,6 +70,11 @@ impl Reads {
             whole: true,
             fields: BTreeMap::new(),
         }
+    }
+
+    /// Whether any of the object is read (else it need be neither copied nor converted).
+    pub(super) fn any(&self) -> bool {
+        self.whole || !self.fields.is_empty()
     }
 
     /// Marks `path` read: its last field whole, the fields before it as far as selected.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::ast::{Reads, depth, names_object, object_reads};
+use super::ast::{Reads, depth, object_reads};
 use super::compile::compile_here;
 use super::error::{COMPILER_PANICKED, CelError, EVALUATOR_PANICKED};
 use super::estimate::Estimator;
@@ -28,10 +28,8 @@ static COMPILED: LazyLock<Mutex<HashMap<String, Cel>>> = LazyLock::new(Default::
 #[derive(Clone)]
 pub struct Cel {
     pub(super) program: Arc<IdedExpr>,
-    /// Whether it names `object` at all (else the object is neither copied nor
-    /// converted for it).
-    pub(super) reads_object: bool,
-    /// What it can see of `object`: only that is converted for an evaluation.
+    /// What it can see of `object`: only that is converted for an evaluation (and when
+    /// it reads none of it, the object is neither copied nor converted).
     pub(super) reads: Arc<Reads>,
     /// Shallow enough to be evaluated on the caller's task when its estimate is small.
     pub(super) inline: bool,
@@ -98,7 +96,6 @@ impl Cel {
             .unwrap_or_else(|| Err(COMPILER_PANICKED.to_string()));
         compiled
             .map(|program| Cel {
-                reads_object: names_object(&program),
                 reads: Arc::new(object_reads(&program)),
                 inline: depth(&program) <= INLINE_MAX_DEPTH,
                 program: Arc::new(program),
@@ -133,7 +130,7 @@ impl Cel {
         deadline: Option<Instant>,
         limits: CelLimits,
     ) -> Result<Value, CelError> {
-        let fresh = if self.reads_object {
+        let fresh = if self.reads.any() {
             fresh
         } else {
             &Value::Null

@@ -23,11 +23,40 @@
 #                         # distribution registry and cosign (Go), and cargo-deny,
 #                         # cargo-auditable, cargo-cyclonedx, rust-audit-info
 #                         # (tests/harness/cargo-tools.sh); only on demand
+#   binaries.sh matrix    # kube-apiserver and etcd of every entry of KUBERNETES_MATRIX
+#                         # (the version matrix, docs/versions.md); prints nothing more
+#
+# Which Kubernetes: KUBERNETES_VERSION of versions.env (the newest minor), unless
+# SAFEWRITE_KUBERNETES names another entry of KUBERNETES_MATRIX, by its minor ("1.32")
+# or its version ("v1.32.13"); then kube-apiserver, etcd (and a node's components) are
+# that entry's. Every script and test that starts a control plane goes through here, so
+# `SAFEWRITE_KUBERNETES=1.32 cargo test ...` runs those tests against 1.32.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/harness/versions.env
 . "$here/versions.env"
+
+# matrix_entry WANTED: the matrix entry ("vX.Y.Z=vETCD") WANTED names, by minor or version.
+matrix_entry() {
+  local wanted=${1#v} entry version
+  for entry in $KUBERNETES_MATRIX; do
+    version=${entry%%=*}
+    case "${version#v}" in
+      "$wanted" | "$wanted".*) echo "$entry"; return 0 ;;
+    esac
+  done
+  return 1
+}
+if [ -n "${SAFEWRITE_KUBERNETES:-}" ]; then
+  if ! entry=$(matrix_entry "$SAFEWRITE_KUBERNETES"); then
+    known=$(for e in $KUBERNETES_MATRIX; do printf '%s ' "${e%%=*}"; done)
+    echo "binaries: SAFEWRITE_KUBERNETES=$SAFEWRITE_KUBERNETES is not in the version matrix of tests/harness/versions.env (${known% }); name one of those, by minor (1.32) or version" >&2
+    exit 2
+  fi
+  KUBERNETES_VERSION=${entry%%=*}
+  ETCD_VERSION=${entry##*=}
+fi
 
 cache=${SAFEWRITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite}
 bindir="$cache/bin/set-k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-grpcurl-$GRPCURL_VERSION-buf-$BUF_VERSION"
@@ -35,8 +64,10 @@ with_jaeger=false
 with_deploy=false
 with_node=false
 with_supply=false
+with_matrix=false
 case "${1:-}" in
   "") ;;
+  matrix) with_matrix=true ;;
   jaeger) with_jaeger=true; bindir="$bindir-jaeger-$JAEGER_VERSION" ;;
   deploy)
     with_deploy=true
@@ -50,7 +81,7 @@ case "${1:-}" in
     with_supply=true
     bindir="$bindir-supply-registry-$REGISTRY_VERSION-cosign-$COSIGN_VERSION-deny-$CARGO_DENY_VERSION-auditable-$CARGO_AUDITABLE_VERSION-cyclonedx-$CARGO_CYCLONEDX_VERSION"
     ;;
-  *) echo "usage: $0 [jaeger|deploy|node|supply]" >&2; exit 2 ;;
+  *) echo "usage: $0 [jaeger|deploy|node|supply|matrix]" >&2; exit 2 ;;
 esac
 mkdir -p "$bindir"
 # tool_path NAME VERSION: where one tool's binary is cached.
@@ -139,12 +170,29 @@ build_from_module() {
   log "built $(basename "$output") in $((SECONDS - started))s"
 }
 
-minor=${KUBERNETES_VERSION#v1.}
-apiserver=$(tool_path kube-apiserver "$KUBERNETES_VERSION")
-build_from_module k8s.io/kubernetes "$KUBERNETES_VERSION" \
-  k8s.io/kubernetes/cmd/kube-apiserver "$apiserver" "v0.$minor"
-etcd=$(tool_path etcd "$ETCD_VERSION")
-build_from_module go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "$etcd"
+# control_plane K8S ETCD: builds (once per machine) kube-apiserver K8S and etcd ETCD, and
+# sets $apiserver and $etcd to them. A failed build ends the script with one line saying
+# how to build that version alone (the EXIT trap below).
+building=""
+trap 'rc=$?; [ "$rc" = 0 ] || [ -z "$building" ] || echo "binaries: $building did not build (output above); build it alone with: SAFEWRITE_KUBERNETES=${building%% *} bash tests/harness/binaries.sh" >&2' EXIT
+control_plane() {
+  local k8s=$1 etcd_version=$2
+  building="$k8s (kube-apiserver, with etcd $etcd_version)"
+  apiserver=$(tool_path kube-apiserver "$k8s")
+  build_from_module k8s.io/kubernetes "$k8s" \
+    k8s.io/kubernetes/cmd/kube-apiserver "$apiserver" "v0.${k8s#v1.}"
+  etcd=$(tool_path etcd "$etcd_version")
+  build_from_module go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 "$etcd"
+  building=""
+}
+if $with_matrix; then
+  for entry in $KUBERNETES_MATRIX; do
+    control_plane "${entry%%=*}" "${entry##*=}"
+    log "kube-apiserver ${entry%%=*} and etcd ${entry##*=} are built"
+  done
+  exit 0
+fi
+control_plane "$KUBERNETES_VERSION" "$ETCD_VERSION"
 grpcurl=$(tool_path grpcurl "$GRPCURL_VERSION")
 if [ ! -x "$grpcurl" ]; then
   log "installing grpcurl $GRPCURL_VERSION"

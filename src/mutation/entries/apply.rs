@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
-use super::change::{Condition, EntryChange, FieldPath, Owner};
+use super::change::{Condition, EntryChange, FieldPath};
 use crate::mutation::error::ApplyError;
 use crate::mutation::value::{short, type_name};
 
@@ -40,9 +40,9 @@ impl EntryChange {
             EntryChange::Owner { owner, remove } => {
                 let metadata = metadata(&mut doc)?;
                 if *remove {
-                    remove_where(metadata, "ownerReferences", |r| owner.names(r));
+                    owner.remove_from(metadata);
                 } else {
-                    ensure_owner(metadata, owner)?;
+                    owner.ensure_in(metadata)?;
                 }
             }
             EntryChange::ListEntry {
@@ -153,97 +153,6 @@ fn set_condition(list: &mut Vec<Value>, condition: &Condition, generation: Optio
     };
 }
 
-impl Owner {
-    /// Whether `reference` names this owner: by uid, or without one by API group, kind
-    /// and name.
-    fn names(&self, reference: &Value) -> bool {
-        match &self.uid {
-            Some(uid) => reference["uid"].as_str() == Some(uid),
-            None => {
-                let group = |api_version: &str| {
-                    api_version
-                        .rsplit_once('/')
-                        .map_or("", |(group, _)| group)
-                        .to_string()
-                };
-                reference["kind"].as_str() == Some(&self.kind)
-                    && reference["name"].as_str() == Some(&self.name)
-                    && reference["apiVersion"].as_str().map(group) == Some(group(&self.api_version))
-            }
-        }
-    }
-}
-
-/// SetOwnerReference / SetControllerReference, matched by uid.
-fn ensure_owner(metadata: &mut Map<String, Value>, owner: &Owner) -> Result<(), ApplyError> {
-    // UpdateWithRetry reads the uid before the loop; a Transact proposal must give it.
-    let Some(uid) = owner.uid.as_deref() else {
-        return Err(ApplyError::PathDoesNotFit {
-            field: "mutation.owner_reference.owner.uid".into(),
-            reason: "required in a Transact proposal: give the owner's uid".into(),
-        });
-    };
-    let references = metadata.get("ownerReferences").and_then(Value::as_array);
-    if owner.controller
-        && let Some(other) = references
-            .into_iter()
-            .flatten()
-            .find(|r| r["controller"].as_bool() == Some(true) && r["uid"].as_str() != Some(uid))
-    {
-        // The object's own strings, quoted short: they may be anything.
-        let field = |name: &str| short(other[name].as_str().unwrap_or_default(), 80);
-        return Err(ApplyError::AlreadyOwned(format!(
-            "{}/{} (uid {})",
-            field("kind"),
-            field("name"),
-            field("uid")
-        )));
-    }
-    let at = references.and_then(|list| list.iter().position(|r| r["uid"].as_str() == Some(uid)));
-    let Some(at) = at else {
-        let mut reference = Map::new();
-        reference.insert(
-            "apiVersion".into(),
-            Value::String(owner.api_version.to_string()),
-        );
-        reference.insert("kind".into(), Value::String(owner.kind.to_string()));
-        reference.insert("name".into(), Value::String(owner.name.to_string()));
-        reference.insert("uid".into(), Value::String(uid.to_string()));
-        if owner.controller {
-            reference.insert("controller".into(), Value::Bool(true));
-        }
-        if owner.block_owner_deletion {
-            reference.insert("blockOwnerDeletion".into(), Value::Bool(true));
-        }
-        push(metadata, "ownerReferences", Value::Object(reference));
-        return Ok(());
-    };
-    let list = metadata["ownerReferences"]
-        .as_array_mut()
-        .expect("found in it");
-    let Some(reference) = list[at].as_object_mut() else {
-        return Ok(());
-    };
-    reference.insert(
-        "apiVersion".into(),
-        Value::String(owner.api_version.to_string()),
-    );
-    reference.insert("kind".into(), Value::String(owner.kind.to_string()));
-    reference.insert("name".into(), Value::String(owner.name.to_string()));
-    for (flag, wanted) in [
-        ("controller", owner.controller),
-        ("blockOwnerDeletion", owner.block_owner_deletion),
-    ] {
-        let set = reference.get(flag).and_then(Value::as_bool) == Some(true);
-        if wanted && !set {
-            reference.insert(flag.into(), Value::Bool(true));
-        } else if !wanted && set {
-            reference.remove(flag);
-        }
-    }
-    Ok(())
-}
-
 /// The object's metadata, which every object has.
 fn metadata(doc: &mut Value) -> Result<&mut Map<String, Value>, ApplyError> {
     doc.get_mut("metadata")
@@ -252,7 +161,7 @@ fn metadata(doc: &mut Value) -> Result<&mut Map<String, Value>, ApplyError> {
 }
 
 /// Appends `value` to the list at `metadata[key]`, creating it.
-fn push(metadata: &mut Map<String, Value>, key: &str, value: Value) {
+pub(super) fn push(metadata: &mut Map<String, Value>, key: &str, value: Value) {
     match metadata.get_mut(key).and_then(Value::as_array_mut) {
         Some(list) => list.push(value),
         None => {

@@ -6,8 +6,10 @@
 //!   with `status`);
 //! - finalizers, as `controllerutil.AddFinalizer` / `RemoveFinalizer`, with no new
 //!   finalizer on an object being deleted;
-//! - owner references, matched by uid, with at most one controller (as
-//!   `controllerutil.SetControllerReference`'s `AlreadyOwnedError`);
+//! - owner references, as `controllerutil.SetOwnerReference` /
+//!   `SetControllerReference` / `RemoveOwnerReference`: matched by API group, kind and
+//!   name (not uid, not version), replaced in place, with at most one controller
+//!   (`AlreadyOwnedError`);
 //! - entries of a list keyed by some of their fields (a `listType=map` list, or one that
 //!   should have been), merged with RFC 7386.
 //!
@@ -17,10 +19,12 @@
 //! object being deleted) is an [`ApplyError`](crate::mutation::ApplyError).
 //!
 //! By file: `change` (what a change is), `parse` (the request's change, checked),
-//! `apply` (the change applied to the fresh object).
+//! `apply` (the change applied to the fresh object), `owner` (owner references, matched
+//! and written).
 
 mod apply;
 mod change;
+mod owner;
 mod parse;
 #[cfg(test)]
 mod tests;

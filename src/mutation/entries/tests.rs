@@ -269,7 +269,7 @@ fn ensure(owner: pb::OwnerReference, remove: bool) -> EntryChange {
 }
 
 #[test]
-fn owner_references_are_ensured_by_uid_with_one_controller() {
+fn owner_references_are_ensured_by_group_kind_and_name_with_one_controller() {
     let object = json!({"metadata": {"name": "c"}});
     let one = ensure(owner("u1", true), false)
         .apply(&object, at(0))
@@ -287,7 +287,7 @@ fn owner_references_are_ensured_by_uid_with_one_controller() {
         .unwrap_err();
     assert_eq!(
         err,
-        ApplyError::AlreadyOwned("Deployment/d-u1 (uid u1)".into())
+        ApplyError::AlreadyOwned("Deployment/d-u1 (apiVersion apps/v1, uid u1)".into())
     );
     let two = ensure(owner("u2", false), false)
         .apply(&one, at(0))
@@ -296,7 +296,8 @@ fn owner_references_are_ensured_by_uid_with_one_controller() {
         two["metadata"]["ownerReferences"].as_array().unwrap().len(),
         2
     );
-    // Ensuring without controller updates the flag; removal by uid, or by name.
+    // Ensuring without controller clears the flag, as SetOwnerReference; removal by
+    // group, kind and name, whatever the uid.
     let demoted = ensure(owner("u1", false), false)
         .apply(&two, at(0))
         .unwrap();
@@ -309,11 +310,152 @@ fn owner_references_are_ensured_by_uid_with_one_controller() {
         .apply(&demoted, at(0))
         .unwrap();
     assert_eq!(gone["metadata"]["ownerReferences"][0]["uid"], "u2");
-    let mut by_name = owner("", false);
+    let mut by_name = owner("not-the-uid", false);
     by_name.name = "d-u2".into();
     by_name.api_version = "apps/v1beta1".into();
     let none = ensure(by_name, true).apply(&gone, at(0)).unwrap();
     assert_eq!(none, json!({"metadata": {"name": "c"}}));
+}
+
+/// `name`'s reference: an apps Deployment at `api_version`.
+fn reference(api_version: &str, name: &str, uid: &str, controller: bool) -> pb::OwnerReference {
+    pb::OwnerReference {
+        api_version: api_version.into(),
+        kind: "Deployment".into(),
+        name: name.into(),
+        uid: uid.into(),
+        controller,
+        block_owner_deletion: controller,
+    }
+}
+
+fn owned_by(references: Value) -> Value {
+    json!({"metadata": {"name": "c", "ownerReferences": references}})
+}
+
+#[test]
+fn a_recreated_owner_adopts_the_object_in_place() {
+    let object = owned_by(json!([
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "a1"},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "old",
+         "controller": true, "blockOwnerDeletion": true, "future": 7},
+        {"apiVersion": "example.com/v1", "kind": "Deployment", "name": "d", "uid": "e1"},
+    ]));
+    let adopted = ensure(reference("apps/v1", "d", "new", true), false)
+        .apply(&object, at(0))
+        .unwrap();
+    let mut expected = object.clone();
+    expected["metadata"]["ownerReferences"][1]["uid"] = json!("new");
+    assert_eq!(adopted, expected);
+    // Once adopted, the same request writes nothing.
+    assert_eq!(
+        ensure(reference("apps/v1", "d", "new", true), false)
+            .apply(&adopted, at(0))
+            .unwrap(),
+        adopted
+    );
+}
+
+#[test]
+fn an_owner_at_another_version_is_the_same_owner() {
+    let object = owned_by(json!([
+        {"apiVersion": "apps/v1beta1", "kind": "Deployment", "name": "d", "uid": "u",
+         "controller": true}
+    ]));
+    let moved = ensure(reference("apps/v1", "d", "u", true), false)
+        .apply(&object, at(0))
+        .unwrap();
+    assert_eq!(
+        moved["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "u",
+                "controller": true, "blockOwnerDeletion": true}])
+    );
+    // Another group is another owner, whatever the kind and name: a second controller
+    // is refused, an ordinary owner appended.
+    let err = ensure(reference("example.com/v1", "d", "u", true), false)
+        .apply(&moved, at(0))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ApplyError::AlreadyOwned("Deployment/d (apiVersion apps/v1, uid u)".into())
+    );
+    let two = ensure(reference("example.com/v1", "d", "u", false), false)
+        .apply(&moved, at(0))
+        .unwrap();
+    assert_eq!(
+        two["metadata"]["ownerReferences"][1]["apiVersion"],
+        "example.com/v1"
+    );
+    // A stored apiVersion apimachinery cannot parse names no owner.
+    let odd = owned_by(
+        json!([{"apiVersion": "apps/v1/x", "kind": "Deployment", "name": "d", "uid": "u"}]),
+    );
+    let appended = ensure(reference("apps/v1", "d", "u", false), false)
+        .apply(&odd, at(0))
+        .unwrap();
+    assert_eq!(
+        appended["metadata"]["ownerReferences"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn a_different_controller_is_already_owned_and_named() {
+    let object = owned_by(json!([
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "a1"},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "boss", "uid": "b1",
+         "controller": true},
+    ]));
+    let err = ensure(reference("apps/v1", "d", "u", true), false)
+        .apply(&object, at(0))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ApplyError::AlreadyOwned("Deployment/boss (apiVersion apps/v1, uid b1)".into())
+    );
+    // Without controller there is no check, as SetOwnerReference has none.
+    let owned = ensure(reference("apps/v1", "d", "u", false), false)
+        .apply(&object, at(0))
+        .unwrap();
+    assert_eq!(owned["metadata"]["ownerReferences"][2]["name"], "d");
+}
+
+#[test]
+fn an_identical_reference_writes_nothing_and_a_false_flag_is_an_absent_one() {
+    let object = owned_by(json!([
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "u",
+         "controller": false, "blockOwnerDeletion": false}
+    ]));
+    let same = ensure(reference("apps/v1", "d", "u", false), false)
+        .apply(&object, at(0))
+        .unwrap();
+    assert_eq!(same, object);
+}
+
+#[test]
+fn removal_takes_the_first_reference_of_the_group_kind_and_name() {
+    let object = owned_by(json!([
+        {"apiVersion": "v1", "kind": "Deployment", "name": "d", "uid": "core"},
+        {"apiVersion": "apps/v1beta1", "kind": "Deployment", "name": "d", "uid": "old"},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "new"},
+    ]));
+    let removed = ensure(reference("apps/v1", "d", "another", false), true)
+        .apply(&object, at(0))
+        .unwrap();
+    assert_eq!(
+        removed["metadata"]["ownerReferences"],
+        json!([
+            {"apiVersion": "v1", "kind": "Deployment", "name": "d", "uid": "core"},
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "new"},
+        ])
+    );
+    // Nothing of that owner: nothing changes.
+    let other = ensure(reference("apps/v1", "e", "", false), true);
+    assert!(other.owner_to_resolve().is_none());
+    assert_eq!(other.apply(&object, at(0)).unwrap(), object);
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod mutation;
 pub mod process;
 pub mod reasons;
 pub mod requests;
+pub mod resource_version;
 pub mod runtime;
 pub mod service;
 pub mod target;

@@ -10,6 +10,10 @@
 //!   write's answer become the object's copy; a dry run's answer is not the object's and
 //!   leaves the copy as it was; a write that let the object go (deleted on its last
 //!   finalizer) leaves nothing to keep.
+//! - **Never older.** A copy is not replaced by an object older than it by KEP-5504's
+//!   comparison ([`crate::resource_version`]): a read answered after a newer write's
+//!   answer was remembered (a "not older than" read from the API server's watch cache
+//!   may lag it) leaves the newer copy. Versions that do not compare replace as before.
 //! - **Doubt forgets.** A refused write, a write without an answer, or an answer whose
 //!   body could not be used leaves the object's state unknown: its copy is forgotten, so
 //!   the next write reads live.
@@ -36,6 +40,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+
+use super::body::resource_version;
+use crate::resource_version::older;
 
 /// How many writes read first after an object's copy went stale twice in a row; doubles
 /// with each further stale copy, up to [`READ_FIRST_MAX`].
@@ -215,8 +222,8 @@ impl Memory {
         lru.entries.get(key).and_then(|entry| entry.object.clone())
     }
 
-    /// Remembers `object` as the latest state of `key` (read live, or as a write's
-    /// answer); `size` is its length as JSON.
+    /// Remembers `object` as the latest state of `key` (read, or as a write's answer),
+    /// unless the copy kept is newer; `size` is its length as JSON.
     fn remember(&self, key: &str, object: Arc<Value>, size: usize) {
         if !self.keeps(key) {
             return;
@@ -227,6 +234,10 @@ impl Memory {
             return;
         }
         let mut lru = self.inner.lock().expect("memory");
+        let kept = lru.entries.get(key).and_then(|entry| entry.object.as_ref());
+        if kept.is_some_and(|kept| older(&resource_version(&object), &resource_version(kept))) {
+            return;
+        }
         let tick = lru.next_tick();
         let (streak, read_first) = match lru.entries.remove(key) {
             Some(old) => {
@@ -336,6 +347,35 @@ mod tests {
         assert_eq!(memory.recall(CM).unwrap()["data"]["n"], 2);
         memory.forget(CM);
         assert!(memory.recall(CM).is_none());
+    }
+
+    #[test]
+    fn a_copy_is_never_replaced_by_an_older_object() {
+        let memory = Memory::new(1 << 20, false);
+        // A write's answer at 12 is remembered; a read answered at 9 (a watch cache
+        // behind the write) comes after it: the copy stays the write's.
+        memory.learn(CM, written(Source::Live, Some(&object(12)), false));
+        memory.learn(CM, Event::Read(&object(9), 10));
+        assert_eq!(memory.peek(CM).unwrap()["data"]["n"], 12);
+        // Shorter is older whatever the digits say: 9 is older than 10.
+        memory.learn(CM, Event::AnswerLost);
+        memory.learn(CM, Event::Read(&object(9), 10));
+        memory.learn(CM, Event::Read(&object(10), 10));
+        assert_eq!(memory.peek(CM).unwrap()["data"]["n"], 10, "newer replaces");
+        memory.learn(CM, Event::Read(&object(9), 10));
+        assert_eq!(memory.peek(CM).unwrap()["data"]["n"], 10);
+        // The same version is the same state: it replaces (and refreshes the entry).
+        memory.learn(CM, Event::Read(&object(10), 10));
+        assert_eq!(memory.peek(CM).unwrap()["data"]["n"], 10);
+        // Versions that do not compare replace as before.
+        let odd = Arc::new(json!({"metadata": {"resourceVersion": "007"}, "data": {"n": 0}}));
+        memory.learn(CM, Event::Read(&odd, 10));
+        assert_eq!(memory.peek(CM).unwrap()["data"]["n"], 0);
+        // Once forgotten (doubt), any object is remembered.
+        memory.learn(CM, Event::Read(&object(20), 10));
+        memory.learn(CM, Event::AnswerLost);
+        memory.learn(CM, Event::Read(&object(3), 10));
+        assert_eq!(memory.peek(CM).unwrap()["data"]["n"], 3);
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub const REASONS: &[&str] = &[
     "FIELD_MANAGER_CONFLICT",
     "OBJECT_DELETING",
     "ALREADY_OWNED",
+    "RESOURCE_VERSION_TOO_LARGE",
     // the API server's Status reasons (metav1.StatusReason)
     "Unauthorized",
     "Forbidden",

@@ -17,7 +17,8 @@ use crate::client::ApiClient;
 use crate::client::apiserver::{self, Answer};
 use crate::client::discovery::{self, Discovery};
 use crate::engine::classify::Decision;
-use crate::target::{ObjectPath, Verb, WriteParams};
+use crate::resource_version::WellFormed;
+use crate::target::ObjectPath;
 
 /// The API server as the loop sees it: the client stack and discovery, the shared
 /// retry budget, and the memory of the objects written. Cheap to clone.
@@ -111,7 +112,32 @@ impl Api {
     /// Reads the fresh object live: found (and remembered), missing (with the 404
     /// answer), or the step that ends this attempt (a retryable or final failure).
     pub async fn read(&self, request: &ObjectPath, deadline: Option<Instant>, made: u32) -> Read {
-        let get = request.request(Verb::Get, false, &WriteParams::default(), Vec::new());
+        self.read_with(request, request.get(None), deadline, made)
+            .await
+    }
+
+    /// Reads the object at least as new as `min` with the API server's "not older than"
+    /// read (from its watch cache): as [`Api::read`], but a minimum the server's cache
+    /// does not reach in time is refused (the answer decides, see `classify`).
+    pub async fn read_not_older_than(
+        &self,
+        request: &ObjectPath,
+        min: &WellFormed,
+        deadline: Option<Instant>,
+        made: u32,
+    ) -> Read {
+        self.read_with(request, request.get(Some(min)), deadline, made)
+            .await
+    }
+
+    /// Sends the read `get` of `request` and tells the memory what it found.
+    async fn read_with(
+        &self,
+        request: &ObjectPath,
+        get: http::Request<Vec<u8>>,
+        deadline: Option<Instant>,
+        made: u32,
+    ) -> Read {
         let key = request.as_str();
         match self.send(get, deadline, made).await {
             Sent::Failed(failure, decision, _) => {

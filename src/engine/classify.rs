@@ -37,6 +37,16 @@ pub enum Decision {
     /// 503/504, 500 ServerTimeout, transport failure or client timeout: back off and
     /// retry; a fault of the API server or the path to it.
     Unavailable { retry_after: Option<Duration> },
+    /// 504 Timeout with a `ResourceVersionTooLarge` cause: a read's "not older than"
+    /// minimum that the API server's watch cache did not reach within its wait (about
+    /// 3 s). The caller's to retry after `retry_after` (the answer's
+    /// `details.retryAfterSeconds`), never retried by the sidecar, and no fault of the
+    /// API server.
+    ResourceVersionTooLarge { retry_after: Option<Duration> },
+    /// 500 without a reason saying that the `resourceVersion` a read named does not
+    /// parse (`resourceVersion: Invalid value: ...`): for a well-formed minimum, one past
+    /// what the API server can represent (2^64-1), which no wait reaches. Final.
+    ResourceVersionOutOfRange,
     /// 500 InternalError (e.g. a failing admission webhook): a few retries.
     Internal,
     /// 422 Invalid: the object is refused; never retried.
@@ -82,6 +92,8 @@ impl Decision {
             Decision::Throttled { .. } => "retry_throttled",
             Decision::DisruptionBudget => "disruption_budget",
             Decision::Unavailable { .. } => "retry_unavailable",
+            Decision::ResourceVersionTooLarge { .. } => "resource_version_too_large",
+            Decision::ResourceVersionOutOfRange => "resource_version_out_of_range",
             Decision::Internal => "retry_internal",
             Decision::Invalid => "invalid",
             Decision::ObjectDeleting => "object_deleting",
@@ -96,9 +108,9 @@ impl Decision {
     /// A server hint for the next wait, used as a floor for the backoff.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Decision::Throttled { retry_after } | Decision::Unavailable { retry_after } => {
-                *retry_after
-            }
+            Decision::Throttled { retry_after }
+            | Decision::Unavailable { retry_after }
+            | Decision::ResourceVersionTooLarge { retry_after } => *retry_after,
             _ => None,
         }
     }
@@ -121,6 +133,10 @@ fn adds_a_finalizer_to_a_deleting_object(status: Option<&Status>) -> bool {
     causes.iter().any(|c| c.message.contains(NO_NEW_FINALIZERS))
         || (causes.is_empty() && status.message.contains(NO_NEW_FINALIZERS))
 }
+
+/// How the API server's message begins when the `resourceVersion` query parameter of a
+/// read does not parse (a 500 without a reason).
+const UNPARSABLE_RESOURCE_VERSION: &str = "resourceVersion: Invalid value:";
 
 /// The most retries an `Internal` answer gets, whatever the policy allows: a failing
 /// webhook rarely heals within one request's lifetime.
@@ -155,6 +171,9 @@ pub fn classify(
         "AlreadyExists" => Decision::AlreadyExists,
         "TooManyRequests" if has_cause(status, "DisruptionBudget") => Decision::DisruptionBudget,
         "TooManyRequests" => Decision::Throttled { retry_after },
+        "Timeout" if has_cause(status, "ResourceVersionTooLarge") => {
+            Decision::ResourceVersionTooLarge { retry_after }
+        }
         "ServerTimeout" | "Timeout" | "ServiceUnavailable" => Decision::Unavailable { retry_after },
         "InternalError" => Decision::Internal,
         "Invalid" if adds_a_finalizer_to_a_deleting_object(status) => Decision::ObjectDeleting,
@@ -166,6 +185,11 @@ pub fn classify(
         "Forbidden" => Decision::Forbidden,
         "NotFound" => Decision::NotFound,
         "Gone" | "Expired" | "MethodNotAllowed" => Decision::Unexpected,
+        "" if code == 500
+            && status.is_some_and(|s| s.message.starts_with(UNPARSABLE_RESOURCE_VERSION)) =>
+        {
+            Decision::ResourceVersionOutOfRange
+        }
         _ => by_code(code, retry_after),
     }
 }
@@ -313,6 +337,37 @@ mod tests {
                 None,
                 Decision::Unavailable { retry_after: None },
             ),
+            (
+                with_causes(status(504, "Timeout"), &[("ResourceVersionTooLarge", "")], 1),
+                None,
+                Decision::ResourceVersionTooLarge {
+                    retry_after: secs(1),
+                },
+            ),
+            (
+                with_causes(status(504, "Timeout"), &[("ResourceVersionTooLarge", "")], 0),
+                secs(2),
+                Decision::ResourceVersionTooLarge {
+                    retry_after: secs(2),
+                },
+            ),
+            (
+                with_causes(status(504, "Timeout"), &[("SomethingElse", "")], 1),
+                None,
+                Decision::Unavailable {
+                    retry_after: secs(1),
+                },
+            ),
+            (
+                Status::failure(
+                    "resourceVersion: Invalid value: \"18446744073709551616\": strconv.ParseUint: parsing \"18446744073709551616\": value out of range",
+                    "",
+                )
+                .with_code(500),
+                None,
+                Decision::ResourceVersionOutOfRange,
+            ),
+            (status(500, ""), None, Decision::Internal),
             (status(500, "InternalError"), None, Decision::Internal),
             (status(422, "Invalid"), None, Decision::Invalid),
             (status(400, "BadRequest"), None, Decision::BadRequest),
@@ -396,6 +451,10 @@ mod tests {
             Decision::Unauthenticated,
             Decision::NotFound,
             Decision::FieldManagerConflict { fields: vec![] },
+            Decision::ResourceVersionTooLarge {
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            Decision::ResourceVersionOutOfRange,
             Decision::Unexpected,
         ] {
             assert!(!final_decision.is_retryable(), "{final_decision:?}");

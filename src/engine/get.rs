@@ -1,11 +1,14 @@
 //! Read your own writes: the object at least as new as a resourceVersion the caller
-//! names (the one its own write answered with), from the remembered copy when that copy
-//! is at or past it, else from a live read, which the API server answers from etcd with a
-//! quorum read, so at least as new as any write that has been answered (the object's own
-//! resourceVersion is when it last changed, which may be older than the minimum: that is
-//! no staleness, the object has not changed since). Without a minimum, or when versions
-//! are not decimal numbers (the API server's resourceVersions are comparable since
-//! Kubernetes 1.35; one that is not a number is read live), always a live read.
+//! names (the one its own write answered with), compared as KEP-5504 defines
+//! ([`crate::resource_version`]). From the remembered copy when that copy is at or past
+//! the minimum, without a request; else with one GET carrying `resourceVersion=<min>`,
+//! the API server's "not older than" read, served from its watch cache (no etcd round
+//! trip) at a revision at or past the minimum, whatever the object's own (last
+//! modified) resourceVersion says. A minimum the server's cache does not reach within
+//! its wait (about 3 s) is refused with its retry delay (`ResourceVersionTooLarge`,
+//! never an OK); a caller's deadline that comes first ends the read at the deadline.
+//! Without a minimum, or with one that is not well formed (never compared), a live
+//! (quorum) read.
 
 use std::sync::Arc;
 
@@ -16,6 +19,7 @@ use super::attempts::Attempts;
 use super::body::resource_version;
 use super::decide::Step;
 use super::error::WriteError;
+use crate::resource_version::{WellFormed, at_least};
 use crate::target::ObjectPath;
 
 /// An object read for a caller.
@@ -26,13 +30,6 @@ pub struct Got {
     pub remembered: bool,
 }
 
-/// `version` as a number, when it is one (comparable).
-fn comparable(version: &str) -> Option<u64> {
-    (!version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| version.parse().ok())
-        .flatten()
-}
-
 /// Reads `request` at least as new as `min_version`, its `attempts` begun. One attempt:
 /// a refusal or fault is the caller's to retry, with the same advice as a write's read.
 pub(super) async fn get(
@@ -41,10 +38,10 @@ pub(super) async fn get(
     mut attempts: Attempts,
     min_version: Option<&str>,
 ) -> Result<Got, WriteError> {
-    let min = min_version.and_then(comparable);
-    if let Some(min) = min
+    let min = min_version.and_then(WellFormed::parse);
+    if let Some(min) = &min
         && let Some(copy) = api.memory.peek(request.as_str())
-        && comparable(&resource_version(&copy)).is_some_and(|at| at >= min)
+        && at_least(&resource_version(&copy), min.as_str())
     {
         return Ok(Got {
             object: Value::clone(&copy),
@@ -52,9 +49,14 @@ pub(super) async fn get(
         });
     }
     attempts.begin();
-    let failure = match api.read(&request, attempts.deadline, attempts.made()).await {
-        // A quorum read is the object as of now, at a revision past every write
-        // answered before it, whatever its own (last modified) resourceVersion says.
+    let (deadline, made) = (attempts.deadline, attempts.made());
+    let read = match &min {
+        Some(min) => api.read_not_older_than(&request, min, deadline, made).await,
+        None => api.read(&request, deadline, made).await,
+    };
+    let failure = match read {
+        // Either read answers the object at a revision at or past the minimum (a quorum
+        // read: past every write answered before it), whatever its own resourceVersion.
         Read::Found(object) => {
             return Ok(Got {
                 object: Arc::unwrap_or_clone(object),
@@ -72,18 +74,4 @@ pub(super) async fn get(
         Read::Ended(None, Step::Done(_)) => unreachable!("a read does not finish a write"),
     };
     Err(attempts.fail(failure))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::comparable;
-
-    #[test]
-    fn only_decimal_versions_compare() {
-        assert_eq!(comparable("12345"), Some(12345));
-        assert_eq!(comparable(""), None);
-        assert_eq!(comparable("-1"), None);
-        assert_eq!(comparable("abc"), None);
-        assert_eq!(comparable("99999999999999999999999"), None);
-    }
 }

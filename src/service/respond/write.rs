@@ -219,8 +219,9 @@ fn unreachable(last: &str, attempts: usize) -> Reply {
 }
 
 /// The API server's answer that ended the loop. Its reason is the answer's own (or
-/// `HTTP_<code>` without one), but for a field manager conflict and an object being
-/// deleted.
+/// `HTTP_<code>` without one), but for a field manager conflict, an object being
+/// deleted and a read's minimum resourceVersion the server has not reached or cannot
+/// represent.
 fn api(
     decision: &Decision,
     code: u16,
@@ -260,6 +261,29 @@ fn own_reason(decision: &Decision, said: &str) -> Option<Reply> {
                 fields.join(", ")
             ),
         )),
+        Decision::ResourceVersionTooLarge { retry_after } => Some(
+            Reply::new(
+                Code::Unavailable,
+                Reason::ResourceVersionTooLarge,
+                format!(
+                    "the API server has not reached min_resource_version yet ({said}): its watch cache did not catch up within its wait; nothing was read. Retry after the RetryInfo delay, or check that the minimum is a resourceVersion this API server answered"
+                ),
+            )
+            .retry_after(retry_after.unwrap_or(Duration::from_secs(1))),
+        ),
+        Decision::ResourceVersionOutOfRange => Some(
+            Reply::new(
+                Code::InvalidArgument,
+                Reason::InvalidRequest,
+                format!(
+                    "invalid request: min_resource_version is past any resourceVersion this API server can reach ({said}); nothing was read, not retried"
+                ),
+            )
+            .violation(FieldViolation::new(
+                "min_resource_version",
+                "past any resourceVersion this API server can reach: pass one it answered",
+            )),
+        ),
         Decision::ObjectDeleting => Some(Reply::new(
             Code::FailedPrecondition,
             Reason::ObjectDeleting,
@@ -339,10 +363,13 @@ fn passed_on_message(decision: &Decision, said: &str, attempts: usize) -> (Code,
                 "the object does not exist ({said}); set options.create_if_missing_json to create it"
             ),
         ),
-        // A field manager conflict and an object being deleted have their own reason
-        // (`own_reason`); success and the unexpected are not failures the loop ends on.
+        // A field manager conflict, an object being deleted and a minimum the server
+        // has not reached (or cannot represent) have their own reason (`own_reason`); success and the
+        // unexpected are not failures the loop ends on.
         Decision::FieldManagerConflict { .. }
         | Decision::ObjectDeleting
+        | Decision::ResourceVersionTooLarge { .. }
+        | Decision::ResourceVersionOutOfRange
         | Decision::Success
         | Decision::Unexpected => (
             Code::Internal,

@@ -4,7 +4,8 @@
 //! `listType=map` (each answer its own serial state), one condition toggled by 16 writers
 //! (`lastTransitionTime` moves exactly when `status` did), a condition set again (no
 //! write), finalizers added and removed by 8 controllers at once around a deletion (the
-//! object gone, every answer precise, no 422 loop), a second controller owner refused, and
+//! object gone, every answer precise, no 422 loop), a second controller owner refused, an
+//! owner deleted and recreated under its name adopting the object in place, and
 //! route-parent entries upserted by 8 controllers while an outside writer replaces the
 //! list (every entry in the stored version its OK named).
 
@@ -543,6 +544,107 @@ async fn a_second_controller_owner_is_refused() {
         missing.message().contains("does not exist"),
         "{}",
         missing.message()
+    );
+}
+
+fn controller_reference(name: &str) -> pb::mutation::Kind {
+    pb::mutation::Kind::OwnerReference(pb::OwnerReferenceChange {
+        owner: Some(pb::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: name.into(),
+            controller: true,
+            block_owner_deletion: true,
+            ..Default::default()
+        }),
+        remove: false,
+    })
+}
+
+/// An owner deleted and recreated under its name is the same owner (API group, kind and
+/// name, as controllerutil matches it): SetControllerReference with the new one adopts
+/// the object, its reference taking the new uid where it was; another owner asking to be
+/// the controller is refused, naming the controller as it is now. (The control plane runs
+/// no garbage collector, so the object outlives its first owner.)
+#[tokio::test]
+async fn a_recreated_owner_adopts_its_object_in_place() {
+    let env = Env::new("adopt").await;
+    let make = |name: &'static str| {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        let configmaps = env.configmaps();
+        async move {
+            let made = configmaps
+                .create(&PostParams::default(), &cm)
+                .await
+                .unwrap();
+            made.metadata.uid.unwrap()
+        }
+    };
+    let old_uid = make("boss").await;
+    make("bystander").await;
+    make("owned").await;
+    let target = env.target("v1", "ConfigMap", "owned");
+    let mut bystander = controller_reference("bystander");
+    if let pb::mutation::Kind::OwnerReference(change) = &mut bystander {
+        change.owner.as_mut().unwrap().controller = false;
+    }
+    env.update(&target, bystander).await.unwrap();
+    let first = env
+        .update(&target, controller_reference("boss"))
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, pb::Outcome::Updated);
+    assert_eq!(
+        first.object["metadata"]["ownerReferences"][1]["uid"],
+        old_uid.as_str()
+    );
+
+    env.configmaps()
+        .delete("boss", &DeleteParams::default())
+        .await
+        .unwrap();
+    let new_uid = make("boss").await;
+    assert_ne!(new_uid, old_uid);
+
+    let adopted = env
+        .update(&target, controller_reference("boss"))
+        .await
+        .unwrap();
+    assert_eq!(adopted.outcome, pb::Outcome::Updated);
+    let references = json!([
+        first.object["metadata"]["ownerReferences"][0].clone(),
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "boss", "uid": new_uid,
+         "controller": true, "blockOwnerDeletion": true},
+    ]);
+    assert_eq!(adopted.object["metadata"]["ownerReferences"], references);
+    let stored = env.configmaps().get("owned").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(stored.metadata.owner_references).unwrap(),
+        references
+    );
+    assert_eq!(
+        stored.metadata.resource_version,
+        Some(adopted.version.to_string())
+    );
+    let again = env
+        .update(&target, controller_reference("boss"))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, pb::Outcome::Unchanged);
+    assert_eq!(again.version, adopted.version);
+
+    let refused = env
+        .update(&target, controller_reference("bystander"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert_eq!(error_reason(&refused), "ALREADY_OWNED");
+    let named = format!("ConfigMap/boss (apiVersion v1, uid {new_uid})");
+    assert!(refused.message().contains(&named), "{}", refused.message());
+    let unchanged = env.configmaps().get("owned").await.unwrap();
+    assert_eq!(
+        unchanged.metadata.resource_version,
+        stored.metadata.resource_version
     );
 }
 

@@ -70,10 +70,12 @@ func WithBlockOwnerDeletion(block bool) OwnerReferenceOption {
 //
 //	res, err := typed.Update(ctx, configMap, typed.SetControllerReference(widget))
 //
-// References are matched by uid: one that is there and identical writes nothing
-// ([OutcomeUnchanged]), one that differs is updated in place, and a new one is
-// appended; every other reference is kept. When another owner is already the object's
-// controller the call fails, with nothing written, with [ErrPreconditionFailed] and
+// References are matched by API group, kind and name, as controllerutil matches them
+// (the version and the uid may differ): one that is there and identical writes nothing
+// ([OutcomeUnchanged]), one that differs takes this reference's apiVersion, uid and
+// flags in place (so an owner deleted and recreated under its name adopts the object),
+// and a new one is appended; every other reference is kept. When another owner (another
+// group, kind or name) is already the object's controller the call fails, with nothing written, with [ErrPreconditionFailed] and
 // [Error.ReasonCode] REASON_ALREADY_OWNED, not retryable: its message names that
 // controller, and [Error.CurrentObject] is the object. The object must be in owner's
 // namespace (or owner cluster-scoped), or the call fails with [ErrInvalid] before
@@ -92,8 +94,8 @@ func SetOwnerReference(owner Object, opts ...OwnerReferenceOption) Mutation {
 }
 
 // RemoveOwnerReference removes the owner reference to owner, as
-// controllerutil.RemoveOwnerReference does, matched by owner's uid or, when owner has
-// none, every reference to owner's API group, kind and name; every other reference is
+// controllerutil.RemoveOwnerReference does: the first one matched by owner's API group,
+// kind and name (its uid and version are not compared); every other reference is
 // kept. Removing a reference that is not there writes nothing ([OutcomeUnchanged]), and
 // removing the last one removes the list. owner is as for [SetControllerReference].
 func RemoveOwnerReference(owner Object) Mutation {
@@ -101,17 +103,17 @@ func RemoveOwnerReference(owner Object) Mutation {
 }
 
 // EnsureOwnerReference ensures ref among the object's owner references, exactly as
-// given (a nil Controller or BlockOwnerDeletion is false), matched by ref.UID as for
-// [SetControllerReference]; without a UID the sidecar reads the owner, named by
+// given (a nil Controller or BlockOwnerDeletion is false), matched by ref's API group,
+// kind and name as for [SetControllerReference]; without a UID the sidecar reads the owner, named by
 // ref.Name in the object's namespace (or cluster-scoped), for it. APIVersion, Kind and
 // Name are required ([ErrInvalid]).
 func EnsureOwnerReference(ref metav1.OwnerReference) Mutation {
 	return ownerReferenceChange(ref, false)
 }
 
-// RemoveOwnerReferenceTo removes the owner reference ref names: the one with ref.UID
-// or, when ref has no UID, every one with ref's API group, kind and name. Otherwise as
-// [RemoveOwnerReference].
+// RemoveOwnerReferenceTo removes the owner reference ref names: the first one with
+// ref's API group, kind and name (ref.UID, its version and flags are not compared).
+// Otherwise as [RemoveOwnerReference].
 func RemoveOwnerReferenceTo(ref metav1.OwnerReference) Mutation {
 	return ownerReferenceChange(ref, true)
 }

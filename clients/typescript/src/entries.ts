@@ -276,9 +276,11 @@ function ownerChange(owner: Owner, options: OwnerReferenceOptions, remove: boole
 
 /**
  * Ensures an owner reference to `owner` in `metadata.ownerReferences`, as
- * controller-runtime's `SetOwnerReference` does. References are matched by uid: an
- * identical one writes nothing, one with the same uid is updated in place, and otherwise
- * the reference is appended; every other reference is kept. A `V1OwnerReference` is
+ * controller-runtime's `SetOwnerReference` does. References are matched by API group,
+ * kind and name, as controllerutil matches them (not by uid or version): an identical
+ * one writes nothing, one of the same owner takes this reference's apiVersion, uid and
+ * flags in place (so an owner deleted and recreated under its name adopts the object),
+ * and otherwise the reference is appended; every other reference is kept. A `V1OwnerReference` is
  * written as given; for an owner object, `controller` and `blockOwnerDeletion` are unset
  * unless `options` sets them.
  *
@@ -314,8 +316,8 @@ export function setControllerReference(owner: Owner, options: { blockOwnerDeleti
 
 /**
  * Removes the owner reference to `owner`, as controller-runtime's `RemoveOwnerReference`
- * does: by uid, or, when the owner has none, every reference with its API group, kind
- * and name; every other reference is kept. Removing one that is not there writes
+ * does: the first reference with the owner's API group, kind and name (its uid and
+ * version are not compared); every other reference is kept. Removing one that is not there writes
  * nothing, and removing the last one removes the list.
  *
  * @throws TypeError as {@link setOwnerReference}.

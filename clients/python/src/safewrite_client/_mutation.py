@@ -240,11 +240,15 @@ def mutation(
         remove_finalizer: One value to remove from ``metadata.finalizers``; a removal
             that finds the object gone, or after which the API server deletes it,
             answers ``Outcome.GONE``.
-        ensure_owner: One entry of ``metadata.ownerReferences``, matched by uid: an
+        ensure_owner: One entry of ``metadata.ownerReferences``, matched by group,
+            kind and name as controllerutil matches it (not by uid or version: the
+            reference of an owner deleted and recreated under its name takes the new
+            uid, apiVersion and flags in place): an
             :class:`~safewrite_client.OwnerReference` or the owner object itself (a dict
             or kopf body). Ensuring a ``controller`` reference when another owner is the
             controller fails with :class:`~safewrite_client.AlreadyOwnedError`.
-        remove_owner: The owner reference to remove, given as for ``ensure_owner``.
+        remove_owner: The owner reference to remove, given as for ``ensure_owner``: the
+            first one matched by group, kind and name (its uid is not compared).
         upsert_list_entry: One entry of a keyed list, a
             :class:`~safewrite_client.ListEntry`, merged into the entry with equal keys
             or appended; every other entry and the order are kept.

@@ -201,13 +201,17 @@ def _required(owner: str, field: str, value: Any) -> None:
 @dataclass(frozen=True)
 class OwnerReference:
     """An owner of an object (``metav1.OwnerReference``), for the ``ensure_owner=`` and
-    ``remove_owner=`` mutations; :meth:`of` makes one from the owner object itself.
+    ``remove_owner=`` mutations; :meth:`of` makes one from the owner object itself. The
+    object's reference to this owner is the one with the same group (of apiVersion, the
+    version ignored), kind and name, as controllerutil matches it; the uid is written,
+    not compared.
 
     Attributes:
         api_version: The owner's apiVersion, e.g. ``"apps/v1"``.
         kind: The owner's kind, e.g. ``"Deployment"``.
         name: The owner's ``metadata.name``.
-        uid: The owner's ``metadata.uid``. Empty: the sidecar reads the owner (in the
+        uid: The owner's ``metadata.uid``, written into the reference (a removal does
+            not read it). Empty when ensuring: the sidecar reads the owner (in the
             object's namespace, or cluster-scoped) once and takes its uid; an owner
             that does not exist fails the call with
             :class:`~safewrite_client.PreconditionFailedError`.

@@ -744,6 +744,7 @@ def test_every_grpc_code_has_an_exception_class_or_is_the_base() -> None:
     "code,reason,retryable",
     [
         (grpc.StatusCode.UNAVAILABLE, "CIRCUIT_OPEN", True),
+        (grpc.StatusCode.UNAVAILABLE, "RESOURCE_VERSION_TOO_LARGE", True),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED", True),
         # Without an idempotency key a lost answer may have been applied: not retryable.
         (grpc.StatusCode.UNKNOWN, "WRITE_OUTCOME_UNKNOWN", False),

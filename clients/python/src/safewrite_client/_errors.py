@@ -286,7 +286,9 @@ class AlreadyOwnedError(PreconditionFailedError):
 
 class UnavailableError(SafewriteError):
     """UNAVAILABLE: the API server (or the sidecar) is unavailable, throttling, or
-    behind an open circuit breaker; retry after :attr:`retry_delay`."""
+    behind an open circuit breaker, or a get's minimum resourceVersion is one the API
+    server has not reached yet (reason ``RESOURCE_VERSION_TOO_LARGE``); retry after
+    :attr:`retry_delay`."""
 
 
 class ResourceExhaustedError(SafewriteError):

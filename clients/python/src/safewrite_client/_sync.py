@@ -284,9 +284,18 @@ class Client:
 
         The answer is that state or a newer one, never an older one: the sidecar's
         remembered copy when it is at or past it (``remembered``, no request to the API
-        server), else a live read. Without a minimum (or with an empty one) it reads
-        live. A get writes nothing, so whenever a failure may be retried it may be sent
-        again as it is (its error's ``idempotent`` is true).
+        server), else one "not older than" read of the API server (a GET with
+        ``resourceVersion`` set to the minimum, served from its watch cache). Versions
+        compare as Kubernetes defines them (KEP-5504: digits without a leading zero,
+        the shorter older); a minimum that is not well formed is never compared and
+        read live. Without a minimum (or with an empty one) it reads live. A minimum
+        the API server has not reached within its wait (about 3 s) is refused, never
+        answered: :class:`~safewrite_client.UnavailableError` with reason
+        ``RESOURCE_VERSION_TOO_LARGE`` and ``retry_delay`` the server's delay
+        (:class:`~safewrite_client.DeadlineExceededError` when ``timeout`` comes
+        first); the sidecar does not retry it. A get writes nothing, so whenever a
+        failure may be retried it may be sent again as it is (its error's
+        ``idempotent`` is true).
 
         Args:
             ref: The object to read.
@@ -303,7 +312,10 @@ class Client:
             SafewriteError: a subclass per failure, as for :meth:`update`, e.g.
                 NotFoundError (the object does not exist), PermissionDeniedError (the
                 sidecar's policy refuses the read: Secrets unless allowed),
-                InvalidError (a malformed ``min_resource_version``).
+                InvalidError (a malformed ``min_resource_version``, or one past what
+                the API server can represent), UnavailableError (reason
+                ``RESOURCE_VERSION_TOO_LARGE``: a minimum the API server has not
+                reached).
             ValueError: both ``at_least`` and ``min_resource_version``.
             TypeError: a value of the wrong type.
         """

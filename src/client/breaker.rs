@@ -21,7 +21,11 @@
 //!   changes nothing: only what happened since counts.
 //!
 //! The readiness probe ([`super::context::Readiness`]) is not breaker traffic: it is neither
-//! refused nor counted (see [`super::readiness`]).
+//! refused nor counted (see [`super::readiness`]). A read that waits for a resourceVersion
+//! the caller named ([`super::context::AwaitsVersion`]) is admitted as any request, but its
+//! 500, 504 or timeout is no verdict: it says the minimum was not reached (or not
+//! representable), not that the server is unwell, so no caller can open the breaker for
+//! everyone by asking for a version from the future.
 
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -34,7 +38,7 @@ use tracing::{debug, info, warn};
 
 pub use super::answer::CircuitOpen;
 use super::answer::RequestError;
-use super::context::{Readiness, pass, take_ready};
+use super::context::{AwaitsVersion, Readiness, pass, take_ready};
 use super::fault;
 
 /// How long a request refused while the probe is under way is told to wait.
@@ -302,6 +306,7 @@ where
             return pass(inner, request);
         }
         let breaker = self.breaker.clone();
+        let awaits_version = request.extensions().get::<AwaitsVersion>().is_some();
         Box::pin(async move {
             // Admitted when first polled: a future never polled holds no ticket.
             let ticket = match breaker.admit() {
@@ -318,13 +323,27 @@ where
                 debug!("circuit breaker let this request through as its probe");
             }
             let result = inner.call(request).await.map_err(Into::into);
-            ticket.settle(if fault::is_fault_response(&result) {
-                CallOutcome::Fault
-            } else {
+            ticket.settle(if !fault::is_fault_response(&result) {
                 CallOutcome::Success
+            } else if awaits_version && about_the_minimum(&result) {
+                CallOutcome::Cancelled
+            } else {
+                CallOutcome::Fault
             });
             result
         })
+    }
+}
+
+/// Whether the fault that ended a read waiting for a resourceVersion is about the minimum
+/// it named ([`AwaitsVersion`]): a 500 or 504 answer, or a timeout.
+fn about_the_minimum<B>(result: &Result<http::Response<B>, BoxError>) -> bool {
+    match result {
+        Ok(response) => matches!(response.status().as_u16(), 500 | 504),
+        Err(error) => matches!(
+            RequestError::from_boxed(error.as_ref()),
+            RequestError::Timeout { .. }
+        ),
     }
 }
 
@@ -542,5 +561,37 @@ mod tests {
         probe.extensions_mut().insert(Readiness);
         healthy.oneshot(probe).await.expect("not refused");
         assert!(matches!(b.state(), State::Open { .. }), "not counted");
+    }
+
+    /// A caller asking for a version from the future cannot open the breaker for everyone:
+    /// the 504 (or 500, or timeout) of a read waiting for its minimum is no verdict, while
+    /// the same answer to any other request is a fault.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_waiting_for_a_version_gives_no_verdict_on_its_504_500_or_timeout() {
+        let b = Breaker::new(CONFIG);
+        let answering = |code: u16| {
+            stack(&b, move || async move {
+                let mut response = http::Response::new(Full::new(Bytes::from_static(b"{}")));
+                *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
+                Ok::<_, BoxError>(response)
+            })
+        };
+        let awaiting = || {
+            let mut request = get();
+            request.extensions_mut().insert(AwaitsVersion);
+            request
+        };
+        fail(&b);
+        for code in [504, 500, 504, 500, 504, 500] {
+            answering(code).oneshot(awaiting()).await.expect("answered");
+        }
+        let hung = stack(&b, std::future::pending::<Result<Response, BoxError>>);
+        hung.oneshot(awaiting()).await.expect_err("timed out");
+        assert_eq!(b.state(), State::Closed { faults: 1 }, "no verdict");
+        // Throttling is still a fault, and so is a 504 to a plain read.
+        answering(429).oneshot(awaiting()).await.expect("answered");
+        assert_eq!(b.state(), State::Closed { faults: 2 });
+        answering(504).oneshot(get()).await.expect("answered");
+        assert!(matches!(b.state(), State::Open { .. }), "the third fault");
     }
 }

@@ -1,5 +1,5 @@
 //! What a request carries through the stack in its extensions (the RPC's [`Deadline`], a
-//! per-request [`RequestTimeout`], the [`Readiness`] mark) and the helpers every layer
+//! per-request [`RequestTimeout`], the [`Readiness`] and [`AwaitsVersion`] marks) and the helpers every layer
 //! shares. A leaf of `client/`: the layers and the request helpers read it.
 
 use std::time::Duration;
@@ -20,6 +20,14 @@ pub struct RequestTimeout(pub Duration);
 /// (neither refused by an open breaker nor counted by it). See `client/readiness.rs`.
 #[derive(Debug, Clone, Copy)]
 pub struct Readiness;
+
+/// Marks a read that asks the API server to wait for a resourceVersion the caller named
+/// (`resourceVersion=<min>`, "not older than"): its 504 (the server's cache did not reach
+/// the minimum within its wait), its 500 (a minimum the server cannot parse) and its
+/// timeout (the caller's deadline cut the wait short) are about that minimum, not about
+/// the server's health, so the breaker gives them no verdict. See `client/breaker.rs`.
+#[derive(Debug, Clone, Copy)]
+pub struct AwaitsVersion;
 
 /// The service a layer's `call` was made on, for the call's future to own; a clone
 /// stays behind for the next `poll_ready` (tower: only the service polled ready may be

@@ -39,7 +39,7 @@ pub mod transport;
 
 pub use answer::{Answer, CircuitOpen, RequestError, WouldExceedDeadline};
 pub use connect::connect;
-pub use context::{Deadline, Readiness, RequestTimeout};
+pub use context::{AwaitsVersion, Deadline, Readiness, RequestTimeout};
 pub use error::ConnectError;
 pub use handle::ApiClient;
 pub use stack::{StackConfig, build, over};

@@ -13,9 +13,9 @@ use super::decide::Step;
 use super::error::{Failure, request_failure};
 use super::memory::{Event, Lesson, Memory, Source};
 use super::spec::{EngineConfig, WriteSpec};
-use crate::client::ApiClient;
 use crate::client::apiserver::{self, Answer};
 use crate::client::discovery::{self, Discovery};
+use crate::client::{ApiClient, AwaitsVersion};
 use crate::engine::classify::Decision;
 use crate::resource_version::WellFormed;
 use crate::target::ObjectPath;
@@ -126,8 +126,9 @@ impl Api {
         deadline: Option<Instant>,
         made: u32,
     ) -> Read {
-        self.read_with(request, request.get(Some(min)), deadline, made)
-            .await
+        let mut get = request.get(Some(min));
+        get.extensions_mut().insert(AwaitsVersion);
+        self.read_with(request, get, deadline, made).await
     }
 
     /// Sends the read `get` of `request` and tells the memory what it found.

@@ -320,6 +320,22 @@ async fn a_minimum_the_api_server_has_not_reached_is_refused_never_answered() {
         "{:?}",
         started.elapsed()
     );
+
+    // Such refusals say nothing about the API server's health: more of them in a row
+    // than the breaker's threshold (5) leave it closed for everyone else.
+    for _ in 0..6 {
+        let refused = writer
+            .get(get_within(&ns, "c", past_u64, Duration::from_secs(10)))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument);
+    }
+    let live = writer.get(get(target(&ns, "ConfigMap", "c"), "")).await;
+    assert!(live.is_ok(), "the breaker stayed closed: {live:?}");
+    assert!(
+        sidecar.metrics().contains("safewrite_breaker_state 0"),
+        "closed"
+    );
 }
 
 /// A caller whose deadline is shorter than the API server's wait gets DEADLINE_EXCEEDED

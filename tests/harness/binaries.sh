@@ -97,7 +97,7 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
-# build_from_module MODULE VERSION PACKAGE OUTPUT STAGING_VERSION
+# build_from_module MODULE VERSION PACKAGE OUTPUT STAGING_VERSION [LDFLAGS]
 # Builds PACKAGE from MODULE@VERSION through a throwaway wrapper module. Modules such as
 # k8s.io/kubernetes and etcd's server replace their siblings with relative paths, which
 # `go install pkg@version` refuses; the wrapper pins every such sibling to its published
@@ -105,7 +105,7 @@ fi
 # directives are ignored when it is built as a dependency, so the upstream module's
 # replaces by a published version (such as jaeger's `X => X v1.33.0`) are copied as they are.
 build_from_module() {
-  local module=$1 version=$2 package=$3 output=$4 staging=${5:-$2}
+  local module=$1 version=$2 package=$3 output=$4 staging=${5:-$2} ldflags="-s -w ${6:-}"
   if [ -x "$output" ]; then
     return 0
   fi
@@ -122,7 +122,8 @@ build_from_module() {
   fi
   local work
   work=$(mktemp -d)
-  trap 'rm -rf "$work"; exec {lock}>&-' RETURN
+  # The trap clears itself: a RETURN trap stays set after its function returns.
+  trap 'rm -rf "$work"; exec {lock}>&-; trap - RETURN' RETURN
   log "building $package@$version (first run on this machine only; takes minutes)"
   local started=$SECONDS
   (
@@ -137,7 +138,9 @@ build_from_module() {
       cp "$(jq -r .Dir <<<"$info")/go.sum" go.sum
       chmod u+w go.sum
     fi
-    # Every `X => ./relative` replace of the upstream module becomes `X => X staging`.
+    # Every `X => ./relative` replace of the upstream module becomes `X => X vR`, vR the
+    # version upstream requires X at (etcd 3.5 requires its client/v2 at v2.305.N), or
+    # the staging version where it requires v0.0.0 (Kubernetes' staging modules).
     # (Upstream also replaces modules it forbids with ./FORBIDDEN_DEPENDENCY: skip those.)
     awk '
       /^replace[ \t]*\(/ { inblock = 1; next }
@@ -146,7 +149,11 @@ build_from_module() {
       /^replace[ \t]/    { sub(/^replace[ \t]+/, ""); print }
     ' "$gomod" | awk '$2 == "=>" && $3 ~ /^\.\.?\// && $3 !~ /FORBIDDEN/ { print $1 }' | sort -u |
       while read -r dep; do
-        go mod edit -replace "$dep=$dep@$staging"
+        local required
+        required=$(go mod edit -json "$gomod" |
+          jq -r --arg dep "$dep" '[.Require[]? | select(.Path == $dep) | .Version][0] // ""')
+        case "$required" in "" | v0.0.0) required=$staging ;; esac
+        go mod edit -replace "$dep=$dep@$required"
       done
     # Every `X [vA] => Y vB` replace is kept: `X[@vA]=Y@vB`.
     awk '
@@ -164,10 +171,34 @@ build_from_module() {
     go mod edit -require "$module@$version"
     printf 'package tools\n\nimport _ "%s"\n' "$package" > tools.go
     go mod tidy >/dev/null
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$output.tmp" "$package"
+    CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$output.tmp" "$package"
     mv "$output.tmp" "$output"
   )
   log "built $(basename "$output") in $((SECONDS - started))s"
+}
+
+# k8s_ldflags VERSION: the version stamp Kubernetes' own build gives its binaries
+# (hack/lib/version.sh), so that /version and `--version` say VERSION, not v0.0.0-master.
+k8s_ldflags() {
+  local version=$1 minor flags="" pkg
+  minor=$(cut -d. -f2 <<<"$version")
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean"
+  done
+  echo "$flags"
+}
+# build_k8s COMMAND VERSION OUTPUT: cmd/COMMAND of k8s.io/kubernetes at VERSION, stamped
+# with it; a cached binary without the stamp (built before the stamp was given) is built
+# again.
+build_k8s() {
+  local command=$1 version=$2 output=$3
+  if [ -x "$output" ] && [ "$("$output" --version 2>/dev/null)" != "Kubernetes $version" ]; then
+    log "$(basename "$output") $version in the cache does not say its version: building it again"
+    rm -f "$output"
+  fi
+  build_from_module k8s.io/kubernetes "$version" "k8s.io/kubernetes/cmd/$command" "$output" \
+    "v0.${version#v1.}" "$(k8s_ldflags "$version")"
 }
 
 # control_plane K8S ETCD: builds (once per machine) kube-apiserver K8S and etcd ETCD, and
@@ -179,8 +210,7 @@ control_plane() {
   local k8s=$1 etcd_version=$2
   building="$k8s (kube-apiserver, with etcd $etcd_version)"
   apiserver=$(tool_path kube-apiserver "$k8s")
-  build_from_module k8s.io/kubernetes "$k8s" \
-    k8s.io/kubernetes/cmd/kube-apiserver "$apiserver" "v0.${k8s#v1.}"
+  build_k8s kube-apiserver "$k8s" "$apiserver"
   etcd=$(tool_path etcd "$etcd_version")
   build_from_module go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 "$etcd"
   building=""

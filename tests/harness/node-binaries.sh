@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # `binaries.sh node`: the pieces of a node, sourced by tests/harness/binaries.sh (it uses
-# that script's build_from_module, go_install, tool_path, log, $cache and $tools). Each
+# that script's build_k8s, go_install, tool_path, log, $cache and $tools). Each
 # piece is cached under $cache/bin/<name>-<version>/, built once per machine:
 #   kubelet, kube-controller-manager, kube-scheduler, kube-proxy
 #                                 k8s.io/kubernetes at KUBERNETES_VERSION (like kube-apiserver)
@@ -34,8 +34,7 @@ fi
 node_started=$SECONDS
 for tool in kubelet kube-controller-manager kube-scheduler kube-proxy; do
   output=$(tool_path "$tool" "$KUBERNETES_VERSION")
-  build_from_module k8s.io/kubernetes "$KUBERNETES_VERSION" \
-    "k8s.io/kubernetes/cmd/$tool" "$output" "v0.${KUBERNETES_VERSION#v1.}"
+  build_k8s "$tool" "$KUBERNETES_VERSION" "$output"
   tools+=("$output")
 done
 # build_from_module cleans up in a RETURN trap, which would fire again when this sourced

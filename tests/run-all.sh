@@ -25,6 +25,7 @@ section() {
 started=$SECONDS
 
 section "test tools (kube-apiserver, etcd, grpcurl, buf; built once per machine)"
+# The default Kubernetes here; tests/matrix.sh below builds the matrix's other minors.
 tools=$(bash tests/harness/binaries.sh | tail -n 1)
 echo "$tools"
 
@@ -56,6 +57,12 @@ bash deploy/image/build.sh >/dev/null
 
 section "cargo test (unit + integration against the real control plane, and pods on a real node)"
 cargo test
+
+section "version matrix: the contract subset on every other Kubernetes minor (tests/matrix.sh)"
+# docs/versions.md: the full suites above ran on the default (the newest minor); each other
+# minor of tests/harness/versions.env runs tests/matrix.tests (its binaries built once per
+# machine, like the default's).
+bash tests/matrix.sh
 
 section "linearizability checker (tests/linearizability: gofmt, go vet, go test)"
 # The integration suite's tests/integration/linearizability.rs records histories of real

@@ -32,3 +32,4 @@ mod restart;
 mod sidecar;
 mod traces;
 mod transact;
+mod versions;

@@ -24,7 +24,9 @@ pub enum Command {
     /// Serve the safewrite.v1.WriterService gRPC API (plus grpc.health.v1 and reflection).
     Serve(ServeArgs),
     /// Add the safewrite native sidecar to the pod templates of manifests (files,
-    /// directories or `-`), as the injection policy would; writes them to stdout.
+    /// directories or `-`), as the injection policy would; writes them to stdout. For
+    /// Kubernetes before 1.36, whose MutatingAdmissionPolicy is not GA, and for manifests
+    /// kept in git (docs/versions.md).
     Inject(safewrite::inject::InjectArgs),
     /// Check a running sidecar's grpc.health.v1 status, for exec probes: prints one line,
     /// exits 0 when it is SERVING and 1 otherwise.

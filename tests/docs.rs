@@ -7,7 +7,9 @@
 //!   docs/, the clients' READMEs, ...) names a file that exists and a heading it has,
 //!   with GitHub's rules for heading anchors;
 //! - README.md is a front page: the two commands first, at most 200 lines, a link to
-//!   every page under docs/.
+//!   every page under docs/;
+//! - README.md's supported Kubernetes range is the version matrix's
+//!   (tests/harness/versions.env), which docs/versions.md lists in full.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -747,6 +749,79 @@ fn readme_is_a_front_page_over_docs() {
     assert!(
         unlinked.is_empty(),
         "pages under docs/ that README.md's map does not link: {unlinked:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The version matrix
+
+/// `KUBERNETES_MATRIX` of tests/harness/versions.env: (Kubernetes, etcd) pairs.
+fn matrix() -> Vec<(String, String)> {
+    let env = std::fs::read_to_string(root().join("tests/harness/versions.env"))
+        .expect("tests/harness/versions.env");
+    let line = env
+        .lines()
+        .find_map(|l| l.strip_prefix("KUBERNETES_MATRIX="))
+        .expect("KUBERNETES_MATRIX in tests/harness/versions.env");
+    line.trim_matches('"')
+        .split_whitespace()
+        .map(|entry| {
+            let (k8s, etcd) = entry.split_once('=').expect("an entry is vK=vETCD");
+            (k8s.to_string(), etcd.to_string())
+        })
+        .collect()
+}
+
+/// "1.35" of "v1.35.4".
+fn minor_of(version: &str) -> String {
+    let parts: Vec<&str> = version.trim_start_matches('v').split('.').collect();
+    format!("{}.{}", parts[0], parts[1])
+}
+
+#[test]
+fn the_supported_range_is_the_matrix() {
+    let matrix = matrix();
+    let (oldest, newest) = (
+        minor_of(&matrix.first().expect("a matrix").0),
+        minor_of(&matrix.last().expect("a matrix").0),
+    );
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let claims: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("Supported Kubernetes: "))
+        .collect();
+    let expected = format!("Supported Kubernetes: {oldest} to {newest},");
+    assert!(
+        claims.len() == 1 && claims[0].starts_with(&expected),
+        "README.md must name the supported range in one line starting {expected:?} (the \
+         ends of KUBERNETES_MATRIX in tests/harness/versions.env); it has {claims:?}"
+    );
+    // docs/versions.md's table lists every entry, and the default is the newest.
+    let page = std::fs::read_to_string(root().join("docs/versions.md")).expect("versions.md");
+    for (k8s, etcd) in &matrix {
+        assert!(
+            page.contains(&format!("| {k8s} | {etcd} |")),
+            "docs/versions.md's matrix table lacks the row | {k8s} | {etcd} |"
+        );
+    }
+    let env = std::fs::read_to_string(root().join("tests/harness/versions.env")).expect("env");
+    let default = env
+        .lines()
+        .find_map(|l| l.strip_prefix("KUBERNETES_VERSION="))
+        .expect("KUBERNETES_VERSION");
+    assert_eq!(
+        default,
+        matrix.last().expect("a matrix").0,
+        "the default KUBERNETES_VERSION is the matrix's newest entry"
+    );
+    // k8s-openapi's version feature follows the default's minor.
+    let cargo = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    let feature = format!("\"v{}\"", newest.replace('.', "_"));
+    assert!(
+        cargo
+            .lines()
+            .any(|l| l.starts_with("k8s-openapi") && l.contains(&feature)),
+        "Cargo.toml's k8s-openapi must enable {feature}, the default Kubernetes' minor"
     );
 }
 

@@ -78,6 +78,9 @@ func reasonClass(r Reason) (c class, ok bool) {
 	case safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN:
 		// As the API server answers a write that "may still be in progress".
 		return class{reason: metav1.StatusReasonTimeout, code: 504}, true
+	case safewritev1.Reason_REASON_RESOURCE_VERSION_TOO_LARGE:
+		// As the API server answers a read whose resourceVersion its cache has not reached.
+		return class{reason: metav1.StatusReasonTimeout, code: 504}, true
 	case safewritev1.Reason_REASON_BAD_ANSWER:
 		return class{reason: metav1.StatusReasonInternalError, code: 500}, true
 	case safewritev1.Reason_REASON_REQUEST_TOO_LARGE:
@@ -165,8 +168,8 @@ func (e *Error) class() class {
 // FIELD_MANAGER_CONFLICT are 409 Conflict; INVALID_REQUEST and INVALID_CEL are 422
 // Invalid with a cause per field violation (400 BadRequest when none is named),
 // MUTATION_DOES_NOT_APPLY, OBJECT_DELETING and ALREADY_OWNED are 422 Invalid; CEL_BUSY, RATE_LIMITED and OVERLOADED are 429
-// TooManyRequests; DEADLINE_EXCEEDED and TRANSACTION_IDLE are 504 Timeout, as is
-// WRITE_OUTCOME_UNKNOWN; API_SERVER_UNREACHABLE, RETRY_BUDGET_EXHAUSTED and CIRCUIT_OPEN
+// TooManyRequests; DEADLINE_EXCEEDED and TRANSACTION_IDLE are 504 Timeout, as are
+// WRITE_OUTCOME_UNKNOWN and RESOURCE_VERSION_TOO_LARGE; API_SERVER_UNREACHABLE, RETRY_BUDGET_EXHAUSTED and CIRCUIT_OPEN
 // are 503 ServiceUnavailable; POLICY_DENIED is 403 Forbidden; TOKEN_REQUIRED and
 // TOKEN_INVALID are 401 Unauthorized; REQUEST_TOO_LARGE is 413, MALFORMED_REQUEST 400,
 // UNIMPLEMENTED 405, BAD_ANSWER 500 InternalError. Errors without a reason map by their

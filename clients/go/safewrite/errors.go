@@ -38,7 +38,9 @@ var (
 	// [Error.CurrentObject] holds the object as it is now.
 	ErrPreconditionFailed = errors.New("safewrite: precondition failed")
 	// ErrUnavailable (UNAVAILABLE): the API server or the sidecar is unreachable,
-	// throttling, or behind an open circuit breaker; retry after the delay of [Error.RetryDelay].
+	// throttling, or behind an open circuit breaker, or a Get's minimum resourceVersion
+	// is one the API server has not reached yet ([Error.ReasonCode]
+	// REASON_RESOURCE_VERSION_TOO_LARGE); retry after the delay of [Error.RetryDelay].
 	ErrUnavailable = errors.New("safewrite: unavailable")
 	// ErrResourceExhausted (RESOURCE_EXHAUSTED): the sidecar is shedding load or its rate
 	// limit would outlast the deadline; retry after the delay of [Error.RetryDelay].

@@ -41,11 +41,14 @@ func AtLeast(res *Result) GetOption {
 
 // WithMinResourceVersion asks for the object at least as new as resourceVersion rv:
 // [Result.ResourceVersion] of a write (as [AtLeast] does), or [GetResult.ResourceVersion]
-// of an earlier read. Empty: a live read. An rv that is not a decimal number is always
-// read live. The sidecar refuses, with [ErrInvalid] naming the field
-// "min_resource_version", an rv with a character outside [A-Za-z0-9._:-], and one newer
-// than the object a live read finds, which is no state this object had (for example
-// the resourceVersion of a write of another object).
+// of an earlier read. Empty: a live read. Versions compare as Kubernetes defines them
+// (KEP-5504): ASCII digits without a leading zero, the shorter older, equal lengths
+// lexically; an rv that is not well formed ("0", leading zeros, other characters) is
+// never compared and always read live. The sidecar refuses, with [ErrInvalid] naming
+// the field "min_resource_version", an rv with a character outside [A-Za-z0-9._:-] or
+// one past what the API server can represent (more than 2^64-1); and with
+// [ErrUnavailable] (reason RESOURCE_VERSION_TOO_LARGE) one the API server has not
+// reached (see [Client.Get]).
 func WithMinResourceVersion(rv string) GetOption {
 	return func(cfg *getConfig) { cfg.minResourceVersion = rv }
 }
@@ -70,10 +73,17 @@ type GetResult struct {
 // Get reads the object ref names (Get): read your own writes. With [AtLeast] (or
 // [WithMinResourceVersion]) the answer is at least as new as that write, never older:
 // from the sidecar's remembered copy when that copy is at or past it, with no request
-// to the API server ([GetResult.Remembered]), else from a live read, which etcd
-// answers with a quorum read. Without a minimum it is always a live read. A controller
-// that just wrote through the sidecar reads the result back this way instead of
-// through its informer's cache, which may not have seen the write yet.
+// to the API server ([GetResult.Remembered]), else with one "not older than" read of
+// the API server (a GET with resourceVersion set to the minimum, served from its watch
+// cache). Without a minimum it is always a live read. A controller that just wrote
+// through the sidecar reads the result back this way instead of through its
+// informer's cache, which may not have seen the write yet.
+//
+// A minimum the API server has not reached within its wait (about 3 s) is refused,
+// never answered: [ErrUnavailable] with [Error.ReasonCode]
+// REASON_RESOURCE_VERSION_TOO_LARGE and [Error.RetryDelay] the server's retry delay
+// ([Error.Retryable] is true); with a deadline shorter than that wait,
+// [ErrDeadlineExceeded] at the deadline. The sidecar does not retry it.
 //
 // A failure is an [*Error] as for a write: [ErrNotFound] when the object does not
 // exist, [ErrPermissionDenied] when the sidecar's policy does not allow reading it

@@ -137,6 +137,7 @@ func TestStatusMapping(t *testing.T) {
 		{"policy", sidecarError(t, codes.PermissionDenied, "POLICY_DENIED", safewritev1.Reason_REASON_POLICY_DENIED, true, nil), "Forbidden", 403, false},
 		{"token", sidecarError(t, codes.Unauthenticated, "TOKEN_INVALID", safewritev1.Reason_REASON_TOKEN_INVALID, true, nil), "Unauthorized", 401, false},
 		{"circuit", sidecarError(t, codes.Unavailable, "CIRCUIT_OPEN", safewritev1.Reason_REASON_CIRCUIT_OPEN, true, nil, retry), "ServiceUnavailable", 503, true},
+		{"rv too large", sidecarError(t, codes.Unavailable, "RESOURCE_VERSION_TOO_LARGE", safewritev1.Reason_REASON_RESOURCE_VERSION_TOO_LARGE, true, nil, retry), "Timeout", 504, true},
 		{"overloaded", sidecarError(t, codes.ResourceExhausted, "OVERLOADED", safewritev1.Reason_REASON_OVERLOADED, true, nil, retry), "TooManyRequests", 429, true},
 		{"deadline", sidecarError(t, codes.DeadlineExceeded, "DEADLINE_EXCEEDED", safewritev1.Reason_REASON_DEADLINE_EXCEEDED, true, nil), "Timeout", 504, true},
 		{"outcome unknown", sidecarError(t, codes.Unknown, "WRITE_OUTCOME_UNKNOWN", safewritev1.Reason_REASON_WRITE_OUTCOME_UNKNOWN, true, nil), "Timeout", 504, false},

@@ -171,6 +171,8 @@ const (
 	Reason_REASON_OBJECT_DELETING Reason = 27
 	// Another owner is already the object's controller; the message names it. Nothing was written.
 	Reason_REASON_ALREADY_OWNED Reason = 28
+	// Get's min_resource_version is newer than the API server has reached: its watch cache did not catch up within its wait (about 3 s; HTTP 504, cause ResourceVersionTooLarge). Nothing was read; UNAVAILABLE with RetryInfo carrying the server's retry delay.
+	Reason_REASON_RESOURCE_VERSION_TOO_LARGE Reason = 29
 )
 
 // Enum value maps for Reason.
@@ -205,37 +207,39 @@ var (
 		26: "REASON_API_SERVER",
 		27: "REASON_OBJECT_DELETING",
 		28: "REASON_ALREADY_OWNED",
+		29: "REASON_RESOURCE_VERSION_TOO_LARGE",
 	}
 	Reason_value = map[string]int32{
-		"REASON_UNSPECIFIED":               0,
-		"REASON_INVALID_REQUEST":           1,
-		"REASON_UNKNOWN_KIND":              2,
-		"REASON_PRECONDITION_FAILED":       3,
-		"REASON_INVALID_CEL":               4,
-		"REASON_CEL_BUSY":                  5,
-		"REASON_DEADLINE_EXCEEDED":         6,
-		"REASON_MUTATION_DOES_NOT_APPLY":   7,
-		"REASON_RESOURCE_VERSION_MISMATCH": 8,
-		"REASON_API_SERVER_UNREACHABLE":    9,
-		"REASON_WRITE_OUTCOME_UNKNOWN":     10,
-		"REASON_RETRY_BUDGET_EXHAUSTED":    11,
-		"REASON_CIRCUIT_OPEN":              12,
-		"REASON_RATE_LIMITED":              13,
-		"REASON_TRANSACTION_CANCELLED":     14,
-		"REASON_TRANSACTION_IDLE":          15,
-		"REASON_BAD_ANSWER":                16,
-		"REASON_OVERLOADED":                17,
-		"REASON_REQUEST_TOO_LARGE":         18,
-		"REASON_MALFORMED_REQUEST":         19,
-		"REASON_UNIMPLEMENTED":             20,
-		"REASON_REQUEST_NOT_READ":          21,
-		"REASON_POLICY_DENIED":             22,
-		"REASON_TOKEN_REQUIRED":            23,
-		"REASON_TOKEN_INVALID":             24,
-		"REASON_FIELD_MANAGER_CONFLICT":    25,
-		"REASON_API_SERVER":                26,
-		"REASON_OBJECT_DELETING":           27,
-		"REASON_ALREADY_OWNED":             28,
+		"REASON_UNSPECIFIED":                0,
+		"REASON_INVALID_REQUEST":            1,
+		"REASON_UNKNOWN_KIND":               2,
+		"REASON_PRECONDITION_FAILED":        3,
+		"REASON_INVALID_CEL":                4,
+		"REASON_CEL_BUSY":                   5,
+		"REASON_DEADLINE_EXCEEDED":          6,
+		"REASON_MUTATION_DOES_NOT_APPLY":    7,
+		"REASON_RESOURCE_VERSION_MISMATCH":  8,
+		"REASON_API_SERVER_UNREACHABLE":     9,
+		"REASON_WRITE_OUTCOME_UNKNOWN":      10,
+		"REASON_RETRY_BUDGET_EXHAUSTED":     11,
+		"REASON_CIRCUIT_OPEN":               12,
+		"REASON_RATE_LIMITED":               13,
+		"REASON_TRANSACTION_CANCELLED":      14,
+		"REASON_TRANSACTION_IDLE":           15,
+		"REASON_BAD_ANSWER":                 16,
+		"REASON_OVERLOADED":                 17,
+		"REASON_REQUEST_TOO_LARGE":          18,
+		"REASON_MALFORMED_REQUEST":          19,
+		"REASON_UNIMPLEMENTED":              20,
+		"REASON_REQUEST_NOT_READ":           21,
+		"REASON_POLICY_DENIED":              22,
+		"REASON_TOKEN_REQUIRED":             23,
+		"REASON_TOKEN_INVALID":              24,
+		"REASON_FIELD_MANAGER_CONFLICT":     25,
+		"REASON_API_SERVER":                 26,
+		"REASON_OBJECT_DELETING":            27,
+		"REASON_ALREADY_OWNED":              28,
+		"REASON_RESOURCE_VERSION_TOO_LARGE": 29,
 	}
 )
 
@@ -338,13 +342,27 @@ type GetRequest struct {
 	// The object to read. Required.
 	Target *ObjectRef `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
 	// The answer is at least as new as this resourceVersion, e.g. WriteResult.resource_version
-	// of the caller's own write. Empty: read live. A resourceVersion that is not a decimal
-	// number (an API server whose versions are not comparable) is always read live. At most
-	// 128 characters of [A-Za-z0-9._:-], else INVALID_ARGUMENT naming this field. A live
-	// read answers the object as it is now, whose own resourceVersion (when it last
-	// changed) may be older than this one, e.g. one of another object's write. A remembered
-	// copy is the object as the sidecar last read or wrote it: after the object was deleted
-	// by another writer, it may still answer with that state.
+	// of the caller's own write. Empty: read live. Versions compare as Kubernetes defines
+	// (KEP-5504): a well-formed version is ASCII digits without a leading zero ("0" is
+	// not), the shorter is older and equal lengths compare lexically, with no size limit.
+	// When the remembered copy is at or past this version it answers, without a request;
+	// else one GET with resourceVersion=<this> asks the API server for the object not
+	// older than it. A version that is not well formed (leading zeros, "0", other
+	// characters) is never compared: always a live read. At most 128 characters of
+	// [A-Za-z0-9._:-], else INVALID_ARGUMENT naming this field.
+	//
+	// Refusals: a version the API server has not reached within its wait (about 3 s; it
+	// answers 504 with the cause ResourceVersionTooLarge) is UNAVAILABLE, reason
+	// RESOURCE_VERSION_TOO_LARGE, with RetryInfo (the server's retryAfterSeconds); with a
+	// call deadline shorter than that wait, DEADLINE_EXCEEDED at the deadline. A version
+	// past what the API server can represent (more than 2^64-1, which it answers with a 500
+	// saying it does not parse) is INVALID_ARGUMENT naming this field. Neither is retried by
+	// the sidecar.
+	//
+	// The object answered may carry an own resourceVersion (when it last changed) older
+	// than this one, e.g. one of another object's write: it is the object as of a revision
+	// at or past it. A remembered copy is the object as the sidecar last read or wrote it:
+	// after the object was deleted by another writer, it may still answer with that state.
 	MinResourceVersion string `protobuf:"bytes,2,opt,name=min_resource_version,json=minResourceVersion,proto3" json:"min_resource_version,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -1785,17 +1803,34 @@ func (x *FinalizerChange) GetRemove() bool {
 
 // OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
 // controllerutil.SetOwnerReference / SetControllerReference / RemoveOwnerReference do.
-// References are matched by uid. Ensure writes nothing when an identical reference is
-// there, updates its fields when one with the same uid differs, and appends it otherwise;
-// asking for `controller` when another owner is the object's controller is refused with
-// FAILED_PRECONDITION, reason ALREADY_OWNED, naming that controller. Removing a reference
-// that is not there writes nothing; removing the last one removes the list.
+// A reference is this owner's when its API group (the part of apiVersion before the "/";
+// the version is ignored), kind and name equal the owner's; the uid is not compared, so
+// an owner deleted and recreated under the same name (a new uid) is the same owner, and
+// so is one named at another version (apps/v1beta1 and apps/v1). A stored apiVersion
+// with more than one "/" names no owner.
+//
+// Ensure: when `controller` is set and the object's controller (the first reference with
+// controller: true) is a different owner, the change is refused with
+// FAILED_PRECONDITION, reason ALREADY_OWNED, naming that controller; without
+// `controller` there is no such check. Otherwise the first reference that is this
+// owner's takes the request's apiVersion, uid, controller and block_owner_deletion in
+// place (its position, and fields this version does not know, are kept): a flag not
+// set in the request is removed from it, so ensuring an owner without `controller` makes
+// a controller reference to that same owner an ordinary one, as SetOwnerReference does.
+// A reference identical to the request writes nothing (OUTCOME_UNCHANGED; a flag stored
+// as false is the same as one absent). With no reference of this owner, the request's
+// is appended.
+//
+// Remove: the first reference that is this owner's is removed (by API group, kind and
+// name only: uid, controller and block_owner_deletion are not read, and no owner is
+// read). Removing a reference that is not there writes nothing; removing the last one
+// removes the list. Every other reference is kept as it is and where it is.
 type OwnerReferenceChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The owner. Required.
 	Owner *OwnerReference `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	// Remove the reference instead of ensuring it: by uid, or, when no uid is given, every
-	// reference with the owner's API group, kind and name.
+	// Remove the owner's reference instead of ensuring it, matched by API group, kind and
+	// name as above.
 	Remove        bool `protobuf:"varint,2,opt,name=remove,proto3" json:"remove,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1845,18 +1880,22 @@ func (x *OwnerReferenceChange) GetRemove() bool {
 	return false
 }
 
-// OwnerReference names an owner of the object, as metav1.OwnerReference.
+// OwnerReference names an owner of the object, as metav1.OwnerReference. The owner is
+// identified by the group of api_version, kind and name; the uid is what is written.
 type OwnerReference struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The owner's apiVersion, e.g. "apps/v1". Required.
+	// The owner's apiVersion, e.g. "apps/v1". Required. Its group identifies the owner;
+	// ensuring writes the whole apiVersion into the reference.
 	ApiVersion string `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// The owner's kind, e.g. "Deployment". Required.
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The owner's metadata.name. Required.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	// The owner's metadata.uid. When empty, safewrite reads the owner (in the object's
-	// namespace, or cluster-scoped) and takes its uid; a namespaced owner of a
-	// cluster-scoped object is refused. Not read again on retries.
+	// The owner's metadata.uid, written into the reference when ensuring; not used to
+	// match references, and not read when removing. When empty and ensuring, safewrite
+	// reads the owner (in the object's namespace, or cluster-scoped) and takes its uid; a
+	// namespaced owner of a cluster-scoped object is refused. Not read again on retries.
+	// Required in a Transact proposal that ensures a reference.
 	Uid string `protobuf:"bytes,4,opt,name=uid,proto3" json:"uid,omitempty"`
 	// The owner is the object's managing controller (at most one owner may be).
 	Controller bool `protobuf:"varint,5,opt,name=controller,proto3" json:"controller,omitempty"`
@@ -3025,7 +3064,7 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x11OUTCOME_UNCHANGED\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_CREATED\x10\x03\x12\x13\n" +
 	"\x0fOUTCOME_ABORTED\x10\x04\x12\x10\n" +
-	"\fOUTCOME_GONE\x10\x05*\x82\b\n" +
+	"\fOUTCOME_GONE\x10\x05*\xaf\b\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x1a\x04\x88\xb5\x18\x04\x12 \n" +
 	"\x16REASON_INVALID_REQUEST\x10\x01\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
@@ -3056,7 +3095,8 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x1dREASON_FIELD_MANAGER_CONFLICT\x10\x19\x1a\x04\x88\xb5\x18\x01\x12\x1b\n" +
 	"\x11REASON_API_SERVER\x10\x1a\x1a\x04\x88\xb5\x18\x04\x12 \n" +
 	"\x16REASON_OBJECT_DELETING\x10\x1b\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
-	"\x14REASON_ALREADY_OWNED\x10\x1c\x1a\x04\x88\xb5\x18\x01\x1a\x0f\x8a\xb5\x18\v\n" +
+	"\x14REASON_ALREADY_OWNED\x10\x1c\x1a\x04\x88\xb5\x18\x01\x12+\n" +
+	"!REASON_RESOURCE_VERSION_TOO_LARGE\x10\x1d\x1a\x04\x88\xb5\x18\x02\x1a\x0f\x8a\xb5\x18\v\n" +
 	"\x03\x01\x02\x04\x12\x04\b\n" +
 	"\r\x0e*s\n" +
 	"\x05Retry\x12\x15\n" +

@@ -66,9 +66,15 @@ type WriterServiceClient interface {
 	// own writes. A controller whose cache (an informer) may still hold the object from
 	// before its own write passes the resourceVersion that write answered with, and gets
 	// that state or a newer one, never an older one: from the sidecar's remembered copy when
-	// that copy is at or past it (no request to the API server), else from a live read.
-	// Without a minimum it always reads live. The policy's `get` operation, the token, the
-	// rate limit and the breaker apply as for writes; Secrets are refused unless allowed.
+	// that copy is at or past it (no request to the API server), else with one GET carrying
+	// the minimum as its resourceVersion (the API server's "not older than" read, served
+	// from its watch cache). A minimum the API server has not reached within its wait
+	// (about 3 s) is refused, never answered OK: UNAVAILABLE with reason
+	// RESOURCE_VERSION_TOO_LARGE and a RetryInfo carrying the server's retry delay, or
+	// DEADLINE_EXCEEDED when the call's deadline comes first. The sidecar makes one
+	// request and does not retry. Without a minimum it always reads live. The policy's
+	// `get` operation, the token, the rate limit and the breaker apply as for writes;
+	// Secrets are refused unless allowed.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 }
 
@@ -159,9 +165,15 @@ type WriterServiceServer interface {
 	// own writes. A controller whose cache (an informer) may still hold the object from
 	// before its own write passes the resourceVersion that write answered with, and gets
 	// that state or a newer one, never an older one: from the sidecar's remembered copy when
-	// that copy is at or past it (no request to the API server), else from a live read.
-	// Without a minimum it always reads live. The policy's `get` operation, the token, the
-	// rate limit and the breaker apply as for writes; Secrets are refused unless allowed.
+	// that copy is at or past it (no request to the API server), else with one GET carrying
+	// the minimum as its resourceVersion (the API server's "not older than" read, served
+	// from its watch cache). A minimum the API server has not reached within its wait
+	// (about 3 s) is refused, never answered OK: UNAVAILABLE with reason
+	// RESOURCE_VERSION_TOO_LARGE and a RetryInfo carrying the server's retry delay, or
+	// DEADLINE_EXCEEDED when the call's deadline comes first. The sidecar makes one
+	// request and does not retry. Without a minimum it always reads live. The policy's
+	// `get` operation, the token, the rate limit and the breaker apply as for writes;
+	// Secrets are refused unless allowed.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	mustEmbedUnimplementedWriterServiceServer()
 }

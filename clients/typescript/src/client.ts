@@ -172,8 +172,18 @@ export class Client {
    * own write, and the answer is that write's object or a newer one, never an older one
    * (as an informer's cache may still hold). The sidecar answers from its remembered copy
    * when that copy is new enough (`remembered: true`, no request to the API server), else
-   * reads live; without `atLeast` (or `minResourceVersion`) it always reads live. `T`
-   * is the object's type, as for {@link update}.
+   * sends one "not older than" read to the API server (a GET with `resourceVersion` set to
+   * the minimum, served from its watch cache); without `atLeast` (or
+   * `minResourceVersion`) it always reads live. Versions compare as Kubernetes defines
+   * them (KEP-5504: digits without a leading zero, the shorter older); a minimum that is
+   * not well formed is never compared and read live. `T` is the object's type, as for
+   * {@link update}.
+   *
+   * A minimum the API server has not reached within its wait (about 3 s) is refused,
+   * never answered: UnavailableError with `failureReasonName`
+   * `RESOURCE_VERSION_TOO_LARGE` and `retryDelayMs` the server's delay
+   * (DeadlineExceededError when the call's deadline comes first); the sidecar does not
+   * retry it.
    *
    * A get writes nothing, so its errors count it as idempotent: `err.retryable` follows
    * the advice as for a write sent with an idempotency key.
@@ -183,7 +193,9 @@ export class Client {
    * @throws SafewriteError as {@link update}: NotFoundError when the object does not
    *   exist, PermissionDeniedError (`POLICY_DENIED`) for a kind the sidecar's policy
    *   does not let it read (Secrets, by default), InvalidError (`INVALID_REQUEST`, field
-   *   `min_resource_version`) for a minimum the sidecar refuses.
+   *   `min_resource_version`) for a minimum the sidecar refuses (malformed, or past what
+   *   the API server can represent), UnavailableError (`RESOURCE_VERSION_TOO_LARGE`) for
+   *   one the API server has not reached.
    */
   async get<T extends KubernetesObject = KubernetesObject>(ref: ObjectRef, options: GetOptions = {}): Promise<GetResult<T>> {
     const response = await this.#unary(

@@ -187,7 +187,11 @@ export class InvalidError extends SafewriteError {}
  * (`ALREADY_OWNED`).
  */
 export class PreconditionFailedError extends SafewriteError {}
-/** UNAVAILABLE: the API server or the sidecar is unreachable or throttling, or the circuit breaker is open; retry after `retryDelayMs`. */
+/**
+ * UNAVAILABLE: the API server or the sidecar is unreachable or throttling, the circuit
+ * breaker is open, or a get's minimum resourceVersion is one the API server has not
+ * reached yet (reason `RESOURCE_VERSION_TOO_LARGE`); retry after `retryDelayMs`.
+ */
 export class UnavailableError extends SafewriteError {}
 /** RESOURCE_EXHAUSTED: the sidecar is shedding load or its rate limit would outlast the deadline; retry after `retryDelayMs`. */
 export class ResourceExhaustedError extends SafewriteError {}

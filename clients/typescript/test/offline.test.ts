@@ -136,6 +136,7 @@ describe("error details", () => {
     [GrpcStatus.FAILED_PRECONDITION, Reason.ALREADY_OWNED, PreconditionFailedError, false],
     [GrpcStatus.UNAVAILABLE, Reason.CIRCUIT_OPEN, UnavailableError, true],
     [GrpcStatus.UNAVAILABLE, Reason.RETRY_BUDGET_EXHAUSTED, UnavailableError, true],
+    [GrpcStatus.UNAVAILABLE, Reason.RESOURCE_VERSION_TOO_LARGE, UnavailableError, true],
     [GrpcStatus.RESOURCE_EXHAUSTED, Reason.OVERLOADED, ResourceExhaustedError, true],
     [GrpcStatus.RESOURCE_EXHAUSTED, Reason.CEL_BUSY, ResourceExhaustedError, true],
     [GrpcStatus.PERMISSION_DENIED, Reason.POLICY_DENIED, PermissionDeniedError, false],

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEiUwoKR2V0UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEhwKFG1pbl9yZXNvdXJjZV92ZXJzaW9uGAIgASgJImIKC0dldFJlc3BvbnNlEhMKC29iamVjdF9qc29uGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSEgoKcmVtZW1iZXJlZBgDIAEoCBIQCgh0cmFjZV9pZBgEIAEoCSL9AQoWVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEigKCG11dGF0aW9uGAIgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMiRAoXVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0IvkBChJQYXRjaFN0YXR1c1JlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkAKE1BhdGNoU3RhdHVzUmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0In4KD1RyYW5zYWN0UmVxdWVzdBIsCgViZWdpbhgBIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEJlZ2luSAASMgoIcHJvcG9zYWwYAiABKAsyHi5zYWZld3JpdGUudjEuVHJhbnNhY3RQcm9wb3NhbEgAQgkKB21lc3NhZ2Ui2gEKDVRyYW5zYWN0QmVnaW4SJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIOCgZzdGF0dXMYAiABKAgSMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyKeAQoQVHJhbnNhY3RQcm9wb3NhbBIPCgdhdHRlbXB0GAEgASgNEhUKC29iamVjdF9qc29uGAIgASgJSAASKgoIbXV0YXRpb24YAyABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb25IABIsCgVhYm9ydBgEIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEFib3J0SABCCAoGY2hhbmdlIh8KDVRyYW5zYWN0QWJvcnQSDgoGcmVhc29uGAEgASgJInYKEFRyYW5zYWN0UmVzcG9uc2USKgoFZnJlc2gYASABKAsyGS5zYWZld3JpdGUudjEuRnJlc2hPYmplY3RIABIrCgZyZXN1bHQYAiABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHRIAEIJCgdtZXNzYWdlIl8KC0ZyZXNoT2JqZWN0Eg8KB2F0dGVtcHQYASABKA0SEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghjcmVhdGluZxgEIAEoCCJPCglPYmplY3RSZWYSEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEbmFtZRgEIAEoCSLkAwoITXV0YXRpb24SLQoKanNvbl9wYXRjaBgBIAEoCzIXLnNhZmV3cml0ZS52MS5Kc29uUGF0Y2hIABIvCgttZXJnZV9wYXRjaBgCIAEoCzIYLnNhZmV3cml0ZS52MS5NZXJnZVBhdGNoSAASLgoFYXBwbHkYAyABKAsyHS5zYWZld3JpdGUudjEuU2VydmVyU2lkZUFwcGx5SAASKAoDY2VsGAQgASgLMhkuc2FmZXdyaXRlLnYxLkNlbE11dGF0aW9uSAASMwoNc2V0X2NvbmRpdGlvbhgFIAEoCzIaLnNhZmV3cml0ZS52MS5TZXRDb25kaXRpb25IABI5ChByZW1vdmVfY29uZGl0aW9uGAYgASgLMh0uc2FmZXdyaXRlLnYxLlJlbW92ZUNvbmRpdGlvbkgAEjIKCWZpbmFsaXplchgHIAEoCzIdLnNhZmV3cml0ZS52MS5GaW5hbGl6ZXJDaGFuZ2VIABI9Cg9vd25lcl9yZWZlcmVuY2UYCCABKAsyIi5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2VDaGFuZ2VIABIzCgpsaXN0X2VudHJ5GAkgASgLMh0uc2FmZXdyaXRlLnYxLkxpc3RFbnRyeUNoYW5nZUgAQgYKBGtpbmQiSQoMU2V0Q29uZGl0aW9uEisKCmNvbmRpdGlvbnMYASADKAsyFy5zYWZld3JpdGUudjEuQ29uZGl0aW9uEgwKBHBhdGgYAiABKAkiogEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIgChNvYnNlcnZlZF9nZW5lcmF0aW9uGAUgASgDSACIAQESHAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBiABKAlCFgoUX29ic2VydmVkX2dlbmVyYXRpb24iLgoPUmVtb3ZlQ29uZGl0aW9uEg0KBXR5cGVzGAEgAygJEgwKBHBhdGgYAiABKAkiNAoPRmluYWxpemVyQ2hhbmdlEhEKCWZpbmFsaXplchgBIAEoCRIOCgZyZW1vdmUYAiABKAgiUwoUT3duZXJSZWZlcmVuY2VDaGFuZ2USKwoFb3duZXIYASABKAsyHC5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2USDgoGcmVtb3ZlGAIgASgIIoABCg5Pd25lclJlZmVyZW5jZRITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEgwKBG5hbWUYAyABKAkSCwoDdWlkGAQgASgJEhIKCmNvbnRyb2xsZXIYBSABKAgSHAoUYmxvY2tfb3duZXJfZGVsZXRpb24YBiABKAgiUQoPTGlzdEVudHJ5Q2hhbmdlEgwKBHBhdGgYASABKAkSDAoEa2V5cxgCIAMoCRISCgplbnRyeV9qc29uGAMgASgJEg4KBnJlbW92ZRgEIAEoCCIfCglKc29uUGF0Y2gSEgoKcGF0Y2hfanNvbhgBIAEoCSIgCgpNZXJnZVBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiPAoPU2VydmVyU2lkZUFwcGx5EhoKEmNvbmZpZ3VyYXRpb25fanNvbhgBIAEoCRINCgVmb3JjZRgCIAEoCCIhCgtDZWxNdXRhdGlvbhISCgpleHByZXNzaW9uGAEgASgJIkMKDVByZWNvbmRpdGlvbnMSCwoDdWlkGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSCwoDY2VsGAMgASgJIpgBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKA0SMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB3JlcXVldWUYBCABKAgihAEKDFdyaXRlT3B0aW9ucxIVCg1maWVsZF9tYW5hZ2VyGAEgASgJEg8KB2RyeV9ydW4YAiABKAgSHgoWY3JlYXRlX2lmX21pc3NpbmdfanNvbhgDIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEwoLd3JpdGVfYWxvbmUYBSABKAgi1wEKC1dyaXRlUmVzdWx0EiYKB291dGNvbWUYASABKA4yFS5zYWZld3JpdGUudjEuT3V0Y29tZRITCgtvYmplY3RfanNvbhgCIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJEhcKD2FscmVhZHlfYXBwbGllZBgHIAEoCCKjAQoNQXR0ZW1wdFJlY29yZBIOCgZudW1iZXIYASABKA0SHQoVcmVzb3VyY2VfdmVyc2lvbl9yZWFkGAIgASgJEhMKC2h0dHBfc3RhdHVzGAMgASgNEg4KBnJlYXNvbhgEIAEoCRIqCgdiYWNrb2ZmGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJhdGNoX3NpemUYBiABKA0imQEKDFdyaXRlRmFpbHVyZRI0Cg9hdHRlbXB0X3JlY29yZHMYASADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIbChNjdXJyZW50X29iamVjdF9qc29uGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiQKBnJlYXNvbhgEIAEoDjIULnNhZmV3cml0ZS52MS5SZWFzb24iOgoLUmV0cnlCeUNvZGUSHAoUd2l0aF9pZGVtcG90ZW5jeV9rZXkYASADKAUSDQoFbGF0ZXIYAiADKAUqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUqgggKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQyzgIKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlOk4KBXJldHJ5EiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY0YYDIAEoDjITLnNhZmV3cml0ZS52MS5SZXRyeVIFcmV0cnk6XQoNcmV0cnlfYnlfY29kZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5QnlDb2RlUgtyZXRyeUJ5Q29kZUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEiUwoKR2V0UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEhwKFG1pbl9yZXNvdXJjZV92ZXJzaW9uGAIgASgJImIKC0dldFJlc3BvbnNlEhMKC29iamVjdF9qc29uGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSEgoKcmVtZW1iZXJlZBgDIAEoCBIQCgh0cmFjZV9pZBgEIAEoCSL9AQoWVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEigKCG11dGF0aW9uGAIgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMiRAoXVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0IvkBChJQYXRjaFN0YXR1c1JlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkAKE1BhdGNoU3RhdHVzUmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0In4KD1RyYW5zYWN0UmVxdWVzdBIsCgViZWdpbhgBIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEJlZ2luSAASMgoIcHJvcG9zYWwYAiABKAsyHi5zYWZld3JpdGUudjEuVHJhbnNhY3RQcm9wb3NhbEgAQgkKB21lc3NhZ2Ui2gEKDVRyYW5zYWN0QmVnaW4SJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIOCgZzdGF0dXMYAiABKAgSMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyKeAQoQVHJhbnNhY3RQcm9wb3NhbBIPCgdhdHRlbXB0GAEgASgNEhUKC29iamVjdF9qc29uGAIgASgJSAASKgoIbXV0YXRpb24YAyABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb25IABIsCgVhYm9ydBgEIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEFib3J0SABCCAoGY2hhbmdlIh8KDVRyYW5zYWN0QWJvcnQSDgoGcmVhc29uGAEgASgJInYKEFRyYW5zYWN0UmVzcG9uc2USKgoFZnJlc2gYASABKAsyGS5zYWZld3JpdGUudjEuRnJlc2hPYmplY3RIABIrCgZyZXN1bHQYAiABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHRIAEIJCgdtZXNzYWdlIl8KC0ZyZXNoT2JqZWN0Eg8KB2F0dGVtcHQYASABKA0SEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghjcmVhdGluZxgEIAEoCCJPCglPYmplY3RSZWYSEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEbmFtZRgEIAEoCSLkAwoITXV0YXRpb24SLQoKanNvbl9wYXRjaBgBIAEoCzIXLnNhZmV3cml0ZS52MS5Kc29uUGF0Y2hIABIvCgttZXJnZV9wYXRjaBgCIAEoCzIYLnNhZmV3cml0ZS52MS5NZXJnZVBhdGNoSAASLgoFYXBwbHkYAyABKAsyHS5zYWZld3JpdGUudjEuU2VydmVyU2lkZUFwcGx5SAASKAoDY2VsGAQgASgLMhkuc2FmZXdyaXRlLnYxLkNlbE11dGF0aW9uSAASMwoNc2V0X2NvbmRpdGlvbhgFIAEoCzIaLnNhZmV3cml0ZS52MS5TZXRDb25kaXRpb25IABI5ChByZW1vdmVfY29uZGl0aW9uGAYgASgLMh0uc2FmZXdyaXRlLnYxLlJlbW92ZUNvbmRpdGlvbkgAEjIKCWZpbmFsaXplchgHIAEoCzIdLnNhZmV3cml0ZS52MS5GaW5hbGl6ZXJDaGFuZ2VIABI9Cg9vd25lcl9yZWZlcmVuY2UYCCABKAsyIi5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2VDaGFuZ2VIABIzCgpsaXN0X2VudHJ5GAkgASgLMh0uc2FmZXdyaXRlLnYxLkxpc3RFbnRyeUNoYW5nZUgAQgYKBGtpbmQiSQoMU2V0Q29uZGl0aW9uEisKCmNvbmRpdGlvbnMYASADKAsyFy5zYWZld3JpdGUudjEuQ29uZGl0aW9uEgwKBHBhdGgYAiABKAkiogEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIgChNvYnNlcnZlZF9nZW5lcmF0aW9uGAUgASgDSACIAQESHAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBiABKAlCFgoUX29ic2VydmVkX2dlbmVyYXRpb24iLgoPUmVtb3ZlQ29uZGl0aW9uEg0KBXR5cGVzGAEgAygJEgwKBHBhdGgYAiABKAkiNAoPRmluYWxpemVyQ2hhbmdlEhEKCWZpbmFsaXplchgBIAEoCRIOCgZyZW1vdmUYAiABKAgiUwoUT3duZXJSZWZlcmVuY2VDaGFuZ2USKwoFb3duZXIYASABKAsyHC5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2USDgoGcmVtb3ZlGAIgASgIIoABCg5Pd25lclJlZmVyZW5jZRITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEgwKBG5hbWUYAyABKAkSCwoDdWlkGAQgASgJEhIKCmNvbnRyb2xsZXIYBSABKAgSHAoUYmxvY2tfb3duZXJfZGVsZXRpb24YBiABKAgiUQoPTGlzdEVudHJ5Q2hhbmdlEgwKBHBhdGgYASABKAkSDAoEa2V5cxgCIAMoCRISCgplbnRyeV9qc29uGAMgASgJEg4KBnJlbW92ZRgEIAEoCCIfCglKc29uUGF0Y2gSEgoKcGF0Y2hfanNvbhgBIAEoCSIgCgpNZXJnZVBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiPAoPU2VydmVyU2lkZUFwcGx5EhoKEmNvbmZpZ3VyYXRpb25fanNvbhgBIAEoCRINCgVmb3JjZRgCIAEoCCIhCgtDZWxNdXRhdGlvbhISCgpleHByZXNzaW9uGAEgASgJIkMKDVByZWNvbmRpdGlvbnMSCwoDdWlkGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSCwoDY2VsGAMgASgJIpgBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKA0SMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB3JlcXVldWUYBCABKAgihAEKDFdyaXRlT3B0aW9ucxIVCg1maWVsZF9tYW5hZ2VyGAEgASgJEg8KB2RyeV9ydW4YAiABKAgSHgoWY3JlYXRlX2lmX21pc3NpbmdfanNvbhgDIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEwoLd3JpdGVfYWxvbmUYBSABKAgi1wEKC1dyaXRlUmVzdWx0EiYKB291dGNvbWUYASABKA4yFS5zYWZld3JpdGUudjEuT3V0Y29tZRITCgtvYmplY3RfanNvbhgCIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJEhcKD2FscmVhZHlfYXBwbGllZBgHIAEoCCKjAQoNQXR0ZW1wdFJlY29yZBIOCgZudW1iZXIYASABKA0SHQoVcmVzb3VyY2VfdmVyc2lvbl9yZWFkGAIgASgJEhMKC2h0dHBfc3RhdHVzGAMgASgNEg4KBnJlYXNvbhgEIAEoCRIqCgdiYWNrb2ZmGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJhdGNoX3NpemUYBiABKA0imQEKDFdyaXRlRmFpbHVyZRI0Cg9hdHRlbXB0X3JlY29yZHMYASADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIbChNjdXJyZW50X29iamVjdF9qc29uGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiQKBnJlYXNvbhgEIAEoDjIULnNhZmV3cml0ZS52MS5SZWFzb24iOgoLUmV0cnlCeUNvZGUSHAoUd2l0aF9pZGVtcG90ZW5jeV9rZXkYASADKAUSDQoFbGF0ZXIYAiADKAUqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUqrwgKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBEisKIVJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX1RPT19MQVJHRRAdGgSItRgCGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQyzgIKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlOk4KBXJldHJ5EiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY0YYDIAEoDjITLnNhZmV3cml0ZS52MS5SZXRyeVIFcmV0cnk6XQoNcmV0cnlfYnlfY29kZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5QnlDb2RlUgtyZXRyeUJ5Q29kZUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
 
 /**
  * GetRequest names an object to read, and how new it must be.
@@ -34,13 +34,27 @@ export type GetRequest = Message<"safewrite.v1.GetRequest"> & {
 
   /**
    * The answer is at least as new as this resourceVersion, e.g. WriteResult.resource_version
-   * of the caller's own write. Empty: read live. A resourceVersion that is not a decimal
-   * number (an API server whose versions are not comparable) is always read live. At most
-   * 128 characters of [A-Za-z0-9._:-], else INVALID_ARGUMENT naming this field. A live
-   * read answers the object as it is now, whose own resourceVersion (when it last
-   * changed) may be older than this one, e.g. one of another object's write. A remembered
-   * copy is the object as the sidecar last read or wrote it: after the object was deleted
-   * by another writer, it may still answer with that state.
+   * of the caller's own write. Empty: read live. Versions compare as Kubernetes defines
+   * (KEP-5504): a well-formed version is ASCII digits without a leading zero ("0" is
+   * not), the shorter is older and equal lengths compare lexically, with no size limit.
+   * When the remembered copy is at or past this version it answers, without a request;
+   * else one GET with resourceVersion=<this> asks the API server for the object not
+   * older than it. A version that is not well formed (leading zeros, "0", other
+   * characters) is never compared: always a live read. At most 128 characters of
+   * [A-Za-z0-9._:-], else INVALID_ARGUMENT naming this field.
+   *
+   * Refusals: a version the API server has not reached within its wait (about 3 s; it
+   * answers 504 with the cause ResourceVersionTooLarge) is UNAVAILABLE, reason
+   * RESOURCE_VERSION_TOO_LARGE, with RetryInfo (the server's retryAfterSeconds); with a
+   * call deadline shorter than that wait, DEADLINE_EXCEEDED at the deadline. A version
+   * past what the API server can represent (more than 2^64-1, which it answers with a 500
+   * saying it does not parse) is INVALID_ARGUMENT naming this field. Neither is retried by
+   * the sidecar.
+   *
+   * The object answered may carry an own resourceVersion (when it last changed) older
+   * than this one, e.g. one of another object's write: it is the object as of a revision
+   * at or past it. A remembered copy is the object as the sidecar last read or wrote it:
+   * after the object was deleted by another writer, it may still answer with that state.
    *
    * @generated from field: string min_resource_version = 2;
    */
@@ -789,11 +803,28 @@ export const FinalizerChangeSchema: GenMessage<FinalizerChange> = /*@__PURE__*/
 /**
  * OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
  * controllerutil.SetOwnerReference / SetControllerReference / RemoveOwnerReference do.
- * References are matched by uid. Ensure writes nothing when an identical reference is
- * there, updates its fields when one with the same uid differs, and appends it otherwise;
- * asking for `controller` when another owner is the object's controller is refused with
- * FAILED_PRECONDITION, reason ALREADY_OWNED, naming that controller. Removing a reference
- * that is not there writes nothing; removing the last one removes the list.
+ * A reference is this owner's when its API group (the part of apiVersion before the "/";
+ * the version is ignored), kind and name equal the owner's; the uid is not compared, so
+ * an owner deleted and recreated under the same name (a new uid) is the same owner, and
+ * so is one named at another version (apps/v1beta1 and apps/v1). A stored apiVersion
+ * with more than one "/" names no owner.
+ *
+ * Ensure: when `controller` is set and the object's controller (the first reference with
+ * controller: true) is a different owner, the change is refused with
+ * FAILED_PRECONDITION, reason ALREADY_OWNED, naming that controller; without
+ * `controller` there is no such check. Otherwise the first reference that is this
+ * owner's takes the request's apiVersion, uid, controller and block_owner_deletion in
+ * place (its position, and fields this version does not know, are kept): a flag not
+ * set in the request is removed from it, so ensuring an owner without `controller` makes
+ * a controller reference to that same owner an ordinary one, as SetOwnerReference does.
+ * A reference identical to the request writes nothing (OUTCOME_UNCHANGED; a flag stored
+ * as false is the same as one absent). With no reference of this owner, the request's
+ * is appended.
+ *
+ * Remove: the first reference that is this owner's is removed (by API group, kind and
+ * name only: uid, controller and block_owner_deletion are not read, and no owner is
+ * read). Removing a reference that is not there writes nothing; removing the last one
+ * removes the list. Every other reference is kept as it is and where it is.
  *
  * @generated from message safewrite.v1.OwnerReferenceChange
  */
@@ -806,8 +837,8 @@ export type OwnerReferenceChange = Message<"safewrite.v1.OwnerReferenceChange"> 
   owner?: OwnerReference | undefined;
 
   /**
-   * Remove the reference instead of ensuring it: by uid, or, when no uid is given, every
-   * reference with the owner's API group, kind and name.
+   * Remove the owner's reference instead of ensuring it, matched by API group, kind and
+   * name as above.
    *
    * @generated from field: bool remove = 2;
    */
@@ -822,13 +853,15 @@ export const OwnerReferenceChangeSchema: GenMessage<OwnerReferenceChange> = /*@_
   messageDesc(file_safewrite_v1_writer, 18);
 
 /**
- * OwnerReference names an owner of the object, as metav1.OwnerReference.
+ * OwnerReference names an owner of the object, as metav1.OwnerReference. The owner is
+ * identified by the group of api_version, kind and name; the uid is what is written.
  *
  * @generated from message safewrite.v1.OwnerReference
  */
 export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
   /**
-   * The owner's apiVersion, e.g. "apps/v1". Required.
+   * The owner's apiVersion, e.g. "apps/v1". Required. Its group identifies the owner;
+   * ensuring writes the whole apiVersion into the reference.
    *
    * @generated from field: string api_version = 1;
    */
@@ -849,9 +882,11 @@ export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
   name: string;
 
   /**
-   * The owner's metadata.uid. When empty, safewrite reads the owner (in the object's
-   * namespace, or cluster-scoped) and takes its uid; a namespaced owner of a
-   * cluster-scoped object is refused. Not read again on retries.
+   * The owner's metadata.uid, written into the reference when ensuring; not used to
+   * match references, and not read when removing. When empty and ensuring, safewrite
+   * reads the owner (in the object's namespace, or cluster-scoped) and takes its uid; a
+   * namespaced owner of a cluster-scoped object is refused. Not read again on retries.
+   * Required in a Transact proposal that ensures a reference.
    *
    * @generated from field: string uid = 4;
    */
@@ -1671,6 +1706,13 @@ export enum Reason {
    * @generated from enum value: REASON_ALREADY_OWNED = 28;
    */
   ALREADY_OWNED = 28,
+
+  /**
+   * Get's min_resource_version is newer than the API server has reached: its watch cache did not catch up within its wait (about 3 s; HTTP 504, cause ResourceVersionTooLarge). Nothing was read; UNAVAILABLE with RetryInfo carrying the server's retry delay.
+   *
+   * @generated from enum value: REASON_RESOURCE_VERSION_TOO_LARGE = 29;
+   */
+  RESOURCE_VERSION_TOO_LARGE = 29,
 }
 
 /**
@@ -1793,9 +1835,15 @@ export const WriterService: GenService<{
    * own writes. A controller whose cache (an informer) may still hold the object from
    * before its own write passes the resourceVersion that write answered with, and gets
    * that state or a newer one, never an older one: from the sidecar's remembered copy when
-   * that copy is at or past it (no request to the API server), else from a live read.
-   * Without a minimum it always reads live. The policy's `get` operation, the token, the
-   * rate limit and the breaker apply as for writes; Secrets are refused unless allowed.
+   * that copy is at or past it (no request to the API server), else with one GET carrying
+   * the minimum as its resourceVersion (the API server's "not older than" read, served
+   * from its watch cache). A minimum the API server has not reached within its wait
+   * (about 3 s) is refused, never answered OK: UNAVAILABLE with reason
+   * RESOURCE_VERSION_TOO_LARGE and a RetryInfo carrying the server's retry delay, or
+   * DEADLINE_EXCEEDED when the call's deadline comes first. The sidecar makes one
+   * request and does not retry. Without a minimum it always reads live. The policy's
+   * `get` operation, the token, the rate limit and the breaker apply as for writes;
+   * Secrets are refused unless allowed.
    *
    * @generated from rpc safewrite.v1.WriterService.Get
    */

@@ -258,10 +258,12 @@ public final class SafewriteClient implements AutoCloseable {
    * Reads your own write: the object as {@code write} left it, or newer, never older (a {@code Get}
    * with {@code write.resourceVersion()} as the minimum). The sidecar answers from its remembered
    * copy when that copy is at or past the write ({@link GetResult#remembered()}), with no request
-   * to the API server, and reads live otherwise. {@code write} must be a result of a write to the
-   * same object; a result without a resourceVersion (the object was {@link Outcome#GONE}) reads
-   * live.
+   * to the API server, and otherwise with one "not older than" read of the API server (see {@link
+   * #get(ObjectRef, String)}). {@code write} must be a result of a write to the same object; a
+   * result without a resourceVersion (the object was {@link Outcome#GONE}) reads live.
    *
+   * @throws UnavailableException ({@code REASON_RESOURCE_VERSION_TOO_LARGE}) when the API server
+   *     has not reached the write's version within its wait, as {@link #get(ObjectRef, String)}
    * @throws SafewriteException as {@link #get(ObjectRef)} does
    */
   public GetResult get(ObjectRef ref, Result write) {
@@ -272,12 +274,23 @@ public final class SafewriteClient implements AutoCloseable {
   /**
    * Reads the object at least as new as {@code minResourceVersion}, e.g. the {@link
    * Result#resourceVersion()} of your own write to it or the {@link GetResult#resourceVersion()} of
-   * an earlier read: from the sidecar's remembered copy when that copy is at or past it, else live.
-   * Empty reads live, as {@link #get(ObjectRef)}; a version that is not a decimal number is always
-   * read live.
+   * an earlier read: from the sidecar's remembered copy when that copy is at or past it, else with
+   * one "not older than" read of the API server (a GET with {@code resourceVersion} set to the
+   * minimum, served from its watch cache). Versions compare as Kubernetes defines them (KEP-5504:
+   * digits without a leading zero, the shorter older); a minimum that is not well formed is never
+   * compared and read live. Empty reads live, as {@link #get(ObjectRef)}.
    *
-   * @throws InvalidException when {@code minResourceVersion} is malformed, or newer than the object
-   *     read live (no version it had); the field violation names {@code min_resource_version}
+   * <p>A minimum the API server has not reached within its wait (about 3 s) is refused, never
+   * answered: {@link UnavailableException} with {@link SafewriteException#writeFailureReason()}
+   * {@code REASON_RESOURCE_VERSION_TOO_LARGE} and the server's retry delay ({@link
+   * DeadlineExceededException} when the call's deadline comes first); the sidecar does not retry
+   * it.
+   *
+   * @throws UnavailableException ({@code REASON_RESOURCE_VERSION_TOO_LARGE}) when the API server
+   *     has not reached {@code minResourceVersion} within its wait
+   * @throws InvalidException when {@code minResourceVersion} is malformed, or past what the API
+   *     server can represent (more than 2^64-1); the field violation names {@code
+   *     min_resource_version}
    * @throws SafewriteException as {@link #get(ObjectRef)} does
    */
   public GetResult get(ObjectRef ref, String minResourceVersion) {

@@ -215,6 +215,13 @@ class OfflineTest {
             status(Status.Code.UNAVAILABLE, "CIRCUIT_OPEN", Reason.REASON_UNSPECIFIED));
     assertEquals(Reason.REASON_CIRCUIT_OPEN, breaker.writeFailureReason());
     assertTrue(breaker.isRetryable());
+    SafewriteException tooLarge =
+        SafewriteException.from(
+            status(
+                Status.Code.UNAVAILABLE, "RESOURCE_VERSION_TOO_LARGE", Reason.REASON_UNSPECIFIED));
+    assertEquals(Reason.REASON_RESOURCE_VERSION_TOO_LARGE, tooLarge.writeFailureReason());
+    assertTrue(tooLarge instanceof UnavailableException);
+    assertTrue(tooLarge.isRetryable(), "a minimum the API server has not reached: later");
     SafewriteException invalid =
         SafewriteException.from(
             status(Status.Code.INVALID_ARGUMENT, "Invalid", Reason.REASON_API_SERVER));

@@ -211,12 +211,14 @@ pub struct ChangeFlags {
     pub remove_finalizer: Option<String>,
 
     /// Make the object KIND/NAME (in the object's namespace, or cluster-scoped) an owner
-    /// in metadata.ownerReferences, with its uid as read now; with --controller and
+    /// in metadata.ownerReferences, with its uid as read now (a reference to the same API
+    /// group, kind and name takes it in place); with --controller and
     /// --block-owner-deletion.
     #[arg(long, value_name = "KIND/NAME")]
     pub add_owner: Option<String>,
 
-    /// Remove every owner reference to KIND/NAME (matched by API group, kind and name).
+    /// Remove the owner reference to KIND/NAME (the first matched by API group, kind and
+    /// name, as controllerutil.RemoveOwnerReference).
     #[arg(long, value_name = "KIND/NAME")]
     pub remove_owner: Option<String>,
 

@@ -262,10 +262,9 @@ public final class Mutation {
    * group, kind and name, as controllerutil matches them (not by uid or version): the owner's
    * reference takes this one's apiVersion, uid and flags in place, so an owner deleted and
    * recreated under its name adopts the object (an identical one writes nothing); otherwise it is
-   * appended. When the
-   * owner's metadata has no uid, the sidecar reads the owner by name, in the object's namespace (or
-   * cluster-scoped), and takes its uid. The owner must be in the object's namespace, or
-   * cluster-scoped, as Kubernetes requires.
+   * appended. When the owner's metadata has no uid, the sidecar reads the owner by name, in the
+   * object's namespace (or cluster-scoped), and takes its uid. The owner must be in the object's
+   * namespace, or cluster-scoped, as Kubernetes requires.
    *
    * @throws IllegalArgumentException when the owner has no kind, apiVersion or name
    */
@@ -292,9 +291,8 @@ public final class Mutation {
   /**
    * Ensures exactly this owner reference (its {@code controller} and {@code blockOwnerDeletion} as
    * it says, null meaning false), matched by API group, kind and name as {@link
-   * #setOwnerReference(HasMetadata)} does,
-   * and refused as {@link #setControllerReference} is when it asks to be the controller of an
-   * object that has another.
+   * #setOwnerReference(HasMetadata)} does, and refused as {@link #setControllerReference} is when
+   * it asks to be the controller of an object that has another.
    *
    * @throws IllegalArgumentException when the reference has no kind, apiVersion or name
    */
@@ -303,10 +301,10 @@ public final class Mutation {
   }
 
   /**
-   * Removes the object's reference to {@code owner}, as {@code
-   * controllerutil.RemoveOwnerReference} does: the first reference with the owner's API group, kind
-   * and name, whatever its uid and version. Removing a reference that is not there writes nothing;
-   * removing the last one removes the list.
+   * Removes the object's reference to {@code owner}, as {@code controllerutil.RemoveOwnerReference}
+   * does: the first reference with the owner's API group, kind and name, whatever its uid and
+   * version. Removing a reference that is not there writes nothing; removing the last one removes
+   * the list.
    *
    * @throws IllegalArgumentException when the owner has no kind, apiVersion or name
    */
@@ -315,8 +313,8 @@ public final class Mutation {
   }
 
   /**
-   * Removes the object's first reference with this reference's API group, kind and name (its uid
-   * is not compared), as {@link #removeOwnerReference(HasMetadata)} does.
+   * Removes the object's first reference with this reference's API group, kind and name (its uid is
+   * not compared), as {@link #removeOwnerReference(HasMetadata)} does.
    *
    * @throws IllegalArgumentException when the reference has no kind, apiVersion or name
    */

@@ -21,7 +21,8 @@
 //!   changes nothing: only what happened since counts.
 //!
 //! The readiness probe ([`super::context::Readiness`]) is not breaker traffic: it is neither
-//! refused nor counted (see [`super::readiness`]). A read that waits for a resourceVersion
+//! refused nor counted (see [`super::readiness`]); nor is a Lease campaign's request
+//! ([`super::context::LeaseTraffic`]), which an open breaker must not delay. A read that waits for a resourceVersion
 //! the caller named ([`super::context::AwaitsVersion`]) is admitted as any request, but its
 //! 500, 504 or timeout is no verdict: it says the minimum was not reached (or not
 //! representable), not that the server is unwell, so no caller can open the breaker for
@@ -38,7 +39,7 @@ use tracing::{debug, info, warn};
 
 pub use super::answer::CircuitOpen;
 use super::answer::RequestError;
-use super::context::{AwaitsVersion, Readiness, pass, take_ready};
+use super::context::{AwaitsVersion, pass, steps_aside, take_ready};
 use super::fault;
 
 /// How long a request refused while the probe is under way is told to wait.
@@ -302,7 +303,7 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let mut inner = take_ready(&mut self.inner);
-        if request.extensions().get::<Readiness>().is_some() {
+        if steps_aside(request.extensions()) {
             return pass(inner, request);
         }
         let breaker = self.breaker.clone();
@@ -356,6 +357,7 @@ mod tests {
     use tower::ServiceExt as _;
 
     use super::*;
+    use crate::client::context::Readiness;
     use crate::client::timeout::TimeoutLayer;
 
     const CONFIG: BreakerConfig = BreakerConfig {
@@ -560,6 +562,23 @@ mod tests {
         let mut probe = get();
         probe.extensions_mut().insert(Readiness);
         healthy.oneshot(probe).await.expect("not refused");
+        assert!(matches!(b.state(), State::Open { .. }), "not counted");
+    }
+
+    /// An open breaker (other requests' faults) does not delay a renewal, nor does the
+    /// renewal close it.
+    #[tokio::test(start_paused = true)]
+    async fn lease_traffic_is_neither_refused_nor_counted() {
+        let b = Breaker::new(CONFIG);
+        open(&b);
+        let healthy = stack(&b, || async {
+            Ok::<_, BoxError>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+        });
+        let mut renewal = get();
+        renewal
+            .extensions_mut()
+            .insert(crate::client::context::LeaseTraffic);
+        healthy.oneshot(renewal).await.expect("not refused");
         assert!(matches!(b.state(), State::Open { .. }), "not counted");
     }
 

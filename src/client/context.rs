@@ -1,6 +1,6 @@
 //! What a request carries through the stack in its extensions (the RPC's [`Deadline`], a
-//! per-request [`RequestTimeout`], the [`Readiness`] and [`AwaitsVersion`] marks) and the helpers every layer
-//! shares. A leaf of `client/`: the layers and the request helpers read it.
+//! per-request [`RequestTimeout`], the [`Readiness`], [`LeaseTraffic`] and [`AwaitsVersion`]
+//! marks) and the helpers every layer shares. A leaf of `client/`: the layers and the request helpers read it.
 
 use std::time::Duration;
 
@@ -20,6 +20,18 @@ pub struct RequestTimeout(pub Duration);
 /// (neither refused by an open breaker nor counted by it). See `client/readiness.rs`.
 #[derive(Debug, Clone, Copy)]
 pub struct Readiness;
+
+/// Marks a request of a Lease campaign (`lease/`): like [`Readiness`], it takes no
+/// rate-limit slot and is not breaker traffic, so that no load or fault of the write path
+/// can delay a renewal. Its bound is its own [`RequestTimeout`], within the renew deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTraffic;
+
+/// Whether a request bypasses the rate limit and the breaker: the readiness probe and
+/// Lease traffic.
+pub(super) fn steps_aside(extensions: &http::Extensions) -> bool {
+    extensions.get::<Readiness>().is_some() || extensions.get::<LeaseTraffic>().is_some()
+}
 
 /// Marks a read that asks the API server to wait for a resourceVersion the caller named
 /// (`resourceVersion=<min>`, "not older than"): its 504 (the server's cache did not reach

@@ -18,8 +18,9 @@
 //! breaker, connect failure) never counts as "maybe sent".
 //!
 //! Requests carry their context in extensions: the RPC's [`Deadline`], a per-request
-//! [`RequestTimeout`], and [`Readiness`] for the readiness probe (which bypasses the rate
-//! limit and the breaker, see [`readiness`]).
+//! [`RequestTimeout`], and [`Readiness`] for the readiness probe and [`LeaseTraffic`] for a
+//! Lease campaign's requests (both bypass the rate limit and the breaker, see
+//! [`readiness`] and `docs/client-stack.md`).
 
 pub mod answer;
 pub mod apiserver;
@@ -39,7 +40,7 @@ pub mod transport;
 
 pub use answer::{Answer, CircuitOpen, RequestError, WouldExceedDeadline};
 pub use connect::connect;
-pub use context::{AwaitsVersion, Deadline, Readiness, RequestTimeout};
+pub use context::{AwaitsVersion, Deadline, LeaseTraffic, Readiness, RequestTimeout};
 pub use error::ConnectError;
 pub use handle::ApiClient;
 pub use stack::{StackConfig, build, over};

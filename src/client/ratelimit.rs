@@ -9,9 +9,11 @@
 //! slot; one that is dropped while it waits gives its slot back when no later slot has
 //! been handed out since. Waiters are served in arrival order.
 //!
-//! The readiness probe ([`Readiness`]) takes no slot: the sidecar's own load must not
-//! make it look unhealthy. The API server sees at most `qps` x t + `burst` requests from
-//! the RPCs, plus one probe per readiness interval.
+//! The readiness probe ([`super::context::Readiness`]) takes no slot: the sidecar's own
+//! load must not make it look unhealthy. Nor does a Lease campaign's request
+//! ([`super::context::LeaseTraffic`]): writes queued here must not delay a renewal. The
+//! API server sees at most `qps` x t + `burst` requests from the RPCs, plus one probe per
+//! readiness interval and at most two requests per campaign per retry period.
 //!
 //! Built [stepping aside for the server](RateLimitLayer::stepping_aside_for_the_server)
 //! (the rate was not set explicitly), the limit lets requests through untouched while
@@ -32,7 +34,7 @@ use tracing::debug;
 
 use super::answer::RequestError;
 pub use super::answer::WouldExceedDeadline;
-use super::context::{Deadline, Readiness, pass, take_ready};
+use super::context::{Deadline, pass, steps_aside, take_ready};
 
 /// Where a request's wait for the limiter is noted for the layer above (the trace
 /// layer), which keeps it out of the request's latency.
@@ -239,7 +241,7 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let mut inner = take_ready(&mut self.inner);
-        if request.extensions().get::<Readiness>().is_some() {
+        if steps_aside(request.extensions()) {
             return pass(inner, request);
         }
         let pacing = self.pacing.clone();
@@ -291,6 +293,7 @@ impl PacedByServer for () {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::context::Readiness;
     use std::pin::pin;
     use tower::ServiceExt as _;
 
@@ -474,6 +477,24 @@ mod tests {
             Duration::from_secs(1),
             "and took nothing"
         );
+    }
+
+    /// A renewal never waits behind writes queued for the limiter.
+    #[tokio::test(start_paused = true)]
+    async fn lease_traffic_takes_no_slot() {
+        let service = limited(1, 1);
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let mut renewal = http::Request::new(());
+        renewal
+            .extensions_mut()
+            .insert(crate::client::context::LeaseTraffic);
+        service.clone().oneshot(renewal).await.unwrap();
+        assert!(started.elapsed().is_zero(), "the renewal waited");
     }
 
     /// A service answering with or without API Priority and Fairness headers, as `apf`

@@ -9,6 +9,7 @@ pub mod deadline;
 pub mod engine;
 pub mod health;
 pub mod inject;
+pub mod lease;
 pub mod listen;
 pub mod metrics;
 pub mod mutation;

@@ -94,6 +94,12 @@ impl Engine {
         &self.api.config
     }
 
+    /// The client stack the engine sends through, for traffic of its own kind (a Lease
+    /// campaign marks its requests to bypass the rate limit and the breaker).
+    pub fn client(&self) -> &ApiClient {
+        &self.api.client
+    }
+
     /// Runs the loop for `spec` and its declarative mutation, ending by `deadline` at
     /// the latest: in a group commit with concurrent writes to the same object when the
     /// write may share one, else alone.

@@ -1,0 +1,341 @@
+//! One campaign for one Lease, with client-go's leader-election semantics: every retry
+//! period, read the Lease and acquire it when it is free, expired (its renew time plus
+//! duration passed, measured on this process's clock from when it last saw the record
+//! change) or already this campaign's; renew it while leading; stop leading when no
+//! renewal succeeded within the renew deadline. Each acquisition writes the epoch (one
+//! more than the Lease's) in the same conditional write. When the receiver of its events
+//! goes away (the caller closed the stream), the campaign releases the Lease and ends.
+//!
+//! Its requests are [`LeaseTraffic`]: they bypass the rate limit and the breaker, and
+//! each is bounded by its own timeout within the renew deadline.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::record::{self, Claim};
+use super::timing::{LeaseName, LeaseTimings};
+use crate::client::{ApiClient, LeaseTraffic, apiserver};
+use crate::target::{ObjectPath, ResourcePath, Verb, WriteParams};
+
+/// Why the caller does not lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotLeading {
+    /// Another holder holds the Lease, unexpired.
+    OtherHolder,
+    /// No renewal succeeded within the renew deadline.
+    LostRenewal,
+    /// The sidecar released the Lease on its own.
+    Released,
+}
+
+/// What a campaign reports, as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseEvent {
+    /// The campaign acquired the Lease under this epoch.
+    Leading { epoch: u64 },
+    /// The campaign does not lead; `holder` is the Lease's holder as last read.
+    NotLeading { reason: NotLeading, holder: String },
+}
+
+/// One campaign: the Lease, the identity it is held under, the timings.
+#[derive(Clone)]
+pub struct Campaign {
+    client: ApiClient,
+    lease: LeaseName,
+    path: ObjectPath,
+    identity: String,
+    timings: LeaseTimings,
+}
+
+/// What one round of the campaign found.
+#[derive(Debug)]
+enum Round {
+    Acquired { epoch: u64 },
+    Renewed,
+    Held { holder: String },
+    Failed,
+}
+
+/// The campaign's state between rounds.
+#[derive(Debug, Default)]
+struct CampaignState {
+    /// The epoch this campaign leads under, and when its last successful write started.
+    leading: Option<(u64, Instant)>,
+    /// The epoch this campaign last wrote onto the Lease.
+    written_epoch: Option<u64>,
+    /// The Lease as last read or written, and when this process first saw that version.
+    observed: Option<(Value, Instant)>,
+    /// The holder last reported to the caller.
+    reported: Option<String>,
+}
+
+impl Campaign {
+    /// A campaign for `lease` under `identity`, sending through `client`.
+    pub fn new(
+        client: ApiClient,
+        lease: LeaseName,
+        identity: String,
+        timings: LeaseTimings,
+    ) -> Self {
+        let leases = ResourcePath::new("coordination.k8s.io", "v1", "leases")
+            .expect("a well-formed resource path");
+        let path = leases.object(&lease.namespace, &lease.name);
+        Self {
+            client,
+            lease,
+            path,
+            identity,
+            timings,
+        }
+    }
+
+    /// The identity the Lease is held under.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Campaigns until `events`' receiver is dropped, then releases the Lease (when this
+    /// campaign holds it) and returns.
+    pub async fn run(self, events: mpsc::Sender<LeaseEvent>) {
+        let mut state = CampaignState::default();
+        loop {
+            let started = Instant::now();
+            let round = tokio::select! {
+                round = self.round(&mut state, started) => round,
+                () = events.closed() => break,
+            };
+            let reported = self.report(&mut state, round, started);
+            if let Some(event) = reported
+                && events.send(event).await.is_err()
+            {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.timings.retry_period) => {}
+                () = events.closed() => break,
+            }
+        }
+        self.release(&state).await;
+    }
+
+    /// The state after `round`, which started at `started`, and the event it makes, if
+    /// any. A successful write counts from when its round started, so the renew deadline
+    /// is never measured from later than the API server may have seen the renewal.
+    fn report(
+        &self,
+        state: &mut CampaignState,
+        round: Round,
+        started: Instant,
+    ) -> Option<LeaseEvent> {
+        let now = Instant::now();
+        match round {
+            Round::Acquired { epoch } => {
+                state.leading = Some((epoch, started));
+                state.reported = Some(self.identity.clone());
+                Some(LeaseEvent::Leading { epoch })
+            }
+            Round::Renewed => {
+                if let Some((_, renewed)) = &mut state.leading {
+                    *renewed = started;
+                }
+                None
+            }
+            Round::Held { holder } => {
+                let was_leading = state.leading.take().is_some();
+                let news = state.reported.as_deref() != Some(holder.as_str());
+                state.reported = Some(holder.clone());
+                (was_leading || news).then_some(LeaseEvent::NotLeading {
+                    reason: NotLeading::OtherHolder,
+                    holder,
+                })
+            }
+            Round::Failed => {
+                let (_, renewed) = state.leading?;
+                if now < renewed + self.timings.renew_deadline {
+                    return None;
+                }
+                state.leading = None;
+                state.reported = None;
+                let holder = state
+                    .observed
+                    .as_ref()
+                    .map(|(lease, _)| record::holder(lease).to_string())
+                    .unwrap_or_default();
+                Some(LeaseEvent::NotLeading {
+                    reason: NotLeading::LostRenewal,
+                    holder,
+                })
+            }
+        }
+    }
+
+    /// The bound of a request sent now: within the renew deadline while leading (`None`
+    /// once it passed: send nothing), else the renew deadline.
+    fn bound(&self, state: &CampaignState) -> Option<Duration> {
+        match state.leading {
+            Some((_, renewed)) => {
+                let left = (renewed + self.timings.renew_deadline)
+                    .saturating_duration_since(Instant::now());
+                (!left.is_zero()).then_some(left)
+            }
+            None => Some(self.timings.renew_deadline),
+        }
+    }
+
+    /// One try to acquire or renew: read the Lease, then write it when this campaign may.
+    async fn round(&self, state: &mut CampaignState, started: Instant) -> Round {
+        let Some(read) = self.send(self.path.get(None), state).await else {
+            return Round::Failed;
+        };
+        let lease = match read.code {
+            200 => match serde_json::from_slice::<Value>(&read.body) {
+                Ok(lease) => lease,
+                Err(_) => return Round::Failed,
+            },
+            404 => return self.create(state, started).await,
+            _ => return Round::Failed,
+        };
+        self.observe(state, &lease, started);
+        let holder = record::holder(&lease);
+        let ours = holder == self.identity && state.written_epoch == Some(record::epoch(&lease));
+        if !holder.is_empty() && !ours && self.unexpired(state) {
+            return Round::Held {
+                holder: holder.to_string(),
+            };
+        }
+        let renewal = ours && state.leading.is_some();
+        let epoch = if renewal {
+            record::epoch(&lease)
+        } else {
+            record::epoch(&lease) + 1
+        };
+        let body = record::claimed(&lease, self.claim(epoch));
+        if self.write(state, Verb::Replace, &body, started).await {
+            if renewal {
+                Round::Renewed
+            } else {
+                Round::Acquired { epoch }
+            }
+        } else {
+            Round::Failed
+        }
+    }
+
+    /// Creates the missing Lease under epoch 1; another candidate's create may win.
+    async fn create(&self, state: &mut CampaignState, started: Instant) -> Round {
+        let body = record::created(&self.lease, self.claim(1));
+        if self.write(state, Verb::Create, &body, started).await {
+            Round::Acquired { epoch: 1 }
+        } else {
+            Round::Failed
+        }
+    }
+
+    fn claim(&self, epoch: u64) -> Claim<'_> {
+        Claim {
+            identity: &self.identity,
+            epoch,
+            lease_seconds: self.timings.lease_seconds(),
+        }
+    }
+
+    /// Notes `lease` as read at `at`: its observed time moves only when its version did.
+    fn observe(&self, state: &mut CampaignState, lease: &Value, at: Instant) {
+        let seen = state.observed.as_ref().is_some_and(|(known, _)| {
+            record::resource_version(known) == record::resource_version(lease)
+        });
+        if !seen {
+            state.observed = Some((lease.clone(), at));
+        }
+    }
+
+    /// Whether the observed Lease is still within its duration, by this process's clock.
+    fn unexpired(&self, state: &CampaignState) -> bool {
+        state.observed.as_ref().is_some_and(|(lease, seen)| {
+            let seconds = record::lease_seconds(lease).unwrap_or(self.timings.lease_seconds());
+            Instant::now() < *seen + Duration::from_secs(seconds)
+        })
+    }
+
+    /// Writes `body` (a conditional replace, or a create); true when the API server took
+    /// it, which then becomes the observed Lease.
+    async fn write(
+        &self,
+        state: &mut CampaignState,
+        verb: Verb,
+        body: &Value,
+        started: Instant,
+    ) -> bool {
+        let request = self.path.request(
+            verb,
+            false,
+            &WriteParams::default(),
+            body.to_string().into_bytes(),
+        );
+        let Some(answer) = self.send(request, state).await else {
+            return false;
+        };
+        let written = matches!(answer.code, 200 | 201)
+            .then(|| serde_json::from_slice::<Value>(&answer.body).ok())
+            .flatten();
+        let Some(lease) = written else {
+            return false;
+        };
+        state.written_epoch = Some(record::epoch(&lease));
+        state.observed = Some((lease, started));
+        true
+    }
+
+    /// Sends `request` as Lease traffic within [`Self::bound`]; `None` when no answer came.
+    async fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+        state: &CampaignState,
+    ) -> Option<apiserver::Answer> {
+        let timeout = self.bound(state)?;
+        let mut request = request;
+        request.extensions_mut().insert(LeaseTraffic);
+        apiserver::send(&self.client, request, Some(timeout), None)
+            .await
+            .ok()
+    }
+
+    /// Releases the Lease when this campaign wrote it last: holder cleared, conditional
+    /// on the version last seen; after a 409, once more on a fresh read if it is still
+    /// this campaign's. Bounded by the renew deadline.
+    async fn release(&self, state: &CampaignState) {
+        let Some((lease, _)) = state.observed.clone() else {
+            return;
+        };
+        let released = async {
+            let mut lease = lease;
+            for _ in 0..2 {
+                let ours = record::holder(&lease) == self.identity
+                    && state.written_epoch == Some(record::epoch(&lease));
+                if !ours {
+                    return;
+                }
+                let body = record::released(&lease).to_string().into_bytes();
+                let put = self
+                    .path
+                    .request(Verb::Replace, false, &WriteParams::default(), body);
+                let idle = CampaignState::default();
+                match self.send(put, &idle).await {
+                    Some(answer) if answer.code == 409 => {}
+                    _ => return,
+                }
+                let Some(read) = self.send(self.path.get(None), &idle).await else {
+                    return;
+                };
+                match serde_json::from_slice::<Value>(&read.body) {
+                    Ok(fresh) if read.code == 200 => lease = fresh,
+                    _ => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(self.timings.renew_deadline, released).await;
+    }
+}

@@ -431,6 +431,7 @@ fn method_name(method: &str) -> &'static str {
         "PatchStatus" => "safewrite.v1.WriterService/PatchStatus",
         "Transact" => "safewrite.v1.WriterService/Transact",
         "Get" => "safewrite.v1.WriterService/Get",
+        "Lead" => "safewrite.v1.WriterService/Lead",
         _ => "safewrite.v1.WriterService/unknown",
     }
 }

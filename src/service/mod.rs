@@ -1,9 +1,11 @@
 //! The `safewrite.v1.WriterService` service: requests validated at the boundary
 //! (`validate`), checked against the `policy`, run by the engine (`transact` for the
-//! interactive stream), every failure answered by `respond`; what tonic refuses before a
+//! interactive stream, `lead` the Lease campaign's), every failure answered by `respond`;
+//! what tonic refuses before a
 //! handler runs, and calls without the shared token, are answered by `edge`.
 
 pub mod edge;
+pub mod lead;
 pub mod policy;
 pub mod receive;
 pub mod respond;
@@ -233,6 +235,39 @@ impl pb::writer_service_server::WriterService for WriterService {
         });
         end_rpc(&span, "Get", Some(Subresource::Main), started, ended);
         result.map(|(answer, share)| send::answer(answer, share))
+    }
+
+    type LeadStream = lead::LeadStream;
+
+    async fn lead(
+        &self,
+        request: Request<pb::LeadRequest>,
+    ) -> Result<Response<Self::LeadStream>, Status> {
+        let (metadata, extensions, body) = request.into_parts();
+        Reached::mark(&extensions);
+        let span = telemetry::rpc_span("Lead", &metadata);
+        let started = std::time::Instant::now();
+        let opened = {
+            let _entered = span.enter();
+            lead::validate(&body)
+                .map_err(|v| respond::invalid_request(&v))
+                .and_then(|spec| {
+                    span.record("k8s.namespace.name", &*spec.lease.namespace);
+                    self.policy
+                        .check_lead(&spec.lease.namespace, &spec.lease.name)
+                        .map_err(|denied| respond::policy_denied(&denied))?;
+                    Ok(spec)
+                })
+        };
+        // The RPC is recorded as it opens: the campaign's stream may last for hours.
+        let ended = opened.as_ref().map(|_| ("campaigning", 0));
+        end_rpc(&span, "Lead", None, started, ended);
+        let spec = opened?;
+        tracing::info!(parent: &span, identity = %spec.identity, "campaign started");
+        Ok(Response::new(lead::start(
+            self.engine.client().clone(),
+            spec,
+        )))
     }
 
     type TransactStream = TransactStream;

@@ -191,6 +191,17 @@ impl pb::writer_service_server::WriterService for Floor {
             "the floor writes only UpdateWithRetry",
         ))
     }
+
+    type LeadStream = futures::stream::Empty<Result<pb::LeadResponse, Status>>;
+
+    async fn lead(
+        &self,
+        _: Request<pb::LeadRequest>,
+    ) -> Result<Response<Self::LeadStream>, Status> {
+        Err(Status::unimplemented(
+            "the floor writes only UpdateWithRetry",
+        ))
+    }
 }
 
 /// Runs the floor server for the kubeconfig at `kubeconfig`, printing its port.

@@ -1,6 +1,6 @@
 //! The allow-list of what callers may write through the sidecar: which groups and kinds,
 //! in which namespaces, which subresource (`main`, `status`) and by which operation
-//! (`update`, `patch-status`, `transact`, `create-if-missing`, `get`). It is checked at the
+//! (`update`, `patch-status`, `transact`, `create-if-missing`, `get`, `lead`). It is checked at the
 //! request boundary, on the validated [`WriteSpec`], before any request is sent: a write
 //! it does not allow is refused with PERMISSION_DENIED (reason `POLICY_DENIED`) naming
 //! what was denied and the flag that would allow it.
@@ -19,7 +19,8 @@
 //! - `SUBRESOURCES`: `main`, `status`, or `*` (the default);
 //! - `OPERATIONS`: `update` (UpdateWithRetry), `patch-status` (PatchStatus), `transact`
 //!   (Transact), `create-if-missing` (creating a missing target, with update or
-//!   transact), `get` (Get, reading the object back), or `*` (the default).
+//!   transact), `get` (Get, reading the object back), `lead` (Lead, campaigning for a
+//!   `coordination.k8s.io/Lease`), or `*` (the default).
 //!
 //! Rules only allow, and add up: a write needs a rule matching its kind, namespace and
 //! subresource that grants its operation, and, when it may create its target, one that
@@ -132,6 +133,22 @@ impl AllowList {
             self.check_request(&request, Operation::CreateIfMissing)?;
         }
         Ok(())
+    }
+
+    /// Checks a campaign for the Lease `namespace/name` (`coordination.k8s.io/Lease`,
+    /// the `lead` operation on its main resource).
+    ///
+    /// # Errors
+    /// [`Denied`] when no rule grants it.
+    pub fn check_lead(&self, namespace: &str, name: &str) -> Result<(), Box<Denied>> {
+        let request = Asked {
+            group: "coordination.k8s.io",
+            kind: "Lease",
+            namespace,
+            name,
+            subresource: Subresource::Main,
+        };
+        self.check_request(&request, Operation::Lead)
     }
 
     fn check_request(&self, request: &Asked<'_>, operation: Operation) -> Result<(), Box<Denied>> {
@@ -252,6 +269,20 @@ struct Asked<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lead_is_an_operation_on_leases_in_a_namespace() {
+        let p = policy(&["coordination.k8s.io/Lease:team-a:main:lead"]);
+        assert!(p.check_lead("team-a", "l").is_ok());
+        assert!(p.check_lead("team-b", "l").is_err());
+        let writes_only = policy(&["coordination.k8s.io/Lease:team-a:main:update"]);
+        let denied = writes_only.check_lead("team-a", "l").unwrap_err();
+        assert_eq!(denied.operation, Operation::Lead);
+        assert!(
+            policy(&[]).check_lead("any", "l").is_ok(),
+            "the default allows it"
+        );
+    }
 
     fn policy(rules: &[&str]) -> AllowList {
         let rules: Vec<Rule> = rules.iter().map(|r| Rule::parse(r).unwrap()).collect();

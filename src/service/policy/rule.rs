@@ -18,15 +18,19 @@ pub enum Operation {
     CreateIfMissing,
     /// Get (reading the object, read-your-own-writes).
     Get,
+    /// Lead (campaigning for a `coordination.k8s.io/Lease`: reading, creating and
+    /// writing it).
+    Lead,
 }
 
 impl Operation {
-    const ALL: [Operation; 5] = [
+    const ALL: [Operation; 6] = [
         Operation::Update,
         Operation::PatchStatus,
         Operation::Transact,
         Operation::CreateIfMissing,
         Operation::Get,
+        Operation::Lead,
     ];
 
     /// The operation's name in rules.
@@ -37,6 +41,7 @@ impl Operation {
             Operation::Transact => "transact",
             Operation::CreateIfMissing => "create-if-missing",
             Operation::Get => "get",
+            Operation::Lead => "lead",
         }
     }
 
@@ -45,7 +50,7 @@ impl Operation {
     }
 }
 
-pub(super) const ALL_OPERATIONS: u8 = 0b11111;
+pub(super) const ALL_OPERATIONS: u8 = 0b11_1111;
 
 /// The name of a subresource in rules.
 pub(super) fn subresource_name(subresource: Subresource) -> &'static str {

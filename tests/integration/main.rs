@@ -20,6 +20,7 @@ mod get;
 mod harness;
 mod inject;
 mod jaeger_harness;
+mod lead;
 mod linearizability;
 mod listeners;
 mod memory;

@@ -28,6 +28,117 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LeadState says whether the caller leads.
+type LeadState int32
+
+const (
+	// Not used.
+	LeadState_LEAD_STATE_UNSPECIFIED LeadState = 0
+	// The caller holds the Lease: it leads, under LeadResponse.epoch.
+	LeadState_LEAD_STATE_LEADING LeadState = 1
+	// The caller does not hold the Lease; LeadResponse.reason says why.
+	LeadState_LEAD_STATE_NOT_LEADING LeadState = 2
+)
+
+// Enum value maps for LeadState.
+var (
+	LeadState_name = map[int32]string{
+		0: "LEAD_STATE_UNSPECIFIED",
+		1: "LEAD_STATE_LEADING",
+		2: "LEAD_STATE_NOT_LEADING",
+	}
+	LeadState_value = map[string]int32{
+		"LEAD_STATE_UNSPECIFIED": 0,
+		"LEAD_STATE_LEADING":     1,
+		"LEAD_STATE_NOT_LEADING": 2,
+	}
+)
+
+func (x LeadState) Enum() *LeadState {
+	p := new(LeadState)
+	*p = x
+	return p
+}
+
+func (x LeadState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeadState) Descriptor() protoreflect.EnumDescriptor {
+	return file_safewrite_v1_writer_proto_enumTypes[0].Descriptor()
+}
+
+func (LeadState) Type() protoreflect.EnumType {
+	return &file_safewrite_v1_writer_proto_enumTypes[0]
+}
+
+func (x LeadState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeadState.Descriptor instead.
+func (LeadState) EnumDescriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+}
+
+// NotLeadingReason says why the caller does not lead.
+type NotLeadingReason int32
+
+const (
+	// Not used (the caller leads).
+	NotLeadingReason_NOT_LEADING_REASON_UNSPECIFIED NotLeadingReason = 0
+	// Another holder holds the Lease and it has not expired; LeadResponse.holder names it.
+	NotLeadingReason_NOT_LEADING_REASON_OTHER_HOLDER NotLeadingReason = 1
+	// No renewal succeeded within the renew deadline (e.g. the API server was unreachable):
+	// the caller must stop acting as the leader. The campaign goes on.
+	NotLeadingReason_NOT_LEADING_REASON_LOST_RENEWAL NotLeadingReason = 2
+	// The sidecar released the Lease on its own (it is shutting down); the stream ends.
+	NotLeadingReason_NOT_LEADING_REASON_RELEASED NotLeadingReason = 3
+)
+
+// Enum value maps for NotLeadingReason.
+var (
+	NotLeadingReason_name = map[int32]string{
+		0: "NOT_LEADING_REASON_UNSPECIFIED",
+		1: "NOT_LEADING_REASON_OTHER_HOLDER",
+		2: "NOT_LEADING_REASON_LOST_RENEWAL",
+		3: "NOT_LEADING_REASON_RELEASED",
+	}
+	NotLeadingReason_value = map[string]int32{
+		"NOT_LEADING_REASON_UNSPECIFIED":  0,
+		"NOT_LEADING_REASON_OTHER_HOLDER": 1,
+		"NOT_LEADING_REASON_LOST_RENEWAL": 2,
+		"NOT_LEADING_REASON_RELEASED":     3,
+	}
+)
+
+func (x NotLeadingReason) Enum() *NotLeadingReason {
+	p := new(NotLeadingReason)
+	*p = x
+	return p
+}
+
+func (x NotLeadingReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NotLeadingReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_safewrite_v1_writer_proto_enumTypes[1].Descriptor()
+}
+
+func (NotLeadingReason) Type() protoreflect.EnumType {
+	return &file_safewrite_v1_writer_proto_enumTypes[1]
+}
+
+func (x NotLeadingReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NotLeadingReason.Descriptor instead.
+func (NotLeadingReason) EnumDescriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
 // Outcome says what a successful RPC did.
 type Outcome int32
 
@@ -80,11 +191,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[0].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[2].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[0]
+	return &file_safewrite_v1_writer_proto_enumTypes[2]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -93,7 +204,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 // Reason says why a write failed. It is sent in every error status twice: as
@@ -254,11 +365,11 @@ func (x Reason) String() string {
 }
 
 func (Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[1].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[3].Descriptor()
 }
 
 func (Reason) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[1]
+	return &file_safewrite_v1_writer_proto_enumTypes[3]
 }
 
 func (x Reason) Number() protoreflect.EnumNumber {
@@ -267,7 +378,7 @@ func (x Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
 }
 
 // Retry is what a caller may do after a failure: whether the same call, sent again, may
@@ -320,11 +431,11 @@ func (x Retry) String() string {
 }
 
 func (Retry) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[2].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[4].Descriptor()
 }
 
 func (Retry) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[2]
+	return &file_safewrite_v1_writer_proto_enumTypes[4]
 }
 
 func (x Retry) Number() protoreflect.EnumNumber {
@@ -333,7 +444,192 @@ func (x Retry) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Retry.Descriptor instead.
 func (Retry) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
+}
+
+// LeadRequest names the Lease to campaign for, and the timings of the campaign.
+type LeadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Lease's namespace: a DNS-1123 label. Required.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The Lease's name: a DNS-1123 subdomain. Required.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The identity the Lease is held under (its spec.holderIdentity), e.g. the pod's name:
+	// 1 to 253 printable ASCII characters, no spaces. Empty: the sidecar makes one unique to
+	// this stream. A candidate never takes over a Lease held under its own identity by
+	// another campaign before that Lease expires, so two streams given the same identity
+	// do not both lead.
+	Identity string `protobuf:"bytes,3,opt,name=identity,proto3" json:"identity,omitempty"`
+	// How long a Lease lasts after its last renewal, as others see it: whole seconds,
+	// 1 s to 1 h. Unset: 15 s (client-go's default). Must be longer than renew_deadline.
+	LeaseDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=lease_duration,json=leaseDuration,proto3" json:"lease_duration,omitempty"`
+	// How long the leader keeps leading without a successful renewal, counted from the
+	// last one. Unset: 10 s. Must be longer than 1.2 retry periods (client-go's jitter
+	// factor) and shorter than lease_duration.
+	RenewDeadline *durationpb.Duration `protobuf:"bytes,5,opt,name=renew_deadline,json=renewDeadline,proto3" json:"renew_deadline,omitempty"`
+	// How often the sidecar tries to acquire or renew the Lease. At least 10 ms. Unset: 2 s.
+	RetryPeriod   *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_period,json=retryPeriod,proto3" json:"retry_period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeadRequest) Reset() {
+	*x = LeadRequest{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeadRequest) ProtoMessage() {}
+
+func (x *LeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeadRequest.ProtoReflect.Descriptor instead.
+func (*LeadRequest) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LeadRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *LeadRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LeadRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *LeadRequest) GetLeaseDuration() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseDuration
+	}
+	return nil
+}
+
+func (x *LeadRequest) GetRenewDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.RenewDeadline
+	}
+	return nil
+}
+
+func (x *LeadRequest) GetRetryPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.RetryPeriod
+	}
+	return nil
+}
+
+// LeadResponse is one event of a Lead stream: a change of the caller's leadership, or of
+// the Lease's holder.
+type LeadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the caller leads.
+	State LeadState `protobuf:"varint,1,opt,name=state,proto3,enum=safewrite.v1.LeadState" json:"state,omitempty"`
+	// The epoch of the caller's leadership (LEAD_STATE_LEADING): a number kept on the
+	// Lease (annotation safewrite.dev/epoch) that grows by one with every acquisition of
+	// the Lease by anyone, a re-acquisition by the same identity included, written in the
+	// same conditional update that acquires it. Renewals keep it. 0 when not leading.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The Lease's holder as last read: the caller's identity when it leads; empty when the
+	// Lease is free or was never read.
+	Holder string `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	// Why the caller does not lead (LEAD_STATE_NOT_LEADING).
+	Reason NotLeadingReason `protobuf:"varint,4,opt,name=reason,proto3,enum=safewrite.v1.NotLeadingReason" json:"reason,omitempty"`
+	// The identity this stream campaigns under (the caller's, or the one the sidecar made).
+	Identity      string `protobuf:"bytes,5,opt,name=identity,proto3" json:"identity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeadResponse) Reset() {
+	*x = LeadResponse{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeadResponse) ProtoMessage() {}
+
+func (x *LeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeadResponse.ProtoReflect.Descriptor instead.
+func (*LeadResponse) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeadResponse) GetState() LeadState {
+	if x != nil {
+		return x.State
+	}
+	return LeadState_LEAD_STATE_UNSPECIFIED
+}
+
+func (x *LeadResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LeadResponse) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *LeadResponse) GetReason() NotLeadingReason {
+	if x != nil {
+		return x.Reason
+	}
+	return NotLeadingReason_NOT_LEADING_REASON_UNSPECIFIED
+}
+
+func (x *LeadResponse) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
 }
 
 // GetRequest names an object to read, and how new it must be.
@@ -370,7 +666,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +678,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +691,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetRequest) GetTarget() *ObjectRef {
@@ -430,7 +726,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +738,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +751,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetResponse) GetObjectJson() string {
@@ -505,7 +801,7 @@ type UpdateWithRetryRequest struct {
 
 func (x *UpdateWithRetryRequest) Reset() {
 	*x = UpdateWithRetryRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +813,7 @@ func (x *UpdateWithRetryRequest) String() string {
 func (*UpdateWithRetryRequest) ProtoMessage() {}
 
 func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +826,7 @@ func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UpdateWithRetryRequest) GetTarget() *ObjectRef {
@@ -579,7 +875,7 @@ type UpdateWithRetryResponse struct {
 
 func (x *UpdateWithRetryResponse) Reset() {
 	*x = UpdateWithRetryResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +887,7 @@ func (x *UpdateWithRetryResponse) String() string {
 func (*UpdateWithRetryResponse) ProtoMessage() {}
 
 func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +900,7 @@ func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UpdateWithRetryResponse) GetResult() *WriteResult {
@@ -634,7 +930,7 @@ type PatchStatusRequest struct {
 
 func (x *PatchStatusRequest) Reset() {
 	*x = PatchStatusRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +942,7 @@ func (x *PatchStatusRequest) String() string {
 func (*PatchStatusRequest) ProtoMessage() {}
 
 func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +955,7 @@ func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*PatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PatchStatusRequest) GetTarget() *ObjectRef {
@@ -708,7 +1004,7 @@ type PatchStatusResponse struct {
 
 func (x *PatchStatusResponse) Reset() {
 	*x = PatchStatusResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +1016,7 @@ func (x *PatchStatusResponse) String() string {
 func (*PatchStatusResponse) ProtoMessage() {}
 
 func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +1029,7 @@ func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusResponse.ProtoReflect.Descriptor instead.
 func (*PatchStatusResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PatchStatusResponse) GetResult() *WriteResult {
@@ -759,7 +1055,7 @@ type TransactRequest struct {
 
 func (x *TransactRequest) Reset() {
 	*x = TransactRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +1067,7 @@ func (x *TransactRequest) String() string {
 func (*TransactRequest) ProtoMessage() {}
 
 func (x *TransactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1080,7 @@ func (x *TransactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactRequest.ProtoReflect.Descriptor instead.
 func (*TransactRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TransactRequest) GetMessage() isTransactRequest_Message {
@@ -850,7 +1146,7 @@ type TransactBegin struct {
 
 func (x *TransactBegin) Reset() {
 	*x = TransactBegin{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1158,7 @@ func (x *TransactBegin) String() string {
 func (*TransactBegin) ProtoMessage() {}
 
 func (x *TransactBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1171,7 @@ func (x *TransactBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactBegin.ProtoReflect.Descriptor instead.
 func (*TransactBegin) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TransactBegin) GetTarget() *ObjectRef {
@@ -933,7 +1229,7 @@ type TransactProposal struct {
 
 func (x *TransactProposal) Reset() {
 	*x = TransactProposal{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1241,7 @@ func (x *TransactProposal) String() string {
 func (*TransactProposal) ProtoMessage() {}
 
 func (x *TransactProposal) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1254,7 @@ func (x *TransactProposal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactProposal.ProtoReflect.Descriptor instead.
 func (*TransactProposal) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransactProposal) GetAttempt() uint32 {
@@ -1039,7 +1335,7 @@ type TransactAbort struct {
 
 func (x *TransactAbort) Reset() {
 	*x = TransactAbort{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1347,7 @@ func (x *TransactAbort) String() string {
 func (*TransactAbort) ProtoMessage() {}
 
 func (x *TransactAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1360,7 @@ func (x *TransactAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactAbort.ProtoReflect.Descriptor instead.
 func (*TransactAbort) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TransactAbort) GetReason() string {
@@ -1090,7 +1386,7 @@ type TransactResponse struct {
 
 func (x *TransactResponse) Reset() {
 	*x = TransactResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1398,7 @@ func (x *TransactResponse) String() string {
 func (*TransactResponse) ProtoMessage() {}
 
 func (x *TransactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1411,7 @@ func (x *TransactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactResponse.ProtoReflect.Descriptor instead.
 func (*TransactResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TransactResponse) GetMessage() isTransactResponse_Message {
@@ -1181,7 +1477,7 @@ type FreshObject struct {
 
 func (x *FreshObject) Reset() {
 	*x = FreshObject{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1489,7 @@ func (x *FreshObject) String() string {
 func (*FreshObject) ProtoMessage() {}
 
 func (x *FreshObject) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1502,7 @@ func (x *FreshObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshObject.ProtoReflect.Descriptor instead.
 func (*FreshObject) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FreshObject) GetAttempt() uint32 {
@@ -1255,7 +1551,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1563,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1576,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -1337,7 +1633,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1645,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1658,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -1543,7 +1839,7 @@ type SetCondition struct {
 
 func (x *SetCondition) Reset() {
 	*x = SetCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1851,7 @@ func (x *SetCondition) String() string {
 func (*SetCondition) ProtoMessage() {}
 
 func (x *SetCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1864,7 @@ func (x *SetCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCondition.ProtoReflect.Descriptor instead.
 func (*SetCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetCondition) GetConditions() []*Condition {
@@ -1614,7 +1910,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1922,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1935,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Condition) GetType() string {
@@ -1698,7 +1994,7 @@ type RemoveCondition struct {
 
 func (x *RemoveCondition) Reset() {
 	*x = RemoveCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +2006,7 @@ func (x *RemoveCondition) String() string {
 func (*RemoveCondition) ProtoMessage() {}
 
 func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +2019,7 @@ func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCondition.ProtoReflect.Descriptor instead.
 func (*RemoveCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RemoveCondition) GetTypes() []string {
@@ -1759,7 +2055,7 @@ type FinalizerChange struct {
 
 func (x *FinalizerChange) Reset() {
 	*x = FinalizerChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +2067,7 @@ func (x *FinalizerChange) String() string {
 func (*FinalizerChange) ProtoMessage() {}
 
 func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +2080,7 @@ func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizerChange.ProtoReflect.Descriptor instead.
 func (*FinalizerChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FinalizerChange) GetFinalizer() string {
@@ -1838,7 +2134,7 @@ type OwnerReferenceChange struct {
 
 func (x *OwnerReferenceChange) Reset() {
 	*x = OwnerReferenceChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2146,7 @@ func (x *OwnerReferenceChange) String() string {
 func (*OwnerReferenceChange) ProtoMessage() {}
 
 func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2159,7 @@ func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReferenceChange.ProtoReflect.Descriptor instead.
 func (*OwnerReferenceChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OwnerReferenceChange) GetOwner() *OwnerReference {
@@ -1908,7 +2204,7 @@ type OwnerReference struct {
 
 func (x *OwnerReference) Reset() {
 	*x = OwnerReference{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2216,7 @@ func (x *OwnerReference) String() string {
 func (*OwnerReference) ProtoMessage() {}
 
 func (x *OwnerReference) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2229,7 @@ func (x *OwnerReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
 func (*OwnerReference) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OwnerReference) GetApiVersion() string {
@@ -2005,7 +2301,7 @@ type ListEntryChange struct {
 
 func (x *ListEntryChange) Reset() {
 	*x = ListEntryChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2313,7 @@ func (x *ListEntryChange) String() string {
 func (*ListEntryChange) ProtoMessage() {}
 
 func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2326,7 @@ func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntryChange.ProtoReflect.Descriptor instead.
 func (*ListEntryChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListEntryChange) GetPath() string {
@@ -2074,7 +2370,7 @@ type JsonPatch struct {
 
 func (x *JsonPatch) Reset() {
 	*x = JsonPatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2382,7 @@ func (x *JsonPatch) String() string {
 func (*JsonPatch) ProtoMessage() {}
 
 func (x *JsonPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2395,7 @@ func (x *JsonPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatch.ProtoReflect.Descriptor instead.
 func (*JsonPatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JsonPatch) GetPatchJson() string {
@@ -2120,7 +2416,7 @@ type MergePatch struct {
 
 func (x *MergePatch) Reset() {
 	*x = MergePatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2428,7 @@ func (x *MergePatch) String() string {
 func (*MergePatch) ProtoMessage() {}
 
 func (x *MergePatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2441,7 @@ func (x *MergePatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePatch.ProtoReflect.Descriptor instead.
 func (*MergePatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MergePatch) GetPatchJson() string {
@@ -2171,7 +2467,7 @@ type ServerSideApply struct {
 
 func (x *ServerSideApply) Reset() {
 	*x = ServerSideApply{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2479,7 @@ func (x *ServerSideApply) String() string {
 func (*ServerSideApply) ProtoMessage() {}
 
 func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2492,7 @@ func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerSideApply.ProtoReflect.Descriptor instead.
 func (*ServerSideApply) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ServerSideApply) GetConfigurationJson() string {
@@ -2227,7 +2523,7 @@ type CelMutation struct {
 
 func (x *CelMutation) Reset() {
 	*x = CelMutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2535,7 @@ func (x *CelMutation) String() string {
 func (*CelMutation) ProtoMessage() {}
 
 func (x *CelMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2548,7 @@ func (x *CelMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CelMutation.ProtoReflect.Descriptor instead.
 func (*CelMutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CelMutation) GetExpression() string {
@@ -2280,7 +2576,7 @@ type Preconditions struct {
 
 func (x *Preconditions) Reset() {
 	*x = Preconditions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2588,7 @@ func (x *Preconditions) String() string {
 func (*Preconditions) ProtoMessage() {}
 
 func (x *Preconditions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2601,7 @@ func (x *Preconditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preconditions.ProtoReflect.Descriptor instead.
 func (*Preconditions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Preconditions) GetUid() string {
@@ -2348,7 +2644,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2656,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2669,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -2447,7 +2743,7 @@ type WriteOptions struct {
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2755,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2768,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WriteOptions) GetFieldManager() string {
@@ -2542,7 +2838,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2850,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2863,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WriteResult) GetOutcome() Outcome {
@@ -2644,7 +2940,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2952,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2965,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AttemptRecord) GetNumber() uint32 {
@@ -2734,7 +3030,7 @@ type WriteFailure struct {
 
 func (x *WriteFailure) Reset() {
 	*x = WriteFailure{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3042,7 @@ func (x *WriteFailure) String() string {
 func (*WriteFailure) ProtoMessage() {}
 
 func (x *WriteFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3055,7 @@ func (x *WriteFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFailure.ProtoReflect.Descriptor instead.
 func (*WriteFailure) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WriteFailure) GetAttemptRecords() []*AttemptRecord {
@@ -2804,7 +3100,7 @@ type RetryByCode struct {
 
 func (x *RetryByCode) Reset() {
 	*x = RetryByCode{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +3112,7 @@ func (x *RetryByCode) String() string {
 func (*RetryByCode) ProtoMessage() {}
 
 func (x *RetryByCode) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +3125,7 @@ func (x *RetryByCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryByCode.ProtoReflect.Descriptor instead.
 func (*RetryByCode) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RetryByCode) GetWithIdempotencyKey() []int32 {
@@ -2885,7 +3181,20 @@ var File_safewrite_v1_writer_proto protoreflect.FileDescriptor
 
 const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\n" +
-	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"o\n" +
+	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x02\n" +
+	"\vLeadRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\bidentity\x18\x03 \x01(\tR\bidentity\x12@\n" +
+	"\x0elease_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12@\n" +
+	"\x0erenew_deadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rrenewDeadline\x12<\n" +
+	"\fretry_period\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vretryPeriod\"\xbf\x01\n" +
+	"\fLeadResponse\x12-\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x17.safewrite.v1.LeadStateR\x05state\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\x126\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x1e.safewrite.v1.NotLeadingReasonR\x06reason\x12\x1a\n" +
+	"\bidentity\x18\x05 \x01(\tR\bidentity\"o\n" +
 	"\n" +
 	"GetRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.safewrite.v1.ObjectRefR\x06target\x120\n" +
@@ -3057,7 +3366,16 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\x0e2\x14.safewrite.v1.ReasonR\x06reason\"U\n" +
 	"\vRetryByCode\x120\n" +
 	"\x14with_idempotency_key\x18\x01 \x03(\x05R\x12withIdempotencyKey\x12\x14\n" +
-	"\x05later\x18\x02 \x03(\x05R\x05later*\x8a\x01\n" +
+	"\x05later\x18\x02 \x03(\x05R\x05later*[\n" +
+	"\tLeadState\x12\x1a\n" +
+	"\x16LEAD_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12LEAD_STATE_LEADING\x10\x01\x12\x1a\n" +
+	"\x16LEAD_STATE_NOT_LEADING\x10\x02*\xa1\x01\n" +
+	"\x10NotLeadingReason\x12\"\n" +
+	"\x1eNOT_LEADING_REASON_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fNOT_LEADING_REASON_OTHER_HOLDER\x10\x01\x12#\n" +
+	"\x1fNOT_LEADING_REASON_LOST_RENEWAL\x10\x02\x12\x1f\n" +
+	"\x1bNOT_LEADING_REASON_RELEASED\x10\x03*\x8a\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_UPDATED\x10\x01\x12\x15\n" +
@@ -3104,12 +3422,13 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\vRETRY_NEVER\x10\x01\x12\x0f\n" +
 	"\vRETRY_LATER\x10\x02\x12\x1e\n" +
 	"\x1aRETRY_WITH_IDEMPOTENCY_KEY\x10\x03\x12\x11\n" +
-	"\rRETRY_BY_CODE\x10\x042\xce\x02\n" +
+	"\rRETRY_BY_CODE\x10\x042\x8f\x03\n" +
 	"\rWriterService\x12^\n" +
 	"\x0fUpdateWithRetry\x12$.safewrite.v1.UpdateWithRetryRequest\x1a%.safewrite.v1.UpdateWithRetryResponse\x12R\n" +
 	"\vPatchStatus\x12 .safewrite.v1.PatchStatusRequest\x1a!.safewrite.v1.PatchStatusResponse\x12M\n" +
 	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01\x12:\n" +
-	"\x03Get\x12\x18.safewrite.v1.GetRequest\x1a\x19.safewrite.v1.GetResponse:N\n" +
+	"\x03Get\x12\x18.safewrite.v1.GetRequest\x1a\x19.safewrite.v1.GetResponse\x12?\n" +
+	"\x04Lead\x12\x19.safewrite.v1.LeadRequest\x1a\x1a.safewrite.v1.LeadResponse0\x01:N\n" +
 	"\x05retry\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\x0e2\x13.safewrite.v1.RetryR\x05retry:]\n" +
 	"\rretry_by_code\x12\x1c.google.protobuf.EnumOptions\x18ц\x03 \x01(\v2\x19.safewrite.v1.RetryByCodeR\vretryByCodeBT\n" +
 	"\x10dev.safewrite.v1B\vWriterProtoP\x01Z1safewrite.dev/clients/go/safewrite/v1;safewritev1b\x06proto3"
@@ -3126,107 +3445,118 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 	return file_safewrite_v1_writer_proto_rawDescData
 }
 
-var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_safewrite_v1_writer_proto_goTypes = []any{
-	(Outcome)(0),                          // 0: safewrite.v1.Outcome
-	(Reason)(0),                           // 1: safewrite.v1.Reason
-	(Retry)(0),                            // 2: safewrite.v1.Retry
-	(*GetRequest)(nil),                    // 3: safewrite.v1.GetRequest
-	(*GetResponse)(nil),                   // 4: safewrite.v1.GetResponse
-	(*UpdateWithRetryRequest)(nil),        // 5: safewrite.v1.UpdateWithRetryRequest
-	(*UpdateWithRetryResponse)(nil),       // 6: safewrite.v1.UpdateWithRetryResponse
-	(*PatchStatusRequest)(nil),            // 7: safewrite.v1.PatchStatusRequest
-	(*PatchStatusResponse)(nil),           // 8: safewrite.v1.PatchStatusResponse
-	(*TransactRequest)(nil),               // 9: safewrite.v1.TransactRequest
-	(*TransactBegin)(nil),                 // 10: safewrite.v1.TransactBegin
-	(*TransactProposal)(nil),              // 11: safewrite.v1.TransactProposal
-	(*TransactAbort)(nil),                 // 12: safewrite.v1.TransactAbort
-	(*TransactResponse)(nil),              // 13: safewrite.v1.TransactResponse
-	(*FreshObject)(nil),                   // 14: safewrite.v1.FreshObject
-	(*ObjectRef)(nil),                     // 15: safewrite.v1.ObjectRef
-	(*Mutation)(nil),                      // 16: safewrite.v1.Mutation
-	(*SetCondition)(nil),                  // 17: safewrite.v1.SetCondition
-	(*Condition)(nil),                     // 18: safewrite.v1.Condition
-	(*RemoveCondition)(nil),               // 19: safewrite.v1.RemoveCondition
-	(*FinalizerChange)(nil),               // 20: safewrite.v1.FinalizerChange
-	(*OwnerReferenceChange)(nil),          // 21: safewrite.v1.OwnerReferenceChange
-	(*OwnerReference)(nil),                // 22: safewrite.v1.OwnerReference
-	(*ListEntryChange)(nil),               // 23: safewrite.v1.ListEntryChange
-	(*JsonPatch)(nil),                     // 24: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),                    // 25: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),               // 26: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),                   // 27: safewrite.v1.CelMutation
-	(*Preconditions)(nil),                 // 28: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),                   // 29: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),                  // 30: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),                   // 31: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),                 // 32: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),                  // 33: safewrite.v1.WriteFailure
-	(*RetryByCode)(nil),                   // 34: safewrite.v1.RetryByCode
-	(*durationpb.Duration)(nil),           // 35: google.protobuf.Duration
-	(*descriptorpb.EnumValueOptions)(nil), // 36: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 37: google.protobuf.EnumOptions
+	(LeadState)(0),                        // 0: safewrite.v1.LeadState
+	(NotLeadingReason)(0),                 // 1: safewrite.v1.NotLeadingReason
+	(Outcome)(0),                          // 2: safewrite.v1.Outcome
+	(Reason)(0),                           // 3: safewrite.v1.Reason
+	(Retry)(0),                            // 4: safewrite.v1.Retry
+	(*LeadRequest)(nil),                   // 5: safewrite.v1.LeadRequest
+	(*LeadResponse)(nil),                  // 6: safewrite.v1.LeadResponse
+	(*GetRequest)(nil),                    // 7: safewrite.v1.GetRequest
+	(*GetResponse)(nil),                   // 8: safewrite.v1.GetResponse
+	(*UpdateWithRetryRequest)(nil),        // 9: safewrite.v1.UpdateWithRetryRequest
+	(*UpdateWithRetryResponse)(nil),       // 10: safewrite.v1.UpdateWithRetryResponse
+	(*PatchStatusRequest)(nil),            // 11: safewrite.v1.PatchStatusRequest
+	(*PatchStatusResponse)(nil),           // 12: safewrite.v1.PatchStatusResponse
+	(*TransactRequest)(nil),               // 13: safewrite.v1.TransactRequest
+	(*TransactBegin)(nil),                 // 14: safewrite.v1.TransactBegin
+	(*TransactProposal)(nil),              // 15: safewrite.v1.TransactProposal
+	(*TransactAbort)(nil),                 // 16: safewrite.v1.TransactAbort
+	(*TransactResponse)(nil),              // 17: safewrite.v1.TransactResponse
+	(*FreshObject)(nil),                   // 18: safewrite.v1.FreshObject
+	(*ObjectRef)(nil),                     // 19: safewrite.v1.ObjectRef
+	(*Mutation)(nil),                      // 20: safewrite.v1.Mutation
+	(*SetCondition)(nil),                  // 21: safewrite.v1.SetCondition
+	(*Condition)(nil),                     // 22: safewrite.v1.Condition
+	(*RemoveCondition)(nil),               // 23: safewrite.v1.RemoveCondition
+	(*FinalizerChange)(nil),               // 24: safewrite.v1.FinalizerChange
+	(*OwnerReferenceChange)(nil),          // 25: safewrite.v1.OwnerReferenceChange
+	(*OwnerReference)(nil),                // 26: safewrite.v1.OwnerReference
+	(*ListEntryChange)(nil),               // 27: safewrite.v1.ListEntryChange
+	(*JsonPatch)(nil),                     // 28: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),                    // 29: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),               // 30: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),                   // 31: safewrite.v1.CelMutation
+	(*Preconditions)(nil),                 // 32: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),                   // 33: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),                  // 34: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),                   // 35: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),                 // 36: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),                  // 37: safewrite.v1.WriteFailure
+	(*RetryByCode)(nil),                   // 38: safewrite.v1.RetryByCode
+	(*durationpb.Duration)(nil),           // 39: google.protobuf.Duration
+	(*descriptorpb.EnumValueOptions)(nil), // 40: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 41: google.protobuf.EnumOptions
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
-	15, // 0: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
-	15, // 1: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
-	16, // 2: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	28, // 3: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	29, // 4: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	30, // 5: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	31, // 6: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
-	15, // 7: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
-	16, // 8: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	28, // 9: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	29, // 10: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	30, // 11: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	31, // 12: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
-	10, // 13: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
-	11, // 14: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
-	15, // 15: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	28, // 16: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	29, // 17: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	30, // 18: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
-	16, // 19: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
-	12, // 20: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
-	14, // 21: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	31, // 22: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	24, // 23: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	25, // 24: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	26, // 25: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	27, // 26: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	17, // 27: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
-	19, // 28: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
-	20, // 29: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
-	21, // 30: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
-	23, // 31: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
-	18, // 32: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
-	22, // 33: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
-	35, // 34: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	35, // 35: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	0,  // 36: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	32, // 37: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	35, // 38: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	32, // 39: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	1,  // 40: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
-	36, // 41: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
-	37, // 42: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
-	2,  // 43: safewrite.v1.retry:type_name -> safewrite.v1.Retry
-	34, // 44: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
-	5,  // 45: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	7,  // 46: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	9,  // 47: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	3,  // 48: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
-	6,  // 49: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	8,  // 50: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	13, // 51: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	4,  // 52: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
-	49, // [49:53] is the sub-list for method output_type
-	45, // [45:49] is the sub-list for method input_type
-	43, // [43:45] is the sub-list for extension type_name
-	41, // [41:43] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	39, // 0: safewrite.v1.LeadRequest.lease_duration:type_name -> google.protobuf.Duration
+	39, // 1: safewrite.v1.LeadRequest.renew_deadline:type_name -> google.protobuf.Duration
+	39, // 2: safewrite.v1.LeadRequest.retry_period:type_name -> google.protobuf.Duration
+	0,  // 3: safewrite.v1.LeadResponse.state:type_name -> safewrite.v1.LeadState
+	1,  // 4: safewrite.v1.LeadResponse.reason:type_name -> safewrite.v1.NotLeadingReason
+	19, // 5: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
+	19, // 6: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
+	20, // 7: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
+	32, // 8: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	33, // 9: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	34, // 10: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	35, // 11: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	19, // 12: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
+	20, // 13: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
+	32, // 14: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	33, // 15: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	34, // 16: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	35, // 17: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	14, // 18: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
+	15, // 19: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
+	19, // 20: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
+	32, // 21: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	33, // 22: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	34, // 23: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	20, // 24: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
+	16, // 25: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
+	18, // 26: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
+	35, // 27: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	28, // 28: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	29, // 29: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	30, // 30: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	31, // 31: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	21, // 32: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
+	23, // 33: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
+	24, // 34: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
+	25, // 35: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
+	27, // 36: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
+	22, // 37: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
+	26, // 38: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
+	39, // 39: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	39, // 40: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	2,  // 41: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
+	36, // 42: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	39, // 43: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	36, // 44: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	3,  // 45: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
+	40, // 46: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
+	41, // 47: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
+	4,  // 48: safewrite.v1.retry:type_name -> safewrite.v1.Retry
+	38, // 49: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
+	9,  // 50: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	11, // 51: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	13, // 52: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	7,  // 53: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
+	5,  // 54: safewrite.v1.WriterService.Lead:input_type -> safewrite.v1.LeadRequest
+	10, // 55: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	12, // 56: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	17, // 57: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	8,  // 58: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
+	6,  // 59: safewrite.v1.WriterService.Lead:output_type -> safewrite.v1.LeadResponse
+	55, // [55:60] is the sub-list for method output_type
+	50, // [50:55] is the sub-list for method input_type
+	48, // [48:50] is the sub-list for extension type_name
+	46, // [46:48] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_safewrite_v1_writer_proto_init() }
@@ -3234,20 +3564,20 @@ func file_safewrite_v1_writer_proto_init() {
 	if File_safewrite_v1_writer_proto != nil {
 		return
 	}
-	file_safewrite_v1_writer_proto_msgTypes[6].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[8].OneofWrappers = []any{
 		(*TransactRequest_Begin)(nil),
 		(*TransactRequest_Proposal)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[8].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[10].OneofWrappers = []any{
 		(*TransactProposal_ObjectJson)(nil),
 		(*TransactProposal_Mutation)(nil),
 		(*TransactProposal_Abort)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[10].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[12].OneofWrappers = []any{
 		(*TransactResponse_Fresh)(nil),
 		(*TransactResponse_Result)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[13].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[15].OneofWrappers = []any{
 		(*Mutation_JsonPatch)(nil),
 		(*Mutation_MergePatch)(nil),
 		(*Mutation_Apply)(nil),
@@ -3258,14 +3588,14 @@ func file_safewrite_v1_writer_proto_init() {
 		(*Mutation_OwnerReference)(nil),
 		(*Mutation_ListEntry)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[15].OneofWrappers = []any{}
+	file_safewrite_v1_writer_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   32,
+			NumEnums:      5,
+			NumMessages:   34,
 			NumExtensions: 2,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	WriterService_PatchStatus_FullMethodName     = "/safewrite.v1.WriterService/PatchStatus"
 	WriterService_Transact_FullMethodName        = "/safewrite.v1.WriterService/Transact"
 	WriterService_Get_FullMethodName             = "/safewrite.v1.WriterService/Get"
+	WriterService_Lead_FullMethodName            = "/safewrite.v1.WriterService/Lead"
 )
 
 // WriterServiceClient is the client API for WriterService service.
@@ -76,6 +77,23 @@ type WriterServiceClient interface {
 	// `get` operation, the token, the rate limit and the breaker apply as for writes;
 	// Secrets are refused unless allowed.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// Lead campaigns for leadership through a coordination.k8s.io/v1 Lease, the way
+	// client-go's leader election does, and streams what happens: LEAD_STATE_LEADING (with
+	// the epoch of this acquisition) when the caller leads, LEAD_STATE_NOT_LEADING with a
+	// reason when it stops leading or sees another holder. Every write of the Lease is
+	// conditional on the resourceVersion read (or a create that may lose its race). The
+	// sidecar renews every retry period while the caller leads and reports
+	// NOT_LEADING_REASON_LOST_RENEWAL once no renewal succeeded within the renew deadline;
+	// it keeps campaigning until the stream ends. Closing the stream (or the caller going
+	// away) releases the Lease at once: holder cleared, duration 1 s, conditional on the
+	// resourceVersion, so another candidate takes over within its retry period. Lease
+	// requests take no place in the sidecar's rate limit and are neither refused nor
+	// counted by its circuit breaker, so writes cannot starve renewals. Leadership alone
+	// does not fence: a paused leader may still write after its successor took over.
+	// Refusals before the campaign starts: INVALID_ARGUMENT naming the field, or
+	// PERMISSION_DENIED when the policy's `lead` operation does not allow
+	// coordination.k8s.io/Lease in the namespace.
+	Lead(ctx context.Context, in *LeadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LeadResponse], error)
 }
 
 type writerServiceClient struct {
@@ -129,6 +147,25 @@ func (c *writerServiceClient) Get(ctx context.Context, in *GetRequest, opts ...g
 	return out, nil
 }
 
+func (c *writerServiceClient) Lead(ctx context.Context, in *LeadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LeadResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WriterService_ServiceDesc.Streams[1], WriterService_Lead_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LeadRequest, LeadResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WriterService_LeadClient = grpc.ServerStreamingClient[LeadResponse]
+
 // WriterServiceServer is the server API for WriterService service.
 // All implementations must embed UnimplementedWriterServiceServer
 // for forward compatibility.
@@ -175,6 +212,23 @@ type WriterServiceServer interface {
 	// `get` operation, the token, the rate limit and the breaker apply as for writes;
 	// Secrets are refused unless allowed.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// Lead campaigns for leadership through a coordination.k8s.io/v1 Lease, the way
+	// client-go's leader election does, and streams what happens: LEAD_STATE_LEADING (with
+	// the epoch of this acquisition) when the caller leads, LEAD_STATE_NOT_LEADING with a
+	// reason when it stops leading or sees another holder. Every write of the Lease is
+	// conditional on the resourceVersion read (or a create that may lose its race). The
+	// sidecar renews every retry period while the caller leads and reports
+	// NOT_LEADING_REASON_LOST_RENEWAL once no renewal succeeded within the renew deadline;
+	// it keeps campaigning until the stream ends. Closing the stream (or the caller going
+	// away) releases the Lease at once: holder cleared, duration 1 s, conditional on the
+	// resourceVersion, so another candidate takes over within its retry period. Lease
+	// requests take no place in the sidecar's rate limit and are neither refused nor
+	// counted by its circuit breaker, so writes cannot starve renewals. Leadership alone
+	// does not fence: a paused leader may still write after its successor took over.
+	// Refusals before the campaign starts: INVALID_ARGUMENT naming the field, or
+	// PERMISSION_DENIED when the policy's `lead` operation does not allow
+	// coordination.k8s.io/Lease in the namespace.
+	Lead(*LeadRequest, grpc.ServerStreamingServer[LeadResponse]) error
 	mustEmbedUnimplementedWriterServiceServer()
 }
 
@@ -196,6 +250,9 @@ func (UnimplementedWriterServiceServer) Transact(grpc.BidiStreamingServer[Transa
 }
 func (UnimplementedWriterServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedWriterServiceServer) Lead(*LeadRequest, grpc.ServerStreamingServer[LeadResponse]) error {
+	return status.Error(codes.Unimplemented, "method Lead not implemented")
 }
 func (UnimplementedWriterServiceServer) mustEmbedUnimplementedWriterServiceServer() {}
 func (UnimplementedWriterServiceServer) testEmbeddedByValue()                       {}
@@ -279,6 +336,17 @@ func _WriterService_Get_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WriterService_Lead_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LeadRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WriterServiceServer).Lead(m, &grpc.GenericServerStream[LeadRequest, LeadResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WriterService_LeadServer = grpc.ServerStreamingServer[LeadResponse]
+
 // WriterService_ServiceDesc is the grpc.ServiceDesc for WriterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -305,6 +373,11 @@ var WriterService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _WriterService_Transact_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Lead",
+			Handler:       _WriterService_Lead_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "safewrite/v1/writer.proto",

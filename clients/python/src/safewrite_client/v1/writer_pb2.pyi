@@ -7,6 +7,13 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+LEAD_STATE_LEADING: LeadState
+LEAD_STATE_NOT_LEADING: LeadState
+LEAD_STATE_UNSPECIFIED: LeadState
+NOT_LEADING_REASON_LOST_RENEWAL: NotLeadingReason
+NOT_LEADING_REASON_OTHER_HOLDER: NotLeadingReason
+NOT_LEADING_REASON_RELEASED: NotLeadingReason
+NOT_LEADING_REASON_UNSPECIFIED: NotLeadingReason
 OUTCOME_ABORTED: Outcome
 OUTCOME_CREATED: Outcome
 OUTCOME_GONE: Outcome
@@ -136,6 +143,36 @@ class JsonPatch(_message.Message):
     PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
     patch_json: str
     def __init__(self, patch_json: _Optional[str] = ...) -> None: ...
+
+class LeadRequest(_message.Message):
+    __slots__ = ["identity", "lease_duration", "name", "namespace", "renew_deadline", "retry_period"]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DURATION_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RENEW_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    identity: str
+    lease_duration: _duration_pb2.Duration
+    name: str
+    namespace: str
+    renew_deadline: _duration_pb2.Duration
+    retry_period: _duration_pb2.Duration
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., identity: _Optional[str] = ..., lease_duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., renew_deadline: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., retry_period: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class LeadResponse(_message.Message):
+    __slots__ = ["epoch", "holder", "identity", "reason", "state"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    holder: str
+    identity: str
+    reason: NotLeadingReason
+    state: LeadState
+    def __init__(self, state: _Optional[_Union[LeadState, str]] = ..., epoch: _Optional[int] = ..., holder: _Optional[str] = ..., reason: _Optional[_Union[NotLeadingReason, str]] = ..., identity: _Optional[str] = ...) -> None: ...
 
 class ListEntryChange(_message.Message):
     __slots__ = ["entry_json", "keys", "path", "remove"]
@@ -398,6 +435,12 @@ class WriteResult(_message.Message):
     resource_version: str
     trace_id: str
     def __init__(self, outcome: _Optional[_Union[Outcome, str]] = ..., object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., attempts: _Optional[int] = ..., attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., trace_id: _Optional[str] = ..., already_applied: bool = ...) -> None: ...
+
+class LeadState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class NotLeadingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -45,6 +45,11 @@ class WriterServiceStub(object):
                 request_serializer=safewrite_dot_v1_dot_writer__pb2.GetRequest.SerializeToString,
                 response_deserializer=safewrite_dot_v1_dot_writer__pb2.GetResponse.FromString,
                 )
+        self.Lead = channel.unary_stream(
+                '/safewrite.v1.WriterService/Lead',
+                request_serializer=safewrite_dot_v1_dot_writer__pb2.LeadRequest.SerializeToString,
+                response_deserializer=safewrite_dot_v1_dot_writer__pb2.LeadResponse.FromString,
+                )
 
 
 class WriterServiceServicer(object):
@@ -111,6 +116,28 @@ class WriterServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Lead(self, request, context):
+        """Lead campaigns for leadership through a coordination.k8s.io/v1 Lease, the way
+        client-go's leader election does, and streams what happens: LEAD_STATE_LEADING (with
+        the epoch of this acquisition) when the caller leads, LEAD_STATE_NOT_LEADING with a
+        reason when it stops leading or sees another holder. Every write of the Lease is
+        conditional on the resourceVersion read (or a create that may lose its race). The
+        sidecar renews every retry period while the caller leads and reports
+        NOT_LEADING_REASON_LOST_RENEWAL once no renewal succeeded within the renew deadline;
+        it keeps campaigning until the stream ends. Closing the stream (or the caller going
+        away) releases the Lease at once: holder cleared, duration 1 s, conditional on the
+        resourceVersion, so another candidate takes over within its retry period. Lease
+        requests take no place in the sidecar's rate limit and are neither refused nor
+        counted by its circuit breaker, so writes cannot starve renewals. Leadership alone
+        does not fence: a paused leader may still write after its successor took over.
+        Refusals before the campaign starts: INVALID_ARGUMENT naming the field, or
+        PERMISSION_DENIED when the policy's `lead` operation does not allow
+        coordination.k8s.io/Lease in the namespace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WriterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -133,6 +160,11 @@ def add_WriterServiceServicer_to_server(servicer, server):
                     servicer.Get,
                     request_deserializer=safewrite_dot_v1_dot_writer__pb2.GetRequest.FromString,
                     response_serializer=safewrite_dot_v1_dot_writer__pb2.GetResponse.SerializeToString,
+            ),
+            'Lead': grpc.unary_stream_rpc_method_handler(
+                    servicer.Lead,
+                    request_deserializer=safewrite_dot_v1_dot_writer__pb2.LeadRequest.FromString,
+                    response_serializer=safewrite_dot_v1_dot_writer__pb2.LeadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,5 +252,22 @@ class WriterService(object):
         return grpc.experimental.unary_unary(request, target, '/safewrite.v1.WriterService/Get',
             safewrite_dot_v1_dot_writer__pb2.GetRequest.SerializeToString,
             safewrite_dot_v1_dot_writer__pb2.GetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Lead(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/safewrite.v1.WriterService/Lead',
+            safewrite_dot_v1_dot_writer__pb2.LeadRequest.SerializeToString,
+            safewrite_dot_v1_dot_writer__pb2.LeadResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

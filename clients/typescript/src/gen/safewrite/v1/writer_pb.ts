@@ -17,7 +17,124 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEiUwoKR2V0UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEhwKFG1pbl9yZXNvdXJjZV92ZXJzaW9uGAIgASgJImIKC0dldFJlc3BvbnNlEhMKC29iamVjdF9qc29uGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSEgoKcmVtZW1iZXJlZBgDIAEoCBIQCgh0cmFjZV9pZBgEIAEoCSL9AQoWVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEigKCG11dGF0aW9uGAIgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMiRAoXVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0IvkBChJQYXRjaFN0YXR1c1JlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkAKE1BhdGNoU3RhdHVzUmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0In4KD1RyYW5zYWN0UmVxdWVzdBIsCgViZWdpbhgBIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEJlZ2luSAASMgoIcHJvcG9zYWwYAiABKAsyHi5zYWZld3JpdGUudjEuVHJhbnNhY3RQcm9wb3NhbEgAQgkKB21lc3NhZ2Ui2gEKDVRyYW5zYWN0QmVnaW4SJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIOCgZzdGF0dXMYAiABKAgSMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyKeAQoQVHJhbnNhY3RQcm9wb3NhbBIPCgdhdHRlbXB0GAEgASgNEhUKC29iamVjdF9qc29uGAIgASgJSAASKgoIbXV0YXRpb24YAyABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb25IABIsCgVhYm9ydBgEIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEFib3J0SABCCAoGY2hhbmdlIh8KDVRyYW5zYWN0QWJvcnQSDgoGcmVhc29uGAEgASgJInYKEFRyYW5zYWN0UmVzcG9uc2USKgoFZnJlc2gYASABKAsyGS5zYWZld3JpdGUudjEuRnJlc2hPYmplY3RIABIrCgZyZXN1bHQYAiABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHRIAEIJCgdtZXNzYWdlIl8KC0ZyZXNoT2JqZWN0Eg8KB2F0dGVtcHQYASABKA0SEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghjcmVhdGluZxgEIAEoCCJPCglPYmplY3RSZWYSEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEbmFtZRgEIAEoCSLkAwoITXV0YXRpb24SLQoKanNvbl9wYXRjaBgBIAEoCzIXLnNhZmV3cml0ZS52MS5Kc29uUGF0Y2hIABIvCgttZXJnZV9wYXRjaBgCIAEoCzIYLnNhZmV3cml0ZS52MS5NZXJnZVBhdGNoSAASLgoFYXBwbHkYAyABKAsyHS5zYWZld3JpdGUudjEuU2VydmVyU2lkZUFwcGx5SAASKAoDY2VsGAQgASgLMhkuc2FmZXdyaXRlLnYxLkNlbE11dGF0aW9uSAASMwoNc2V0X2NvbmRpdGlvbhgFIAEoCzIaLnNhZmV3cml0ZS52MS5TZXRDb25kaXRpb25IABI5ChByZW1vdmVfY29uZGl0aW9uGAYgASgLMh0uc2FmZXdyaXRlLnYxLlJlbW92ZUNvbmRpdGlvbkgAEjIKCWZpbmFsaXplchgHIAEoCzIdLnNhZmV3cml0ZS52MS5GaW5hbGl6ZXJDaGFuZ2VIABI9Cg9vd25lcl9yZWZlcmVuY2UYCCABKAsyIi5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2VDaGFuZ2VIABIzCgpsaXN0X2VudHJ5GAkgASgLMh0uc2FmZXdyaXRlLnYxLkxpc3RFbnRyeUNoYW5nZUgAQgYKBGtpbmQiSQoMU2V0Q29uZGl0aW9uEisKCmNvbmRpdGlvbnMYASADKAsyFy5zYWZld3JpdGUudjEuQ29uZGl0aW9uEgwKBHBhdGgYAiABKAkiogEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIgChNvYnNlcnZlZF9nZW5lcmF0aW9uGAUgASgDSACIAQESHAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBiABKAlCFgoUX29ic2VydmVkX2dlbmVyYXRpb24iLgoPUmVtb3ZlQ29uZGl0aW9uEg0KBXR5cGVzGAEgAygJEgwKBHBhdGgYAiABKAkiNAoPRmluYWxpemVyQ2hhbmdlEhEKCWZpbmFsaXplchgBIAEoCRIOCgZyZW1vdmUYAiABKAgiUwoUT3duZXJSZWZlcmVuY2VDaGFuZ2USKwoFb3duZXIYASABKAsyHC5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2USDgoGcmVtb3ZlGAIgASgIIoABCg5Pd25lclJlZmVyZW5jZRITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEgwKBG5hbWUYAyABKAkSCwoDdWlkGAQgASgJEhIKCmNvbnRyb2xsZXIYBSABKAgSHAoUYmxvY2tfb3duZXJfZGVsZXRpb24YBiABKAgiUQoPTGlzdEVudHJ5Q2hhbmdlEgwKBHBhdGgYASABKAkSDAoEa2V5cxgCIAMoCRISCgplbnRyeV9qc29uGAMgASgJEg4KBnJlbW92ZRgEIAEoCCIfCglKc29uUGF0Y2gSEgoKcGF0Y2hfanNvbhgBIAEoCSIgCgpNZXJnZVBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiPAoPU2VydmVyU2lkZUFwcGx5EhoKEmNvbmZpZ3VyYXRpb25fanNvbhgBIAEoCRINCgVmb3JjZRgCIAEoCCIhCgtDZWxNdXRhdGlvbhISCgpleHByZXNzaW9uGAEgASgJIkMKDVByZWNvbmRpdGlvbnMSCwoDdWlkGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSCwoDY2VsGAMgASgJIpgBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKA0SMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB3JlcXVldWUYBCABKAgihAEKDFdyaXRlT3B0aW9ucxIVCg1maWVsZF9tYW5hZ2VyGAEgASgJEg8KB2RyeV9ydW4YAiABKAgSHgoWY3JlYXRlX2lmX21pc3NpbmdfanNvbhgDIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEwoLd3JpdGVfYWxvbmUYBSABKAgi1wEKC1dyaXRlUmVzdWx0EiYKB291dGNvbWUYASABKA4yFS5zYWZld3JpdGUudjEuT3V0Y29tZRITCgtvYmplY3RfanNvbhgCIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJEhcKD2FscmVhZHlfYXBwbGllZBgHIAEoCCKjAQoNQXR0ZW1wdFJlY29yZBIOCgZudW1iZXIYASABKA0SHQoVcmVzb3VyY2VfdmVyc2lvbl9yZWFkGAIgASgJEhMKC2h0dHBfc3RhdHVzGAMgASgNEg4KBnJlYXNvbhgEIAEoCRIqCgdiYWNrb2ZmGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJhdGNoX3NpemUYBiABKA0imQEKDFdyaXRlRmFpbHVyZRI0Cg9hdHRlbXB0X3JlY29yZHMYASADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIbChNjdXJyZW50X29iamVjdF9qc29uGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiQKBnJlYXNvbhgEIAEoDjIULnNhZmV3cml0ZS52MS5SZWFzb24iOgoLUmV0cnlCeUNvZGUSHAoUd2l0aF9pZGVtcG90ZW5jeV9rZXkYASADKAUSDQoFbGF0ZXIYAiADKAUqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUqrwgKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBEisKIVJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX1RPT19MQVJHRRAdGgSItRgCGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQyzgIKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlOk4KBXJldHJ5EiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY0YYDIAEoDjITLnNhZmV3cml0ZS52MS5SZXRyeVIFcmV0cnk6XQoNcmV0cnlfYnlfY29kZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5QnlDb2RlUgtyZXRyeUJ5Q29kZUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi1wEKC0xlYWRSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJEhAKCGlkZW50aXR5GAMgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDnJlbmV3X2RlYWRsaW5lGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDHJldHJ5X3BlcmlvZBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKXAQoMTGVhZFJlc3BvbnNlEiYKBXN0YXRlGAEgASgOMhcuc2FmZXdyaXRlLnYxLkxlYWRTdGF0ZRINCgVlcG9jaBgCIAEoBBIOCgZob2xkZXIYAyABKAkSLgoGcmVhc29uGAQgASgOMh4uc2FmZXdyaXRlLnYxLk5vdExlYWRpbmdSZWFzb24SEAoIaWRlbnRpdHkYBSABKAkiUwoKR2V0UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEhwKFG1pbl9yZXNvdXJjZV92ZXJzaW9uGAIgASgJImIKC0dldFJlc3BvbnNlEhMKC29iamVjdF9qc29uGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSEgoKcmVtZW1iZXJlZBgDIAEoCBIQCgh0cmFjZV9pZBgEIAEoCSL9AQoWVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEigKCG11dGF0aW9uGAIgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMiRAoXVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0IvkBChJQYXRjaFN0YXR1c1JlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkAKE1BhdGNoU3RhdHVzUmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0In4KD1RyYW5zYWN0UmVxdWVzdBIsCgViZWdpbhgBIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEJlZ2luSAASMgoIcHJvcG9zYWwYAiABKAsyHi5zYWZld3JpdGUudjEuVHJhbnNhY3RQcm9wb3NhbEgAQgkKB21lc3NhZ2Ui2gEKDVRyYW5zYWN0QmVnaW4SJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIOCgZzdGF0dXMYAiABKAgSMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyKeAQoQVHJhbnNhY3RQcm9wb3NhbBIPCgdhdHRlbXB0GAEgASgNEhUKC29iamVjdF9qc29uGAIgASgJSAASKgoIbXV0YXRpb24YAyABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb25IABIsCgVhYm9ydBgEIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEFib3J0SABCCAoGY2hhbmdlIh8KDVRyYW5zYWN0QWJvcnQSDgoGcmVhc29uGAEgASgJInYKEFRyYW5zYWN0UmVzcG9uc2USKgoFZnJlc2gYASABKAsyGS5zYWZld3JpdGUudjEuRnJlc2hPYmplY3RIABIrCgZyZXN1bHQYAiABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHRIAEIJCgdtZXNzYWdlIl8KC0ZyZXNoT2JqZWN0Eg8KB2F0dGVtcHQYASABKA0SEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghjcmVhdGluZxgEIAEoCCJPCglPYmplY3RSZWYSEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEbmFtZRgEIAEoCSLkAwoITXV0YXRpb24SLQoKanNvbl9wYXRjaBgBIAEoCzIXLnNhZmV3cml0ZS52MS5Kc29uUGF0Y2hIABIvCgttZXJnZV9wYXRjaBgCIAEoCzIYLnNhZmV3cml0ZS52MS5NZXJnZVBhdGNoSAASLgoFYXBwbHkYAyABKAsyHS5zYWZld3JpdGUudjEuU2VydmVyU2lkZUFwcGx5SAASKAoDY2VsGAQgASgLMhkuc2FmZXdyaXRlLnYxLkNlbE11dGF0aW9uSAASMwoNc2V0X2NvbmRpdGlvbhgFIAEoCzIaLnNhZmV3cml0ZS52MS5TZXRDb25kaXRpb25IABI5ChByZW1vdmVfY29uZGl0aW9uGAYgASgLMh0uc2FmZXdyaXRlLnYxLlJlbW92ZUNvbmRpdGlvbkgAEjIKCWZpbmFsaXplchgHIAEoCzIdLnNhZmV3cml0ZS52MS5GaW5hbGl6ZXJDaGFuZ2VIABI9Cg9vd25lcl9yZWZlcmVuY2UYCCABKAsyIi5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2VDaGFuZ2VIABIzCgpsaXN0X2VudHJ5GAkgASgLMh0uc2FmZXdyaXRlLnYxLkxpc3RFbnRyeUNoYW5nZUgAQgYKBGtpbmQiSQoMU2V0Q29uZGl0aW9uEisKCmNvbmRpdGlvbnMYASADKAsyFy5zYWZld3JpdGUudjEuQ29uZGl0aW9uEgwKBHBhdGgYAiABKAkiogEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIgChNvYnNlcnZlZF9nZW5lcmF0aW9uGAUgASgDSACIAQESHAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBiABKAlCFgoUX29ic2VydmVkX2dlbmVyYXRpb24iLgoPUmVtb3ZlQ29uZGl0aW9uEg0KBXR5cGVzGAEgAygJEgwKBHBhdGgYAiABKAkiNAoPRmluYWxpemVyQ2hhbmdlEhEKCWZpbmFsaXplchgBIAEoCRIOCgZyZW1vdmUYAiABKAgiUwoUT3duZXJSZWZlcmVuY2VDaGFuZ2USKwoFb3duZXIYASABKAsyHC5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2USDgoGcmVtb3ZlGAIgASgIIoABCg5Pd25lclJlZmVyZW5jZRITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEgwKBG5hbWUYAyABKAkSCwoDdWlkGAQgASgJEhIKCmNvbnRyb2xsZXIYBSABKAgSHAoUYmxvY2tfb3duZXJfZGVsZXRpb24YBiABKAgiUQoPTGlzdEVudHJ5Q2hhbmdlEgwKBHBhdGgYASABKAkSDAoEa2V5cxgCIAMoCRISCgplbnRyeV9qc29uGAMgASgJEg4KBnJlbW92ZRgEIAEoCCIfCglKc29uUGF0Y2gSEgoKcGF0Y2hfanNvbhgBIAEoCSIgCgpNZXJnZVBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiPAoPU2VydmVyU2lkZUFwcGx5EhoKEmNvbmZpZ3VyYXRpb25fanNvbhgBIAEoCRINCgVmb3JjZRgCIAEoCCIhCgtDZWxNdXRhdGlvbhISCgpleHByZXNzaW9uGAEgASgJIkMKDVByZWNvbmRpdGlvbnMSCwoDdWlkGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSCwoDY2VsGAMgASgJIpgBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKA0SMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB3JlcXVldWUYBCABKAgihAEKDFdyaXRlT3B0aW9ucxIVCg1maWVsZF9tYW5hZ2VyGAEgASgJEg8KB2RyeV9ydW4YAiABKAgSHgoWY3JlYXRlX2lmX21pc3NpbmdfanNvbhgDIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEwoLd3JpdGVfYWxvbmUYBSABKAgi1wEKC1dyaXRlUmVzdWx0EiYKB291dGNvbWUYASABKA4yFS5zYWZld3JpdGUudjEuT3V0Y29tZRITCgtvYmplY3RfanNvbhgCIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJEhcKD2FscmVhZHlfYXBwbGllZBgHIAEoCCKjAQoNQXR0ZW1wdFJlY29yZBIOCgZudW1iZXIYASABKA0SHQoVcmVzb3VyY2VfdmVyc2lvbl9yZWFkGAIgASgJEhMKC2h0dHBfc3RhdHVzGAMgASgNEg4KBnJlYXNvbhgEIAEoCRIqCgdiYWNrb2ZmGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJhdGNoX3NpemUYBiABKA0imQEKDFdyaXRlRmFpbHVyZRI0Cg9hdHRlbXB0X3JlY29yZHMYASADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIbChNjdXJyZW50X29iamVjdF9qc29uGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiQKBnJlYXNvbhgEIAEoDjIULnNhZmV3cml0ZS52MS5SZWFzb24iOgoLUmV0cnlCeUNvZGUSHAoUd2l0aF9pZGVtcG90ZW5jeV9rZXkYASADKAUSDQoFbGF0ZXIYAiADKAUqWwoJTGVhZFN0YXRlEhoKFkxFQURfU1RBVEVfVU5TUEVDSUZJRUQQABIWChJMRUFEX1NUQVRFX0xFQURJTkcQARIaChZMRUFEX1NUQVRFX05PVF9MRUFESU5HEAIqoQEKEE5vdExlYWRpbmdSZWFzb24SIgoeTk9UX0xFQURJTkdfUkVBU09OX1VOU1BFQ0lGSUVEEAASIwofTk9UX0xFQURJTkdfUkVBU09OX09USEVSX0hPTERFUhABEiMKH05PVF9MRUFESU5HX1JFQVNPTl9MT1NUX1JFTkVXQUwQAhIfChtOT1RfTEVBRElOR19SRUFTT05fUkVMRUFTRUQQAyqKAQoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9VUERBVEVEEAESFQoRT1VUQ09NRV9VTkNIQU5HRUQQAhITCg9PVVRDT01FX0NSRUFURUQQAxITCg9PVVRDT01FX0FCT1JURUQQBBIQCgxPVVRDT01FX0dPTkUQBSqvCAoGUmVhc29uEhwKElJFQVNPTl9VTlNQRUNJRklFRBAAGgSItRgEEiAKFlJFQVNPTl9JTlZBTElEX1JFUVVFU1QQARoEiLUYARIdChNSRUFTT05fVU5LTk9XTl9LSU5EEAIaBIi1GAESJAoaUkVBU09OX1BSRUNPTkRJVElPTl9GQUlMRUQQAxoEiLUYARIcChJSRUFTT05fSU5WQUxJRF9DRUwQBBoEiLUYARIZCg9SRUFTT05fQ0VMX0JVU1kQBRoEiLUYAhIiChhSRUFTT05fREVBRExJTkVfRVhDRUVERUQQBhoEiLUYAhIoCh5SRUFTT05fTVVUQVRJT05fRE9FU19OT1RfQVBQTFkQBxoEiLUYARIqCiBSRUFTT05fUkVTT1VSQ0VfVkVSU0lPTl9NSVNNQVRDSBAIGgSItRgBEicKHVJFQVNPTl9BUElfU0VSVkVSX1VOUkVBQ0hBQkxFEAkaBIi1GAISJgocUkVBU09OX1dSSVRFX09VVENPTUVfVU5LTk9XThAKGgSItRgDEicKHVJFQVNPTl9SRVRSWV9CVURHRVRfRVhIQVVTVEVEEAsaBIi1GAISHQoTUkVBU09OX0NJUkNVSVRfT1BFThAMGgSItRgCEh0KE1JFQVNPTl9SQVRFX0xJTUlURUQQDRoEiLUYAhImChxSRUFTT05fVFJBTlNBQ1RJT05fQ0FOQ0VMTEVEEA4aBIi1GAESIQoXUkVBU09OX1RSQU5TQUNUSU9OX0lETEUQDxoEiLUYAhIbChFSRUFTT05fQkFEX0FOU1dFUhAQGgSItRgDEhsKEVJFQVNPTl9PVkVSTE9BREVEEBEaBIi1GAISIgoYUkVBU09OX1JFUVVFU1RfVE9PX0xBUkdFEBIaBIi1GAESIgoYUkVBU09OX01BTEZPUk1FRF9SRVFVRVNUEBMaBIi1GAESHgoUUkVBU09OX1VOSU1QTEVNRU5URUQQFBoEiLUYARIhChdSRUFTT05fUkVRVUVTVF9OT1RfUkVBRBAVGgSItRgCEh4KFFJFQVNPTl9QT0xJQ1lfREVOSUVEEBYaBIi1GAESHwoVUkVBU09OX1RPS0VOX1JFUVVJUkVEEBcaBIi1GAESHgoUUkVBU09OX1RPS0VOX0lOVkFMSUQQGBoEiLUYARInCh1SRUFTT05fRklFTERfTUFOQUdFUl9DT05GTElDVBAZGgSItRgBEhsKEVJFQVNPTl9BUElfU0VSVkVSEBoaBIi1GAQSIAoWUkVBU09OX09CSkVDVF9ERUxFVElORxAbGgSItRgBEh4KFFJFQVNPTl9BTFJFQURZX09XTkVEEBwaBIi1GAESKwohUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fVE9PX0xBUkdFEB0aBIi1GAIaD4q1GAsKAwECBBIECAoNDipzCgVSZXRyeRIVChFSRVRSWV9VTlNQRUNJRklFRBAAEg8KC1JFVFJZX05FVkVSEAESDwoLUkVUUllfTEFURVIQAhIeChpSRVRSWV9XSVRIX0lERU1QT1RFTkNZX0tFWRADEhEKDVJFVFJZX0JZX0NPREUQBDKPAwoNV3JpdGVyU2VydmljZRJeCg9VcGRhdGVXaXRoUmV0cnkSJC5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBolLnNhZmV3cml0ZS52MS5VcGRhdGVXaXRoUmV0cnlSZXNwb25zZRJSCgtQYXRjaFN0YXR1cxIgLnNhZmV3cml0ZS52MS5QYXRjaFN0YXR1c1JlcXVlc3QaIS5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXNwb25zZRJNCghUcmFuc2FjdBIdLnNhZmV3cml0ZS52MS5UcmFuc2FjdFJlcXVlc3QaHi5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXNwb25zZSgBMAESOgoDR2V0Ehguc2FmZXdyaXRlLnYxLkdldFJlcXVlc3QaGS5zYWZld3JpdGUudjEuR2V0UmVzcG9uc2USPwoETGVhZBIZLnNhZmV3cml0ZS52MS5MZWFkUmVxdWVzdBoaLnNhZmV3cml0ZS52MS5MZWFkUmVzcG9uc2UwATpOCgVyZXRyeRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNGGAyABKA4yEy5zYWZld3JpdGUudjEuUmV0cnlSBXJldHJ5Ol0KDXJldHJ5X2J5X2NvZGUSHC5nb29nbGUucHJvdG9idWYuRW51bU9wdGlvbnMY0YYDIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeUJ5Q29kZVILcmV0cnlCeUNvZGVCVAoQZGV2LnNhZmV3cml0ZS52MUILV3JpdGVyUHJvdG9QAVoxc2FmZXdyaXRlLmRldi9jbGllbnRzL2dvL3NhZmV3cml0ZS92MTtzYWZld3JpdGV2MWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+
+/**
+ * LeadRequest names the Lease to campaign for, and the timings of the campaign.
+ *
+ * @generated from message safewrite.v1.LeadRequest
+ */
+export type LeadRequest = Message<"safewrite.v1.LeadRequest"> & {
+  /**
+   * The Lease's namespace: a DNS-1123 label. Required.
+   *
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * The Lease's name: a DNS-1123 subdomain. Required.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The identity the Lease is held under (its spec.holderIdentity), e.g. the pod's name:
+   * 1 to 253 printable ASCII characters, no spaces. Empty: the sidecar makes one unique to
+   * this stream. A candidate never takes over a Lease held under its own identity by
+   * another campaign before that Lease expires, so two streams given the same identity
+   * do not both lead.
+   *
+   * @generated from field: string identity = 3;
+   */
+  identity: string;
+
+  /**
+   * How long a Lease lasts after its last renewal, as others see it: whole seconds,
+   * 1 s to 1 h. Unset: 15 s (client-go's default). Must be longer than renew_deadline.
+   *
+   * @generated from field: google.protobuf.Duration lease_duration = 4;
+   */
+  leaseDuration?: Duration | undefined;
+
+  /**
+   * How long the leader keeps leading without a successful renewal, counted from the
+   * last one. Unset: 10 s. Must be longer than 1.2 retry periods (client-go's jitter
+   * factor) and shorter than lease_duration.
+   *
+   * @generated from field: google.protobuf.Duration renew_deadline = 5;
+   */
+  renewDeadline?: Duration | undefined;
+
+  /**
+   * How often the sidecar tries to acquire or renew the Lease. At least 10 ms. Unset: 2 s.
+   *
+   * @generated from field: google.protobuf.Duration retry_period = 6;
+   */
+  retryPeriod?: Duration | undefined;
+};
+
+/**
+ * Describes the message safewrite.v1.LeadRequest.
+ * Use `create(LeadRequestSchema)` to create a new message.
+ */
+export const LeadRequestSchema: GenMessage<LeadRequest> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * LeadResponse is one event of a Lead stream: a change of the caller's leadership, or of
+ * the Lease's holder.
+ *
+ * @generated from message safewrite.v1.LeadResponse
+ */
+export type LeadResponse = Message<"safewrite.v1.LeadResponse"> & {
+  /**
+   * Whether the caller leads.
+   *
+   * @generated from field: safewrite.v1.LeadState state = 1;
+   */
+  state: LeadState;
+
+  /**
+   * The epoch of the caller's leadership (LEAD_STATE_LEADING): a number kept on the
+   * Lease (annotation safewrite.dev/epoch) that grows by one with every acquisition of
+   * the Lease by anyone, a re-acquisition by the same identity included, written in the
+   * same conditional update that acquires it. Renewals keep it. 0 when not leading.
+   *
+   * @generated from field: uint64 epoch = 2;
+   */
+  epoch: bigint;
+
+  /**
+   * The Lease's holder as last read: the caller's identity when it leads; empty when the
+   * Lease is free or was never read.
+   *
+   * @generated from field: string holder = 3;
+   */
+  holder: string;
+
+  /**
+   * Why the caller does not lead (LEAD_STATE_NOT_LEADING).
+   *
+   * @generated from field: safewrite.v1.NotLeadingReason reason = 4;
+   */
+  reason: NotLeadingReason;
+
+  /**
+   * The identity this stream campaigns under (the caller's, or the one the sidecar made).
+   *
+   * @generated from field: string identity = 5;
+   */
+  identity: string;
+};
+
+/**
+ * Describes the message safewrite.v1.LeadResponse.
+ * Use `create(LeadResponseSchema)` to create a new message.
+ */
+export const LeadResponseSchema: GenMessage<LeadResponse> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 1);
 
 /**
  * GetRequest names an object to read, and how new it must be.
@@ -66,7 +183,7 @@ export type GetRequest = Message<"safewrite.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 0);
+  messageDesc(file_safewrite_v1_writer, 2);
 
 /**
  * GetResponse is the object as read.
@@ -109,7 +226,7 @@ export type GetResponse = Message<"safewrite.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 1);
+  messageDesc(file_safewrite_v1_writer, 3);
 
 /**
  * UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -158,7 +275,7 @@ export type UpdateWithRetryRequest = Message<"safewrite.v1.UpdateWithRetryReques
  * Use `create(UpdateWithRetryRequestSchema)` to create a new message.
  */
 export const UpdateWithRetryRequestSchema: GenMessage<UpdateWithRetryRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 2);
+  messageDesc(file_safewrite_v1_writer, 4);
 
 /**
  * UpdateWithRetryResponse is the result of a successful UpdateWithRetry.
@@ -179,7 +296,7 @@ export type UpdateWithRetryResponse = Message<"safewrite.v1.UpdateWithRetryRespo
  * Use `create(UpdateWithRetryResponseSchema)` to create a new message.
  */
 export const UpdateWithRetryResponseSchema: GenMessage<UpdateWithRetryResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 3);
+  messageDesc(file_safewrite_v1_writer, 5);
 
 /**
  * PatchStatusRequest names an object and the change to make to its status subresource.
@@ -229,7 +346,7 @@ export type PatchStatusRequest = Message<"safewrite.v1.PatchStatusRequest"> & {
  * Use `create(PatchStatusRequestSchema)` to create a new message.
  */
 export const PatchStatusRequestSchema: GenMessage<PatchStatusRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 4);
+  messageDesc(file_safewrite_v1_writer, 6);
 
 /**
  * PatchStatusResponse is the result of a successful PatchStatus.
@@ -250,7 +367,7 @@ export type PatchStatusResponse = Message<"safewrite.v1.PatchStatusResponse"> & 
  * Use `create(PatchStatusResponseSchema)` to create a new message.
  */
 export const PatchStatusResponseSchema: GenMessage<PatchStatusResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 5);
+  messageDesc(file_safewrite_v1_writer, 7);
 
 /**
  * TransactRequest is one message from the caller in a Transact stream.
@@ -287,7 +404,7 @@ export type TransactRequest = Message<"safewrite.v1.TransactRequest"> & {
  * Use `create(TransactRequestSchema)` to create a new message.
  */
 export const TransactRequestSchema: GenMessage<TransactRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 6);
+  messageDesc(file_safewrite_v1_writer, 8);
 
 /**
  * TransactBegin opens an interactive transaction.
@@ -337,7 +454,7 @@ export type TransactBegin = Message<"safewrite.v1.TransactBegin"> & {
  * Use `create(TransactBeginSchema)` to create a new message.
  */
 export const TransactBeginSchema: GenMessage<TransactBegin> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 7);
+  messageDesc(file_safewrite_v1_writer, 9);
 
 /**
  * TransactProposal is the caller's answer to one fresh object.
@@ -391,7 +508,7 @@ export type TransactProposal = Message<"safewrite.v1.TransactProposal"> & {
  * Use `create(TransactProposalSchema)` to create a new message.
  */
 export const TransactProposalSchema: GenMessage<TransactProposal> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 8);
+  messageDesc(file_safewrite_v1_writer, 10);
 
 /**
  * TransactAbort ends a transaction without writing.
@@ -412,7 +529,7 @@ export type TransactAbort = Message<"safewrite.v1.TransactAbort"> & {
  * Use `create(TransactAbortSchema)` to create a new message.
  */
 export const TransactAbortSchema: GenMessage<TransactAbort> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 9);
+  messageDesc(file_safewrite_v1_writer, 11);
 
 /**
  * TransactResponse is one message from safewrite in a Transact stream.
@@ -449,7 +566,7 @@ export type TransactResponse = Message<"safewrite.v1.TransactResponse"> & {
  * Use `create(TransactResponseSchema)` to create a new message.
  */
 export const TransactResponseSchema: GenMessage<TransactResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 10);
+  messageDesc(file_safewrite_v1_writer, 12);
 
 /**
  * FreshObject is the object as just read from the API server.
@@ -494,7 +611,7 @@ export type FreshObject = Message<"safewrite.v1.FreshObject"> & {
  * Use `create(FreshObjectSchema)` to create a new message.
  */
 export const FreshObjectSchema: GenMessage<FreshObject> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 11);
+  messageDesc(file_safewrite_v1_writer, 13);
 
 /**
  * ObjectRef names one Kubernetes object.
@@ -537,7 +654,7 @@ export type ObjectRef = Message<"safewrite.v1.ObjectRef"> & {
  * Use `create(ObjectRefSchema)` to create a new message.
  */
 export const ObjectRefSchema: GenMessage<ObjectRef> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 12);
+  messageDesc(file_safewrite_v1_writer, 14);
 
 /**
  * Mutation is the change to make; it is re-applied to the fresh object on every attempt.
@@ -633,7 +750,7 @@ export type Mutation = Message<"safewrite.v1.Mutation"> & {
  * Use `create(MutationSchema)` to create a new message.
  */
 export const MutationSchema: GenMessage<Mutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 13);
+  messageDesc(file_safewrite_v1_writer, 15);
 
 /**
  * SetCondition upserts conditions in the object's conditions list, with the semantics of
@@ -671,7 +788,7 @@ export type SetCondition = Message<"safewrite.v1.SetCondition"> & {
  * Use `create(SetConditionSchema)` to create a new message.
  */
 export const SetConditionSchema: GenMessage<SetCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 14);
+  messageDesc(file_safewrite_v1_writer, 16);
 
 /**
  * Condition is one entry of a conditions list, as metav1.Condition.
@@ -735,7 +852,7 @@ export type Condition = Message<"safewrite.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 15);
+  messageDesc(file_safewrite_v1_writer, 17);
 
 /**
  * RemoveCondition removes the conditions of the given types from the conditions list;
@@ -764,7 +881,7 @@ export type RemoveCondition = Message<"safewrite.v1.RemoveCondition"> & {
  * Use `create(RemoveConditionSchema)` to create a new message.
  */
 export const RemoveConditionSchema: GenMessage<RemoveCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 16);
+  messageDesc(file_safewrite_v1_writer, 18);
 
 /**
  * FinalizerChange adds or removes one value of metadata.finalizers, leaving every other
@@ -798,7 +915,7 @@ export type FinalizerChange = Message<"safewrite.v1.FinalizerChange"> & {
  * Use `create(FinalizerChangeSchema)` to create a new message.
  */
 export const FinalizerChangeSchema: GenMessage<FinalizerChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 17);
+  messageDesc(file_safewrite_v1_writer, 19);
 
 /**
  * OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
@@ -850,7 +967,7 @@ export type OwnerReferenceChange = Message<"safewrite.v1.OwnerReferenceChange"> 
  * Use `create(OwnerReferenceChangeSchema)` to create a new message.
  */
 export const OwnerReferenceChangeSchema: GenMessage<OwnerReferenceChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 18);
+  messageDesc(file_safewrite_v1_writer, 20);
 
 /**
  * OwnerReference names an owner of the object, as metav1.OwnerReference. The owner is
@@ -913,7 +1030,7 @@ export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
  * Use `create(OwnerReferenceSchema)` to create a new message.
  */
 export const OwnerReferenceSchema: GenMessage<OwnerReference> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 19);
+  messageDesc(file_safewrite_v1_writer, 21);
 
 /**
  * ListEntryChange upserts or removes one entry of a list of objects keyed by some of
@@ -965,7 +1082,7 @@ export type ListEntryChange = Message<"safewrite.v1.ListEntryChange"> & {
  * Use `create(ListEntryChangeSchema)` to create a new message.
  */
 export const ListEntryChangeSchema: GenMessage<ListEntryChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 20);
+  messageDesc(file_safewrite_v1_writer, 22);
 
 /**
  * JsonPatch is an RFC 6902 JSON Patch. Its `test` operations are preconditions: when one
@@ -988,7 +1105,7 @@ export type JsonPatch = Message<"safewrite.v1.JsonPatch"> & {
  * Use `create(JsonPatchSchema)` to create a new message.
  */
 export const JsonPatchSchema: GenMessage<JsonPatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 21);
+  messageDesc(file_safewrite_v1_writer, 23);
 
 /**
  * MergePatch is an RFC 7386 JSON merge patch.
@@ -1009,7 +1126,7 @@ export type MergePatch = Message<"safewrite.v1.MergePatch"> & {
  * Use `create(MergePatchSchema)` to create a new message.
  */
 export const MergePatchSchema: GenMessage<MergePatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 22);
+  messageDesc(file_safewrite_v1_writer, 24);
 
 /**
  * ServerSideApply sends an apply configuration; the API server merges it with the
@@ -1040,7 +1157,7 @@ export type ServerSideApply = Message<"safewrite.v1.ServerSideApply"> & {
  * Use `create(ServerSideApplySchema)` to create a new message.
  */
 export const ServerSideApplySchema: GenMessage<ServerSideApply> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 23);
+  messageDesc(file_safewrite_v1_writer, 25);
 
 /**
  * CelMutation is a CEL expression evaluated against the fresh object, bound to the
@@ -1064,7 +1181,7 @@ export type CelMutation = Message<"safewrite.v1.CelMutation"> & {
  * Use `create(CelMutationSchema)` to create a new message.
  */
 export const CelMutationSchema: GenMessage<CelMutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 24);
+  messageDesc(file_safewrite_v1_writer, 26);
 
 /**
  * Preconditions are checked on the fresh object before every write. When one is false
@@ -1102,7 +1219,7 @@ export type Preconditions = Message<"safewrite.v1.Preconditions"> & {
  * Use `create(PreconditionsSchema)` to create a new message.
  */
 export const PreconditionsSchema: GenMessage<Preconditions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 25);
+  messageDesc(file_safewrite_v1_writer, 27);
 
 /**
  * RetryPolicy bounds the retry loop. Zero values take the sidecar's defaults. The
@@ -1146,7 +1263,7 @@ export type RetryPolicy = Message<"safewrite.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 26);
+  messageDesc(file_safewrite_v1_writer, 28);
 
 /**
  * WriteOptions are per-request options of the write.
@@ -1219,7 +1336,7 @@ export type WriteOptions = Message<"safewrite.v1.WriteOptions"> & {
  * Use `create(WriteOptionsSchema)` to create a new message.
  */
 export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 27);
+  messageDesc(file_safewrite_v1_writer, 29);
 
 /**
  * WriteResult describes a finished write.
@@ -1291,7 +1408,7 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
  * Use `create(WriteResultSchema)` to create a new message.
  */
 export const WriteResultSchema: GenMessage<WriteResult> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 28);
+  messageDesc(file_safewrite_v1_writer, 30);
 
 /**
  * AttemptRecord is a short record of one attempt.
@@ -1351,7 +1468,7 @@ export type AttemptRecord = Message<"safewrite.v1.AttemptRecord"> & {
  * Use `create(AttemptRecordSchema)` to create a new message.
  */
 export const AttemptRecordSchema: GenMessage<AttemptRecord> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 29);
+  messageDesc(file_safewrite_v1_writer, 31);
 
 /**
  * WriteFailure is attached to the details of every error status the Writer service
@@ -1396,7 +1513,7 @@ export type WriteFailure = Message<"safewrite.v1.WriteFailure"> & {
  * Use `create(WriteFailureSchema)` to create a new message.
  */
 export const WriteFailureSchema: GenMessage<WriteFailure> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 30);
+  messageDesc(file_safewrite_v1_writer, 32);
 
 /**
  * RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
@@ -1425,7 +1542,83 @@ export type RetryByCode = Message<"safewrite.v1.RetryByCode"> & {
  * Use `create(RetryByCodeSchema)` to create a new message.
  */
 export const RetryByCodeSchema: GenMessage<RetryByCode> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 31);
+  messageDesc(file_safewrite_v1_writer, 33);
+
+/**
+ * LeadState says whether the caller leads.
+ *
+ * @generated from enum safewrite.v1.LeadState
+ */
+export enum LeadState {
+  /**
+   * Not used.
+   *
+   * @generated from enum value: LEAD_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The caller holds the Lease: it leads, under LeadResponse.epoch.
+   *
+   * @generated from enum value: LEAD_STATE_LEADING = 1;
+   */
+  LEADING = 1,
+
+  /**
+   * The caller does not hold the Lease; LeadResponse.reason says why.
+   *
+   * @generated from enum value: LEAD_STATE_NOT_LEADING = 2;
+   */
+  NOT_LEADING = 2,
+}
+
+/**
+ * Describes the enum safewrite.v1.LeadState.
+ */
+export const LeadStateSchema: GenEnum<LeadState> = /*@__PURE__*/
+  enumDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * NotLeadingReason says why the caller does not lead.
+ *
+ * @generated from enum safewrite.v1.NotLeadingReason
+ */
+export enum NotLeadingReason {
+  /**
+   * Not used (the caller leads).
+   *
+   * @generated from enum value: NOT_LEADING_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Another holder holds the Lease and it has not expired; LeadResponse.holder names it.
+   *
+   * @generated from enum value: NOT_LEADING_REASON_OTHER_HOLDER = 1;
+   */
+  OTHER_HOLDER = 1,
+
+  /**
+   * No renewal succeeded within the renew deadline (e.g. the API server was unreachable):
+   * the caller must stop acting as the leader. The campaign goes on.
+   *
+   * @generated from enum value: NOT_LEADING_REASON_LOST_RENEWAL = 2;
+   */
+  LOST_RENEWAL = 2,
+
+  /**
+   * The sidecar released the Lease on its own (it is shutting down); the stream ends.
+   *
+   * @generated from enum value: NOT_LEADING_REASON_RELEASED = 3;
+   */
+  RELEASED = 3,
+}
+
+/**
+ * Describes the enum safewrite.v1.NotLeadingReason.
+ */
+export const NotLeadingReasonSchema: GenEnum<NotLeadingReason> = /*@__PURE__*/
+  enumDesc(file_safewrite_v1_writer, 1);
 
 /**
  * Outcome says what a successful RPC did.
@@ -1483,7 +1676,7 @@ export enum Outcome {
  * Describes the enum safewrite.v1.Outcome.
  */
 export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 0);
+  enumDesc(file_safewrite_v1_writer, 2);
 
 /**
  * Reason says why a write failed. It is sent in every error status twice: as
@@ -1719,7 +1912,7 @@ export enum Reason {
  * Describes the enum safewrite.v1.Reason.
  */
 export const ReasonSchema: GenEnum<Reason> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 1);
+  enumDesc(file_safewrite_v1_writer, 3);
 
 /**
  * Retry is what a caller may do after a failure: whether the same call, sent again, may
@@ -1772,7 +1965,7 @@ export enum Retry {
  * Describes the enum safewrite.v1.Retry.
  */
 export const RetrySchema: GenEnum<Retry> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 2);
+  enumDesc(file_safewrite_v1_writer, 4);
 
 /**
  * WriterService performs read-modify-write of Kubernetes objects on behalf of a controller.
@@ -1851,6 +2044,31 @@ export const WriterService: GenService<{
     methodKind: "unary";
     input: typeof GetRequestSchema;
     output: typeof GetResponseSchema;
+  },
+  /**
+   * Lead campaigns for leadership through a coordination.k8s.io/v1 Lease, the way
+   * client-go's leader election does, and streams what happens: LEAD_STATE_LEADING (with
+   * the epoch of this acquisition) when the caller leads, LEAD_STATE_NOT_LEADING with a
+   * reason when it stops leading or sees another holder. Every write of the Lease is
+   * conditional on the resourceVersion read (or a create that may lose its race). The
+   * sidecar renews every retry period while the caller leads and reports
+   * NOT_LEADING_REASON_LOST_RENEWAL once no renewal succeeded within the renew deadline;
+   * it keeps campaigning until the stream ends. Closing the stream (or the caller going
+   * away) releases the Lease at once: holder cleared, duration 1 s, conditional on the
+   * resourceVersion, so another candidate takes over within its retry period. Lease
+   * requests take no place in the sidecar's rate limit and are neither refused nor
+   * counted by its circuit breaker, so writes cannot starve renewals. Leadership alone
+   * does not fence: a paused leader may still write after its successor took over.
+   * Refusals before the campaign starts: INVALID_ARGUMENT naming the field, or
+   * PERMISSION_DENIED when the policy's `lead` operation does not allow
+   * coordination.k8s.io/Lease in the namespace.
+   *
+   * @generated from rpc safewrite.v1.WriterService.Lead
+   */
+  lead: {
+    methodKind: "server_streaming";
+    input: typeof LeadRequestSchema;
+    output: typeof LeadResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_safewrite_v1_writer, 0);

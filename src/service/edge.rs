@@ -80,6 +80,7 @@ fn method(path: &str) -> &'static str {
         Some("PatchStatus") => "PatchStatus",
         Some("Transact") => "Transact",
         Some("Get") => "Get",
+        Some("Lead") => "Lead",
         _ => "unknown",
     }
 }
@@ -225,6 +226,7 @@ mod tests {
             "UpdateWithRetry"
         );
         assert_eq!(method("/safewrite.v1.WriterService/Transact"), "Transact");
+        assert_eq!(method("/safewrite.v1.WriterService/Lead"), "Lead");
         assert_eq!(method("/safewrite.v1.WriterService/Nope"), "unknown");
     }
 

@@ -4,11 +4,13 @@
 //! change) or already this campaign's; renew it while leading; stop leading when no
 //! renewal succeeded within the renew deadline. Each acquisition writes the epoch (one
 //! more than the Lease's) in the same conditional write. When the receiver of its events
-//! goes away (the caller closed the stream), the campaign releases the Lease and ends.
+//! goes away (the caller closed the stream), or the sidecar shuts down, the campaign
+//! releases the Lease and ends.
 //!
 //! Its requests are [`LeaseTraffic`]: they bypass the rate limit and the breaker, and
 //! each is bounded by its own timeout within the renew deadline.
 
+use std::future::Future;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -97,28 +99,43 @@ impl Campaign {
         &self.identity
     }
 
-    /// Campaigns until `events`' receiver is dropped, then releases the Lease (when this
-    /// campaign holds it) and returns.
-    pub async fn run(self, events: mpsc::Sender<LeaseEvent>) {
+    /// Campaigns until `events`' receiver is dropped or `stop` resolves (the sidecar is
+    /// shutting down), then releases the Lease when this campaign holds it and returns.
+    /// On `stop`, the last event says so: [`NotLeading::Released`].
+    pub async fn run(self, events: mpsc::Sender<LeaseEvent>, stop: impl Future<Output = ()>) {
         let mut state = CampaignState::default();
-        loop {
+        let mut stop = std::pin::pin!(stop);
+        let stopped = loop {
             let started = Instant::now();
             let round = tokio::select! {
                 round = self.round(&mut state, started) => round,
-                () = events.closed() => break,
+                () = events.closed() => break false,
+                () = &mut stop => break true,
             };
             let reported = self.report(&mut state, round, started);
             if let Some(event) = reported
                 && events.send(event).await.is_err()
             {
-                break;
+                break false;
             }
             tokio::select! {
                 () = tokio::time::sleep(self.timings.retry_period) => {}
-                () = events.closed() => break,
+                () = events.closed() => break false,
+                () = &mut stop => break true,
             }
+        };
+        let held = self.release(&state).await;
+        if stopped {
+            let holder = match (held, state.reported) {
+                (true, _) | (false, None) => String::new(),
+                (false, Some(holder)) => holder,
+            };
+            let released = LeaseEvent::NotLeading {
+                reason: NotLeading::Released,
+                holder,
+            };
+            let _ = events.send(released).await;
         }
-        self.release(&state).await;
     }
 
     /// The state after `round`, which started at `started`, and the event it makes, if
@@ -305,17 +322,23 @@ impl Campaign {
 
     /// Releases the Lease when this campaign wrote it last: holder cleared, conditional
     /// on the version last seen; after a 409, once more on a fresh read if it is still
-    /// this campaign's. Bounded by the renew deadline.
-    async fn release(&self, state: &CampaignState) {
+    /// this campaign's. Bounded by the renew deadline. True when this campaign held it
+    /// as last seen (whether or not the release got through).
+    async fn release(&self, state: &CampaignState) -> bool {
         let Some((lease, _)) = state.observed.clone() else {
-            return;
+            return false;
         };
+        let ours = |lease: &Value| {
+            record::holder(lease) == self.identity
+                && state.written_epoch == Some(record::epoch(lease))
+        };
+        if !ours(&lease) {
+            return false;
+        }
         let released = async {
             let mut lease = lease;
             for _ in 0..2 {
-                let ours = record::holder(&lease) == self.identity
-                    && state.written_epoch == Some(record::epoch(&lease));
-                if !ours {
+                if !ours(&lease) {
                     return;
                 }
                 let body = record::released(&lease).to_string().into_bytes();
@@ -337,5 +360,6 @@ impl Campaign {
             }
         };
         let _ = tokio::time::timeout(self.timings.renew_deadline, released).await;
+        true
     }
 }

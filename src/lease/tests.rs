@@ -1,9 +1,10 @@
 //! The campaign in paused time against an in-process fake Lease API under the real
-//! client stack (with a rate limit of one request a minute that Lease traffic must not
-//! wait for): acquire, renew, wait out another holder, take an expired Lease, re-acquire,
+//! client stack, with its rate limit saturated and its breaker opened by a write's fault
+//! (Lease traffic must pass both): acquire, renew, wait out another holder, take an expired Lease, re-acquire,
 //! lose renewals past the renew deadline, release when the caller goes away. The same
 //! behaviours against the real API server are in `tests/integration/lead.rs`.
 
+use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +18,7 @@ use tokio::time::Instant;
 use super::*;
 use crate::client::breaker::BreakerConfig;
 use crate::client::timeout::Handoff;
-use crate::client::{StackConfig, over};
+use crate::client::{StackConfig, apiserver, over};
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases/l";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
@@ -74,6 +75,9 @@ impl FakeLeases {
             return std::future::pending().await;
         }
         let path = parts.uri.path();
+        if path == "/fault" {
+            return Ok(answer(503, json!({"kind": "Status", "code": 503})));
+        }
         let creating = parts.method == http::Method::POST;
         assert!(
             path == if creating { LEASES } else { LEASE },
@@ -125,11 +129,13 @@ fn timings() -> LeaseTimings {
     .unwrap()
 }
 
-/// A campaign by `identity` over `fake`, under a client stack whose rate limit allows one
-/// request a minute and whose breaker is open (one fault opens it, and it got one).
-async fn campaign(
+/// A campaign by `identity` over `fake` until `stop`, under a client stack whose rate
+/// limit allows one request a second, already taken, and whose breaker was opened by a
+/// write's fault (its cool-down is ten minutes): Lease traffic must pass both.
+async fn campaign_until(
     fake: &FakeLeases,
     identity: &str,
+    stop: impl Future<Output = ()> + Send + 'static,
 ) -> (mpsc::Receiver<LeaseEvent>, tokio::task::JoinHandle<()>) {
     let connection = {
         let fake = fake.clone();
@@ -150,10 +156,23 @@ async fn campaign(
         request_timeout: Duration::from_secs(10),
     };
     let client = over(connection, settings, "default");
+    // A write's fault: it takes the limiter's one slot and opens the breaker.
+    let write = http::Request::put("/fault").body(Vec::new()).unwrap();
+    let answer = apiserver::send(&client, write, None, None).await.unwrap();
+    assert_eq!(answer.code, 503);
+    fake.log();
     let lease = LeaseName::parse("default", "l").unwrap();
     let campaign = Campaign::new(client, lease, identity.to_string(), timings());
     let (events, received) = mpsc::channel(8);
-    (received, tokio::spawn(campaign.run(events)))
+    (received, tokio::spawn(campaign.run(events, stop)))
+}
+
+/// A campaign that runs until its receiver is dropped.
+async fn campaign(
+    fake: &FakeLeases,
+    identity: &str,
+) -> (mpsc::Receiver<LeaseEvent>, tokio::task::JoinHandle<()>) {
+    campaign_until(fake, identity, std::future::pending()).await
 }
 
 async fn next(events: &mut mpsc::Receiver<LeaseEvent>) -> (LeaseEvent, Duration) {
@@ -302,4 +321,24 @@ async fn a_campaign_that_does_not_hold_the_lease_releases_nothing() {
     task.await.unwrap();
     assert_eq!(record::holder(&fake.lease()), "b");
     assert!(!fake.log().iter().any(|l| l.starts_with("PUT")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sidecar_shutting_down_releases_and_says_so_last() {
+    let fake = FakeLeases::default();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let until = async move {
+        let _ = stopped.await;
+    };
+    let (mut events, task) = campaign_until(&fake, "a", until).await;
+    assert_eq!(next(&mut events).await.0, LeaseEvent::Leading { epoch: 1 });
+    stop.send(()).unwrap();
+    let released = LeaseEvent::NotLeading {
+        reason: NotLeading::Released,
+        holder: String::new(),
+    };
+    assert_eq!(next(&mut events).await.0, released);
+    assert!(events.recv().await.is_none(), "and the stream ends");
+    task.await.unwrap();
+    assert_eq!(record::holder(&fake.lease()), "");
 }

@@ -124,7 +124,13 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     ));
 
     let engine = Engine::new(client, engine_config(&args));
-    let routes = grpc_routes(&args, engine, policy, token.clone(), Routes::new(health))?;
+    let routes = grpc_routes(
+        &args,
+        (engine, policy),
+        token.clone(),
+        Routes::new(health),
+        stop_rx.clone(),
+    )?;
     if let Some(token) = token {
         tokio::spawn(token.reload(stop_rx.clone()));
     }
@@ -184,13 +190,14 @@ impl Listeners {
 }
 
 /// The gRPC services added to `routes` (which holds grpc.health.v1): the writer
-/// service behind its edge (the token, refusals before a handler) and server reflection.
+/// service behind its edge (the token, refusals before a handler), whose Lead campaigns
+/// end when `stop` turns true, and server reflection.
 fn grpc_routes(
     args: &ServeArgs,
-    engine: Engine,
-    policy: AllowList,
+    (engine, policy): (Engine, AllowList),
     token: Option<Token>,
     routes: Routes,
+    stop: watch::Receiver<bool>,
 ) -> Result<Routes, ServeError> {
     let writer = WriterService::new(
         engine,
@@ -201,7 +208,8 @@ fn grpc_routes(
         },
         policy,
         send::Budget::new(args.max_sending_bytes as usize),
-    );
+    )
+    .stopping_on(stop);
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)

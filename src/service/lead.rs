@@ -6,7 +6,7 @@
 use std::pin::Pin;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
@@ -67,11 +67,28 @@ fn made_identity() -> String {
 }
 
 /// Starts the campaign of `spec` through `client` and answers its events as a stream.
-pub fn start(client: crate::client::ApiClient, spec: LeadSpec) -> LeadStream {
+/// The campaign ends when the stream is dropped, or when `stop` turns true (the sidecar
+/// drains): it then releases the Lease, says RELEASED and ends the stream, so that a
+/// drain does not wait for callers to close their streams.
+pub fn start(
+    client: crate::client::ApiClient,
+    spec: LeadSpec,
+    stop: Option<watch::Receiver<bool>>,
+) -> LeadStream {
     let identity = spec.identity.clone();
     let campaign = Campaign::new(client, spec.lease, spec.identity, spec.timings);
     let (events, received) = mpsc::channel(16);
-    tokio::spawn(campaign.run(events));
+    let stop = async move {
+        let stopping = match stop {
+            Some(mut stop) => stop.wait_for(|stopping| *stopping).await.is_ok(),
+            None => false,
+        };
+        if !stopping {
+            // No drain will come (no signal, or its sender is gone): campaign on.
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::spawn(campaign.run(events, stop));
     let stream = ReceiverStream::new(received).map(move |event| Ok(answer(event, &identity)));
     Box::pin(stream)
 }

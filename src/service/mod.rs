@@ -47,6 +47,8 @@ pub struct WriterService {
     transact: transact::TransactLimits,
     policy: Arc<AllowList>,
     sending: send::Budget,
+    /// Turns true when the sidecar drains: Lead campaigns release and end.
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
@@ -69,7 +71,15 @@ impl WriterService {
             transact,
             policy: Arc::new(policy),
             sending,
+            stop: None,
         }
+    }
+
+    /// The service whose Lead campaigns release their Leases and end their streams when
+    /// `stop` turns true (the sidecar drains).
+    pub fn stopping_on(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stop = Some(stop);
+        self
     }
 
     /// A place among the RPCs in flight, or RESOURCE_EXHAUSTED at once (load shedding).
@@ -264,10 +274,8 @@ impl pb::writer_service_server::WriterService for WriterService {
         end_rpc(&span, "Lead", None, started, ended);
         let spec = opened?;
         tracing::info!(parent: &span, identity = %spec.identity, "campaign started");
-        Ok(Response::new(lead::start(
-            self.engine.client().clone(),
-            spec,
-        )))
+        let client = self.engine.client().clone();
+        Ok(Response::new(lead::start(client, spec, self.stop.clone())))
     }
 
     type TransactStream = TransactStream;

@@ -281,3 +281,47 @@ async fn bad_input_and_a_policy_without_lead_are_refused_before_anything_is_sent
         "nothing was written"
     );
 }
+
+/// A sidecar that drains releases its callers' Leases and ends their streams, saying so
+/// last, instead of holding the drain until they close: the other caller leads within a
+/// retry period, and the sidecar exits well before its grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_sidecar_releases_the_lease_and_ends_the_stream() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("lead-drain").await;
+    let admin = cp.admin_kubeconfig().display().to_string();
+    let mut draining = Sidecar::start(&["--kubeconfig", admin.as_str(), "--shutdown-grace", "20s"]);
+    let staying = Sidecar::start(&["--kubeconfig", admin.as_str()]);
+    let mut leader = lead(draining.channel().await, request(&ns, "l", "first")).await;
+    let leading = next(&mut leader, RETRY_PERIOD + SLACK * 3).await;
+    assert!(is_leading(&leading), "{leading:?}");
+    let mut other = lead(staying.channel().await, request(&ns, "l", "second")).await;
+    let waiting = next(&mut other, RETRY_PERIOD + SLACK).await;
+    assert_eq!(waiting.holder, "first", "{waiting:?}");
+
+    let signalled = Instant::now();
+    let exited = tokio::task::spawn_blocking(move || {
+        let status = draining.terminate(Duration::from_secs(10));
+        (status, signalled.elapsed())
+    });
+    let released = next(&mut leader, RETRY_PERIOD + SLACK).await;
+    assert_eq!(released.state(), pb::LeadState::NotLeading, "{released:?}");
+    assert_eq!(
+        released.reason(),
+        pb::NotLeadingReason::Released,
+        "{released:?}"
+    );
+    assert!(
+        leader.message().await.expect("ends with OK").is_none(),
+        "the stream ends"
+    );
+    let took_over = next(&mut other, RETRY_PERIOD + SLACK).await;
+    assert!(is_leading(&took_over), "{took_over:?}");
+    assert_eq!(took_over.epoch, leading.epoch + 1);
+    let (status, took) = exited.await.unwrap();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "the drain did not wait for the stream: {took:?}"
+    );
+}

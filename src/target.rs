@@ -298,6 +298,8 @@ pub enum Verb {
     Create,
     /// Server-side apply (PATCH, `application/apply-patch+yaml`).
     Apply,
+    /// DELETE of the object, its body a `DeleteOptions`.
+    Delete,
 }
 
 /// Query parameters of a write.
@@ -365,6 +367,7 @@ impl ObjectPath {
             Verb::Replace => (http::Method::PUT, Some("application/json")),
             Verb::Create => (http::Method::POST, Some("application/json")),
             Verb::Apply => (http::Method::PATCH, Some("application/apply-patch+yaml")),
+            Verb::Delete => (http::Method::DELETE, Some("application/json")),
         };
         let mut builder = http::Request::builder().method(method).uri(uri);
         if let Some(content_type) = content_type {

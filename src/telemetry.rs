@@ -432,6 +432,7 @@ fn method_name(method: &str) -> &'static str {
         "Transact" => "safewrite.v1.WriterService/Transact",
         "Get" => "safewrite.v1.WriterService/Get",
         "Lead" => "safewrite.v1.WriterService/Lead",
+        "Delete" => "safewrite.v1.WriterService/Delete",
         _ => "safewrite.v1.WriterService/unknown",
     }
 }

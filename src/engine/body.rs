@@ -11,6 +11,25 @@ pub fn resource_version(object: &Value) -> String {
         .to_string()
 }
 
+/// The DELETE body: `DeleteOptions` whose preconditions are the uid and resourceVersion
+/// of the object the delete was decided on, so that the API server deletes that object
+/// or answers 409; with `propagation` when the caller chose one. Dry run goes in the
+/// query, as for writes.
+pub fn delete_options(decided_on: &Value, propagation: Option<&str>) -> Vec<u8> {
+    let mut options = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {
+            "uid": decided_on["metadata"]["uid"],
+            "resourceVersion": decided_on["metadata"]["resourceVersion"],
+        },
+    });
+    if let Some(policy) = propagation {
+        options["propagationPolicy"] = Value::String(policy.into());
+    }
+    serde_json::to_vec(&options).expect("a JSON value serializes")
+}
+
 /// The PUT body for the main resource: the mutated object at the version read, with the
 /// fresh status (the main resource never writes status when a subresource owns it).
 pub fn main_body(fresh: &Value, mut mutated: Value, has_status: bool, version: &str) -> Value {

@@ -16,7 +16,8 @@
 //!   `classify`: an API answer -> a decision.
 //! - `attempts`: the per-request state the loop threads through; `spans`: each
 //!   attempt's span.
-//! - `owner`: an owner's uid, read before the loop; `get`: read your own writes.
+//! - `owner`: an owner's uid, read before the loop; `get`: read your own writes;
+//!   `delete`: a delete conditioned on the object it was decided on, retried as writes.
 //! - `body`: the bodies sent for the main resource and the status subresource.
 //! - `idempotency`: keys recorded with the change.
 //! - `result`: what a finished write returns ([`Written`]), built in one place.
@@ -27,6 +28,7 @@ mod attempts;
 mod body;
 pub mod classify;
 mod decide;
+mod delete;
 mod error;
 mod get;
 pub mod idempotency;
@@ -53,11 +55,13 @@ use crate::client::discovery::Discovery;
 use crate::mutation::FieldViolation;
 
 pub use self::body::{json_len, resource_version};
+pub use self::delete::{DeleteOutcome, Deleted};
 pub use self::error::{Failure, WriteError, mutation_failure};
 pub use self::get::Got;
 pub use self::result::{AttemptRecord, Outcome, Written};
 pub use self::spec::{
-    Change, EngineConfig, Mutator, Preconditions, RetryPolicy, Subresource, Target, WriteSpec,
+    Change, EngineConfig, Mutator, Preconditions, Propagation, RetryPolicy, Subresource, Target,
+    WriteSpec,
 };
 pub use self::write::MAX_MEMBERS;
 
@@ -167,5 +171,18 @@ impl Engine {
     ) -> Result<Got, WriteError> {
         let start = write::begin(&self.api, spec, deadline).await?;
         get::get(&self.api, start.request, start.attempts, min_version).await
+    }
+
+    /// Deletes `spec.target` with `propagation` by `deadline`: read live, the
+    /// preconditions checked, one DELETE conditioned on the object read, retried on
+    /// conflict as writes are (see [`delete`]).
+    pub async fn delete(
+        &self,
+        spec: &WriteSpec,
+        propagation: Option<Propagation>,
+        deadline: CallDeadline,
+    ) -> Result<Deleted, WriteError> {
+        let start = write::begin(&self.api, spec, deadline).await?;
+        delete::delete(&self.api, spec, propagation, start).await
     }
 }

@@ -46,6 +46,25 @@ pub enum Subresource {
     Status,
 }
 
+/// What happens to a deleted object's dependents (`DeleteOptions.propagationPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    Background,
+    Foreground,
+    Orphan,
+}
+
+impl Propagation {
+    /// The policy's name as the API server spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Propagation::Background => "Background",
+            Propagation::Foreground => "Foreground",
+            Propagation::Orphan => "Orphan",
+        }
+    }
+}
+
 /// Conditions checked on the fresh object before every write.
 #[derive(Debug, Clone, Default)]
 pub struct Preconditions {

@@ -81,6 +81,7 @@ fn method(path: &str) -> &'static str {
         Some("Transact") => "Transact",
         Some("Get") => "Get",
         Some("Lead") => "Lead",
+        Some("Delete") => "Delete",
         _ => "unknown",
     }
 }
@@ -91,7 +92,7 @@ pub fn method_subresource(method: &str) -> &'static str {
     match method {
         "UpdateWithRetry" => "main",
         "PatchStatus" => "status",
-        "Get" => "main",
+        "Get" | "Delete" => "main",
         _ => "unknown",
     }
 }

@@ -4,6 +4,7 @@
 //! what tonic refuses before a
 //! handler runs, and calls without the shared token, are answered by `edge`.
 
+pub mod delete;
 pub mod edge;
 pub mod lead;
 pub mod policy;
@@ -245,6 +246,42 @@ impl pb::writer_service_server::WriterService for WriterService {
         });
         end_rpc(&span, "Get", Some(Subresource::Main), started, ended);
         result.map(|(answer, share)| send::answer(answer, share))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let (metadata, extensions, body) = request.into_parts();
+        Reached::mark(&extensions);
+        let deadline = CallDeadline::of(&extensions);
+        let span = telemetry::rpc_span("Delete", &metadata);
+        let started = std::time::Instant::now();
+        let result = async {
+            let _admission = self.admit()?;
+            let (spec, propagation) = delete::validate(&body, self.engine.config())
+                .map_err(|v| respond::invalid_request(&v))?;
+            record_target(&span, &spec.target);
+            permit(&self.policy, &spec, Operation::Delete)?;
+            let deleted = self
+                .engine
+                .delete(&spec, propagation, deadline)
+                .await
+                .map_err(|err| respond::to_status(&err))?;
+            let outcome = deleted.outcome.name();
+            metrics::get().outcome(outcome, subresource_label(Some(Subresource::Main)));
+            Ok((
+                delete::response(deleted, telemetry::trace_id(&span)),
+                outcome,
+            ))
+        }
+        .instrument(span.clone())
+        .await;
+        let ended = result
+            .as_ref()
+            .map(|(answer, outcome)| (*outcome, answer.attempts));
+        end_rpc(&span, "Delete", Some(Subresource::Main), started, ended);
+        result.map(|(answer, _)| Response::new(answer))
     }
 
     type LeadStream = lead::LeadStream;

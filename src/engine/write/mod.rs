@@ -31,5 +31,6 @@ mod run;
 pub(super) use member::OwnCode;
 pub(super) use queue::Batcher;
 pub use queue::MAX_MEMBERS;
-pub(super) use resolve::begin;
+pub(super) use resolve::{Start, begin};
+pub(super) use retry::back_off;
 pub(super) use run::write_alone;

@@ -1,9 +1,9 @@
 //! The allow-list of what callers may write through the sidecar: which groups and kinds,
 //! in which namespaces, which subresource (`main`, `status`) and by which operation
-//! (`update`, `patch-status`, `transact`, `create-if-missing`, `get`, `lead`). It is checked at the
-//! request boundary, on the validated [`WriteSpec`], before any request is sent: a write
-//! it does not allow is refused with PERMISSION_DENIED (reason `POLICY_DENIED`) naming
-//! what was denied and the flag that would allow it.
+//! (`update`, `patch-status`, `transact`, `create-if-missing`, `get`, `lead`, `delete`). It
+//! is checked at the request boundary, on the validated [`WriteSpec`], before any request
+//! is sent: a write it does not allow is refused with PERMISSION_DENIED (reason
+//! `POLICY_DENIED`) naming what was denied and the flag that would allow it.
 //!
 //! Rules come from `--allow RULE` (repeatable) and from a `--policy FILE` (YAML or
 //! JSON); a write is allowed when a rule allows it. The flag syntax is
@@ -20,7 +20,8 @@
 //! - `OPERATIONS`: `update` (UpdateWithRetry), `patch-status` (PatchStatus), `transact`
 //!   (Transact), `create-if-missing` (creating a missing target, with update or
 //!   transact), `get` (Get, reading the object back), `lead` (Lead, campaigning for a
-//!   `coordination.k8s.io/Lease`), or `*` (the default).
+//!   `coordination.k8s.io/Lease`), `delete` (Delete, on the main resource), or `*` (the
+//!   default, every operation, `delete` included).
 //!
 //! Rules only allow, and add up: a write needs a rule matching its kind, namespace and
 //! subresource that grants its operation, and, when it may create its target, one that
@@ -281,6 +282,23 @@ mod tests {
         assert!(
             policy(&[]).check_lead("any", "l").is_ok(),
             "the default allows it"
+        );
+    }
+
+    #[test]
+    fn delete_is_an_operation_rules_grant_or_not() {
+        use Operation::Delete;
+        use Subresource::Main;
+        let p = policy(&["core/ConfigMap:team-a:main:update,delete"]);
+        assert!(ask(&p, "", "ConfigMap", "team-a", Main, Delete).is_ok());
+        let writes_only = policy(&["core/ConfigMap:team-a:main:update"]);
+        let denied = ask(&writes_only, "", "ConfigMap", "team-a", Main, Delete).unwrap_err();
+        assert_eq!(denied.operation, Operation::Delete);
+        assert!(denied.allow.contains(":delete'"), "{}", denied.allow);
+        assert!(ask(&policy(&[]), "", "ConfigMap", "any", Main, Delete).is_ok());
+        assert!(
+            ask(&policy(&[]), "", "Secret", "any", Main, Delete).is_err(),
+            "a wildcard never deletes Secrets"
         );
     }
 

@@ -21,16 +21,19 @@ pub enum Operation {
     /// Lead (campaigning for a `coordination.k8s.io/Lease`: reading, creating and
     /// writing it).
     Lead,
+    /// Delete (deleting the object).
+    Delete,
 }
 
 impl Operation {
-    const ALL: [Operation; 6] = [
+    const ALL: [Operation; 7] = [
         Operation::Update,
         Operation::PatchStatus,
         Operation::Transact,
         Operation::CreateIfMissing,
         Operation::Get,
         Operation::Lead,
+        Operation::Delete,
     ];
 
     /// The operation's name in rules.
@@ -42,6 +45,7 @@ impl Operation {
             Operation::CreateIfMissing => "create-if-missing",
             Operation::Get => "get",
             Operation::Lead => "lead",
+            Operation::Delete => "delete",
         }
     }
 
@@ -50,7 +54,7 @@ impl Operation {
     }
 }
 
-pub(super) const ALL_OPERATIONS: u8 = 0b11_1111;
+pub(super) const ALL_OPERATIONS: u8 = 0b111_1111;
 
 /// The name of a subresource in rules.
 pub(super) fn subresource_name(subresource: Subresource) -> &'static str {
@@ -182,7 +186,7 @@ impl Rule {
                 .find(|o| o.name() == item)
                 .ok_or_else(|| {
                     RuleError(format!(
-                        "operation {item:?}: use update, patch-status, transact, create-if-missing, get or *"
+                        "operation {item:?}: use update, patch-status, transact, create-if-missing, get, lead, delete or *"
                     ))
                 })?;
             self.operations |= operation.bit();

@@ -14,8 +14,9 @@ pub fn resource_version(object: &Value) -> String {
 /// The DELETE body: `DeleteOptions` whose preconditions are the uid and resourceVersion
 /// of the object the delete was decided on, so that the API server deletes that object
 /// or answers 409; with `propagation` when the caller chose one. Dry run goes in the
-/// query, as for writes.
-pub fn delete_options(decided_on: &Value, propagation: Option<&str>) -> Vec<u8> {
+/// body too: the API server reads a DELETE's options from its body when it has one,
+/// and then ignores the query's.
+pub fn delete_options(decided_on: &Value, propagation: Option<&str>, dry_run: bool) -> Vec<u8> {
     let mut options = serde_json::json!({
         "apiVersion": "v1",
         "kind": "DeleteOptions",
@@ -26,6 +27,9 @@ pub fn delete_options(decided_on: &Value, propagation: Option<&str>) -> Vec<u8> 
     });
     if let Some(policy) = propagation {
         options["propagationPolicy"] = Value::String(policy.into());
+    }
+    if dry_run {
+        options["dryRun"] = serde_json::json!(["All"]);
     }
     serde_json::to_vec(&options).expect("a JSON value serializes")
 }

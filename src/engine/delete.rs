@@ -145,7 +145,7 @@ async fn attempt(
     if let Err(failure) = spec.preconditions.check(&fresh, deadline).await {
         return Ended::Fail(failure);
     }
-    let body = delete_options(&fresh, propagation.map(Propagation::as_str));
+    let body = delete_options(&fresh, propagation.map(Propagation::as_str), spec.dry_run);
     let params = spec.write_params(false);
     let params = crate::target::WriteParams {
         field_manager: None,
@@ -210,12 +210,19 @@ mod tests {
     #[test]
     fn the_delete_is_conditioned_on_the_object_read() {
         let read = json!({"metadata": {"uid": "u-1", "resourceVersion": "42"}});
-        let body: Value = serde_json::from_slice(&delete_options(&read, Some("Orphan"))).unwrap();
+        let body: Value =
+            serde_json::from_slice(&delete_options(&read, Some("Orphan"), true)).unwrap();
         assert_eq!(body["kind"], "DeleteOptions");
         assert_eq!(body["preconditions"]["uid"], "u-1");
         assert_eq!(body["preconditions"]["resourceVersion"], "42");
         assert_eq!(body["propagationPolicy"], "Orphan");
-        let body: Value = serde_json::from_slice(&delete_options(&read, None)).unwrap();
+        assert_eq!(
+            body["dryRun"],
+            json!(["All"]),
+            "the body's options are the ones read"
+        );
+        let body: Value = serde_json::from_slice(&delete_options(&read, None, false)).unwrap();
         assert!(body.get("propagationPolicy").is_none());
+        assert!(body.get("dryRun").is_none());
     }
 }

@@ -11,6 +11,7 @@ mod boundary;
 mod breaker;
 mod cli;
 mod client_stack;
+mod delete;
 mod demo;
 mod deploy;
 mod engine;

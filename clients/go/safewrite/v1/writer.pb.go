@@ -28,6 +28,127 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PropagationPolicy says whether and how the garbage collector deletes the object's
+// dependents (DeleteOptions.propagationPolicy).
+type PropagationPolicy int32
+
+const (
+	// Not set: the API server's default for the kind.
+	PropagationPolicy_PROPAGATION_POLICY_UNSPECIFIED PropagationPolicy = 0
+	// The object is deleted at once; the garbage collector deletes its dependents after.
+	PropagationPolicy_PROPAGATION_POLICY_BACKGROUND PropagationPolicy = 1
+	// The object is kept, being deleted (a deletionTimestamp and the foregroundDeletion
+	// finalizer), until its blocking dependents are deleted.
+	PropagationPolicy_PROPAGATION_POLICY_FOREGROUND PropagationPolicy = 2
+	// The object is deleted; its dependents are kept, their owner references to it removed.
+	PropagationPolicy_PROPAGATION_POLICY_ORPHAN PropagationPolicy = 3
+)
+
+// Enum value maps for PropagationPolicy.
+var (
+	PropagationPolicy_name = map[int32]string{
+		0: "PROPAGATION_POLICY_UNSPECIFIED",
+		1: "PROPAGATION_POLICY_BACKGROUND",
+		2: "PROPAGATION_POLICY_FOREGROUND",
+		3: "PROPAGATION_POLICY_ORPHAN",
+	}
+	PropagationPolicy_value = map[string]int32{
+		"PROPAGATION_POLICY_UNSPECIFIED": 0,
+		"PROPAGATION_POLICY_BACKGROUND":  1,
+		"PROPAGATION_POLICY_FOREGROUND":  2,
+		"PROPAGATION_POLICY_ORPHAN":      3,
+	}
+)
+
+func (x PropagationPolicy) Enum() *PropagationPolicy {
+	p := new(PropagationPolicy)
+	*p = x
+	return p
+}
+
+func (x PropagationPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PropagationPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_safewrite_v1_writer_proto_enumTypes[0].Descriptor()
+}
+
+func (PropagationPolicy) Type() protoreflect.EnumType {
+	return &file_safewrite_v1_writer_proto_enumTypes[0]
+}
+
+func (x PropagationPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PropagationPolicy.Descriptor instead.
+func (PropagationPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+}
+
+// DeleteOutcome says what a successful Delete did.
+type DeleteOutcome int32
+
+const (
+	// Never sent.
+	DeleteOutcome_DELETE_OUTCOME_UNSPECIFIED DeleteOutcome = 0
+	// The API server accepted the delete and the object is gone (or, with dry_run, would
+	// be).
+	DeleteOutcome_DELETE_OUTCOME_DELETED DeleteOutcome = 1
+	// The API server accepted the delete, but the object is only marked for deletion: it
+	// has finalizers (or foreground propagation added one) and stays readable, with a
+	// deletionTimestamp, until they are removed. DeleteResponse.deletion_timestamp says
+	// since when.
+	DeleteOutcome_DELETE_OUTCOME_DELETING DeleteOutcome = 2
+	// The object was not there: nothing was deleted by this call. It may have been deleted
+	// by another writer, or by an earlier attempt of this call whose answer was lost.
+	DeleteOutcome_DELETE_OUTCOME_GONE DeleteOutcome = 3
+)
+
+// Enum value maps for DeleteOutcome.
+var (
+	DeleteOutcome_name = map[int32]string{
+		0: "DELETE_OUTCOME_UNSPECIFIED",
+		1: "DELETE_OUTCOME_DELETED",
+		2: "DELETE_OUTCOME_DELETING",
+		3: "DELETE_OUTCOME_GONE",
+	}
+	DeleteOutcome_value = map[string]int32{
+		"DELETE_OUTCOME_UNSPECIFIED": 0,
+		"DELETE_OUTCOME_DELETED":     1,
+		"DELETE_OUTCOME_DELETING":    2,
+		"DELETE_OUTCOME_GONE":        3,
+	}
+)
+
+func (x DeleteOutcome) Enum() *DeleteOutcome {
+	p := new(DeleteOutcome)
+	*p = x
+	return p
+}
+
+func (x DeleteOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeleteOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_safewrite_v1_writer_proto_enumTypes[1].Descriptor()
+}
+
+func (DeleteOutcome) Type() protoreflect.EnumType {
+	return &file_safewrite_v1_writer_proto_enumTypes[1]
+}
+
+func (x DeleteOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeleteOutcome.Descriptor instead.
+func (DeleteOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
 // LeadState says whether the caller leads.
 type LeadState int32
 
@@ -65,11 +186,11 @@ func (x LeadState) String() string {
 }
 
 func (LeadState) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[0].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[2].Descriptor()
 }
 
 func (LeadState) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[0]
+	return &file_safewrite_v1_writer_proto_enumTypes[2]
 }
 
 func (x LeadState) Number() protoreflect.EnumNumber {
@@ -78,7 +199,7 @@ func (x LeadState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LeadState.Descriptor instead.
 func (LeadState) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 // NotLeadingReason says why the caller does not lead.
@@ -123,11 +244,11 @@ func (x NotLeadingReason) String() string {
 }
 
 func (NotLeadingReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[1].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[3].Descriptor()
 }
 
 func (NotLeadingReason) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[1]
+	return &file_safewrite_v1_writer_proto_enumTypes[3]
 }
 
 func (x NotLeadingReason) Number() protoreflect.EnumNumber {
@@ -136,7 +257,7 @@ func (x NotLeadingReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NotLeadingReason.Descriptor instead.
 func (NotLeadingReason) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
 }
 
 // Outcome says what a successful RPC did.
@@ -191,11 +312,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[2].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[4].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[2]
+	return &file_safewrite_v1_writer_proto_enumTypes[4]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -204,7 +325,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
 }
 
 // Reason says why a write failed. It is sent in every error status twice: as
@@ -365,11 +486,11 @@ func (x Reason) String() string {
 }
 
 func (Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[3].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[5].Descriptor()
 }
 
 func (Reason) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[3]
+	return &file_safewrite_v1_writer_proto_enumTypes[5]
 }
 
 func (x Reason) Number() protoreflect.EnumNumber {
@@ -378,7 +499,7 @@ func (x Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
 }
 
 // Retry is what a caller may do after a failure: whether the same call, sent again, may
@@ -431,11 +552,11 @@ func (x Retry) String() string {
 }
 
 func (Retry) Descriptor() protoreflect.EnumDescriptor {
-	return file_safewrite_v1_writer_proto_enumTypes[4].Descriptor()
+	return file_safewrite_v1_writer_proto_enumTypes[6].Descriptor()
 }
 
 func (Retry) Type() protoreflect.EnumType {
-	return &file_safewrite_v1_writer_proto_enumTypes[4]
+	return &file_safewrite_v1_writer_proto_enumTypes[6]
 }
 
 func (x Retry) Number() protoreflect.EnumNumber {
@@ -444,7 +565,187 @@ func (x Retry) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Retry.Descriptor instead.
 func (Retry) EnumDescriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
+}
+
+// DeleteRequest names an object to delete, and the conditions under which to delete it.
+type DeleteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The object to delete. Required.
+	Target *ObjectRef `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// Conditions checked on the fresh object before every DELETE: its uid (the object the
+	// caller means, not one recreated under the same name), an exact resourceVersion
+	// (strict compare-and-swap: a conflict is not retried), a CEL condition over `object`
+	// (e.g. `object.status.phase == 'Done'`). Optional.
+	Preconditions *Preconditions `protobuf:"bytes,2,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	// What happens to the object's dependents. Unset: the API server's default for the
+	// kind (usually background).
+	PropagationPolicy PropagationPolicy `protobuf:"varint,3,opt,name=propagation_policy,json=propagationPolicy,proto3,enum=safewrite.v1.PropagationPolicy" json:"propagation_policy,omitempty"`
+	// Ask the API server to validate and admit the delete without persisting it.
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Overrides the sidecar's default retry policy for this request. Optional.
+	RetryPolicy   *RetryPolicy `protobuf:"bytes,5,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRequest) Reset() {
+	*x = DeleteRequest{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRequest) ProtoMessage() {}
+
+func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRequest) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DeleteRequest) GetTarget() *ObjectRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *DeleteRequest) GetPreconditions() *Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteRequest) GetPropagationPolicy() PropagationPolicy {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return PropagationPolicy_PROPAGATION_POLICY_UNSPECIFIED
+}
+
+func (x *DeleteRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *DeleteRequest) GetRetryPolicy() *RetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+// DeleteResponse is the result of a successful Delete.
+type DeleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	Outcome DeleteOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=safewrite.v1.DeleteOutcome" json:"outcome,omitempty"`
+	// The object as the API server answered the DELETE, as JSON (for DELETE_OUTCOME_DELETING
+	// with its deletionTimestamp); empty when it answered a Status instead of the object,
+	// and for DELETE_OUTCOME_GONE.
+	ObjectJson string `protobuf:"bytes,2,opt,name=object_json,json=objectJson,proto3" json:"object_json,omitempty"`
+	// metadata.deletionTimestamp of object_json (RFC 3339), empty when it has none.
+	DeletionTimestamp string `protobuf:"bytes,3,opt,name=deletion_timestamp,json=deletionTimestamp,proto3" json:"deletion_timestamp,omitempty"`
+	// The number of attempts made, the last included.
+	Attempts uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// One record per attempt, in order (AttemptRecord.http_status is the DELETE's, or the
+	// read's when the read was refused or found nothing).
+	AttemptRecords []*AttemptRecord `protobuf:"bytes,5,rep,name=attempt_records,json=attemptRecords,proto3" json:"attempt_records,omitempty"`
+	// The W3C trace id of this RPC's span, hex encoded; empty when tracing is off.
+	TraceId       string `protobuf:"bytes,6,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResponse) Reset() {
+	*x = DeleteResponse{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResponse) ProtoMessage() {}
+
+func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
+func (*DeleteResponse) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeleteResponse) GetOutcome() DeleteOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeleteOutcome_DELETE_OUTCOME_UNSPECIFIED
+}
+
+func (x *DeleteResponse) GetObjectJson() string {
+	if x != nil {
+		return x.ObjectJson
+	}
+	return ""
+}
+
+func (x *DeleteResponse) GetDeletionTimestamp() string {
+	if x != nil {
+		return x.DeletionTimestamp
+	}
+	return ""
+}
+
+func (x *DeleteResponse) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeleteResponse) GetAttemptRecords() []*AttemptRecord {
+	if x != nil {
+		return x.AttemptRecords
+	}
+	return nil
+}
+
+func (x *DeleteResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
 }
 
 // LeadRequest names the Lease to campaign for, and the timings of the campaign.
@@ -475,7 +776,7 @@ type LeadRequest struct {
 
 func (x *LeadRequest) Reset() {
 	*x = LeadRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +788,7 @@ func (x *LeadRequest) String() string {
 func (*LeadRequest) ProtoMessage() {}
 
 func (x *LeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +801,7 @@ func (x *LeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadRequest.ProtoReflect.Descriptor instead.
 func (*LeadRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LeadRequest) GetNamespace() string {
@@ -569,7 +870,7 @@ type LeadResponse struct {
 
 func (x *LeadResponse) Reset() {
 	*x = LeadResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +882,7 @@ func (x *LeadResponse) String() string {
 func (*LeadResponse) ProtoMessage() {}
 
 func (x *LeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +895,7 @@ func (x *LeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadResponse.ProtoReflect.Descriptor instead.
 func (*LeadResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeadResponse) GetState() LeadState {
@@ -666,7 +967,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +979,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +992,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetRequest) GetTarget() *ObjectRef {
@@ -726,7 +1027,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +1039,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +1052,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetResponse) GetObjectJson() string {
@@ -801,7 +1102,7 @@ type UpdateWithRetryRequest struct {
 
 func (x *UpdateWithRetryRequest) Reset() {
 	*x = UpdateWithRetryRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1114,7 @@ func (x *UpdateWithRetryRequest) String() string {
 func (*UpdateWithRetryRequest) ProtoMessage() {}
 
 func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1127,7 @@ func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpdateWithRetryRequest) GetTarget() *ObjectRef {
@@ -875,7 +1176,7 @@ type UpdateWithRetryResponse struct {
 
 func (x *UpdateWithRetryResponse) Reset() {
 	*x = UpdateWithRetryResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1188,7 @@ func (x *UpdateWithRetryResponse) String() string {
 func (*UpdateWithRetryResponse) ProtoMessage() {}
 
 func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1201,7 @@ func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateWithRetryResponse) GetResult() *WriteResult {
@@ -930,7 +1231,7 @@ type PatchStatusRequest struct {
 
 func (x *PatchStatusRequest) Reset() {
 	*x = PatchStatusRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1243,7 @@ func (x *PatchStatusRequest) String() string {
 func (*PatchStatusRequest) ProtoMessage() {}
 
 func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1256,7 @@ func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*PatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PatchStatusRequest) GetTarget() *ObjectRef {
@@ -1004,7 +1305,7 @@ type PatchStatusResponse struct {
 
 func (x *PatchStatusResponse) Reset() {
 	*x = PatchStatusResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1317,7 @@ func (x *PatchStatusResponse) String() string {
 func (*PatchStatusResponse) ProtoMessage() {}
 
 func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1330,7 @@ func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusResponse.ProtoReflect.Descriptor instead.
 func (*PatchStatusResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PatchStatusResponse) GetResult() *WriteResult {
@@ -1055,7 +1356,7 @@ type TransactRequest struct {
 
 func (x *TransactRequest) Reset() {
 	*x = TransactRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1368,7 @@ func (x *TransactRequest) String() string {
 func (*TransactRequest) ProtoMessage() {}
 
 func (x *TransactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1381,7 @@ func (x *TransactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactRequest.ProtoReflect.Descriptor instead.
 func (*TransactRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransactRequest) GetMessage() isTransactRequest_Message {
@@ -1146,7 +1447,7 @@ type TransactBegin struct {
 
 func (x *TransactBegin) Reset() {
 	*x = TransactBegin{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1459,7 @@ func (x *TransactBegin) String() string {
 func (*TransactBegin) ProtoMessage() {}
 
 func (x *TransactBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1472,7 @@ func (x *TransactBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactBegin.ProtoReflect.Descriptor instead.
 func (*TransactBegin) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TransactBegin) GetTarget() *ObjectRef {
@@ -1229,7 +1530,7 @@ type TransactProposal struct {
 
 func (x *TransactProposal) Reset() {
 	*x = TransactProposal{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1542,7 @@ func (x *TransactProposal) String() string {
 func (*TransactProposal) ProtoMessage() {}
 
 func (x *TransactProposal) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1555,7 @@ func (x *TransactProposal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactProposal.ProtoReflect.Descriptor instead.
 func (*TransactProposal) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TransactProposal) GetAttempt() uint32 {
@@ -1335,7 +1636,7 @@ type TransactAbort struct {
 
 func (x *TransactAbort) Reset() {
 	*x = TransactAbort{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1648,7 @@ func (x *TransactAbort) String() string {
 func (*TransactAbort) ProtoMessage() {}
 
 func (x *TransactAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1661,7 @@ func (x *TransactAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactAbort.ProtoReflect.Descriptor instead.
 func (*TransactAbort) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TransactAbort) GetReason() string {
@@ -1386,7 +1687,7 @@ type TransactResponse struct {
 
 func (x *TransactResponse) Reset() {
 	*x = TransactResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1699,7 @@ func (x *TransactResponse) String() string {
 func (*TransactResponse) ProtoMessage() {}
 
 func (x *TransactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1712,7 @@ func (x *TransactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactResponse.ProtoReflect.Descriptor instead.
 func (*TransactResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TransactResponse) GetMessage() isTransactResponse_Message {
@@ -1477,7 +1778,7 @@ type FreshObject struct {
 
 func (x *FreshObject) Reset() {
 	*x = FreshObject{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1790,7 @@ func (x *FreshObject) String() string {
 func (*FreshObject) ProtoMessage() {}
 
 func (x *FreshObject) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1803,7 @@ func (x *FreshObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshObject.ProtoReflect.Descriptor instead.
 func (*FreshObject) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FreshObject) GetAttempt() uint32 {
@@ -1551,7 +1852,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1864,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1877,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -1633,7 +1934,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1946,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1959,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -1839,7 +2140,7 @@ type SetCondition struct {
 
 func (x *SetCondition) Reset() {
 	*x = SetCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +2152,7 @@ func (x *SetCondition) String() string {
 func (*SetCondition) ProtoMessage() {}
 
 func (x *SetCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +2165,7 @@ func (x *SetCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCondition.ProtoReflect.Descriptor instead.
 func (*SetCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetCondition) GetConditions() []*Condition {
@@ -1910,7 +2211,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2223,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2236,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Condition) GetType() string {
@@ -1994,7 +2295,7 @@ type RemoveCondition struct {
 
 func (x *RemoveCondition) Reset() {
 	*x = RemoveCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2307,7 @@ func (x *RemoveCondition) String() string {
 func (*RemoveCondition) ProtoMessage() {}
 
 func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2320,7 @@ func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCondition.ProtoReflect.Descriptor instead.
 func (*RemoveCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RemoveCondition) GetTypes() []string {
@@ -2055,7 +2356,7 @@ type FinalizerChange struct {
 
 func (x *FinalizerChange) Reset() {
 	*x = FinalizerChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2368,7 @@ func (x *FinalizerChange) String() string {
 func (*FinalizerChange) ProtoMessage() {}
 
 func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2381,7 @@ func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizerChange.ProtoReflect.Descriptor instead.
 func (*FinalizerChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FinalizerChange) GetFinalizer() string {
@@ -2134,7 +2435,7 @@ type OwnerReferenceChange struct {
 
 func (x *OwnerReferenceChange) Reset() {
 	*x = OwnerReferenceChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2447,7 @@ func (x *OwnerReferenceChange) String() string {
 func (*OwnerReferenceChange) ProtoMessage() {}
 
 func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2460,7 @@ func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReferenceChange.ProtoReflect.Descriptor instead.
 func (*OwnerReferenceChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OwnerReferenceChange) GetOwner() *OwnerReference {
@@ -2204,7 +2505,7 @@ type OwnerReference struct {
 
 func (x *OwnerReference) Reset() {
 	*x = OwnerReference{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2517,7 @@ func (x *OwnerReference) String() string {
 func (*OwnerReference) ProtoMessage() {}
 
 func (x *OwnerReference) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2530,7 @@ func (x *OwnerReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
 func (*OwnerReference) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OwnerReference) GetApiVersion() string {
@@ -2301,7 +2602,7 @@ type ListEntryChange struct {
 
 func (x *ListEntryChange) Reset() {
 	*x = ListEntryChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2614,7 @@ func (x *ListEntryChange) String() string {
 func (*ListEntryChange) ProtoMessage() {}
 
 func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2627,7 @@ func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntryChange.ProtoReflect.Descriptor instead.
 func (*ListEntryChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListEntryChange) GetPath() string {
@@ -2370,7 +2671,7 @@ type JsonPatch struct {
 
 func (x *JsonPatch) Reset() {
 	*x = JsonPatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2683,7 @@ func (x *JsonPatch) String() string {
 func (*JsonPatch) ProtoMessage() {}
 
 func (x *JsonPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2696,7 @@ func (x *JsonPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatch.ProtoReflect.Descriptor instead.
 func (*JsonPatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JsonPatch) GetPatchJson() string {
@@ -2416,7 +2717,7 @@ type MergePatch struct {
 
 func (x *MergePatch) Reset() {
 	*x = MergePatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2729,7 @@ func (x *MergePatch) String() string {
 func (*MergePatch) ProtoMessage() {}
 
 func (x *MergePatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2742,7 @@ func (x *MergePatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePatch.ProtoReflect.Descriptor instead.
 func (*MergePatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MergePatch) GetPatchJson() string {
@@ -2467,7 +2768,7 @@ type ServerSideApply struct {
 
 func (x *ServerSideApply) Reset() {
 	*x = ServerSideApply{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2780,7 @@ func (x *ServerSideApply) String() string {
 func (*ServerSideApply) ProtoMessage() {}
 
 func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2793,7 @@ func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerSideApply.ProtoReflect.Descriptor instead.
 func (*ServerSideApply) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ServerSideApply) GetConfigurationJson() string {
@@ -2523,7 +2824,7 @@ type CelMutation struct {
 
 func (x *CelMutation) Reset() {
 	*x = CelMutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2836,7 @@ func (x *CelMutation) String() string {
 func (*CelMutation) ProtoMessage() {}
 
 func (x *CelMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2849,7 @@ func (x *CelMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CelMutation.ProtoReflect.Descriptor instead.
 func (*CelMutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CelMutation) GetExpression() string {
@@ -2576,7 +2877,7 @@ type Preconditions struct {
 
 func (x *Preconditions) Reset() {
 	*x = Preconditions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2889,7 @@ func (x *Preconditions) String() string {
 func (*Preconditions) ProtoMessage() {}
 
 func (x *Preconditions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2902,7 @@ func (x *Preconditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preconditions.ProtoReflect.Descriptor instead.
 func (*Preconditions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Preconditions) GetUid() string {
@@ -2644,7 +2945,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2957,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2970,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -2743,7 +3044,7 @@ type WriteOptions struct {
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +3056,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +3069,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WriteOptions) GetFieldManager() string {
@@ -2838,7 +3139,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3151,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3164,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WriteResult) GetOutcome() Outcome {
@@ -2940,7 +3241,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3253,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3266,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttemptRecord) GetNumber() uint32 {
@@ -3030,7 +3331,7 @@ type WriteFailure struct {
 
 func (x *WriteFailure) Reset() {
 	*x = WriteFailure{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3343,7 @@ func (x *WriteFailure) String() string {
 func (*WriteFailure) ProtoMessage() {}
 
 func (x *WriteFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3356,7 @@ func (x *WriteFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFailure.ProtoReflect.Descriptor instead.
 func (*WriteFailure) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{32}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WriteFailure) GetAttemptRecords() []*AttemptRecord {
@@ -3100,7 +3401,7 @@ type RetryByCode struct {
 
 func (x *RetryByCode) Reset() {
 	*x = RetryByCode{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3413,7 @@ func (x *RetryByCode) String() string {
 func (*RetryByCode) ProtoMessage() {}
 
 func (x *RetryByCode) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3426,7 @@ func (x *RetryByCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryByCode.ProtoReflect.Descriptor instead.
 func (*RetryByCode) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{33}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RetryByCode) GetWithIdempotencyKey() []int32 {
@@ -3181,7 +3482,21 @@ var File_safewrite_v1_writer_proto protoreflect.FileDescriptor
 
 const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\n" +
-	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x02\n" +
+	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xaa\x02\n" +
+	"\rDeleteRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.safewrite.v1.ObjectRefR\x06target\x12A\n" +
+	"\rpreconditions\x18\x02 \x01(\v2\x1b.safewrite.v1.PreconditionsR\rpreconditions\x12N\n" +
+	"\x12propagation_policy\x18\x03 \x01(\x0e2\x1f.safewrite.v1.PropagationPolicyR\x11propagationPolicy\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12<\n" +
+	"\fretry_policy\x18\x05 \x01(\v2\x19.safewrite.v1.RetryPolicyR\vretryPolicy\"\x94\x02\n" +
+	"\x0eDeleteResponse\x125\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1b.safewrite.v1.DeleteOutcomeR\aoutcome\x12\x1f\n" +
+	"\vobject_json\x18\x02 \x01(\tR\n" +
+	"objectJson\x12-\n" +
+	"\x12deletion_timestamp\x18\x03 \x01(\tR\x11deletionTimestamp\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\rR\battempts\x12D\n" +
+	"\x0fattempt_records\x18\x05 \x03(\v2\x1b.safewrite.v1.AttemptRecordR\x0eattemptRecords\x12\x19\n" +
+	"\btrace_id\x18\x06 \x01(\tR\atraceId\"\x9d\x02\n" +
 	"\vLeadRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
@@ -3366,7 +3681,17 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\x0e2\x14.safewrite.v1.ReasonR\x06reason\"U\n" +
 	"\vRetryByCode\x120\n" +
 	"\x14with_idempotency_key\x18\x01 \x03(\x05R\x12withIdempotencyKey\x12\x14\n" +
-	"\x05later\x18\x02 \x03(\x05R\x05later*[\n" +
+	"\x05later\x18\x02 \x03(\x05R\x05later*\x9c\x01\n" +
+	"\x11PropagationPolicy\x12\"\n" +
+	"\x1ePROPAGATION_POLICY_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dPROPAGATION_POLICY_BACKGROUND\x10\x01\x12!\n" +
+	"\x1dPROPAGATION_POLICY_FOREGROUND\x10\x02\x12\x1d\n" +
+	"\x19PROPAGATION_POLICY_ORPHAN\x10\x03*\x81\x01\n" +
+	"\rDeleteOutcome\x12\x1e\n" +
+	"\x1aDELETE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16DELETE_OUTCOME_DELETED\x10\x01\x12\x1b\n" +
+	"\x17DELETE_OUTCOME_DELETING\x10\x02\x12\x17\n" +
+	"\x13DELETE_OUTCOME_GONE\x10\x03*[\n" +
 	"\tLeadState\x12\x1a\n" +
 	"\x16LEAD_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12LEAD_STATE_LEADING\x10\x01\x12\x1a\n" +
@@ -3422,13 +3747,14 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\vRETRY_NEVER\x10\x01\x12\x0f\n" +
 	"\vRETRY_LATER\x10\x02\x12\x1e\n" +
 	"\x1aRETRY_WITH_IDEMPOTENCY_KEY\x10\x03\x12\x11\n" +
-	"\rRETRY_BY_CODE\x10\x042\x8f\x03\n" +
+	"\rRETRY_BY_CODE\x10\x042\xd4\x03\n" +
 	"\rWriterService\x12^\n" +
 	"\x0fUpdateWithRetry\x12$.safewrite.v1.UpdateWithRetryRequest\x1a%.safewrite.v1.UpdateWithRetryResponse\x12R\n" +
 	"\vPatchStatus\x12 .safewrite.v1.PatchStatusRequest\x1a!.safewrite.v1.PatchStatusResponse\x12M\n" +
 	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01\x12:\n" +
 	"\x03Get\x12\x18.safewrite.v1.GetRequest\x1a\x19.safewrite.v1.GetResponse\x12?\n" +
-	"\x04Lead\x12\x19.safewrite.v1.LeadRequest\x1a\x1a.safewrite.v1.LeadResponse0\x01:N\n" +
+	"\x04Lead\x12\x19.safewrite.v1.LeadRequest\x1a\x1a.safewrite.v1.LeadResponse0\x01\x12C\n" +
+	"\x06Delete\x12\x1b.safewrite.v1.DeleteRequest\x1a\x1c.safewrite.v1.DeleteResponse:N\n" +
 	"\x05retry\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\x0e2\x13.safewrite.v1.RetryR\x05retry:]\n" +
 	"\rretry_by_code\x12\x1c.google.protobuf.EnumOptions\x18ц\x03 \x01(\v2\x19.safewrite.v1.RetryByCodeR\vretryByCodeBT\n" +
 	"\x10dev.safewrite.v1B\vWriterProtoP\x01Z1safewrite.dev/clients/go/safewrite/v1;safewritev1b\x06proto3"
@@ -3445,118 +3771,130 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 	return file_safewrite_v1_writer_proto_rawDescData
 }
 
-var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_safewrite_v1_writer_proto_goTypes = []any{
-	(LeadState)(0),                        // 0: safewrite.v1.LeadState
-	(NotLeadingReason)(0),                 // 1: safewrite.v1.NotLeadingReason
-	(Outcome)(0),                          // 2: safewrite.v1.Outcome
-	(Reason)(0),                           // 3: safewrite.v1.Reason
-	(Retry)(0),                            // 4: safewrite.v1.Retry
-	(*LeadRequest)(nil),                   // 5: safewrite.v1.LeadRequest
-	(*LeadResponse)(nil),                  // 6: safewrite.v1.LeadResponse
-	(*GetRequest)(nil),                    // 7: safewrite.v1.GetRequest
-	(*GetResponse)(nil),                   // 8: safewrite.v1.GetResponse
-	(*UpdateWithRetryRequest)(nil),        // 9: safewrite.v1.UpdateWithRetryRequest
-	(*UpdateWithRetryResponse)(nil),       // 10: safewrite.v1.UpdateWithRetryResponse
-	(*PatchStatusRequest)(nil),            // 11: safewrite.v1.PatchStatusRequest
-	(*PatchStatusResponse)(nil),           // 12: safewrite.v1.PatchStatusResponse
-	(*TransactRequest)(nil),               // 13: safewrite.v1.TransactRequest
-	(*TransactBegin)(nil),                 // 14: safewrite.v1.TransactBegin
-	(*TransactProposal)(nil),              // 15: safewrite.v1.TransactProposal
-	(*TransactAbort)(nil),                 // 16: safewrite.v1.TransactAbort
-	(*TransactResponse)(nil),              // 17: safewrite.v1.TransactResponse
-	(*FreshObject)(nil),                   // 18: safewrite.v1.FreshObject
-	(*ObjectRef)(nil),                     // 19: safewrite.v1.ObjectRef
-	(*Mutation)(nil),                      // 20: safewrite.v1.Mutation
-	(*SetCondition)(nil),                  // 21: safewrite.v1.SetCondition
-	(*Condition)(nil),                     // 22: safewrite.v1.Condition
-	(*RemoveCondition)(nil),               // 23: safewrite.v1.RemoveCondition
-	(*FinalizerChange)(nil),               // 24: safewrite.v1.FinalizerChange
-	(*OwnerReferenceChange)(nil),          // 25: safewrite.v1.OwnerReferenceChange
-	(*OwnerReference)(nil),                // 26: safewrite.v1.OwnerReference
-	(*ListEntryChange)(nil),               // 27: safewrite.v1.ListEntryChange
-	(*JsonPatch)(nil),                     // 28: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),                    // 29: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),               // 30: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),                   // 31: safewrite.v1.CelMutation
-	(*Preconditions)(nil),                 // 32: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),                   // 33: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),                  // 34: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),                   // 35: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),                 // 36: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),                  // 37: safewrite.v1.WriteFailure
-	(*RetryByCode)(nil),                   // 38: safewrite.v1.RetryByCode
-	(*durationpb.Duration)(nil),           // 39: google.protobuf.Duration
-	(*descriptorpb.EnumValueOptions)(nil), // 40: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 41: google.protobuf.EnumOptions
+	(PropagationPolicy)(0),                // 0: safewrite.v1.PropagationPolicy
+	(DeleteOutcome)(0),                    // 1: safewrite.v1.DeleteOutcome
+	(LeadState)(0),                        // 2: safewrite.v1.LeadState
+	(NotLeadingReason)(0),                 // 3: safewrite.v1.NotLeadingReason
+	(Outcome)(0),                          // 4: safewrite.v1.Outcome
+	(Reason)(0),                           // 5: safewrite.v1.Reason
+	(Retry)(0),                            // 6: safewrite.v1.Retry
+	(*DeleteRequest)(nil),                 // 7: safewrite.v1.DeleteRequest
+	(*DeleteResponse)(nil),                // 8: safewrite.v1.DeleteResponse
+	(*LeadRequest)(nil),                   // 9: safewrite.v1.LeadRequest
+	(*LeadResponse)(nil),                  // 10: safewrite.v1.LeadResponse
+	(*GetRequest)(nil),                    // 11: safewrite.v1.GetRequest
+	(*GetResponse)(nil),                   // 12: safewrite.v1.GetResponse
+	(*UpdateWithRetryRequest)(nil),        // 13: safewrite.v1.UpdateWithRetryRequest
+	(*UpdateWithRetryResponse)(nil),       // 14: safewrite.v1.UpdateWithRetryResponse
+	(*PatchStatusRequest)(nil),            // 15: safewrite.v1.PatchStatusRequest
+	(*PatchStatusResponse)(nil),           // 16: safewrite.v1.PatchStatusResponse
+	(*TransactRequest)(nil),               // 17: safewrite.v1.TransactRequest
+	(*TransactBegin)(nil),                 // 18: safewrite.v1.TransactBegin
+	(*TransactProposal)(nil),              // 19: safewrite.v1.TransactProposal
+	(*TransactAbort)(nil),                 // 20: safewrite.v1.TransactAbort
+	(*TransactResponse)(nil),              // 21: safewrite.v1.TransactResponse
+	(*FreshObject)(nil),                   // 22: safewrite.v1.FreshObject
+	(*ObjectRef)(nil),                     // 23: safewrite.v1.ObjectRef
+	(*Mutation)(nil),                      // 24: safewrite.v1.Mutation
+	(*SetCondition)(nil),                  // 25: safewrite.v1.SetCondition
+	(*Condition)(nil),                     // 26: safewrite.v1.Condition
+	(*RemoveCondition)(nil),               // 27: safewrite.v1.RemoveCondition
+	(*FinalizerChange)(nil),               // 28: safewrite.v1.FinalizerChange
+	(*OwnerReferenceChange)(nil),          // 29: safewrite.v1.OwnerReferenceChange
+	(*OwnerReference)(nil),                // 30: safewrite.v1.OwnerReference
+	(*ListEntryChange)(nil),               // 31: safewrite.v1.ListEntryChange
+	(*JsonPatch)(nil),                     // 32: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),                    // 33: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),               // 34: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),                   // 35: safewrite.v1.CelMutation
+	(*Preconditions)(nil),                 // 36: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),                   // 37: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),                  // 38: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),                   // 39: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),                 // 40: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),                  // 41: safewrite.v1.WriteFailure
+	(*RetryByCode)(nil),                   // 42: safewrite.v1.RetryByCode
+	(*durationpb.Duration)(nil),           // 43: google.protobuf.Duration
+	(*descriptorpb.EnumValueOptions)(nil), // 44: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 45: google.protobuf.EnumOptions
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
-	39, // 0: safewrite.v1.LeadRequest.lease_duration:type_name -> google.protobuf.Duration
-	39, // 1: safewrite.v1.LeadRequest.renew_deadline:type_name -> google.protobuf.Duration
-	39, // 2: safewrite.v1.LeadRequest.retry_period:type_name -> google.protobuf.Duration
-	0,  // 3: safewrite.v1.LeadResponse.state:type_name -> safewrite.v1.LeadState
-	1,  // 4: safewrite.v1.LeadResponse.reason:type_name -> safewrite.v1.NotLeadingReason
-	19, // 5: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
-	19, // 6: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
-	20, // 7: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	32, // 8: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	33, // 9: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	34, // 10: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	35, // 11: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
-	19, // 12: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
-	20, // 13: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	32, // 14: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	33, // 15: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	34, // 16: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	35, // 17: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
-	14, // 18: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
-	15, // 19: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
-	19, // 20: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	32, // 21: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	33, // 22: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	34, // 23: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
-	20, // 24: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
-	16, // 25: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
-	18, // 26: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	35, // 27: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	28, // 28: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	29, // 29: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	30, // 30: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	31, // 31: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	21, // 32: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
-	23, // 33: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
-	24, // 34: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
-	25, // 35: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
-	27, // 36: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
-	22, // 37: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
-	26, // 38: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
-	39, // 39: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	39, // 40: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	2,  // 41: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	36, // 42: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	39, // 43: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	36, // 44: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	3,  // 45: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
-	40, // 46: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
-	41, // 47: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
-	4,  // 48: safewrite.v1.retry:type_name -> safewrite.v1.Retry
-	38, // 49: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
-	9,  // 50: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	11, // 51: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	13, // 52: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	7,  // 53: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
-	5,  // 54: safewrite.v1.WriterService.Lead:input_type -> safewrite.v1.LeadRequest
-	10, // 55: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	12, // 56: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	17, // 57: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	8,  // 58: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
-	6,  // 59: safewrite.v1.WriterService.Lead:output_type -> safewrite.v1.LeadResponse
-	55, // [55:60] is the sub-list for method output_type
-	50, // [50:55] is the sub-list for method input_type
-	48, // [48:50] is the sub-list for extension type_name
-	46, // [46:48] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	23, // 0: safewrite.v1.DeleteRequest.target:type_name -> safewrite.v1.ObjectRef
+	36, // 1: safewrite.v1.DeleteRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	0,  // 2: safewrite.v1.DeleteRequest.propagation_policy:type_name -> safewrite.v1.PropagationPolicy
+	37, // 3: safewrite.v1.DeleteRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	1,  // 4: safewrite.v1.DeleteResponse.outcome:type_name -> safewrite.v1.DeleteOutcome
+	40, // 5: safewrite.v1.DeleteResponse.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	43, // 6: safewrite.v1.LeadRequest.lease_duration:type_name -> google.protobuf.Duration
+	43, // 7: safewrite.v1.LeadRequest.renew_deadline:type_name -> google.protobuf.Duration
+	43, // 8: safewrite.v1.LeadRequest.retry_period:type_name -> google.protobuf.Duration
+	2,  // 9: safewrite.v1.LeadResponse.state:type_name -> safewrite.v1.LeadState
+	3,  // 10: safewrite.v1.LeadResponse.reason:type_name -> safewrite.v1.NotLeadingReason
+	23, // 11: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
+	23, // 12: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
+	24, // 13: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
+	36, // 14: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	37, // 15: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	38, // 16: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	39, // 17: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	23, // 18: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
+	24, // 19: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
+	36, // 20: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	37, // 21: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	38, // 22: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	39, // 23: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	18, // 24: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
+	19, // 25: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
+	23, // 26: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
+	36, // 27: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	37, // 28: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	38, // 29: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	24, // 30: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
+	20, // 31: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
+	22, // 32: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
+	39, // 33: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	32, // 34: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	33, // 35: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	34, // 36: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	35, // 37: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	25, // 38: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
+	27, // 39: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
+	28, // 40: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
+	29, // 41: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
+	31, // 42: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
+	26, // 43: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
+	30, // 44: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
+	43, // 45: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	43, // 46: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	4,  // 47: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
+	40, // 48: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	43, // 49: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	40, // 50: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	5,  // 51: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
+	44, // 52: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
+	45, // 53: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
+	6,  // 54: safewrite.v1.retry:type_name -> safewrite.v1.Retry
+	42, // 55: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
+	13, // 56: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	15, // 57: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	17, // 58: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	11, // 59: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
+	9,  // 60: safewrite.v1.WriterService.Lead:input_type -> safewrite.v1.LeadRequest
+	7,  // 61: safewrite.v1.WriterService.Delete:input_type -> safewrite.v1.DeleteRequest
+	14, // 62: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	16, // 63: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	21, // 64: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	12, // 65: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
+	10, // 66: safewrite.v1.WriterService.Lead:output_type -> safewrite.v1.LeadResponse
+	8,  // 67: safewrite.v1.WriterService.Delete:output_type -> safewrite.v1.DeleteResponse
+	62, // [62:68] is the sub-list for method output_type
+	56, // [56:62] is the sub-list for method input_type
+	54, // [54:56] is the sub-list for extension type_name
+	52, // [52:54] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_safewrite_v1_writer_proto_init() }
@@ -3564,20 +3902,20 @@ func file_safewrite_v1_writer_proto_init() {
 	if File_safewrite_v1_writer_proto != nil {
 		return
 	}
-	file_safewrite_v1_writer_proto_msgTypes[8].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[10].OneofWrappers = []any{
 		(*TransactRequest_Begin)(nil),
 		(*TransactRequest_Proposal)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[10].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[12].OneofWrappers = []any{
 		(*TransactProposal_ObjectJson)(nil),
 		(*TransactProposal_Mutation)(nil),
 		(*TransactProposal_Abort)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[12].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[14].OneofWrappers = []any{
 		(*TransactResponse_Fresh)(nil),
 		(*TransactResponse_Result)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[15].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[17].OneofWrappers = []any{
 		(*Mutation_JsonPatch)(nil),
 		(*Mutation_MergePatch)(nil),
 		(*Mutation_Apply)(nil),
@@ -3588,14 +3926,14 @@ func file_safewrite_v1_writer_proto_init() {
 		(*Mutation_OwnerReference)(nil),
 		(*Mutation_ListEntry)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[17].OneofWrappers = []any{}
+	file_safewrite_v1_writer_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   34,
+			NumEnums:      7,
+			NumMessages:   36,
 			NumExtensions: 2,
 			NumServices:   1,
 		},

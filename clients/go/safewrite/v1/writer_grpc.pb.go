@@ -29,6 +29,7 @@ const (
 	WriterService_Transact_FullMethodName        = "/safewrite.v1.WriterService/Transact"
 	WriterService_Get_FullMethodName             = "/safewrite.v1.WriterService/Get"
 	WriterService_Lead_FullMethodName            = "/safewrite.v1.WriterService/Lead"
+	WriterService_Delete_FullMethodName          = "/safewrite.v1.WriterService/Delete"
 )
 
 // WriterServiceClient is the client API for WriterService service.
@@ -94,6 +95,24 @@ type WriterServiceClient interface {
 	// PERMISSION_DENIED when the policy's `lead` operation does not allow
 	// coordination.k8s.io/Lease in the namespace.
 	Lead(ctx context.Context, in *LeadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LeadResponse], error)
+	// Delete deletes an object, conditioned on the object it decided on. Every attempt
+	// reads the object live (never from the sidecar's remembered copy), checks the
+	// preconditions on it (uid, exact resourceVersion, CEL condition), and sends one
+	// DELETE whose DeleteOptions carry preconditions on that object's uid and
+	// resourceVersion, so the API server deletes exactly the object the decision was made
+	// on: a writer that changed it in between makes the DELETE fail with a conflict (409),
+	// and the sidecar backs off, reads again and decides again on the fresh object, as for
+	// writes. An object deleted and recreated under the same name has a new uid: a caller
+	// that passes the old uid gets FAILED_PRECONDITION, and the new object is kept.
+	//
+	// An object that is not there (404 on the read, or on the DELETE) is an answer, not an
+	// error: DELETE_OUTCOME_GONE. Failures: a precondition false on the fresh object is
+	// FAILED_PRECONDITION with the current object (REASON_PRECONDITION_FAILED), an exact
+	// resourceVersion that is not the object's is ABORTED with
+	// REASON_RESOURCE_VERSION_MISMATCH and is not retried; every other answer of the API
+	// server is classified and retried exactly as for writes. The policy's `delete`
+	// operation must allow the target, else PERMISSION_DENIED and nothing is sent.
+	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 }
 
 type writerServiceClient struct {
@@ -166,6 +185,16 @@ func (c *writerServiceClient) Lead(ctx context.Context, in *LeadRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WriterService_LeadClient = grpc.ServerStreamingClient[LeadResponse]
 
+func (c *writerServiceClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteResponse)
+	err := c.cc.Invoke(ctx, WriterService_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WriterServiceServer is the server API for WriterService service.
 // All implementations must embed UnimplementedWriterServiceServer
 // for forward compatibility.
@@ -229,6 +258,24 @@ type WriterServiceServer interface {
 	// PERMISSION_DENIED when the policy's `lead` operation does not allow
 	// coordination.k8s.io/Lease in the namespace.
 	Lead(*LeadRequest, grpc.ServerStreamingServer[LeadResponse]) error
+	// Delete deletes an object, conditioned on the object it decided on. Every attempt
+	// reads the object live (never from the sidecar's remembered copy), checks the
+	// preconditions on it (uid, exact resourceVersion, CEL condition), and sends one
+	// DELETE whose DeleteOptions carry preconditions on that object's uid and
+	// resourceVersion, so the API server deletes exactly the object the decision was made
+	// on: a writer that changed it in between makes the DELETE fail with a conflict (409),
+	// and the sidecar backs off, reads again and decides again on the fresh object, as for
+	// writes. An object deleted and recreated under the same name has a new uid: a caller
+	// that passes the old uid gets FAILED_PRECONDITION, and the new object is kept.
+	//
+	// An object that is not there (404 on the read, or on the DELETE) is an answer, not an
+	// error: DELETE_OUTCOME_GONE. Failures: a precondition false on the fresh object is
+	// FAILED_PRECONDITION with the current object (REASON_PRECONDITION_FAILED), an exact
+	// resourceVersion that is not the object's is ABORTED with
+	// REASON_RESOURCE_VERSION_MISMATCH and is not retried; every other answer of the API
+	// server is classified and retried exactly as for writes. The policy's `delete`
+	// operation must allow the target, else PERMISSION_DENIED and nothing is sent.
+	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	mustEmbedUnimplementedWriterServiceServer()
 }
 
@@ -253,6 +300,9 @@ func (UnimplementedWriterServiceServer) Get(context.Context, *GetRequest) (*GetR
 }
 func (UnimplementedWriterServiceServer) Lead(*LeadRequest, grpc.ServerStreamingServer[LeadResponse]) error {
 	return status.Error(codes.Unimplemented, "method Lead not implemented")
+}
+func (UnimplementedWriterServiceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
 }
 func (UnimplementedWriterServiceServer) mustEmbedUnimplementedWriterServiceServer() {}
 func (UnimplementedWriterServiceServer) testEmbeddedByValue()                       {}
@@ -347,6 +397,24 @@ func _WriterService_Lead_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WriterService_LeadServer = grpc.ServerStreamingServer[LeadResponse]
 
+func _WriterService_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WriterServiceServer).Delete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WriterService_Delete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WriterServiceServer).Delete(ctx, req.(*DeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WriterService_ServiceDesc is the grpc.ServiceDesc for WriterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -365,6 +433,10 @@ var WriterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _WriterService_Get_Handler,
+		},
+		{
+			MethodName: "Delete",
+			Handler:    _WriterService_Delete_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -6,6 +6,10 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+DELETE_OUTCOME_DELETED: DeleteOutcome
+DELETE_OUTCOME_DELETING: DeleteOutcome
+DELETE_OUTCOME_GONE: DeleteOutcome
+DELETE_OUTCOME_UNSPECIFIED: DeleteOutcome
 DESCRIPTOR: _descriptor.FileDescriptor
 LEAD_STATE_LEADING: LeadState
 LEAD_STATE_NOT_LEADING: LeadState
@@ -20,6 +24,10 @@ OUTCOME_GONE: Outcome
 OUTCOME_UNCHANGED: Outcome
 OUTCOME_UNSPECIFIED: Outcome
 OUTCOME_UPDATED: Outcome
+PROPAGATION_POLICY_BACKGROUND: PropagationPolicy
+PROPAGATION_POLICY_FOREGROUND: PropagationPolicy
+PROPAGATION_POLICY_ORPHAN: PropagationPolicy
+PROPAGATION_POLICY_UNSPECIFIED: PropagationPolicy
 REASON_ALREADY_OWNED: Reason
 REASON_API_SERVER: Reason
 REASON_API_SERVER_UNREACHABLE: Reason
@@ -97,6 +105,36 @@ class Condition(_message.Message):
     status: str
     type: str
     def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., observed_generation: _Optional[int] = ..., last_transition_time: _Optional[str] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ["dry_run", "preconditions", "propagation_policy", "retry_policy", "target"]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    preconditions: Preconditions
+    propagation_policy: PropagationPolicy
+    retry_policy: RetryPolicy
+    target: ObjectRef
+    def __init__(self, target: _Optional[_Union[ObjectRef, _Mapping]] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., propagation_policy: _Optional[_Union[PropagationPolicy, str]] = ..., dry_run: bool = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+
+class DeleteResponse(_message.Message):
+    __slots__ = ["attempt_records", "attempts", "deletion_timestamp", "object_json", "outcome", "trace_id"]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DELETION_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt_records: _containers.RepeatedCompositeFieldContainer[AttemptRecord]
+    attempts: int
+    deletion_timestamp: str
+    object_json: str
+    outcome: DeleteOutcome
+    trace_id: str
+    def __init__(self, outcome: _Optional[_Union[DeleteOutcome, str]] = ..., object_json: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., attempts: _Optional[int] = ..., attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class FinalizerChange(_message.Message):
     __slots__ = ["finalizer", "remove"]
@@ -435,6 +473,12 @@ class WriteResult(_message.Message):
     resource_version: str
     trace_id: str
     def __init__(self, outcome: _Optional[_Union[Outcome, str]] = ..., object_json: _Optional[str] = ..., resource_version: _Optional[str] = ..., attempts: _Optional[int] = ..., attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., trace_id: _Optional[str] = ..., already_applied: bool = ...) -> None: ...
+
+class PropagationPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class DeleteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class LeadState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -50,6 +50,11 @@ class WriterServiceStub(object):
                 request_serializer=safewrite_dot_v1_dot_writer__pb2.LeadRequest.SerializeToString,
                 response_deserializer=safewrite_dot_v1_dot_writer__pb2.LeadResponse.FromString,
                 )
+        self.Delete = channel.unary_unary(
+                '/safewrite.v1.WriterService/Delete',
+                request_serializer=safewrite_dot_v1_dot_writer__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=safewrite_dot_v1_dot_writer__pb2.DeleteResponse.FromString,
+                )
 
 
 class WriterServiceServicer(object):
@@ -138,6 +143,29 @@ class WriterServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Delete(self, request, context):
+        """Delete deletes an object, conditioned on the object it decided on. Every attempt
+        reads the object live (never from the sidecar's remembered copy), checks the
+        preconditions on it (uid, exact resourceVersion, CEL condition), and sends one
+        DELETE whose DeleteOptions carry preconditions on that object's uid and
+        resourceVersion, so the API server deletes exactly the object the decision was made
+        on: a writer that changed it in between makes the DELETE fail with a conflict (409),
+        and the sidecar backs off, reads again and decides again on the fresh object, as for
+        writes. An object deleted and recreated under the same name has a new uid: a caller
+        that passes the old uid gets FAILED_PRECONDITION, and the new object is kept.
+
+        An object that is not there (404 on the read, or on the DELETE) is an answer, not an
+        error: DELETE_OUTCOME_GONE. Failures: a precondition false on the fresh object is
+        FAILED_PRECONDITION with the current object (REASON_PRECONDITION_FAILED), an exact
+        resourceVersion that is not the object's is ABORTED with
+        REASON_RESOURCE_VERSION_MISMATCH and is not retried; every other answer of the API
+        server is classified and retried exactly as for writes. The policy's `delete`
+        operation must allow the target, else PERMISSION_DENIED and nothing is sent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WriterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -165,6 +193,11 @@ def add_WriterServiceServicer_to_server(servicer, server):
                     servicer.Lead,
                     request_deserializer=safewrite_dot_v1_dot_writer__pb2.LeadRequest.FromString,
                     response_serializer=safewrite_dot_v1_dot_writer__pb2.LeadResponse.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=safewrite_dot_v1_dot_writer__pb2.DeleteRequest.FromString,
+                    response_serializer=safewrite_dot_v1_dot_writer__pb2.DeleteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -269,5 +302,22 @@ class WriterService(object):
         return grpc.experimental.unary_stream(request, target, '/safewrite.v1.WriterService/Lead',
             safewrite_dot_v1_dot_writer__pb2.LeadRequest.SerializeToString,
             safewrite_dot_v1_dot_writer__pb2.LeadResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/safewrite.v1.WriterService/Delete',
+            safewrite_dot_v1_dot_writer__pb2.DeleteRequest.SerializeToString,
+            safewrite_dot_v1_dot_writer__pb2.DeleteResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -17,7 +17,119 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi1wEKC0xlYWRSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJEhAKCGlkZW50aXR5GAMgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDnJlbmV3X2RlYWRsaW5lGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDHJldHJ5X3BlcmlvZBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKXAQoMTGVhZFJlc3BvbnNlEiYKBXN0YXRlGAEgASgOMhcuc2FmZXdyaXRlLnYxLkxlYWRTdGF0ZRINCgVlcG9jaBgCIAEoBBIOCgZob2xkZXIYAyABKAkSLgoGcmVhc29uGAQgASgOMh4uc2FmZXdyaXRlLnYxLk5vdExlYWRpbmdSZWFzb24SEAoIaWRlbnRpdHkYBSABKAkiUwoKR2V0UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEhwKFG1pbl9yZXNvdXJjZV92ZXJzaW9uGAIgASgJImIKC0dldFJlc3BvbnNlEhMKC29iamVjdF9qc29uGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSEgoKcmVtZW1iZXJlZBgDIAEoCBIQCgh0cmFjZV9pZBgEIAEoCSL9AQoWVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEigKCG11dGF0aW9uGAIgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMiRAoXVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0IvkBChJQYXRjaFN0YXR1c1JlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkAKE1BhdGNoU3RhdHVzUmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0In4KD1RyYW5zYWN0UmVxdWVzdBIsCgViZWdpbhgBIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEJlZ2luSAASMgoIcHJvcG9zYWwYAiABKAsyHi5zYWZld3JpdGUudjEuVHJhbnNhY3RQcm9wb3NhbEgAQgkKB21lc3NhZ2Ui2gEKDVRyYW5zYWN0QmVnaW4SJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIOCgZzdGF0dXMYAiABKAgSMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyKeAQoQVHJhbnNhY3RQcm9wb3NhbBIPCgdhdHRlbXB0GAEgASgNEhUKC29iamVjdF9qc29uGAIgASgJSAASKgoIbXV0YXRpb24YAyABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb25IABIsCgVhYm9ydBgEIAEoCzIbLnNhZmV3cml0ZS52MS5UcmFuc2FjdEFib3J0SABCCAoGY2hhbmdlIh8KDVRyYW5zYWN0QWJvcnQSDgoGcmVhc29uGAEgASgJInYKEFRyYW5zYWN0UmVzcG9uc2USKgoFZnJlc2gYASABKAsyGS5zYWZld3JpdGUudjEuRnJlc2hPYmplY3RIABIrCgZyZXN1bHQYAiABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHRIAEIJCgdtZXNzYWdlIl8KC0ZyZXNoT2JqZWN0Eg8KB2F0dGVtcHQYASABKA0SEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghjcmVhdGluZxgEIAEoCCJPCglPYmplY3RSZWYSEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEbmFtZRgEIAEoCSLkAwoITXV0YXRpb24SLQoKanNvbl9wYXRjaBgBIAEoCzIXLnNhZmV3cml0ZS52MS5Kc29uUGF0Y2hIABIvCgttZXJnZV9wYXRjaBgCIAEoCzIYLnNhZmV3cml0ZS52MS5NZXJnZVBhdGNoSAASLgoFYXBwbHkYAyABKAsyHS5zYWZld3JpdGUudjEuU2VydmVyU2lkZUFwcGx5SAASKAoDY2VsGAQgASgLMhkuc2FmZXdyaXRlLnYxLkNlbE11dGF0aW9uSAASMwoNc2V0X2NvbmRpdGlvbhgFIAEoCzIaLnNhZmV3cml0ZS52MS5TZXRDb25kaXRpb25IABI5ChByZW1vdmVfY29uZGl0aW9uGAYgASgLMh0uc2FmZXdyaXRlLnYxLlJlbW92ZUNvbmRpdGlvbkgAEjIKCWZpbmFsaXplchgHIAEoCzIdLnNhZmV3cml0ZS52MS5GaW5hbGl6ZXJDaGFuZ2VIABI9Cg9vd25lcl9yZWZlcmVuY2UYCCABKAsyIi5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2VDaGFuZ2VIABIzCgpsaXN0X2VudHJ5GAkgASgLMh0uc2FmZXdyaXRlLnYxLkxpc3RFbnRyeUNoYW5nZUgAQgYKBGtpbmQiSQoMU2V0Q29uZGl0aW9uEisKCmNvbmRpdGlvbnMYASADKAsyFy5zYWZld3JpdGUudjEuQ29uZGl0aW9uEgwKBHBhdGgYAiABKAkiogEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIgChNvYnNlcnZlZF9nZW5lcmF0aW9uGAUgASgDSACIAQESHAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBiABKAlCFgoUX29ic2VydmVkX2dlbmVyYXRpb24iLgoPUmVtb3ZlQ29uZGl0aW9uEg0KBXR5cGVzGAEgAygJEgwKBHBhdGgYAiABKAkiNAoPRmluYWxpemVyQ2hhbmdlEhEKCWZpbmFsaXplchgBIAEoCRIOCgZyZW1vdmUYAiABKAgiUwoUT3duZXJSZWZlcmVuY2VDaGFuZ2USKwoFb3duZXIYASABKAsyHC5zYWZld3JpdGUudjEuT3duZXJSZWZlcmVuY2USDgoGcmVtb3ZlGAIgASgIIoABCg5Pd25lclJlZmVyZW5jZRITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEgwKBG5hbWUYAyABKAkSCwoDdWlkGAQgASgJEhIKCmNvbnRyb2xsZXIYBSABKAgSHAoUYmxvY2tfb3duZXJfZGVsZXRpb24YBiABKAgiUQoPTGlzdEVudHJ5Q2hhbmdlEgwKBHBhdGgYASABKAkSDAoEa2V5cxgCIAMoCRISCgplbnRyeV9qc29uGAMgASgJEg4KBnJlbW92ZRgEIAEoCCIfCglKc29uUGF0Y2gSEgoKcGF0Y2hfanNvbhgBIAEoCSIgCgpNZXJnZVBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiPAoPU2VydmVyU2lkZUFwcGx5EhoKEmNvbmZpZ3VyYXRpb25fanNvbhgBIAEoCRINCgVmb3JjZRgCIAEoCCIhCgtDZWxNdXRhdGlvbhISCgpleHByZXNzaW9uGAEgASgJIkMKDVByZWNvbmRpdGlvbnMSCwoDdWlkGAEgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAiABKAkSCwoDY2VsGAMgASgJIpgBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKA0SMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB3JlcXVldWUYBCABKAgihAEKDFdyaXRlT3B0aW9ucxIVCg1maWVsZF9tYW5hZ2VyGAEgASgJEg8KB2RyeV9ydW4YAiABKAgSHgoWY3JlYXRlX2lmX21pc3NpbmdfanNvbhgDIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEwoLd3JpdGVfYWxvbmUYBSABKAgi1wEKC1dyaXRlUmVzdWx0EiYKB291dGNvbWUYASABKA4yFS5zYWZld3JpdGUudjEuT3V0Y29tZRITCgtvYmplY3RfanNvbhgCIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJEhcKD2FscmVhZHlfYXBwbGllZBgHIAEoCCKjAQoNQXR0ZW1wdFJlY29yZBIOCgZudW1iZXIYASABKA0SHQoVcmVzb3VyY2VfdmVyc2lvbl9yZWFkGAIgASgJEhMKC2h0dHBfc3RhdHVzGAMgASgNEg4KBnJlYXNvbhgEIAEoCRIqCgdiYWNrb2ZmGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJhdGNoX3NpemUYBiABKA0imQEKDFdyaXRlRmFpbHVyZRI0Cg9hdHRlbXB0X3JlY29yZHMYASADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIbChNjdXJyZW50X29iamVjdF9qc29uGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiQKBnJlYXNvbhgEIAEoDjIULnNhZmV3cml0ZS52MS5SZWFzb24iOgoLUmV0cnlCeUNvZGUSHAoUd2l0aF9pZGVtcG90ZW5jeV9rZXkYASADKAUSDQoFbGF0ZXIYAiADKAUqWwoJTGVhZFN0YXRlEhoKFkxFQURfU1RBVEVfVU5TUEVDSUZJRUQQABIWChJMRUFEX1NUQVRFX0xFQURJTkcQARIaChZMRUFEX1NUQVRFX05PVF9MRUFESU5HEAIqoQEKEE5vdExlYWRpbmdSZWFzb24SIgoeTk9UX0xFQURJTkdfUkVBU09OX1VOU1BFQ0lGSUVEEAASIwofTk9UX0xFQURJTkdfUkVBU09OX09USEVSX0hPTERFUhABEiMKH05PVF9MRUFESU5HX1JFQVNPTl9MT1NUX1JFTkVXQUwQAhIfChtOT1RfTEVBRElOR19SRUFTT05fUkVMRUFTRUQQAyqKAQoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9VUERBVEVEEAESFQoRT1VUQ09NRV9VTkNIQU5HRUQQAhITCg9PVVRDT01FX0NSRUFURUQQAxITCg9PVVRDT01FX0FCT1JURUQQBBIQCgxPVVRDT01FX0dPTkUQBSqvCAoGUmVhc29uEhwKElJFQVNPTl9VTlNQRUNJRklFRBAAGgSItRgEEiAKFlJFQVNPTl9JTlZBTElEX1JFUVVFU1QQARoEiLUYARIdChNSRUFTT05fVU5LTk9XTl9LSU5EEAIaBIi1GAESJAoaUkVBU09OX1BSRUNPTkRJVElPTl9GQUlMRUQQAxoEiLUYARIcChJSRUFTT05fSU5WQUxJRF9DRUwQBBoEiLUYARIZCg9SRUFTT05fQ0VMX0JVU1kQBRoEiLUYAhIiChhSRUFTT05fREVBRExJTkVfRVhDRUVERUQQBhoEiLUYAhIoCh5SRUFTT05fTVVUQVRJT05fRE9FU19OT1RfQVBQTFkQBxoEiLUYARIqCiBSRUFTT05fUkVTT1VSQ0VfVkVSU0lPTl9NSVNNQVRDSBAIGgSItRgBEicKHVJFQVNPTl9BUElfU0VSVkVSX1VOUkVBQ0hBQkxFEAkaBIi1GAISJgocUkVBU09OX1dSSVRFX09VVENPTUVfVU5LTk9XThAKGgSItRgDEicKHVJFQVNPTl9SRVRSWV9CVURHRVRfRVhIQVVTVEVEEAsaBIi1GAISHQoTUkVBU09OX0NJUkNVSVRfT1BFThAMGgSItRgCEh0KE1JFQVNPTl9SQVRFX0xJTUlURUQQDRoEiLUYAhImChxSRUFTT05fVFJBTlNBQ1RJT05fQ0FOQ0VMTEVEEA4aBIi1GAESIQoXUkVBU09OX1RSQU5TQUNUSU9OX0lETEUQDxoEiLUYAhIbChFSRUFTT05fQkFEX0FOU1dFUhAQGgSItRgDEhsKEVJFQVNPTl9PVkVSTE9BREVEEBEaBIi1GAISIgoYUkVBU09OX1JFUVVFU1RfVE9PX0xBUkdFEBIaBIi1GAESIgoYUkVBU09OX01BTEZPUk1FRF9SRVFVRVNUEBMaBIi1GAESHgoUUkVBU09OX1VOSU1QTEVNRU5URUQQFBoEiLUYARIhChdSRUFTT05fUkVRVUVTVF9OT1RfUkVBRBAVGgSItRgCEh4KFFJFQVNPTl9QT0xJQ1lfREVOSUVEEBYaBIi1GAESHwoVUkVBU09OX1RPS0VOX1JFUVVJUkVEEBcaBIi1GAESHgoUUkVBU09OX1RPS0VOX0lOVkFMSUQQGBoEiLUYARInCh1SRUFTT05fRklFTERfTUFOQUdFUl9DT05GTElDVBAZGgSItRgBEhsKEVJFQVNPTl9BUElfU0VSVkVSEBoaBIi1GAQSIAoWUkVBU09OX09CSkVDVF9ERUxFVElORxAbGgSItRgBEh4KFFJFQVNPTl9BTFJFQURZX09XTkVEEBwaBIi1GAESKwohUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fVE9PX0xBUkdFEB0aBIi1GAIaD4q1GAsKAwECBBIECAoNDipzCgVSZXRyeRIVChFSRVRSWV9VTlNQRUNJRklFRBAAEg8KC1JFVFJZX05FVkVSEAESDwoLUkVUUllfTEFURVIQAhIeChpSRVRSWV9XSVRIX0lERU1QT1RFTkNZX0tFWRADEhEKDVJFVFJZX0JZX0NPREUQBDKPAwoNV3JpdGVyU2VydmljZRJeCg9VcGRhdGVXaXRoUmV0cnkSJC5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBolLnNhZmV3cml0ZS52MS5VcGRhdGVXaXRoUmV0cnlSZXNwb25zZRJSCgtQYXRjaFN0YXR1cxIgLnNhZmV3cml0ZS52MS5QYXRjaFN0YXR1c1JlcXVlc3QaIS5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXNwb25zZRJNCghUcmFuc2FjdBIdLnNhZmV3cml0ZS52MS5UcmFuc2FjdFJlcXVlc3QaHi5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXNwb25zZSgBMAESOgoDR2V0Ehguc2FmZXdyaXRlLnYxLkdldFJlcXVlc3QaGS5zYWZld3JpdGUudjEuR2V0UmVzcG9uc2USPwoETGVhZBIZLnNhZmV3cml0ZS52MS5MZWFkUmVxdWVzdBoaLnNhZmV3cml0ZS52MS5MZWFkUmVzcG9uc2UwATpOCgVyZXRyeRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNGGAyABKA4yEy5zYWZld3JpdGUudjEuUmV0cnlSBXJldHJ5Ol0KDXJldHJ5X2J5X2NvZGUSHC5nb29nbGUucHJvdG9idWYuRW51bU9wdGlvbnMY0YYDIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeUJ5Q29kZVILcmV0cnlCeUNvZGVCVAoQZGV2LnNhZmV3cml0ZS52MUILV3JpdGVyUHJvdG9QAVoxc2FmZXdyaXRlLmRldi9jbGllbnRzL2dvL3NhZmV3cml0ZS92MTtzYWZld3JpdGV2MWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi6wEKDURlbGV0ZVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIyCg1wcmVjb25kaXRpb25zGAIgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSOwoScHJvcGFnYXRpb25fcG9saWN5GAMgASgOMh8uc2FmZXdyaXRlLnYxLlByb3BhZ2F0aW9uUG9saWN5Eg8KB2RyeV9ydW4YBCABKAgSLwoMcmV0cnlfcG9saWN5GAUgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5IskBCg5EZWxldGVSZXNwb25zZRIsCgdvdXRjb21lGAEgASgOMhsuc2FmZXdyaXRlLnYxLkRlbGV0ZU91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGgoSZGVsZXRpb25fdGltZXN0YW1wGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJItcBCgtMZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCg5yZW5ld19kZWFkbGluZRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxyZXRyeV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilwEKDExlYWRSZXNwb25zZRImCgVzdGF0ZRgBIAEoDjIXLnNhZmV3cml0ZS52MS5MZWFkU3RhdGUSDQoFZXBvY2gYAiABKAQSDgoGaG9sZGVyGAMgASgJEi4KBnJlYXNvbhgEIAEoDjIeLnNhZmV3cml0ZS52MS5Ob3RMZWFkaW5nUmVhc29uEhAKCGlkZW50aXR5GAUgASgJIlMKCkdldFJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIcChRtaW5fcmVzb3VyY2VfdmVyc2lvbhgCIAEoCSJiCgtHZXRSZXNwb25zZRITCgtvYmplY3RfanNvbhgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEhIKCnJlbWVtYmVyZWQYAyABKAgSEAoIdHJhY2VfaWQYBCABKAki/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAki5AMKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAEjMKDXNldF9jb25kaXRpb24YBSABKAsyGi5zYWZld3JpdGUudjEuU2V0Q29uZGl0aW9uSAASOQoQcmVtb3ZlX2NvbmRpdGlvbhgGIAEoCzIdLnNhZmV3cml0ZS52MS5SZW1vdmVDb25kaXRpb25IABIyCglmaW5hbGl6ZXIYByABKAsyHS5zYWZld3JpdGUudjEuRmluYWxpemVyQ2hhbmdlSAASPQoPb3duZXJfcmVmZXJlbmNlGAggASgLMiIuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlQ2hhbmdlSAASMwoKbGlzdF9lbnRyeRgJIAEoCzIdLnNhZmV3cml0ZS52MS5MaXN0RW50cnlDaGFuZ2VIAEIGCgRraW5kIkkKDFNldENvbmRpdGlvbhIrCgpjb25kaXRpb25zGAEgAygLMhcuc2FmZXdyaXRlLnYxLkNvbmRpdGlvbhIMCgRwYXRoGAIgASgJIqIBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIAoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgFIAEoA0gAiAEBEhwKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAYgASgJQhYKFF9vYnNlcnZlZF9nZW5lcmF0aW9uIi4KD1JlbW92ZUNvbmRpdGlvbhINCgV0eXBlcxgBIAMoCRIMCgRwYXRoGAIgASgJIjQKD0ZpbmFsaXplckNoYW5nZRIRCglmaW5hbGl6ZXIYASABKAkSDgoGcmVtb3ZlGAIgASgIIlMKFE93bmVyUmVmZXJlbmNlQ2hhbmdlEisKBW93bmVyGAEgASgLMhwuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlEg4KBnJlbW92ZRgCIAEoCCKAAQoOT3duZXJSZWZlcmVuY2USEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEgsKA3VpZBgEIAEoCRISCgpjb250cm9sbGVyGAUgASgIEhwKFGJsb2NrX293bmVyX2RlbGV0aW9uGAYgASgIIlEKD0xpc3RFbnRyeUNoYW5nZRIMCgRwYXRoGAEgASgJEgwKBGtleXMYAiADKAkSEgoKZW50cnlfanNvbhgDIAEoCRIOCgZyZW1vdmUYBCABKAgiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIoQBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKpwBChFQcm9wYWdhdGlvblBvbGljeRIiCh5QUk9QQUdBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1QUk9QQUdBVElPTl9QT0xJQ1lfQkFDS0dST1VORBABEiEKHVBST1BBR0FUSU9OX1BPTElDWV9GT1JFR1JPVU5EEAISHQoZUFJPUEFHQVRJT05fUE9MSUNZX09SUEhBThADKoEBCg1EZWxldGVPdXRjb21lEh4KGkRFTEVURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWREVMRVRFX09VVENPTUVfREVMRVRFRBABEhsKF0RFTEVURV9PVVRDT01FX0RFTEVUSU5HEAISFwoTREVMRVRFX09VVENPTUVfR09ORRADKlsKCUxlYWRTdGF0ZRIaChZMRUFEX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSTEVBRF9TVEFURV9MRUFESU5HEAESGgoWTEVBRF9TVEFURV9OT1RfTEVBRElORxACKqEBChBOb3RMZWFkaW5nUmVhc29uEiIKHk5PVF9MRUFESU5HX1JFQVNPTl9VTlNQRUNJRklFRBAAEiMKH05PVF9MRUFESU5HX1JFQVNPTl9PVEhFUl9IT0xERVIQARIjCh9OT1RfTEVBRElOR19SRUFTT05fTE9TVF9SRU5FV0FMEAISHwobTk9UX0xFQURJTkdfUkVBU09OX1JFTEVBU0VEEAMqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUqrwgKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBEisKIVJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX1RPT19MQVJHRRAdGgSItRgCGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQy1AMKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlEj8KBExlYWQSGS5zYWZld3JpdGUudjEuTGVhZFJlcXVlc3QaGi5zYWZld3JpdGUudjEuTGVhZFJlc3BvbnNlMAESQwoGRGVsZXRlEhsuc2FmZXdyaXRlLnYxLkRlbGV0ZVJlcXVlc3QaHC5zYWZld3JpdGUudjEuRGVsZXRlUmVzcG9uc2U6TgoFcmV0cnkSIS5nb29nbGUucHJvdG9idWYuRW51bVZhbHVlT3B0aW9ucxjRhgMgASgOMhMuc2FmZXdyaXRlLnYxLlJldHJ5UgVyZXRyeTpdCg1yZXRyeV9ieV9jb2RlEhwuZ29vZ2xlLnByb3RvYnVmLkVudW1PcHRpb25zGNGGAyABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlCeUNvZGVSC3JldHJ5QnlDb2RlQlQKEGRldi5zYWZld3JpdGUudjFCC1dyaXRlclByb3RvUAFaMXNhZmV3cml0ZS5kZXYvY2xpZW50cy9nby9zYWZld3JpdGUvdjE7c2FmZXdyaXRldjFiBnByb3RvMw", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+
+/**
+ * DeleteRequest names an object to delete, and the conditions under which to delete it.
+ *
+ * @generated from message safewrite.v1.DeleteRequest
+ */
+export type DeleteRequest = Message<"safewrite.v1.DeleteRequest"> & {
+  /**
+   * The object to delete. Required.
+   *
+   * @generated from field: safewrite.v1.ObjectRef target = 1;
+   */
+  target?: ObjectRef | undefined;
+
+  /**
+   * Conditions checked on the fresh object before every DELETE: its uid (the object the
+   * caller means, not one recreated under the same name), an exact resourceVersion
+   * (strict compare-and-swap: a conflict is not retried), a CEL condition over `object`
+   * (e.g. `object.status.phase == 'Done'`). Optional.
+   *
+   * @generated from field: safewrite.v1.Preconditions preconditions = 2;
+   */
+  preconditions?: Preconditions | undefined;
+
+  /**
+   * What happens to the object's dependents. Unset: the API server's default for the
+   * kind (usually background).
+   *
+   * @generated from field: safewrite.v1.PropagationPolicy propagation_policy = 3;
+   */
+  propagationPolicy: PropagationPolicy;
+
+  /**
+   * Ask the API server to validate and admit the delete without persisting it.
+   *
+   * @generated from field: bool dry_run = 4;
+   */
+  dryRun: boolean;
+
+  /**
+   * Overrides the sidecar's default retry policy for this request. Optional.
+   *
+   * @generated from field: safewrite.v1.RetryPolicy retry_policy = 5;
+   */
+  retryPolicy?: RetryPolicy | undefined;
+};
+
+/**
+ * Describes the message safewrite.v1.DeleteRequest.
+ * Use `create(DeleteRequestSchema)` to create a new message.
+ */
+export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * DeleteResponse is the result of a successful Delete.
+ *
+ * @generated from message safewrite.v1.DeleteResponse
+ */
+export type DeleteResponse = Message<"safewrite.v1.DeleteResponse"> & {
+  /**
+   * What happened.
+   *
+   * @generated from field: safewrite.v1.DeleteOutcome outcome = 1;
+   */
+  outcome: DeleteOutcome;
+
+  /**
+   * The object as the API server answered the DELETE, as JSON (for DELETE_OUTCOME_DELETING
+   * with its deletionTimestamp); empty when it answered a Status instead of the object,
+   * and for DELETE_OUTCOME_GONE.
+   *
+   * @generated from field: string object_json = 2;
+   */
+  objectJson: string;
+
+  /**
+   * metadata.deletionTimestamp of object_json (RFC 3339), empty when it has none.
+   *
+   * @generated from field: string deletion_timestamp = 3;
+   */
+  deletionTimestamp: string;
+
+  /**
+   * The number of attempts made, the last included.
+   *
+   * @generated from field: uint32 attempts = 4;
+   */
+  attempts: number;
+
+  /**
+   * One record per attempt, in order (AttemptRecord.http_status is the DELETE's, or the
+   * read's when the read was refused or found nothing).
+   *
+   * @generated from field: repeated safewrite.v1.AttemptRecord attempt_records = 5;
+   */
+  attemptRecords: AttemptRecord[];
+
+  /**
+   * The W3C trace id of this RPC's span, hex encoded; empty when tracing is off.
+   *
+   * @generated from field: string trace_id = 6;
+   */
+  traceId: string;
+};
+
+/**
+ * Describes the message safewrite.v1.DeleteResponse.
+ * Use `create(DeleteResponseSchema)` to create a new message.
+ */
+export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 1);
 
 /**
  * LeadRequest names the Lease to campaign for, and the timings of the campaign.
@@ -80,7 +192,7 @@ export type LeadRequest = Message<"safewrite.v1.LeadRequest"> & {
  * Use `create(LeadRequestSchema)` to create a new message.
  */
 export const LeadRequestSchema: GenMessage<LeadRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 0);
+  messageDesc(file_safewrite_v1_writer, 2);
 
 /**
  * LeadResponse is one event of a Lead stream: a change of the caller's leadership, or of
@@ -134,7 +246,7 @@ export type LeadResponse = Message<"safewrite.v1.LeadResponse"> & {
  * Use `create(LeadResponseSchema)` to create a new message.
  */
 export const LeadResponseSchema: GenMessage<LeadResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 1);
+  messageDesc(file_safewrite_v1_writer, 3);
 
 /**
  * GetRequest names an object to read, and how new it must be.
@@ -183,7 +295,7 @@ export type GetRequest = Message<"safewrite.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 2);
+  messageDesc(file_safewrite_v1_writer, 4);
 
 /**
  * GetResponse is the object as read.
@@ -226,7 +338,7 @@ export type GetResponse = Message<"safewrite.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 3);
+  messageDesc(file_safewrite_v1_writer, 5);
 
 /**
  * UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -275,7 +387,7 @@ export type UpdateWithRetryRequest = Message<"safewrite.v1.UpdateWithRetryReques
  * Use `create(UpdateWithRetryRequestSchema)` to create a new message.
  */
 export const UpdateWithRetryRequestSchema: GenMessage<UpdateWithRetryRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 4);
+  messageDesc(file_safewrite_v1_writer, 6);
 
 /**
  * UpdateWithRetryResponse is the result of a successful UpdateWithRetry.
@@ -296,7 +408,7 @@ export type UpdateWithRetryResponse = Message<"safewrite.v1.UpdateWithRetryRespo
  * Use `create(UpdateWithRetryResponseSchema)` to create a new message.
  */
 export const UpdateWithRetryResponseSchema: GenMessage<UpdateWithRetryResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 5);
+  messageDesc(file_safewrite_v1_writer, 7);
 
 /**
  * PatchStatusRequest names an object and the change to make to its status subresource.
@@ -346,7 +458,7 @@ export type PatchStatusRequest = Message<"safewrite.v1.PatchStatusRequest"> & {
  * Use `create(PatchStatusRequestSchema)` to create a new message.
  */
 export const PatchStatusRequestSchema: GenMessage<PatchStatusRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 6);
+  messageDesc(file_safewrite_v1_writer, 8);
 
 /**
  * PatchStatusResponse is the result of a successful PatchStatus.
@@ -367,7 +479,7 @@ export type PatchStatusResponse = Message<"safewrite.v1.PatchStatusResponse"> & 
  * Use `create(PatchStatusResponseSchema)` to create a new message.
  */
 export const PatchStatusResponseSchema: GenMessage<PatchStatusResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 7);
+  messageDesc(file_safewrite_v1_writer, 9);
 
 /**
  * TransactRequest is one message from the caller in a Transact stream.
@@ -404,7 +516,7 @@ export type TransactRequest = Message<"safewrite.v1.TransactRequest"> & {
  * Use `create(TransactRequestSchema)` to create a new message.
  */
 export const TransactRequestSchema: GenMessage<TransactRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 8);
+  messageDesc(file_safewrite_v1_writer, 10);
 
 /**
  * TransactBegin opens an interactive transaction.
@@ -454,7 +566,7 @@ export type TransactBegin = Message<"safewrite.v1.TransactBegin"> & {
  * Use `create(TransactBeginSchema)` to create a new message.
  */
 export const TransactBeginSchema: GenMessage<TransactBegin> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 9);
+  messageDesc(file_safewrite_v1_writer, 11);
 
 /**
  * TransactProposal is the caller's answer to one fresh object.
@@ -508,7 +620,7 @@ export type TransactProposal = Message<"safewrite.v1.TransactProposal"> & {
  * Use `create(TransactProposalSchema)` to create a new message.
  */
 export const TransactProposalSchema: GenMessage<TransactProposal> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 10);
+  messageDesc(file_safewrite_v1_writer, 12);
 
 /**
  * TransactAbort ends a transaction without writing.
@@ -529,7 +641,7 @@ export type TransactAbort = Message<"safewrite.v1.TransactAbort"> & {
  * Use `create(TransactAbortSchema)` to create a new message.
  */
 export const TransactAbortSchema: GenMessage<TransactAbort> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 11);
+  messageDesc(file_safewrite_v1_writer, 13);
 
 /**
  * TransactResponse is one message from safewrite in a Transact stream.
@@ -566,7 +678,7 @@ export type TransactResponse = Message<"safewrite.v1.TransactResponse"> & {
  * Use `create(TransactResponseSchema)` to create a new message.
  */
 export const TransactResponseSchema: GenMessage<TransactResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 12);
+  messageDesc(file_safewrite_v1_writer, 14);
 
 /**
  * FreshObject is the object as just read from the API server.
@@ -611,7 +723,7 @@ export type FreshObject = Message<"safewrite.v1.FreshObject"> & {
  * Use `create(FreshObjectSchema)` to create a new message.
  */
 export const FreshObjectSchema: GenMessage<FreshObject> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 13);
+  messageDesc(file_safewrite_v1_writer, 15);
 
 /**
  * ObjectRef names one Kubernetes object.
@@ -654,7 +766,7 @@ export type ObjectRef = Message<"safewrite.v1.ObjectRef"> & {
  * Use `create(ObjectRefSchema)` to create a new message.
  */
 export const ObjectRefSchema: GenMessage<ObjectRef> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 14);
+  messageDesc(file_safewrite_v1_writer, 16);
 
 /**
  * Mutation is the change to make; it is re-applied to the fresh object on every attempt.
@@ -750,7 +862,7 @@ export type Mutation = Message<"safewrite.v1.Mutation"> & {
  * Use `create(MutationSchema)` to create a new message.
  */
 export const MutationSchema: GenMessage<Mutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 15);
+  messageDesc(file_safewrite_v1_writer, 17);
 
 /**
  * SetCondition upserts conditions in the object's conditions list, with the semantics of
@@ -788,7 +900,7 @@ export type SetCondition = Message<"safewrite.v1.SetCondition"> & {
  * Use `create(SetConditionSchema)` to create a new message.
  */
 export const SetConditionSchema: GenMessage<SetCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 16);
+  messageDesc(file_safewrite_v1_writer, 18);
 
 /**
  * Condition is one entry of a conditions list, as metav1.Condition.
@@ -852,7 +964,7 @@ export type Condition = Message<"safewrite.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 17);
+  messageDesc(file_safewrite_v1_writer, 19);
 
 /**
  * RemoveCondition removes the conditions of the given types from the conditions list;
@@ -881,7 +993,7 @@ export type RemoveCondition = Message<"safewrite.v1.RemoveCondition"> & {
  * Use `create(RemoveConditionSchema)` to create a new message.
  */
 export const RemoveConditionSchema: GenMessage<RemoveCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 18);
+  messageDesc(file_safewrite_v1_writer, 20);
 
 /**
  * FinalizerChange adds or removes one value of metadata.finalizers, leaving every other
@@ -915,7 +1027,7 @@ export type FinalizerChange = Message<"safewrite.v1.FinalizerChange"> & {
  * Use `create(FinalizerChangeSchema)` to create a new message.
  */
 export const FinalizerChangeSchema: GenMessage<FinalizerChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 19);
+  messageDesc(file_safewrite_v1_writer, 21);
 
 /**
  * OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
@@ -967,7 +1079,7 @@ export type OwnerReferenceChange = Message<"safewrite.v1.OwnerReferenceChange"> 
  * Use `create(OwnerReferenceChangeSchema)` to create a new message.
  */
 export const OwnerReferenceChangeSchema: GenMessage<OwnerReferenceChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 20);
+  messageDesc(file_safewrite_v1_writer, 22);
 
 /**
  * OwnerReference names an owner of the object, as metav1.OwnerReference. The owner is
@@ -1030,7 +1142,7 @@ export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
  * Use `create(OwnerReferenceSchema)` to create a new message.
  */
 export const OwnerReferenceSchema: GenMessage<OwnerReference> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 21);
+  messageDesc(file_safewrite_v1_writer, 23);
 
 /**
  * ListEntryChange upserts or removes one entry of a list of objects keyed by some of
@@ -1082,7 +1194,7 @@ export type ListEntryChange = Message<"safewrite.v1.ListEntryChange"> & {
  * Use `create(ListEntryChangeSchema)` to create a new message.
  */
 export const ListEntryChangeSchema: GenMessage<ListEntryChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 22);
+  messageDesc(file_safewrite_v1_writer, 24);
 
 /**
  * JsonPatch is an RFC 6902 JSON Patch. Its `test` operations are preconditions: when one
@@ -1105,7 +1217,7 @@ export type JsonPatch = Message<"safewrite.v1.JsonPatch"> & {
  * Use `create(JsonPatchSchema)` to create a new message.
  */
 export const JsonPatchSchema: GenMessage<JsonPatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 23);
+  messageDesc(file_safewrite_v1_writer, 25);
 
 /**
  * MergePatch is an RFC 7386 JSON merge patch.
@@ -1126,7 +1238,7 @@ export type MergePatch = Message<"safewrite.v1.MergePatch"> & {
  * Use `create(MergePatchSchema)` to create a new message.
  */
 export const MergePatchSchema: GenMessage<MergePatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 24);
+  messageDesc(file_safewrite_v1_writer, 26);
 
 /**
  * ServerSideApply sends an apply configuration; the API server merges it with the
@@ -1157,7 +1269,7 @@ export type ServerSideApply = Message<"safewrite.v1.ServerSideApply"> & {
  * Use `create(ServerSideApplySchema)` to create a new message.
  */
 export const ServerSideApplySchema: GenMessage<ServerSideApply> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 25);
+  messageDesc(file_safewrite_v1_writer, 27);
 
 /**
  * CelMutation is a CEL expression evaluated against the fresh object, bound to the
@@ -1181,7 +1293,7 @@ export type CelMutation = Message<"safewrite.v1.CelMutation"> & {
  * Use `create(CelMutationSchema)` to create a new message.
  */
 export const CelMutationSchema: GenMessage<CelMutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 26);
+  messageDesc(file_safewrite_v1_writer, 28);
 
 /**
  * Preconditions are checked on the fresh object before every write. When one is false
@@ -1219,7 +1331,7 @@ export type Preconditions = Message<"safewrite.v1.Preconditions"> & {
  * Use `create(PreconditionsSchema)` to create a new message.
  */
 export const PreconditionsSchema: GenMessage<Preconditions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 27);
+  messageDesc(file_safewrite_v1_writer, 29);
 
 /**
  * RetryPolicy bounds the retry loop. Zero values take the sidecar's defaults. The
@@ -1263,7 +1375,7 @@ export type RetryPolicy = Message<"safewrite.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 28);
+  messageDesc(file_safewrite_v1_writer, 30);
 
 /**
  * WriteOptions are per-request options of the write.
@@ -1336,7 +1448,7 @@ export type WriteOptions = Message<"safewrite.v1.WriteOptions"> & {
  * Use `create(WriteOptionsSchema)` to create a new message.
  */
 export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 29);
+  messageDesc(file_safewrite_v1_writer, 31);
 
 /**
  * WriteResult describes a finished write.
@@ -1408,7 +1520,7 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
  * Use `create(WriteResultSchema)` to create a new message.
  */
 export const WriteResultSchema: GenMessage<WriteResult> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 30);
+  messageDesc(file_safewrite_v1_writer, 32);
 
 /**
  * AttemptRecord is a short record of one attempt.
@@ -1468,7 +1580,7 @@ export type AttemptRecord = Message<"safewrite.v1.AttemptRecord"> & {
  * Use `create(AttemptRecordSchema)` to create a new message.
  */
 export const AttemptRecordSchema: GenMessage<AttemptRecord> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 31);
+  messageDesc(file_safewrite_v1_writer, 33);
 
 /**
  * WriteFailure is attached to the details of every error status the Writer service
@@ -1513,7 +1625,7 @@ export type WriteFailure = Message<"safewrite.v1.WriteFailure"> & {
  * Use `create(WriteFailureSchema)` to create a new message.
  */
 export const WriteFailureSchema: GenMessage<WriteFailure> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 32);
+  messageDesc(file_safewrite_v1_writer, 34);
 
 /**
  * RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
@@ -1542,7 +1654,96 @@ export type RetryByCode = Message<"safewrite.v1.RetryByCode"> & {
  * Use `create(RetryByCodeSchema)` to create a new message.
  */
 export const RetryByCodeSchema: GenMessage<RetryByCode> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 33);
+  messageDesc(file_safewrite_v1_writer, 35);
+
+/**
+ * PropagationPolicy says whether and how the garbage collector deletes the object's
+ * dependents (DeleteOptions.propagationPolicy).
+ *
+ * @generated from enum safewrite.v1.PropagationPolicy
+ */
+export enum PropagationPolicy {
+  /**
+   * Not set: the API server's default for the kind.
+   *
+   * @generated from enum value: PROPAGATION_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The object is deleted at once; the garbage collector deletes its dependents after.
+   *
+   * @generated from enum value: PROPAGATION_POLICY_BACKGROUND = 1;
+   */
+  BACKGROUND = 1,
+
+  /**
+   * The object is kept, being deleted (a deletionTimestamp and the foregroundDeletion
+   * finalizer), until its blocking dependents are deleted.
+   *
+   * @generated from enum value: PROPAGATION_POLICY_FOREGROUND = 2;
+   */
+  FOREGROUND = 2,
+
+  /**
+   * The object is deleted; its dependents are kept, their owner references to it removed.
+   *
+   * @generated from enum value: PROPAGATION_POLICY_ORPHAN = 3;
+   */
+  ORPHAN = 3,
+}
+
+/**
+ * Describes the enum safewrite.v1.PropagationPolicy.
+ */
+export const PropagationPolicySchema: GenEnum<PropagationPolicy> = /*@__PURE__*/
+  enumDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * DeleteOutcome says what a successful Delete did.
+ *
+ * @generated from enum safewrite.v1.DeleteOutcome
+ */
+export enum DeleteOutcome {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: DELETE_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The API server accepted the delete and the object is gone (or, with dry_run, would
+   * be).
+   *
+   * @generated from enum value: DELETE_OUTCOME_DELETED = 1;
+   */
+  DELETED = 1,
+
+  /**
+   * The API server accepted the delete, but the object is only marked for deletion: it
+   * has finalizers (or foreground propagation added one) and stays readable, with a
+   * deletionTimestamp, until they are removed. DeleteResponse.deletion_timestamp says
+   * since when.
+   *
+   * @generated from enum value: DELETE_OUTCOME_DELETING = 2;
+   */
+  DELETING = 2,
+
+  /**
+   * The object was not there: nothing was deleted by this call. It may have been deleted
+   * by another writer, or by an earlier attempt of this call whose answer was lost.
+   *
+   * @generated from enum value: DELETE_OUTCOME_GONE = 3;
+   */
+  GONE = 3,
+}
+
+/**
+ * Describes the enum safewrite.v1.DeleteOutcome.
+ */
+export const DeleteOutcomeSchema: GenEnum<DeleteOutcome> = /*@__PURE__*/
+  enumDesc(file_safewrite_v1_writer, 1);
 
 /**
  * LeadState says whether the caller leads.
@@ -1576,7 +1777,7 @@ export enum LeadState {
  * Describes the enum safewrite.v1.LeadState.
  */
 export const LeadStateSchema: GenEnum<LeadState> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 0);
+  enumDesc(file_safewrite_v1_writer, 2);
 
 /**
  * NotLeadingReason says why the caller does not lead.
@@ -1618,7 +1819,7 @@ export enum NotLeadingReason {
  * Describes the enum safewrite.v1.NotLeadingReason.
  */
 export const NotLeadingReasonSchema: GenEnum<NotLeadingReason> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 1);
+  enumDesc(file_safewrite_v1_writer, 3);
 
 /**
  * Outcome says what a successful RPC did.
@@ -1676,7 +1877,7 @@ export enum Outcome {
  * Describes the enum safewrite.v1.Outcome.
  */
 export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 2);
+  enumDesc(file_safewrite_v1_writer, 4);
 
 /**
  * Reason says why a write failed. It is sent in every error status twice: as
@@ -1912,7 +2113,7 @@ export enum Reason {
  * Describes the enum safewrite.v1.Reason.
  */
 export const ReasonSchema: GenEnum<Reason> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 3);
+  enumDesc(file_safewrite_v1_writer, 5);
 
 /**
  * Retry is what a caller may do after a failure: whether the same call, sent again, may
@@ -1965,7 +2166,7 @@ export enum Retry {
  * Describes the enum safewrite.v1.Retry.
  */
 export const RetrySchema: GenEnum<Retry> = /*@__PURE__*/
-  enumDesc(file_safewrite_v1_writer, 4);
+  enumDesc(file_safewrite_v1_writer, 6);
 
 /**
  * WriterService performs read-modify-write of Kubernetes objects on behalf of a controller.
@@ -2069,6 +2270,32 @@ export const WriterService: GenService<{
     methodKind: "server_streaming";
     input: typeof LeadRequestSchema;
     output: typeof LeadResponseSchema;
+  },
+  /**
+   * Delete deletes an object, conditioned on the object it decided on. Every attempt
+   * reads the object live (never from the sidecar's remembered copy), checks the
+   * preconditions on it (uid, exact resourceVersion, CEL condition), and sends one
+   * DELETE whose DeleteOptions carry preconditions on that object's uid and
+   * resourceVersion, so the API server deletes exactly the object the decision was made
+   * on: a writer that changed it in between makes the DELETE fail with a conflict (409),
+   * and the sidecar backs off, reads again and decides again on the fresh object, as for
+   * writes. An object deleted and recreated under the same name has a new uid: a caller
+   * that passes the old uid gets FAILED_PRECONDITION, and the new object is kept.
+   *
+   * An object that is not there (404 on the read, or on the DELETE) is an answer, not an
+   * error: DELETE_OUTCOME_GONE. Failures: a precondition false on the fresh object is
+   * FAILED_PRECONDITION with the current object (REASON_PRECONDITION_FAILED), an exact
+   * resourceVersion that is not the object's is ABORTED with
+   * REASON_RESOURCE_VERSION_MISMATCH and is not retried; every other answer of the API
+   * server is classified and retried exactly as for writes. The policy's `delete`
+   * operation must allow the target, else PERMISSION_DENIED and nothing is sent.
+   *
+   * @generated from rpc safewrite.v1.WriterService.Delete
+   */
+  delete: {
+    methodKind: "unary";
+    input: typeof DeleteRequestSchema;
+    output: typeof DeleteResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_safewrite_v1_writer, 0);

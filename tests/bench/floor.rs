@@ -202,6 +202,15 @@ impl pb::writer_service_server::WriterService for Floor {
             "the floor writes only UpdateWithRetry",
         ))
     }
+
+    async fn delete(
+        &self,
+        _: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        Err(Status::unimplemented(
+            "the floor writes only UpdateWithRetry",
+        ))
+    }
 }
 
 /// Runs the floor server for the kubeconfig at `kubeconfig`, printing its port.

@@ -403,7 +403,7 @@ mod tests {
             ("Apps/Deployment", "DNS-1123 subdomain"),
             ("apps/Deployment:NS", "namespace \"NS\""),
             ("apps/Deployment:*:spec", "subresource \"spec\""),
-            ("apps/Deployment:*:*:delete", "operation \"delete\""),
+            ("apps/Deployment:*:*:remove", "operation \"remove\""),
             ("a/B:c:d:e:f", "5 parts"),
             ("", "empty rule"),
         ] {

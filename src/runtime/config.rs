@@ -39,7 +39,7 @@ pub struct ServeArgs {
     /// Allow callers to write what this rule names:
     /// GROUP/KIND[:NAMESPACES[:SUBRESOURCES[:OPERATIONS]]], e.g.
     /// 'apps/Deployment:ns1,ns2:main,status' (operations: update, patch-status, transact,
-    /// create-if-missing). Repeatable; in the environment, rules are separated by spaces.
+    /// create-if-missing, get, lead, delete). Repeatable; in the environment, rules are separated by spaces.
     /// Without --allow and --policy every kind but Secrets may be written; a wildcard
     /// never matches Secrets, only a rule naming core/Secret does.
     #[arg(long = "allow", env = "SAFEWRITE_ALLOW", value_name = "RULE", value_delimiter = ' ', value_parser = parse_rule)]

@@ -159,7 +159,10 @@ async fn attempt(
         }
         // A DELETE conditioned on the version read may be sent again safely: if the lost
         // one was applied, the next read finds the object gone or being deleted.
-        Sent::Failed(failure, decision, _) => Step::from_failure(failure, decision).into(),
+        Sent::Failed(failure, decision, _) => {
+            api.memory.learn(request.as_str(), Event::AnswerLost);
+            Step::from_failure(failure, decision).into()
+        }
     }
 }
 
@@ -180,7 +183,13 @@ fn answered(api: &Api, spec: &WriteSpec, request: &ObjectPath, answer: &Answer) 
             api.memory.learn(request.as_str(), Event::Missing);
             Ended::Done(DeleteOutcome::Gone, None)
         }
-        _ => Step::from_answer(answer, spec.preconditions.resource_version.as_deref()).into(),
+        code => {
+            if code == 409 {
+                // The object changed since the read that was just remembered.
+                api.memory.learn(request.as_str(), Event::Contradicted);
+            }
+            Step::from_answer(answer, spec.preconditions.resource_version.as_deref()).into()
+        }
     }
 }
 

@@ -90,6 +90,22 @@ async fn an_existing_object_is_deleted_and_a_missing_one_is_gone() {
     let mut client = rig.client().await;
     rig.create(json!({"metadata": {"name": "c"}, "data": {"k": "v"}}))
         .await;
+    // The sidecar remembers the object as it wrote it.
+    let written = client
+        .update_with_retry(pb::UpdateWithRetryRequest {
+            target: Some(target(&rig.ns, "c")),
+            mutation: Some(pb::Mutation {
+                kind: Some(pb::mutation::Kind::MergePatch(pb::MergePatch {
+                    patch_json: r#"{"data": {"k": "w"}}"#.into(),
+                })),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
 
     let deleted = client
         .delete(delete(&rig.ns, "c"))
@@ -105,6 +121,16 @@ async fn an_existing_object_is_deleted_and_a_missing_one_is_gone() {
         rig.api.get_opt("c").await.unwrap().is_none(),
         "gone on read-back"
     );
+    // The delete forgot the remembered copy: reading back the write's version does not
+    // answer the deleted object from memory.
+    let read_back = client
+        .get(pb::GetRequest {
+            target: Some(target(&rig.ns, "c")),
+            min_resource_version: written.resource_version,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(read_back.code(), Code::NotFound, "{read_back:?}");
 
     // Already gone is an answer, not an error.
     let gone = client

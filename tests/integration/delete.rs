@@ -385,3 +385,73 @@ async fn a_delete_the_policy_denies_sends_nothing() {
         "no DELETE was sent"
     );
 }
+
+/// A Delete is traced as writes are: one RPC span under the caller's, one span per
+/// attempt with the resourceVersion it read, and its GET and DELETE as HTTP client spans
+/// under the attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_is_one_rpc_span_with_an_attempt_span_over_its_read_and_delete() {
+    use support::jaeger::{Jaeger, parent_span_id, span_named, tag};
+
+    let cp = ControlPlane::shared();
+    let jaeger = Jaeger::shared();
+    let ns = cp.namespace("delete-traced").await;
+    let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let sidecar = Sidecar::start_with_env(
+        &["--kubeconfig", cp.admin_kubeconfig().to_str().unwrap()],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", jaeger.otlp_grpc.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_SERVICE_NAME", "safewrite-delete"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let mut client = WriterServiceClient::new(sidecar.channel().await);
+    let trace_id: String = (0..16)
+        .map(|_| format!("{:02x}", fastrand::u8(..)))
+        .collect();
+    let mut request = tonic::Request::new(delete(&ns, "c"));
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{trace_id}-00f067aa0ba902b7-01")
+            .parse()
+            .unwrap(),
+    );
+    let answer = client.delete(request).await.unwrap().into_inner();
+    assert_eq!(answer.outcome(), pb::DeleteOutcome::Deleted);
+    assert_eq!(
+        answer.trace_id, trace_id,
+        "the RPC continued the caller's trace"
+    );
+
+    // rpc + attempt + GET + DELETE (+ discovery).
+    let trace = jaeger
+        .wait_for_trace(&trace_id, 4, Duration::from_secs(20))
+        .await;
+    let rpc = span_named(&trace, "safewrite.v1.WriterService/Delete")
+        .unwrap_or_else(|| panic!("no RPC span in {trace}"));
+    assert_eq!(parent_span_id(rpc), Some("00f067aa0ba902b7"));
+    assert_eq!(tag(rpc, "safewrite.outcome"), Some(&json!("deleted")));
+    assert_eq!(tag(rpc, "safewrite.attempts"), Some(&json!(1)));
+    let attempt = span_named(&trace, "attempt").expect("an attempt span");
+    assert_eq!(parent_span_id(attempt), rpc["spanID"].as_str());
+    assert!(
+        tag(attempt, "safewrite.resource_version.read").is_some(),
+        "{attempt}"
+    );
+    assert_eq!(tag(attempt, "http.response.status_code"), Some(&json!(200)));
+    let id = attempt["spanID"].as_str();
+    let methods: Vec<&str> = trace["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| parent_span_id(s) == id)
+        .filter_map(|s| tag(s, "http.request.method").and_then(Value::as_str))
+        .collect();
+    assert!(
+        methods.contains(&"GET") && methods.contains(&"DELETE"),
+        "{methods:?}"
+    );
+}

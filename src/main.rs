@@ -37,6 +37,10 @@ pub enum Command {
     Update(safewrite::cli::WriteArgs),
     /// Like update, for the status subresource: only .status is written.
     PatchStatus(safewrite::cli::WriteArgs),
+    /// Campaign for a Lease and run COMMAND while leading, with the Lease and its epoch
+    /// in its environment; stop it when leadership is lost (through the sidecar at
+    /// SAFEWRITE_ADDRESS, or in-process). Exit codes: safewrite lead --help.
+    Lead(safewrite::cli::LeadArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::PatchStatus(args) => {
             return safewrite::cli::run(safewrite::cli::WriteKind::PatchStatus, args);
         }
+        Command::Lead(args) => return safewrite::cli::lead(args),
         Command::Serve(args) => (cli.log, args),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -96,10 +101,17 @@ fn usage(err: &clap::Error) -> ExitCode {
         let _ = err.print();
         return ExitCode::SUCCESS;
     }
-    let help = match std::env::args()
-        .skip(1)
-        .find(|a| ["serve", "health", "update", "patch-status", "inject"].contains(&a.as_str()))
-    {
+    let help = match std::env::args().skip(1).find(|a| {
+        [
+            "serve",
+            "health",
+            "update",
+            "patch-status",
+            "inject",
+            "lead",
+        ]
+        .contains(&a.as_str())
+    }) {
         Some(command) => format!("safewrite {command} --help"),
         None => "safewrite --help".to_string(),
     };
@@ -122,8 +134,13 @@ fn one_line(rendered: &str) -> String {
         .next()
         .unwrap_or("error: invalid command line")
         .to_string();
+    // A line ending in ':' (e.g. the required arguments not provided) takes what it lists.
+    let lists = line.ends_with(':');
     for more in lines {
-        if more.starts_with("tip:") || more.starts_with('[') {
+        if lists && (more.starts_with('<') || more.starts_with("--")) {
+            line.push(' ');
+            line.push_str(more);
+        } else if more.starts_with("tip:") || more.starts_with('[') {
             line.push_str("; ");
             line.push_str(more);
         }

@@ -12,6 +12,8 @@ pub enum Class {
     NotFound = 5,
     Denied = 6,
     Unavailable = 7,
+    /// `safewrite lead`: leadership was lost while the command ran, and it was stopped.
+    Lost = 8,
 }
 
 impl Class {

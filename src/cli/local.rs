@@ -24,6 +24,17 @@ use crate::service::validate::{RequestParts, validate_parts};
 /// kubeconfig and context: the in-process engine and its client stack are built from them
 /// as the sidecar's are.
 pub fn serve_settings(args: &WriteArgs) -> Result<crate::runtime::config::ServeArgs, Fail> {
+    settings(args.kubeconfig.as_ref(), args.context.as_ref())
+}
+
+/// The serve settings with this `kubeconfig` and `context` (as [`serve_settings`]).
+///
+/// # Errors
+/// A bad `SAFEWRITE_*` setting.
+pub fn settings(
+    kubeconfig: Option<&std::path::PathBuf>,
+    context: Option<&String>,
+) -> Result<crate::runtime::config::ServeArgs, Fail> {
     #[derive(clap::Parser)]
     struct Defaults {
         #[command(flatten)]
@@ -40,11 +51,11 @@ pub fn serve_settings(args: &WriteArgs) -> Result<crate::runtime::config::ServeA
             )
         })?
         .serve;
-    if args.kubeconfig.is_some() {
-        serve.client.kubeconfig = args.kubeconfig.clone();
+    if kubeconfig.is_some() {
+        serve.client.kubeconfig = kubeconfig.cloned();
     }
-    if args.context.is_some() {
-        serve.client.context = args.context.clone();
+    if context.is_some() {
+        serve.client.context = context.cloned();
     }
     Ok(serve)
 }

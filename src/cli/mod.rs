@@ -8,10 +8,13 @@
 //! ([`Class`], [`fail`]).
 
 mod args;
+mod candidate;
 mod change;
+mod child;
 mod exec;
 mod fail;
 pub mod kinds;
+mod lead;
 mod local;
 mod output;
 mod request;
@@ -26,6 +29,7 @@ use crate::pb;
 
 pub use args::{ChangeFlags, ChangeOptions, WriteArgs};
 pub use fail::{Class, Fail};
+pub use lead::{LeadArgs, run as lead};
 pub use output::Output;
 pub use request::{Request, WriteKind};
 

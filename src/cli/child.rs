@@ -98,7 +98,7 @@ mod tests {
         let script = r#"[ "$SAFEWRITE_LEASE" = ns/l ] && exit "$SAFEWRITE_LEASE_EPOCH""#;
         let mut running = Running::start(&sh(script), "ns/l", 7).unwrap();
         assert_eq!(exit_code(running.wait().await), 7);
-        assert!(Running::start(&["/nonexistent/x".to_string()], "ns/l", 1).is_err());
+        assert!(Running::start(&["safewrite-no-such-command".to_string()], "ns/l", 1).is_err());
     }
 
     #[tokio::test]

@@ -118,7 +118,7 @@ fn usage(err: &clap::Error) -> ExitCode {
     let line = match err.kind() {
         // clap would print the whole help here.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            "error: no subcommand given: `safewrite serve` runs the sidecar, `safewrite health` probes it, `safewrite update` writes from the shell, `safewrite inject` adds the sidecar to manifests".to_string()
+            "error: no subcommand given: `safewrite serve` runs the sidecar, `safewrite health` probes it, `safewrite update` writes from the shell, `safewrite lead` runs a command while leading a Lease, `safewrite inject` adds the sidecar to manifests".to_string()
         }
         _ => one_line(&err.render().to_string()),
     };

@@ -16,7 +16,7 @@ use super::candidate::{Candidate, Mode};
 use super::child::{self, Running};
 use super::fail::{Class, Fail};
 use crate::health::Address;
-use crate::lease::LeaseEvent;
+use crate::lease::{LeaseEvent, NotLeading};
 use crate::pb;
 use crate::service::lead::{LeadSpec, validate};
 
@@ -257,7 +257,11 @@ async fn lead_while_running(
             match candidate.next().await {
                 Some(LeaseEvent::Leading { .. }) => {}
                 Some(LeaseEvent::NotLeading { reason, holder }) => {
-                    return format!("{reason:?}, holder {holder:?}");
+                    return match reason {
+                        NotLeading::OtherHolder => format!("now held by {holder}"),
+                        NotLeading::LostRenewal => "no renewal within the renew deadline".into(),
+                        NotLeading::Released => "the sidecar released it".into(),
+                    };
                 }
                 None => return "the sidecar ended the campaign".to_string(),
             }
@@ -272,7 +276,7 @@ async fn lead_while_running(
         RunEnd::Exited(status) => {
             candidate.release().await;
             let code = child::exit_code(status);
-            say(&format!("released {lease}: the command exited ({code})"));
+            say(&format!("released {lease}: the command exited with {code}"));
             Ok(code)
         }
         RunEnd::Lost(why) => {
@@ -280,17 +284,23 @@ async fn lead_while_running(
             let status = running.stop(Signal::TERM, grace).await;
             candidate.release().await;
             say(&format!(
-                "stopped the command ({})",
-                child::exit_code(status)
+                "stopped the command (it ended with {}): exit {}",
+                child::exit_code(status),
+                Class::Lost as u8
             ));
             Ok(Class::Lost as u8)
         }
         RunEnd::Signal(signal) => {
-            say(&format!("signal {}: stopping the command", signal.as_raw()));
+            let name = if signal == Signal::INT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            say(&format!("{name}: stopping the command"));
             let status = running.stop(signal, grace).await;
             candidate.release().await;
             let code = child::exit_code(status);
-            say(&format!("released {lease}: the command ended ({code})"));
+            say(&format!("released {lease}: the command ended with {code}"));
             Ok(code)
         }
     }

@@ -178,6 +178,7 @@ async fn one_at_a_time_and_sigterm_hands_over(cp: &ControlPlane, ns: &str, mode:
     sigterm(&leader.pid());
     let (code, stderr) = leader.end(Duration::from_secs(10));
     let exited = Instant::now();
+    eprintln!("the first leader said:\n{stderr}");
     assert_eq!(code, 0, "the command's own exit (its trap): {stderr}");
     assert!(stderr.contains(&format!("released {lease}")), "{stderr}");
     assert!(
@@ -280,6 +281,7 @@ async fn a_lease_taken_by_another_holder_stops_the_command() {
         }
     }
     let (code, stderr) = one.end(Duration::from_secs(10));
+    eprintln!("the leader that lost said:\n{stderr}");
     assert_eq!(code, 8, "{stderr}");
     assert!(stderr.contains("lost"), "{stderr}");
     assert_eq!(notes(&file)[1], "stop one 1");

@@ -184,7 +184,7 @@ async fn lead(args: &LeadArgs, spec: LeadSpec, request: pb::LeadRequest) -> Resu
         Err(Unled::Signal(signal)) => {
             candidate.release().await;
             say(&format!(
-                "released {lease} (stopped by a signal before leading)"
+                "stopped by a signal before leading {lease}; the command never ran"
             ));
             return Ok(child::exit_code_of_signal(signal));
         }

@@ -3,8 +3,9 @@
 //! with its SAFEWRITE_LEASE_EPOCH; exactly one runs at a time; SIGTERM to the leader stops
 //! its command, releases the Lease, and the other starts within about a retry period
 //! under a higher epoch. A command that exits by itself gives its code and releases the
-//! Lease; a Lease taken by another holder stops the command (exit 8); bad flags exit 2
-//! with one line. Timings: 2 s lease, 1.5 s renew deadline, 0.3 s retry period.
+//! Lease; a candidate stopped while it waits exits 143 and never runs its command; a
+//! Lease taken by another holder stops the command (exit 8); a sidecar whose policy
+//! refuses `lead` exits 6, a missing one 7; bad flags exit 2 with one line. Timings: 2 s lease, 1.5 s renew deadline, 0.3 s retry period.
 
 use crate::support;
 
@@ -170,6 +171,18 @@ async fn one_at_a_time_and_sigterm_hands_over(cp: &ControlPlane, ns: &str, mode:
     assert_eq!(notes(&file), first, "exactly one command runs");
     let (who, epoch) = started(&first[0]);
     assert_eq!(holder(cp, ns, "runner").await, who);
+    // A third, stopped while it waits: 128 + SIGTERM, its command never ran.
+    let mut third = lead(mode, home.path(), &lease, "c", &file, NOTING);
+    std::thread::sleep(Duration::from_secs(1));
+    sigterm(&third.pid());
+    let (code, stderr) = third.end(Duration::from_secs(10));
+    assert_eq!(code, 143, "{stderr}");
+    assert!(
+        stderr.contains(&format!("waiting: {lease} is held by {who}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the command never ran"), "{stderr}");
+    assert_eq!(notes(&file), first);
     let (leader, other) = if who == "a" {
         (&mut a, &mut b)
     } else {
@@ -290,6 +303,39 @@ async fn a_lease_taken_by_another_holder_stops_the_command() {
         "intruder",
         "not released: not ours"
     );
+}
+
+/// A sidecar whose policy refuses `lead`: exit 6; no sidecar there: exit 7; one line each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_or_missing_sidecar_exits_6_or_7() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("cli-lead-refused").await;
+    let kubeconfig = cp.admin_kubeconfig();
+    let sidecar = Sidecar::start(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--allow",
+        "core/ConfigMap",
+    ]);
+    let address = sidecar.addr.to_string();
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("notes");
+    let lease = format!("{ns}/l");
+    for (address, expected) in [(address.as_str(), 6), ("127.0.0.1:1", 7)] {
+        let mut refused = lead(
+            Mode::Sidecar(address),
+            home.path(),
+            &lease,
+            "one",
+            &file,
+            NOTING,
+        );
+        let (code, stderr) = refused.end(Duration::from_secs(20));
+        assert_eq!(code, expected, "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("safewrite: error: "), "{stderr}");
+    }
+    assert!(notes(&file).is_empty(), "the command never ran");
 }
 
 /// Bad flags: exit 2 and one line, before anything is sent.

@@ -3,7 +3,7 @@
 //! with its SAFEWRITE_LEASE_EPOCH; exactly one runs at a time; SIGTERM to the leader stops
 //! its command, releases the Lease, and the other starts within about a retry period
 //! under a higher epoch. A command that exits by itself gives its code and releases the
-//! Lease; a candidate stopped while it waits exits 143 and never runs its command; a
+//! Lease (and a command that cannot be started, 127); a candidate stopped while it waits exits 143 and never runs its command; a
 //! Lease taken by another holder stops the command (exit 8); a sidecar whose policy
 //! refuses `lead` exits 6, a missing one 7; bad flags exit 2 with one line. Timings: 2 s lease, 1.5 s renew deadline, 0.3 s retry period.
 
@@ -77,6 +77,19 @@ impl Leader {
 }
 
 fn lead(mode: Mode<'_>, home: &Path, lease: &str, who: &str, notes: &Path, script: &str) -> Leader {
+    let mut command = lead_command(mode, home, lease, who, notes, script);
+    Leader(command.spawn().expect("spawn safewrite lead"))
+}
+
+/// `safewrite lead` as [`lead`] starts it, not started yet.
+fn lead_command(
+    mode: Mode<'_>,
+    home: &Path,
+    lease: &str,
+    who: &str,
+    notes: &Path,
+    script: &str,
+) -> Command {
     let mut command = Command::new(BIN);
     command
         .env_remove("SAFEWRITE_ADDRESS")
@@ -95,7 +108,7 @@ fn lead(mode: Mode<'_>, home: &Path, lease: &str, who: &str, notes: &Path, scrip
         Mode::Local(kubeconfig) => command.env("KUBECONFIG", kubeconfig),
         Mode::Sidecar(address) => command.env("SAFEWRITE_ADDRESS", address),
     };
-    Leader(command.spawn().expect("spawn safewrite lead"))
+    command
 }
 
 fn notes(path: &Path) -> Vec<String> {
@@ -240,6 +253,13 @@ async fn its_own_exit_is_passed_on_and_releases(cp: &ControlPlane, ns: &str, mod
         "{stderr}"
     );
     assert_eq!(started(&notes(&file)[0]).0, "one");
+    until_released(cp, ns, "once").await;
+    // A command that cannot be started (no `sh` on an empty PATH): 127, released.
+    let mut command = lead_command(mode, home.path(), &lease, "two", &file, "true");
+    let mut missing = Leader(command.env("PATH", "").spawn().expect("spawn"));
+    let (code, stderr) = missing.end(Duration::from_secs(20));
+    assert_eq!(code, 127, "{stderr}");
+    assert!(stderr.contains("could not be started"), "{stderr}");
     until_released(cp, ns, "once").await;
 }
 

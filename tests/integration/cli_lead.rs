@@ -3,9 +3,10 @@
 //! with its SAFEWRITE_LEASE_EPOCH; exactly one runs at a time; SIGTERM to the leader stops
 //! its command, releases the Lease, and the other starts within about a retry period
 //! under a higher epoch. A command that exits by itself gives its code and releases the
-//! Lease (and a command that cannot be started, 127); a candidate stopped while it waits exits 143 and never runs its command; a
-//! Lease taken by another holder stops the command (exit 8); a sidecar whose policy
-//! refuses `lead` exits 6, a missing one 7; bad flags exit 2 with one line. Timings: 2 s lease, 1.5 s renew deadline, 0.3 s retry period.
+//! Lease (one that cannot be started: 127); a candidate stopped while it waits exits 143
+//! and never runs its command; a Lease taken by another holder stops the command (exit
+//! 8); a sidecar whose policy refuses `lead` exits 6, a missing one 7; bad flags exit 2
+//! with one line. Timings: 2 s lease, 1.5 s renew deadline, 0.3 s retry period.
 
 use crate::support;
 

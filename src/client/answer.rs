@@ -91,6 +91,18 @@ pub enum RequestError {
         /// Whether the request may have reached the API server.
         sent: bool,
     },
+    /// A write with less time left than the API server's answers to writes have lately
+    /// taken (`super::answer_time`): it was not sent, so that its outcome is not left
+    /// in doubt.
+    #[error(
+        "not sent: {left:?} was left before the deadline, and the API server's answers to writes lately need {needed:?}"
+    )]
+    TooLate {
+        /// The time that was left.
+        left: Duration,
+        /// The time an answer lately needs.
+        needed: Duration,
+    },
     /// The local rate limit would have delayed the request past the RPC's deadline;
     /// nothing was sent.
     #[error("{0}")]
@@ -122,6 +134,7 @@ impl RequestError {
             RequestError::Transport(_) => true,
             RequestError::Timeout { sent, .. } => *sent,
             RequestError::Connect(_)
+            | RequestError::TooLate { .. }
             | RequestError::RateLimited(_)
             | RequestError::CircuitOpen(_)
             | RequestError::Decode(_) => false,
@@ -134,6 +147,7 @@ impl RequestError {
             RequestError::Connect(_) => "connect",
             RequestError::Transport(_) => "transport",
             RequestError::Timeout { .. } => "timeout",
+            RequestError::TooLate { .. } => "too_late",
             RequestError::RateLimited(_) => "rate_limited",
             RequestError::CircuitOpen(_) => "circuit_open",
             RequestError::Decode(_) => "decode",
@@ -167,7 +181,7 @@ pub struct CircuitOpen {
 /// The limiter would delay the request past its RPC's deadline; nothing was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the sidecar's rate limit to the API server would delay this request by {wait:?}, past the caller's deadline"
+    "the sidecar's rate limit to the API server would delay this request by {wait:?}, too late for an answer before the caller's deadline"
 )]
 pub struct WouldExceedDeadline {
     /// How long the request would have had to wait.

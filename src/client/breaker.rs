@@ -324,7 +324,9 @@ where
                 debug!("circuit breaker let this request through as its probe");
             }
             let result = inner.call(request).await.map_err(Into::into);
-            ticket.settle(if !fault::is_fault_response(&result) {
+            ticket.settle(if never_sent(&result) {
+                CallOutcome::Cancelled
+            } else if !fault::is_fault_response(&result) {
                 CallOutcome::Success
             } else if awaits_version && about_the_minimum(&result) {
                 CallOutcome::Cancelled
@@ -334,6 +336,17 @@ where
             result
         })
     }
+}
+
+/// Whether the layer below refused to send the request (a write too late for its
+/// answer): the server was not asked, so the outcome says nothing of it.
+fn never_sent<B>(result: &Result<http::Response<B>, BoxError>) -> bool {
+    result.as_ref().is_err_and(|error| {
+        matches!(
+            RequestError::from_boxed(error.as_ref()),
+            RequestError::TooLate { .. }
+        )
+    })
 }
 
 /// Whether the fault that ended a read waiting for a resourceVersion is about the minimum
@@ -521,6 +534,40 @@ mod tests {
             RequestError::from_boxed(err.as_ref()),
             RequestError::CircuitOpen(_)
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_too_late_to_send_gives_no_verdict() {
+        let b = Breaker::new(CONFIG);
+        open(&b);
+        tokio::time::advance(CONFIG.cooldown).await;
+        let answer_time = Arc::new(crate::client::answer_time::AnswerTime::default());
+        answer_time.record(Duration::from_millis(100)); // writes need 300 ms
+        let service = TimeoutLayer::new(Duration::from_secs(2))
+            .measuring(answer_time)
+            .layer(tower::service_fn(|_: http::Request<_>| {
+                std::future::pending::<Result<Response, BoxError>>()
+            }));
+        let service = CircuitBreakerLayer::new(b.clone()).layer(service);
+        let mut write = http::Request::put("/api/v1/namespaces/a/configmaps/b")
+            .body(kube::client::Body::from(b"{}".to_vec()))
+            .unwrap();
+        write.extensions_mut().insert(crate::client::Deadline(
+            Instant::now() + Duration::from_millis(50),
+        ));
+        let err = service.oneshot(write).await.unwrap_err();
+        assert!(matches!(
+            RequestError::from_boxed(err.as_ref()),
+            RequestError::TooLate { .. }
+        ));
+        assert_eq!(
+            b.state(),
+            State::HalfOpen {
+                cooldown: CONFIG.cooldown,
+                probing: false
+            },
+            "the server was not asked: neither closed nor opened again"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -2,7 +2,7 @@
 //! the path to it) is unwell: a transport failure, a request that got no answer in
 //! time, or an answer of 429 (throttled), 500, 502, 503 or 504. Answers about the
 //! request itself (409, 422, 404, 403, 401, 400...) are not faults, and neither is a
-//! request the sidecar refused itself (rate limit, open breaker): it never reached the
+//! request the sidecar refused itself (rate limit, open breaker, a write too late to send): it never reached the
 //! server. The circuit breaker counts faults, the metrics and spans label them, and the
 //! engine's retry decision (`classify::classify_error`) asks the same function.
 
@@ -21,7 +21,8 @@ pub fn is_fault(outcome: Result<u16, &RequestError>) -> bool {
             RequestError::Connect(_)
             | RequestError::Transport(_)
             | RequestError::Timeout { .. } => true,
-            RequestError::RateLimited(_)
+            RequestError::TooLate { .. }
+            | RequestError::RateLimited(_)
             | RequestError::CircuitOpen(_)
             | RequestError::Decode(_) => false,
         },
@@ -86,6 +87,10 @@ mod tests {
                 retry_after: Duration::from_secs(1),
             }),
             RequestError::Decode("not JSON".into()),
+            RequestError::TooLate {
+                left: Duration::from_millis(3),
+                needed: Duration::from_millis(9),
+            },
         ];
         for error in &refusals {
             assert!(!is_fault(Err(error)), "{error:?}");

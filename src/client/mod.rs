@@ -5,8 +5,10 @@
 //! ApiClient       (handle.rs)    called on the caller's task, no buffer task between
 //!   -> trace         (observe.rs)   one client span per request, the request metrics
 //!   -> rate limit    (ratelimit.rs) a FIFO of reserved slots; refuses a wait past the deadline
+//!                                   (for a write, past the time its answer needs: answer_time.rs)
 //!   -> breaker       (breaker.rs)   fails fast while open; accounts every admitted request once
-//!   -> timeout       (timeout.rs)   bounds the exchange after the request left the layers above
+//!   -> timeout       (timeout.rs)   bounds the exchange after the request left the layers above;
+//!                                   sends no write too late for its answer
 //!   -> HTTP          (transport.rs) HTTP/2 over one TLS connection (or a capped HTTP/1.1 pool)
 //! ```
 //!
@@ -23,6 +25,7 @@
 //! [`readiness`] and `docs/client-stack.md`).
 
 pub mod answer;
+pub mod answer_time;
 pub mod apiserver;
 pub mod breaker;
 pub mod connect;

@@ -6,7 +6,9 @@
 //! takes the next free slot in line (a ticket) when it arrives, so the slots of callers
 //! already waiting are accounted for. A request that carries its RPC's [`Deadline`] and
 //! whose slot comes after it fails at once with [`WouldExceedDeadline`] and takes no
-//! slot; one that is dropped while it waits gives its slot back when no later slot has
+//! slot, as does a write whose slot would leave less time than the API server's answers
+//! to writes lately need ([`AnswerTime`]: sent that late, its answer would likely be
+//! lost and its outcome left in doubt); one that is dropped while it waits gives its slot back when no later slot has
 //! been handed out since. Waiters are served in arrival order.
 //!
 //! The readiness probe ([`super::context::Readiness`]) takes no slot: the sidecar's own
@@ -34,6 +36,7 @@ use tracing::debug;
 
 use super::answer::RequestError;
 pub use super::answer::WouldExceedDeadline;
+use super::answer_time::{AnswerTime, is_write};
 use super::context::{Deadline, pass, steps_aside, take_ready};
 
 /// Where a request's wait for the limiter is noted for the layer above (the trace
@@ -111,10 +114,12 @@ impl Limiter {
     }
 
     /// Reserves the first free slot for a request arriving now, unless it comes after
-    /// `deadline`: then nothing is reserved and the error says how long the wait would be.
+    /// `deadline`, or leaves less than `needed` before it: then nothing is reserved and
+    /// the error says how long the wait would be.
     pub fn reserve(
         self: &Arc<Self>,
         deadline: Option<Instant>,
+        needed: Duration,
     ) -> Result<Slot, WouldExceedDeadline> {
         let now = Instant::now();
         let mut next = self.lock();
@@ -125,7 +130,7 @@ impl Limiter {
             .map_or(now, |earliest| earliest.max(now));
         if let Some(deadline) = deadline
             && at > now
-            && at >= deadline
+            && at + needed >= deadline
         {
             return Err(WouldExceedDeadline { wait: at - now });
         }
@@ -181,6 +186,7 @@ impl ServerPacing {
 pub struct RateLimitLayer {
     limiter: Arc<Limiter>,
     pacing: Arc<ServerPacing>,
+    answer_time: Arc<AnswerTime>,
 }
 
 impl RateLimitLayer {
@@ -189,7 +195,15 @@ impl RateLimitLayer {
         Self {
             limiter: Arc::new(Limiter::new(qps, burst)),
             pacing: Arc::new(ServerPacing::default()),
+            answer_time: Arc::default(),
         }
+    }
+
+    /// Holds writes to `answer_time` (measured by the timeout layer below) instead of
+    /// an estimate that learns nothing.
+    pub fn holding_writes_to(mut self, answer_time: Arc<AnswerTime>) -> Self {
+        self.answer_time = answer_time;
+        self
     }
 
     /// With `yes`, the limit steps aside while the API server paces requests itself
@@ -211,6 +225,7 @@ impl<S> Layer<S> for RateLimitLayer {
             inner,
             limiter: self.limiter.clone(),
             pacing: self.pacing.clone(),
+            answer_time: self.answer_time.clone(),
         }
     }
 }
@@ -221,6 +236,7 @@ pub struct RateLimit<S> {
     inner: S,
     limiter: Arc<Limiter>,
     pacing: Arc<ServerPacing>,
+    answer_time: Arc<AnswerTime>,
 }
 
 impl<S, B> Service<http::Request<B>> for RateLimit<S>
@@ -254,10 +270,15 @@ where
             });
         }
         let limiter = self.limiter.clone();
+        let needed = if is_write(request.method()) {
+            self.answer_time.needed()
+        } else {
+            Duration::ZERO
+        };
         Box::pin(async move {
             let deadline = request.extensions().get::<Deadline>().map(|d| d.0);
             let slot = limiter
-                .reserve(deadline)
+                .reserve(deadline, needed)
                 .map_err(RequestError::RateLimited)?;
             let wait = slot.at.saturating_duration_since(Instant::now());
             if !wait.is_zero() {
@@ -396,6 +417,42 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_whose_slot_leaves_too_little_for_its_answer_takes_none() {
+        let answer_time = Arc::new(AnswerTime::default());
+        answer_time.record(Duration::from_millis(100)); // needs 300 ms
+        let service = RateLimitLayer::new(NonZeroU32::new(1).unwrap(), NonZeroU32::new(1).unwrap())
+            .holding_writes_to(answer_time)
+            .layer(tower::service_fn(|_: http::Request<()>| {
+                std::future::ready(Ok::<(), BoxError>(()))
+            }));
+        service
+            .clone()
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let write = |ms| {
+            let mut request = by(started + Duration::from_millis(ms));
+            *request.method_mut() = http::Method::PUT;
+            request
+        };
+        // The slot in 1 s would leave 200 ms of a 1.2 s deadline: refused, no slot taken.
+        let would = refused(service.clone().oneshot(write(1200)).await);
+        assert_eq!(would.wait, Duration::from_secs(1));
+        assert!(started.elapsed().is_zero(), "it waited");
+        // A read with that deadline waits for the slot; the next write, with 1.4 s left
+        // after the read's slot at 1 s and its own at 2 s, goes.
+        service
+            .clone()
+            .oneshot(by(started + Duration::from_millis(1200)))
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+        service.clone().oneshot(write(2400)).await.unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
     }
 
     #[tokio::test(start_paused = true)]

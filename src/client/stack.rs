@@ -2,11 +2,13 @@
 //! (trace, rate limit, breaker, timeout, HTTP), and the handle that calls it.
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::client::ConfigExt as _;
 use tower::ServiceBuilder;
 
+use super::answer_time::AnswerTime;
 use super::breaker::{Breaker, BreakerConfig, CircuitBreakerLayer};
 use super::error::ConnectError;
 use super::handle::ApiClient;
@@ -65,14 +67,16 @@ where
     R: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
     R::Error: Into<tower::BoxError>,
 {
+    let answer_time = Arc::new(AnswerTime::default());
     let service = ServiceBuilder::new()
         .layer(ObserveLayer)
         .layer(
             RateLimitLayer::new(settings.qps, settings.burst)
-                .stepping_aside_for_the_server(settings.server_paces),
+                .stepping_aside_for_the_server(settings.server_paces)
+                .holding_writes_to(answer_time.clone()),
         )
         .layer(CircuitBreakerLayer::new(Breaker::new(settings.breaker)))
-        .layer(TimeoutLayer::new(settings.request_timeout))
+        .layer(TimeoutLayer::new(settings.request_timeout).measuring(answer_time))
         .service(connection);
     ApiClient::new(service, namespace)
 }

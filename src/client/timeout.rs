@@ -7,6 +7,10 @@
 //! JSON documents; nothing here streams), bounded by the request's [`RequestTimeout`]
 //! (the layer's default otherwise) and the RPC's [`Deadline`], whichever comes first.
 //!
+//! A write is sent only while the time left covers what the API server's answers to
+//! writes have lately taken ([`AnswerTime`], which this layer measures); with less it
+//! fails with [`RequestError::TooLate`] and nothing is sent.
+//!
 //! It also tells whether a request may have reached the API server. The request body is
 //! watched: the connection polls it only once the request is its to send, so a request
 //! whose body was never polled never left the process, whatever ended it (connect
@@ -28,18 +32,30 @@ use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
 use super::answer::RequestError;
+use super::answer_time::{AnswerTime, is_write};
 use super::context::{Deadline, RequestTimeout, take_ready};
 
 /// Builds [`Timeout`] services.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TimeoutLayer {
     default: Duration,
+    answer_time: Arc<AnswerTime>,
 }
 
 impl TimeoutLayer {
     /// `default` bounds requests that carry no [`RequestTimeout`].
     pub fn new(default: Duration) -> Self {
-        Self { default }
+        Self {
+            default,
+            answer_time: Arc::default(),
+        }
+    }
+
+    /// Measures writes into `answer_time` (shared with the rate limit) instead of an
+    /// estimate of its own.
+    pub fn measuring(mut self, answer_time: Arc<AnswerTime>) -> Self {
+        self.answer_time = answer_time;
+        self
     }
 }
 
@@ -50,6 +66,7 @@ impl<S> Layer<S> for TimeoutLayer {
         Timeout {
             inner,
             default: self.default,
+            answer_time: self.answer_time.clone(),
         }
     }
 }
@@ -59,6 +76,7 @@ impl<S> Layer<S> for TimeoutLayer {
 pub struct Timeout<S> {
     inner: S,
     default: Duration,
+    answer_time: Arc<AnswerTime>,
 }
 
 impl<S, B, R> Service<http::Request<B>> for Timeout<S>
@@ -98,6 +116,18 @@ where
             }
             .into())));
         }
+        let write = is_write(request.method());
+        if write {
+            let needed = self.answer_time.needed();
+            if allowed < needed {
+                return Box::pin(std::future::ready(Err(RequestError::TooLate {
+                    left: allowed,
+                    needed,
+                }
+                .into())));
+            }
+        }
+        let answer_time = self.answer_time.clone();
         // A request without a body gives no sign of being sent: count it as maybe sent.
         let bodyless = request.body().is_end_stream();
         let handed = Arc::new(AtomicBool::new(false));
@@ -124,7 +154,12 @@ where
                 Ok::<_, RequestError>(http::Response::from_parts(parts, Full::new(body)))
             };
             match tokio::time::timeout_at(until, exchange).await {
-                Ok(result) => result.map_err(Into::into),
+                Ok(result) => {
+                    if write && result.is_ok() {
+                        answer_time.record(now.elapsed());
+                    }
+                    result.map_err(Into::into)
+                }
                 Err(_) => Err(RequestError::Timeout {
                     after: allowed,
                     sent: sent(),
@@ -318,5 +353,54 @@ mod tests {
         assert_eq!(response.status(), 201);
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"{\"a\":1}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_too_late_for_its_answer_is_not_sent_and_a_read_is() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        // Answers take 40 ms.
+        let slow = tower::service_fn(move |_: http::Request<Handoff<kube::client::Body>>| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            async {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                Ok::<_, BoxError>(http::Response::new(Full::new(Bytes::new())))
+            }
+        });
+        let answer_time = Arc::new(AnswerTime::default());
+        let layer = TimeoutLayer::new(Duration::from_secs(1)).measuring(answer_time.clone());
+        let by = |mut request: http::Request<kube::client::Body>, ms| {
+            request
+                .extensions_mut()
+                .insert(Deadline(Instant::now() + Duration::from_millis(ms)));
+            request
+        };
+        // Nothing learnt yet: a write with 20 ms left is sent (and times out).
+        let err = error(layer.layer(slow.clone()).oneshot(by(put(), 20)).await);
+        assert!(matches!(err, RequestError::Timeout { .. }), "{err:?}");
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        // An answered write teaches 40 ms (needing 120 ms at first).
+        layer.layer(slow.clone()).oneshot(put()).await.unwrap();
+        assert_eq!(answer_time.needed(), Duration::from_millis(120));
+        // Now a write with 100 ms left is refused unsent, ...
+        let err = error(layer.layer(slow.clone()).oneshot(by(put(), 100)).await);
+        assert!(
+            matches!(err, RequestError::TooLate { left, needed }
+                if left == Duration::from_millis(100) && needed == Duration::from_millis(120)),
+            "{err:?}"
+        );
+        assert!(!err.maybe_sent());
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+        // ... one with 200 ms is sent, and so is a read with 100 ms: reads are not held.
+        layer
+            .layer(slow.clone())
+            .oneshot(by(put(), 200))
+            .await
+            .unwrap();
+        let get = http::Request::get("/api/v1/namespaces/a/configmaps/b")
+            .body(kube::client::Body::empty())
+            .unwrap();
+        layer.layer(slow).oneshot(by(get, 100)).await.unwrap();
+        assert_eq!(calls.load(Ordering::Relaxed), 4);
     }
 }

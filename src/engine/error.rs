@@ -184,8 +184,8 @@ pub(super) fn unresolved(
 }
 
 /// The failure and decision of a request that got no answer: the breaker and the rate
-/// limit end the loop at once (nothing was sent); time running out at the deadline is a
-/// deadline failure; anything else is classified by [`classify::classify_error`].
+/// limit end the loop at once (nothing was sent); time running out at the deadline, or
+/// too little of it left to send a write, is a deadline failure; anything else is classified by [`classify::classify_error`].
 pub(super) fn request_failure(
     error: RequestError,
     deadline: Option<Instant>,
@@ -200,6 +200,13 @@ pub(super) fn request_failure(
         ),
         RequestError::RateLimited(limited) => (
             Failure::RateLimited { wait: limited.wait },
+            Decision::Unexpected,
+        ),
+        error @ RequestError::TooLate { .. } => (
+            Failure::Deadline {
+                attempts,
+                last: error.to_string(),
+            },
             Decision::Unexpected,
         ),
         error if deadline.is_some_and(|d| Instant::now() >= d) => (

@@ -129,6 +129,20 @@ pub struct WriteArgs {
     #[arg(long)]
     pub field_manager: Option<String>,
 
+    /// Fence the write with this Lease: made only while leading under --fence-epoch, and
+    /// refused (exit 3) when the object records a later epoch. Set by `safewrite lead`
+    /// for its command.
+    #[arg(long, env = "SAFEWRITE_LEASE", value_name = "NAMESPACE/NAME")]
+    pub fence: Option<String>,
+
+    /// The epoch of the leadership --fence names. Set by `safewrite lead`.
+    #[arg(long, env = "SAFEWRITE_LEASE_EPOCH", value_name = "N")]
+    pub fence_epoch: Option<u64>,
+
+    /// Write unfenced even inside `safewrite lead` (ignore --fence and its variables).
+    #[arg(long)]
+    pub no_fence: bool,
+
     /// How long the whole command may take (attempts, backoff and --exec runs included).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,

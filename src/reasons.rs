@@ -48,6 +48,8 @@ pub const REASONS: &[&str] = &[
     "OBJECT_DELETING",
     "ALREADY_OWNED",
     "RESOURCE_VERSION_TOO_LARGE",
+    "FENCED",
+    "NOT_LEADER",
     // the API server's Status reasons (metav1.StatusReason)
     "Unauthorized",
     "Forbidden",

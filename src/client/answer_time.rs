@@ -19,11 +19,11 @@ use std::time::Duration;
 /// nothing is known and nothing is refused.
 #[derive(Debug, Default)]
 pub struct AnswerTime {
-    estimate: Mutex<Option<Estimate>>,
+    estimate: Mutex<Option<AnswerEstimate>>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Estimate {
+struct AnswerEstimate {
     smoothed: Duration,
     deviation: Duration,
 }
@@ -33,16 +33,16 @@ impl AnswerTime {
     pub fn record(&self, took: Duration) {
         let mut estimate = self.estimate.lock().unwrap_or_else(|e| e.into_inner());
         *estimate = Some(match *estimate {
-            None => Estimate {
+            None => AnswerEstimate {
                 smoothed: took,
                 deviation: took / 2,
             },
-            Some(Estimate {
+            Some(AnswerEstimate {
                 smoothed,
                 deviation,
             }) => {
                 let gap = smoothed.abs_diff(took);
-                Estimate {
+                AnswerEstimate {
                     smoothed: smoothed - smoothed / 8 + took / 8,
                     deviation: deviation - deviation / 4 + gap / 4,
                 }

@@ -31,6 +31,8 @@ pub(crate) struct Api {
     /// window, so that many callers cannot multiply an outage.
     pub budget: Arc<TpsBudget>,
     pub memory: Arc<Memory>,
+    /// What this process's Lease campaigns hold, for fenced writes.
+    pub holdings: Arc<super::fence::Holdings>,
 }
 
 /// The outcome of one API request inside the loop.
@@ -76,6 +78,47 @@ pub(crate) enum Confirmed {
 }
 
 impl Api {
+    /// NOT_LEADER unless this process leads under `fence` now: from its own campaign's
+    /// state when one is for the Lease, else from the Lease read live (see
+    /// [`super::fence`]). Checked right before every fenced write is sent.
+    pub async fn held(
+        &self,
+        fence: &super::fence::Fence,
+        deadline: Option<Instant>,
+        made: u32,
+    ) -> Result<(), Failure> {
+        let not_leader = |why: String| Failure::NotLeader {
+            lease: fence.lease(),
+            epoch: fence.epoch,
+            why,
+        };
+        let why = match self.holdings.check(fence, Instant::now()) {
+            super::fence::Leads::Yes => return Ok(()),
+            super::fence::Leads::No(why) => format!("this sidecar's campaign for it: {why}"),
+            super::fence::Leads::Unknown => {
+                let path = crate::target::ResourcePath::new("coordination.k8s.io", "v1", "leases")
+                    .expect("a well-formed resource path")
+                    .object(&fence.namespace, &fence.name);
+                match self.read(&path, deadline, made).await {
+                    Read::Found(lease) => match super::fence::lease_holds(
+                        &lease,
+                        fence.epoch,
+                        std::time::SystemTime::now(),
+                    ) {
+                        Ok(()) => return Ok(()),
+                        Err(why) => why,
+                    },
+                    Read::Missing(_) => "the Lease does not exist".to_string(),
+                    Read::Ended(_, Step::Fail(failure) | Step::Retry(_, failure)) => {
+                        return Err(failure);
+                    }
+                    Read::Ended(_, Step::Done(_)) => "the Lease could not be read".to_string(),
+                }
+            }
+        };
+        Err(not_leader(why))
+    }
+
     /// Sends one request through the client stack; a request that got no answer becomes
     /// its failure and decision ([`request_failure`]). A 409 is counted here, once
     /// however many requests a batch's write carried. A 404 saying the resource path

@@ -126,6 +126,11 @@ async fn attempt(
     attempts: &mut Attempts,
 ) -> Ended {
     let (deadline, made) = (attempts.deadline, attempts.made());
+    if let Some(fence) = &spec.fence
+        && let Err(failure) = api.held(fence, deadline, made).await
+    {
+        return Ended::Fail(failure);
+    }
     let fresh = match api.read(request, deadline, made).await {
         Read::Found(fresh) => fresh,
         Read::Missing(answer) => {
@@ -142,6 +147,11 @@ async fn attempt(
     let version = resource_version(&fresh);
     tracing::Span::current().record("safewrite.resource_version.read", version.as_str());
     attempts.current().resource_version_read = version;
+    if let Some(fence) = &spec.fence
+        && let Err(failure) = fence.admits(&fresh)
+    {
+        return Ended::Fail(failure);
+    }
     if let Err(failure) = spec.preconditions.check(&fresh, deadline).await {
         return Ended::Fail(failure);
     }

@@ -87,6 +87,25 @@ pub enum Failure {
     /// The local rate limit would have delayed a request past the caller's deadline.
     #[error("{}", crate::client::ratelimit::WouldExceedDeadline { wait: *wait })]
     RateLimited { wait: Duration },
+    /// A fenced write: the object records a later epoch of the fence's Lease.
+    #[error(
+        "fenced: the object records epoch {recorded} of Lease {lease}, later than this write's epoch {epoch}: a later leader has written it; nothing was written"
+    )]
+    Fenced {
+        lease: String,
+        recorded: u64,
+        epoch: u64,
+        current: Value,
+    },
+    /// A fenced write: this process does not lead under the fence's epoch.
+    #[error(
+        "not the leader: this write's fence is epoch {epoch} of Lease {lease}, and {why}; nothing was written"
+    )]
+    NotLeader {
+        lease: String,
+        epoch: u64,
+        why: String,
+    },
     /// The caller went away or broke the Transact protocol mid-transaction; nothing
     /// was written after that point.
     #[error("{0}")]
@@ -113,6 +132,8 @@ impl Failure {
             Failure::CircuitOpen { .. } => "circuit_open",
             Failure::RateLimited { .. } => "rate_limited",
             Failure::Cancelled(_) => "cancelled",
+            Failure::Fenced { .. } => "fenced",
+            Failure::NotLeader { .. } => "not_leader",
         }
     }
 
@@ -120,9 +141,9 @@ impl Failure {
     /// for those that carry one.
     pub fn current_mut(&mut self) -> Option<&mut Value> {
         match self {
-            Failure::PreconditionFailed { current, .. } | Failure::Mutation { current, .. } => {
-                Some(current)
-            }
+            Failure::PreconditionFailed { current, .. }
+            | Failure::Mutation { current, .. }
+            | Failure::Fenced { current, .. } => Some(current),
             Failure::ResourceVersionMismatch { current, .. } => current.as_mut(),
             _ => None,
         }

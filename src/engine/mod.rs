@@ -30,6 +30,7 @@ pub mod classify;
 mod decide;
 mod delete;
 mod error;
+pub mod fence;
 mod get;
 pub mod idempotency;
 mod memory;
@@ -86,6 +87,7 @@ impl Engine {
                 config.retry_budget_percent,
             )),
             memory: Arc::new(Memory::new(config.memory_bytes, config.remember_secrets)),
+            holdings: Arc::default(),
             config: Arc::new(config),
         };
         Self {
@@ -102,6 +104,12 @@ impl Engine {
     /// campaign marks its requests to bypass the rate limit and the breaker).
     pub fn client(&self) -> &ApiClient {
         &self.api.client
+    }
+
+    /// What this process's Lease campaigns hold: each campaign publishes its leadership
+    /// here, and fenced writes check it (see [`fence`]).
+    pub fn holdings(&self) -> &Arc<fence::Holdings> {
+        &self.api.holdings
     }
 
     /// Runs the loop for `spec` and its declarative mutation, ending by `deadline` at

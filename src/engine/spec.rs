@@ -143,6 +143,8 @@ pub struct WriteSpec {
     pub idempotency_key: Option<String>,
     /// The caller asked for this write to go on its own, never in a group commit.
     pub write_alone: bool,
+    /// The leadership the write is made under: see [`crate::engine::fence`].
+    pub fence: Option<super::fence::Fence>,
 }
 
 impl WriteSpec {
@@ -236,5 +238,6 @@ pub(super) fn configmap_write(mutation: Mutation, policy: RetryPolicy) -> WriteS
         create_if_missing: None,
         idempotency_key: None,
         write_alone: false,
+        fence: None,
     }
 }

@@ -20,7 +20,9 @@ use tokio::time::Instant;
 use super::record::{self, Claim};
 use super::timing::{LeaseName, LeaseTimings};
 use crate::client::{ApiClient, LeaseTraffic, apiserver};
+use crate::engine::fence::{Holding, Holdings};
 use crate::target::{ObjectPath, ResourcePath, Verb, WriteParams};
+use std::sync::Arc;
 
 /// Why the caller does not lead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +48,8 @@ pub enum LeaseEvent {
 #[derive(Clone)]
 pub struct Campaign {
     client: ApiClient,
+    /// Where this campaign publishes its leadership for fenced writes, under `id`.
+    holdings: Option<(Arc<Holdings>, u64)>,
     lease: LeaseName,
     path: ObjectPath,
     identity: String,
@@ -87,10 +91,32 @@ impl Campaign {
         let path = leases.object(&lease.namespace, &lease.name);
         Self {
             client,
+            holdings: None,
             lease,
             path,
             identity,
             timings,
+        }
+    }
+
+    /// Publishes this campaign's leadership in `holdings`, which fenced writes check.
+    pub fn publishing_to(mut self, holdings: Arc<Holdings>) -> Self {
+        self.holdings = Some((holdings, fastrand::u64(..)));
+        self
+    }
+
+    /// Publishes whether this campaign leads, and until when without a renewal.
+    fn publish(&self, state: &CampaignState) {
+        if let Some((holdings, id)) = &self.holdings {
+            let holding = state.leading.map(|(epoch, renewed)| Holding {
+                epoch,
+                until: renewed + self.timings.renew_deadline,
+            });
+            holdings.publish(
+                &format!("{}/{}", self.lease.namespace, self.lease.name),
+                *id,
+                holding,
+            );
         }
     }
 
@@ -113,6 +139,7 @@ impl Campaign {
                 () = &mut stop => break true,
             };
             let reported = self.report(&mut state, round, started);
+            self.publish(&state);
             if let Some(event) = reported
                 && events.send(event).await.is_err()
             {
@@ -124,6 +151,12 @@ impl Campaign {
                 () = &mut stop => break true,
             }
         };
+        if let Some((holdings, id)) = &self.holdings {
+            holdings.withdraw(
+                &format!("{}/{}", self.lease.namespace, self.lease.name),
+                *id,
+            );
+        }
         let held = self.release(&state).await;
         if stopped {
             let holder = match (held, state.reported) {

@@ -32,6 +32,7 @@ pub fn validate(
     };
     let mut spec = validate_parts(parts, Subresource::Main, config, false)?;
     spec.dry_run = body.dry_run;
+    spec.fence = crate::service::validate::parse_fence("fence", body.fence.as_ref())?;
     let propagation = match pb::PropagationPolicy::try_from(body.propagation_policy) {
         Ok(pb::PropagationPolicy::Unspecified) => None,
         Ok(pb::PropagationPolicy::Background) => Some(Propagation::Background),

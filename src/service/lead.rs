@@ -66,17 +66,20 @@ fn made_identity() -> String {
     format!("{host}_{:016x}", fastrand::u64(..))
 }
 
-/// Starts the campaign of `spec` through `client` and answers its events as a stream.
+/// Starts the campaign of `spec` through `client`, publishing its leadership in
+/// `holdings` for fenced writes, and answers its events as a stream.
 /// The campaign ends when the stream is dropped, or when `stop` turns true (the sidecar
 /// drains): it then releases the Lease, says RELEASED and ends the stream, so that a
 /// drain does not wait for callers to close their streams.
 pub fn start(
     client: crate::client::ApiClient,
+    holdings: std::sync::Arc<crate::engine::fence::Holdings>,
     spec: LeadSpec,
     stop: Option<watch::Receiver<bool>>,
 ) -> LeadStream {
     let identity = spec.identity.clone();
-    let campaign = Campaign::new(client, spec.lease, spec.identity, spec.timings);
+    let campaign =
+        Campaign::new(client, spec.lease, spec.identity, spec.timings).publishing_to(holdings);
     let (events, received) = mpsc::channel(16);
     let stop = async move {
         let stopping = match stop {

@@ -312,7 +312,13 @@ impl pb::writer_service_server::WriterService for WriterService {
         let spec = opened?;
         tracing::info!(parent: &span, identity = %spec.identity, "campaign started");
         let client = self.engine.client().clone();
-        Ok(Response::new(lead::start(client, spec, self.stop.clone())))
+        let holdings = self.engine.holdings().clone();
+        Ok(Response::new(lead::start(
+            client,
+            holdings,
+            spec,
+            self.stop.clone(),
+        )))
     }
 
     type TransactStream = TransactStream;

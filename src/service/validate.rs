@@ -127,6 +127,7 @@ pub fn validate_parts(
             Some(key.to_string())
         }
     };
+    let fence = parse_fence("options.fence", options.fence.as_ref())?;
     let field_manager = match options.field_manager.as_str() {
         "" => config.field_manager.clone(),
         text => FieldManager::parse("options.field_manager", text)?,
@@ -142,7 +143,35 @@ pub fn validate_parts(
         create_if_missing,
         idempotency_key,
         write_alone: options.write_alone,
+        fence,
     })
+}
+
+/// A fence as the engine takes it: the Lease's name checked as `rpc Lead` checks it,
+/// and an epoch (0 is no epoch: rpc Lead never answers it). `field` is where it sits.
+///
+/// # Errors
+/// A [`FieldViolation`] naming `field.lease_namespace`, `.lease_name` or `.epoch`.
+pub fn parse_fence(
+    field: &str,
+    fence: Option<&pb::Fence>,
+) -> Result<Option<crate::engine::fence::Fence>, FieldViolation> {
+    let Some(fence) = fence else {
+        return Ok(None);
+    };
+    let lease = crate::lease::LeaseName::parse(&fence.lease_namespace, &fence.lease_name)
+        .map_err(|v| FieldViolation::new(format!("{field}.lease_{}", v.field), v.description))?;
+    if fence.epoch == 0 {
+        return Err(FieldViolation::new(
+            format!("{field}.epoch"),
+            "required: the epoch rpc Lead answered (LeadResponse.epoch)",
+        ));
+    }
+    Ok(Some(crate::engine::fence::Fence {
+        namespace: lease.namespace,
+        name: lease.name,
+        epoch: fence.epoch,
+    }))
 }
 
 /// The target's identity, each part checked against Kubernetes' rules.

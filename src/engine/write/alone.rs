@@ -79,6 +79,12 @@ pub(crate) async fn create<M: Mutator>(
     if let Some(key) = &spec.idempotency_key {
         idempotency::record(&mut object, [key.as_str()]);
     }
+    if let Some(fence) = &spec.fence {
+        if let Err(failure) = api.held(fence, attempts.deadline, attempts.made()).await {
+            return Step::Fail(failure);
+        }
+        fence.record(&mut object);
+    }
     let sent = send_alone(api, spec, request, Verb::Create, false, &object, attempts).await;
     if let AfterWrite::Written(object) = api.after_write(spec, request, Source::Live, &sent) {
         return done(Outcome::Created, object);
@@ -117,6 +123,16 @@ pub(crate) async fn apply(
     attempts.current().resource_version_read = read_version.clone();
     Span::current().record("safewrite.resource_version.read", read_version.as_str());
     let mut configuration = configuration.clone();
+    if let Some(fence) = &spec.fence {
+        // Fenced: conditioned on the version checked, the epoch in the configuration.
+        if let Some(fresh) = &fresh {
+            if let Err(failure) = fence.admits(fresh) {
+                return Step::Fail(failure);
+            }
+            configuration["metadata"]["resourceVersion"] = Value::String(read_version.clone());
+        }
+        fence.record(&mut configuration);
+    }
     if spec.preconditions.any() {
         let Some(fresh) = &fresh else {
             return Step::Fail(Failure::PreconditionFailed {

@@ -17,7 +17,7 @@ use super::fold::{Verdict, fold};
 use super::member::Member;
 use crate::engine::api::{AfterWrite, Api, Confirmed, Read, Sent};
 use crate::engine::body::resource_version;
-use crate::engine::decide::is_ambiguous;
+use crate::engine::decide::{Step, is_ambiguous};
 use crate::engine::memory::Source;
 use crate::engine::spec::Subresource;
 use crate::mutation::Mutation;
@@ -28,6 +28,15 @@ use crate::target::{ObjectPath, Verb};
 /// remembered copy. How it ended; [`conclude`](super::ends::conclude) makes that each
 /// member's answer or retry.
 pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
+    // A batch carries one fence: this process must lead under it before anything is
+    // read or written (the object's own check is in the fold, decided with the write).
+    if let Some(fence) = &members[0].spec.fence {
+        let deadline = latest_deadline(members.iter());
+        let made = members[0].attempts.made();
+        if let Err(failure) = api.held(fence, deadline, made).await {
+            return End::Read(Step::Fail(failure));
+        }
+    }
     // Server-side apply is merged by the API server: always alone, its own attempt.
     if let [member] = members
         && let Some(Mutation::Apply {
@@ -46,10 +55,13 @@ pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
         .await;
         return End::Single(step);
     }
-    let started = match start(api, members).await {
+    let mut started = match start(api, members).await {
         Ok(started) => started,
         Err(end) => return end,
     };
+    if let Err(end) = record_epoch_first(api, members, &mut started).await {
+        return end;
+    }
     let has_status = members[0].resolved.has_status;
     let (body, verdicts) = {
         let mut turns: Vec<_> = members.iter_mut().map(Member::turn).collect();
@@ -124,6 +136,63 @@ async fn start(api: &Api, members: &mut [Member]) -> Result<Started, End> {
         source,
         version,
     })
+}
+
+/// A fenced status write cannot record its epoch (the status subresource keeps metadata
+/// as it is): when the object records an earlier epoch of the fence's Lease (or none),
+/// the epoch is first recorded through the main resource, in a write conditioned on the
+/// version read, and the status write starts from what that write left. So the
+/// object records the epoch of every fenced status write at the version it is written
+/// at, and a later leader's record fences it. A conflict re-reads and tries again.
+async fn record_epoch_first(
+    api: &Api,
+    members: &mut [Member],
+    started: &mut Started,
+) -> Result<(), End> {
+    let spec = &members[0].spec;
+    let Some(fence) = spec.fence.as_ref() else {
+        return Ok(());
+    };
+    if spec.subresource != Subresource::Status || !fence.behind(&started.fresh) || spec.dry_run {
+        return Ok(());
+    }
+    let mut body = Value::clone(&started.fresh);
+    fence.record(&mut body);
+    let data = serde_json::to_vec(&body).expect("a JSON value serializes");
+    let put = started
+        .request
+        .request(Verb::Replace, false, &spec.write_params(false), data);
+    let sent = api.send(put, started.deadline, started.made).await;
+    if let Sent::Answer(answer) = &sent {
+        for member in members.iter_mut() {
+            member.note(answer);
+        }
+    }
+    let main = crate::engine::spec::WriteSpec {
+        subresource: Subresource::Main,
+        ..members[0].spec.clone()
+    };
+    match (
+        api.after_write(&main, &started.request, started.source, &sent),
+        sent,
+    ) {
+        (AfterWrite::Written(Ok(written)), _) => {
+            started.version = resource_version(&written);
+            started.fresh = written;
+            started.source = Source::Live;
+            for member in members.iter_mut() {
+                member.attempts.current().resource_version_read = started.version.clone();
+            }
+            Ok(())
+        }
+        (AfterWrite::Written(Err(failure)), _) => Err(End::BadAnswer(failure)),
+        (AfterWrite::Stale, _) => Err(End::Stale),
+        (_, Sent::Answer(answer)) if answer.code == 409 => Err(End::Stale),
+        (_, Sent::Answer(answer)) => Err(End::Read(Step::from_answer(&answer, None))),
+        (_, Sent::Failed(failure, decision, _)) => {
+            Err(End::Read(Step::from_failure(failure, decision)))
+        }
+    }
 }
 
 /// Nothing to write: every answer is decided by the object read, once a live read

@@ -39,6 +39,7 @@ pub(crate) fn verdict_of_the_object(failure: &Failure) -> bool {
     matches!(
         failure,
         Failure::PreconditionFailed { .. }
+            | Failure::Fenced { .. }
             | Failure::Mutation { .. }
             | Failure::ResourceVersionMismatch { .. }
     )
@@ -91,6 +92,11 @@ async fn apply_member(
     {
         return (Verdict::AlreadyApplied, None);
     }
+    if let Some(fence) = &spec.fence
+        && let Err(failure) = fence.admits(running)
+    {
+        return (Verdict::Failed(failure), None);
+    }
     let deadline = turn.maker.deadline;
     if let Err(failure) = spec.preconditions.check(running, deadline).await {
         return (Verdict::Failed(failure), None);
@@ -109,6 +115,11 @@ async fn apply_member(
     }
     if let Some(key) = &spec.idempotency_key {
         idempotency::record(&mut body, [key.as_str()]);
+    }
+    if let Some(fence) = &spec.fence
+        && spec.subresource == Subresource::Main
+    {
+        fence.record(&mut body);
     }
     let undo = if undo {
         json_patch::diff(&body, running)

@@ -35,6 +35,7 @@ use super::resolve::Start;
 use super::run::{Alone, Company, run};
 use crate::engine::api::Api;
 use crate::engine::error::{Failure, WriteError};
+use crate::engine::fence::Fence;
 use crate::engine::idempotency;
 use crate::engine::result::Written;
 use crate::engine::spec::{Subresource, WriteSpec};
@@ -54,6 +55,8 @@ pub(crate) struct Key {
     subresource: Subresource,
     field_manager: String,
     dry_run: bool,
+    /// A batch carries one fence (or none): its epoch is recorded with its write.
+    fence: Option<Fence>,
 }
 
 /// An object's queue of group commit.
@@ -98,6 +101,7 @@ impl Batcher {
             subresource: spec.subresource,
             field_manager: spec.field_manager.to_string(),
             dry_run: spec.dry_run,
+            fence: spec.fence.clone(),
         };
         let (mut member, answered) = Member::new(spec.clone(), own, start);
         member.alone = alone;

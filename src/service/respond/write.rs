@@ -72,6 +72,19 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             format!("{why}; nothing was written after that point"),
         ),
         Failure::BadAnswer(error) => Reply::new(Code::Internal, Reason::BadAnswer, error.to_string()),
+        Failure::Fenced { current, .. } => Reply::new(
+            Code::FailedPrecondition,
+            Reason::Fenced,
+            format!(
+                "{failure} (the current object is in the WriteFailure detail); do not retry: stop acting as the leader"
+            ),
+        )
+        .current(Some(current.clone())),
+        Failure::NotLeader { .. } => Reply::new(
+            Code::FailedPrecondition,
+            Reason::NotLeader,
+            format!("{failure}; do not retry: stop acting as the leader, and campaign again with rpc Lead"),
+        ),
     };
     answer.status(&err.attempts)
 }

@@ -48,6 +48,12 @@ plus the volumes of "safewrite.volumes" when sidecar.unixSocket is set.
 */}}
 {{- define "safewrite.sidecar" -}}
 {{- $health := list "/safewrite" "health" "--address" .Values.sidecar.listen -}}
+{{- /* With leader election, a Lead campaign for a Lease of the pod's namespace joins
+  allow rules that are given (none given already lets callers campaign). */ -}}
+{{- $allow := .Values.sidecar.allow -}}
+{{- if and $allow (.Values.leaderElection | default dict).enabled -}}
+{{- $allow = append $allow "coordination.k8s.io/Lease:$(POD_NAMESPACE):main:lead" -}}
+{{- end -}}
 - name: safewrite
   image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
   imagePullPolicy: {{ .Values.image.pullPolicy }}
@@ -57,7 +63,7 @@ plus the volumes of "safewrite.volumes" when sidecar.unixSocket is set.
   env:
     - name: POD_NAMESPACE
       valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-    {{- with .Values.sidecar.allow }}
+    {{- with $allow }}
     - {name: SAFEWRITE_ALLOW, value: {{ join " " . | quote }}}
     {{- end }}
     - {name: SAFEWRITE_LISTEN, value: {{ .Values.sidecar.listen | quote }}}

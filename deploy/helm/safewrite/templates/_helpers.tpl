@@ -48,12 +48,6 @@ plus the volumes of "safewrite.volumes" when sidecar.unixSocket is set.
 */}}
 {{- define "safewrite.sidecar" -}}
 {{- $health := list "/safewrite" "health" "--address" .Values.sidecar.listen -}}
-{{- /* With leader election, a Lead campaign for a Lease of the pod's namespace joins
-  allow rules that are given (none given already lets callers campaign). */ -}}
-{{- $allow := .Values.sidecar.allow -}}
-{{- if and $allow (.Values.leaderElection | default dict).enabled -}}
-{{- $allow = append $allow "coordination.k8s.io/Lease:$(POD_NAMESPACE):main:lead" -}}
-{{- end -}}
 - name: safewrite
   image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
   imagePullPolicy: {{ .Values.image.pullPolicy }}
@@ -63,7 +57,7 @@ plus the volumes of "safewrite.volumes" when sidecar.unixSocket is set.
   env:
     - name: POD_NAMESPACE
       valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-    {{- with $allow }}
+    {{- with .Values.sidecar.allow }}
     - {name: SAFEWRITE_ALLOW, value: {{ join " " . | quote }}}
     {{- end }}
     - {name: SAFEWRITE_LISTEN, value: {{ .Values.sidecar.listen | quote }}}

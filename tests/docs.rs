@@ -145,6 +145,9 @@ fn metrics_page() -> String {
     drop(metrics.in_flight());
     metrics.large_answer(true);
     metrics.sending(0);
+    metrics.leadership("default/docs", true);
+    metrics.leadership("default/docs", false);
+    metrics.fence_refused("fenced");
     let text = metrics.render();
 
     let mut families: BTreeMap<String, Family> = BTreeMap::new();

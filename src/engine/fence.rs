@@ -279,7 +279,9 @@ mod tests {
         let until = now + Duration::from_secs(1);
         holdings.publish("ns/l", 7, Some(Holding { epoch: 2, until }));
         assert_eq!(holdings.check(&fence(2), now), Leads::Yes);
-        assert!(matches!(holdings.check(&fence(1), now), Leads::No(why) if why.contains("epoch 2")));
+        assert!(
+            matches!(holdings.check(&fence(1), now), Leads::No(why) if why.contains("epoch 2"))
+        );
         assert!(
             matches!(holdings.check(&fence(2), until), Leads::No(why) if why.contains("renew deadline"))
         );

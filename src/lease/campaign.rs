@@ -9,6 +9,12 @@
 //!
 //! Its requests are [`LeaseTraffic`]: they bypass the rate limit and the breaker, and
 //! each is bounded by its own timeout within the renew deadline.
+//!
+//! Each round is a root span `lease`, named `acquire` or `renew` in OpenTelemetry
+//! (whether the campaign led when it started), with the Lease, the epoch written and
+//! what the round found; the release is one named `release`. Every change between
+//! leading and not leading is counted (`safewrite_lease_leading`,
+//! `safewrite_lease_transitions_total`), the end of a leading campaign included.
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,6 +22,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::field::Empty;
+use tracing::{Instrument as _, Span};
 
 use super::record::{self, Claim};
 use super::timing::{LeaseName, LeaseTimings};
@@ -63,6 +71,18 @@ enum Round {
     Renewed,
     Held { holder: String },
     Failed,
+}
+
+impl Round {
+    /// The round's `safewrite.lease.result`.
+    fn name(&self) -> &'static str {
+        match self {
+            Round::Acquired { .. } => "acquired",
+            Round::Renewed => "renewed",
+            Round::Held { .. } => "held",
+            Round::Failed => "failed",
+        }
+    }
 }
 
 /// The campaign's state between rounds.
@@ -133,13 +153,20 @@ impl Campaign {
         let mut stop = std::pin::pin!(stop);
         let stopped = loop {
             let started = Instant::now();
+            let span = self.round_span(&state);
             let round = tokio::select! {
-                round = self.round(&mut state, started) => round,
+                round = self.round(&mut state, started).instrument(span.clone()) => round,
                 () = events.closed() => break false,
                 () = &mut stop => break true,
             };
+            span.record("safewrite.lease.result", round.name());
+            if matches!(round, Round::Failed) {
+                span.record("otel.status_code", "ERROR");
+            }
+            let was_leading = state.leading.is_some();
             let reported = self.report(&mut state, round, started);
             self.publish(&state);
+            self.count_leadership(was_leading, state.leading.is_some());
             if let Some(event) = reported
                 && events.send(event).await.is_err()
             {
@@ -157,7 +184,11 @@ impl Campaign {
                 *id,
             );
         }
-        let held = self.release(&state).await;
+        let held = self
+            .release(&state)
+            .instrument(self.span("release", state.written_epoch))
+            .await;
+        self.count_leadership(state.leading.is_some(), false);
         if stopped {
             let holder = match (held, state.reported) {
                 (true, _) | (false, None) => String::new(),
@@ -222,6 +253,42 @@ impl Campaign {
         }
     }
 
+    /// The span of a round that starts in `state`: `renew` while leading, else `acquire`.
+    fn round_span(&self, state: &CampaignState) -> Span {
+        match state.leading {
+            Some((epoch, _)) => self.span("renew", Some(epoch)),
+            None => self.span("acquire", None),
+        }
+    }
+
+    /// A root span for this campaign's Lease, named `name` in OpenTelemetry (a campaign
+    /// outlives the RPC that started it); `epoch`, when not known yet, is recorded once
+    /// written.
+    fn span(&self, name: &'static str, epoch: Option<u64>) -> Span {
+        let span = tracing::info_span!(
+            parent: None,
+            "lease",
+            otel.name = name,
+            otel.status_code = Empty,
+            k8s.namespace.name = &*self.lease.namespace,
+            safewrite.lease.name = &*self.lease.name,
+            safewrite.lease.epoch = Empty,
+            safewrite.lease.result = Empty,
+        );
+        if let Some(epoch) = epoch {
+            span.record("safewrite.lease.epoch", epoch as i64);
+        }
+        span
+    }
+
+    /// Counts a change of this campaign between leading and not leading, if there was one.
+    fn count_leadership(&self, was_leading: bool, leading: bool) {
+        if was_leading != leading {
+            let lease = format!("{}/{}", &*self.lease.namespace, &*self.lease.name);
+            crate::metrics::get().leadership(&lease, leading);
+        }
+    }
+
     /// The bound of a request sent now: within the renew deadline while leading (`None`
     /// once it passed: send nothing), else the renew deadline.
     fn bound(&self, state: &CampaignState) -> Option<Duration> {
@@ -262,6 +329,7 @@ impl Campaign {
         } else {
             record::epoch(&lease) + 1
         };
+        Span::current().record("safewrite.lease.epoch", epoch as i64);
         let body = record::claimed(&lease, self.claim(epoch));
         if self.write(state, Verb::Replace, &body, started).await {
             if renewal {
@@ -276,6 +344,7 @@ impl Campaign {
 
     /// Creates the missing Lease under epoch 1; another candidate's create may win.
     async fn create(&self, state: &mut CampaignState, started: Instant) -> Round {
+        Span::current().record("safewrite.lease.epoch", 1i64);
         let body = record::created(&self.lease, self.claim(1));
         if self.write(state, Verb::Create, &body, started).await {
             Round::Acquired { epoch: 1 }

@@ -8,7 +8,9 @@
 //! type, labels, help), generated from this registry's own rendering by `tests/docs.rs`,
 //! which fails when the page is stale. What each label's values are is told in
 //! `docs/observability.md`: `reason` is bounded by [`reason_label`], `subresource` is
-//! `main` or `status`, or `unknown` for an RPC refused before it named one.
+//! `main` or `status`, or `unknown` for an RPC refused before it named one; `lease` (of
+//! the leadership metrics, `leadership`) is `namespace/name` for the first 64 Leases
+//! campaigned for, then `other`.
 
 use std::sync::OnceLock;
 use std::sync::atomic::AtomicI64;
@@ -26,6 +28,9 @@ type Labels = Vec<(&'static str, String)>;
 type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 
 mod endpoint;
+mod leadership;
+
+use leadership::LeadershipMetrics;
 
 pub use endpoint::serve;
 
@@ -62,6 +67,7 @@ pub struct Metrics {
     in_flight: Gauge<i64, AtomicI64>,
     large_answers: Family<Labels, Counter>,
     sending_bytes: Gauge<i64, AtomicI64>,
+    leadership: LeadershipMetrics,
 }
 
 impl Metrics {
@@ -84,9 +90,11 @@ impl Metrics {
             in_flight: Gauge::default(),
             large_answers: Family::default(),
             sending_bytes: Gauge::default(),
+            leadership: LeadershipMetrics::default(),
         };
         // In this order, which is the order of the exposition and of docs/metrics.md.
         metrics.register_writes();
+        metrics.leadership.register(&mut metrics.registry);
         metrics.register_api_client();
         metrics.register_process();
         metrics
@@ -259,6 +267,23 @@ impl Metrics {
     /// A remembered copy turned out stale.
     pub fn memory_stale(&self) {
         self.memory_stale.inc();
+    }
+
+    /// A campaign for `lease` (`namespace/name`) started (`true`) or stopped leading.
+    /// Called once per change of a campaign's state, so that `safewrite_lease_leading`
+    /// counts the campaigns leading each Lease: 1 or 0, 2 for a moment at most (a
+    /// campaign that lost its renewal and has not noticed yet, and its successor).
+    pub fn leadership(&self, lease: &str, leading: bool) {
+        self.leadership.changed(lease, leading);
+    }
+
+    /// A fenced write was refused before it was sent: `fenced` (the object carries a
+    /// newer epoch than the caller's) or `not_leader` (the caller's campaign does not
+    /// lead the Lease now). Counted once per refused RPC where it ends
+    /// (`service::rpc::end_rpc`), from the reason it ended with; any other `reason`
+    /// counts as `other`, so that the label stays a bounded set.
+    pub fn fence_refused(&self, reason: &str) {
+        self.leadership.fence_refused(reason);
     }
 
     /// A request to the API server ended; `code` is the HTTP code, `error` or

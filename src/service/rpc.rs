@@ -143,6 +143,11 @@ pub fn end_rpc(
         }
     };
     span.record("safewrite.attempts", i64::from(attempts));
+    match reason.as_deref() {
+        Some("FENCED") => metrics.fence_refused("fenced"),
+        Some("NOT_LEADER") => metrics.fence_refused("not_leader"),
+        _ => {}
+    }
     metrics.rpc_done(
         method,
         subresource,

@@ -9,6 +9,7 @@
 //!   applies (a Deployment itself only gets warnings), and a non-compliant pod is
 //!   shown to be refused, so the check has teeth;
 //! - the sidecar container is the same in the three forms;
+//! - every Role grants exactly get, create and update on Leases (what `Lead` needs);
 //! - promtool checks the alert rules and runs their unit tests;
 //! - every metric the alert rules and the Grafana dashboard name is exported by a live
 //!   sidecar.
@@ -346,6 +347,37 @@ fn sidecar_of(workload: &Value) -> Option<Value> {
     Some(sidecar)
 }
 
+/// The verbs a Role (the API server's answer) grants on `coordination.k8s.io` leases,
+/// sorted, wildcards included as `*`.
+fn lease_verbs(role: &Value) -> Vec<String> {
+    let names = |rule: &Value, key: &str| -> Vec<String> {
+        rule[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let rules = role["rules"].as_array().cloned().unwrap_or_default();
+    let mut verbs: Vec<String> = rules
+        .iter()
+        .filter(|rule| {
+            let groups = names(rule, "apiGroups");
+            let resources = names(rule, "resources");
+            groups
+                .iter()
+                .any(|g| g == "coordination.k8s.io" || g == "*")
+                && resources.iter().any(|r| r == "leases" || r == "*")
+        })
+        .flat_map(|rule| names(rule, "verbs"))
+        .collect();
+    verbs.sort();
+    verbs.dedup();
+    verbs
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifests_are_admitted_under_restricted_pod_security() {
     let tools = deploy_tools();
@@ -355,6 +387,7 @@ async fn manifests_are_admitted_under_restricted_pod_security() {
     let mut report = Vec::new();
     let mut failures = Vec::new();
     let mut sidecars = Vec::new();
+    let mut roles = Vec::new();
     // Each source goes into a namespace of its own, as a separate installation would.
     for (source, yaml) in rendered(&tools, "default") {
         let ns = restricted_namespace(cp).await;
@@ -417,6 +450,9 @@ async fn manifests_are_admitted_under_restricted_pod_security() {
                     real.body
                 );
             }
+            if object.kind == "Role" {
+                roles.push((source.clone(), lease_verbs(&answer.body)));
+            }
             if let Some(pod) = pod_of(&object.name, &answer.body) {
                 pods.push((format!("{what} as a Pod"), pod));
             }
@@ -470,6 +506,20 @@ async fn manifests_are_admitted_under_restricted_pod_security() {
         "refusals or warnings:\n{}",
         failures.join("\n")
     );
+
+    // Every Role lets the sidecar's Lead campaign do exactly what it does to a Lease
+    // (src/lease/campaign.rs): read it, create it, replace it; no patch, delete, list.
+    assert!(
+        roles.len() >= 3,
+        "sidecar.yaml, the kustomize base and the chart each have a Role: {roles:?}"
+    );
+    for (source, verbs) in &roles {
+        assert_eq!(
+            verbs,
+            &["create", "get", "update"],
+            "{source}'s Role grants these verbs on coordination.k8s.io leases"
+        );
+    }
 
     // Every form runs the same sidecar: sidecar.yaml, the kustomize base and the chart's
     // defaults (overlays and the chart's variants change settings on purpose).

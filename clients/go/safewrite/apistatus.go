@@ -55,9 +55,10 @@ func reasonClass(r Reason) (c class, ok bool) {
 		return class{reason: metav1.StatusReasonNotFound, code: 404}, true
 	case safewritev1.Reason_REASON_PRECONDITION_FAILED,
 		safewritev1.Reason_REASON_RESOURCE_VERSION_MISMATCH,
-		safewritev1.Reason_REASON_FIELD_MANAGER_CONFLICT:
+		safewritev1.Reason_REASON_FIELD_MANAGER_CONFLICT,
+		safewritev1.Reason_REASON_FENCED, safewritev1.Reason_REASON_NOT_LEADER:
 		// The API server answers a failed uid or resourceVersion precondition, and a
-		// server-side apply conflict, with 409 Conflict.
+		// server-side apply conflict, with 409 Conflict; a fence is a precondition too.
 		return class{reason: metav1.StatusReasonConflict, code: 409}, true
 	case safewritev1.Reason_REASON_MUTATION_DOES_NOT_APPLY:
 		// As the API server answers a patch that does not apply.
@@ -164,8 +165,8 @@ func (e *Error) class() class {
 // When the API server's answer decided the failure (ReasonCode REASON_API_SERVER) the
 // Status has its reason and HTTP code, as the API server sent them. safewrite's own
 // failures map to the Status the API server gives for the same thing: UNKNOWN_KIND is
-// 404 NotFound; PRECONDITION_FAILED, RESOURCE_VERSION_MISMATCH and
-// FIELD_MANAGER_CONFLICT are 409 Conflict; INVALID_REQUEST and INVALID_CEL are 422
+// 404 NotFound; PRECONDITION_FAILED, RESOURCE_VERSION_MISMATCH,
+// FIELD_MANAGER_CONFLICT, FENCED and NOT_LEADER are 409 Conflict; INVALID_REQUEST and INVALID_CEL are 422
 // Invalid with a cause per field violation (400 BadRequest when none is named),
 // MUTATION_DOES_NOT_APPLY, OBJECT_DELETING and ALREADY_OWNED are 422 Invalid; CEL_BUSY, RATE_LIMITED and OVERLOADED are 429
 // TooManyRequests; DEADLINE_EXCEEDED and TRANSACTION_IDLE are 504 Timeout, as are

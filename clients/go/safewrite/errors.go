@@ -34,8 +34,10 @@ var (
 	// ErrPreconditionFailed (FAILED_PRECONDITION): a precondition was false, a JSON
 	// Patch test failed, the mutation does not apply, a finalizer cannot be added to an
 	// object being deleted ([Error.ReasonCode] REASON_OBJECT_DELETING), or another owner
-	// is already the object's controller (REASON_ALREADY_OWNED); nothing was written and
-	// [Error.CurrentObject] holds the object as it is now.
+	// is already the object's controller (REASON_ALREADY_OWNED), or a fenced write
+	// ([WithFence]) met a later leader's epoch (REASON_FENCED) or a sidecar not leading
+	// under its epoch (REASON_NOT_LEADER); nothing was written and [Error.CurrentObject]
+	// holds the object as it is now.
 	ErrPreconditionFailed = errors.New("safewrite: precondition failed")
 	// ErrUnavailable (UNAVAILABLE): the API server or the sidecar is unreachable,
 	// throttling, or behind an open circuit breaker, or a Get's minimum resourceVersion

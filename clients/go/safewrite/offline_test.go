@@ -151,6 +151,7 @@ func TestWriteOptions(t *testing.T) {
 		WithDryRun(),
 		WithCreateIfMissing(map[string]any{"data": map[string]any{}}),
 		WithIdempotencyKey("k-1"),
+		WithFence(Fence{LeaseNamespace: "ns", LeaseName: "leader", Epoch: 3}),
 		nil,
 	})
 	if err != nil {
@@ -160,7 +161,8 @@ func TestWriteOptions(t *testing.T) {
 		Preconditions: &safewritev1.Preconditions{Uid: "u-1", ResourceVersion: "41", Cel: "true"},
 		RetryPolicy: &safewritev1.RetryPolicy{MaxAttempts: 7, InitialBackoff: durationpb.New(5 * time.Millisecond),
 			MaxBackoff: durationpb.New(time.Second), Requeue: true},
-		Options: &safewritev1.WriteOptions{FieldManager: "me", DryRun: true, CreateIfMissingJson: `{"data":{}}`, IdempotencyKey: "k-1"},
+		Options: &safewritev1.WriteOptions{FieldManager: "me", DryRun: true, CreateIfMissingJson: `{"data":{}}`, IdempotencyKey: "k-1",
+			Fence: &safewritev1.Fence{LeaseNamespace: "ns", LeaseName: "leader", Epoch: 3}},
 	}
 	got := &safewritev1.UpdateWithRetryRequest{Preconditions: cfg.preconditions, RetryPolicy: cfg.retryPolicy, Options: cfg.options}
 	if !proto.Equal(got, want) {

@@ -38,8 +38,20 @@ type RetryPolicy struct {
 	Requeue bool
 }
 
+// Fence names the leadership a write is made under (see [WithFence]): a Lease the
+// sidecar campaigns for through the Lead RPC, and the epoch of the caller's leadership
+// as that RPC answered it (LeadResponse.epoch).
+type Fence struct {
+	// LeaseNamespace is the Lease's namespace.
+	LeaseNamespace string
+	// LeaseName is the Lease's name.
+	LeaseName string
+	// Epoch is the caller's epoch of that Lease; not 0.
+	Epoch uint64
+}
+
 // WriteOption sets an option of one call: preconditions, retry policy, field manager,
-// dry run, create-if-missing.
+// dry run, create-if-missing, fence.
 type WriteOption func(*writeConfig)
 
 type writeConfig struct {
@@ -156,6 +168,18 @@ func WithIdempotencyKey(key string) WriteOption {
 // another ([AttemptRecord.BatchSize] says how many a write carried).
 func WithWriteAlone() WriteOption {
 	return func(cfg *writeConfig) { cfg.opts().WriteAlone = true }
+}
+
+// WithFence makes the write one a deposed leader cannot make: the sidecar sends it
+// only while it leads under f's Lease and epoch, else the call fails with
+// [ErrPreconditionFailed] and [Error.ReasonCode] REASON_NOT_LEADER, and only when the
+// object records no later epoch of that Lease, else REASON_FENCED (a later leader has
+// written it). Neither is retryable and nothing was written. The epoch comes from the
+// Lead RPC (LeadResponse.epoch).
+func WithFence(f Fence) WriteOption {
+	return func(cfg *writeConfig) {
+		cfg.opts().Fence = &safewritev1.Fence{LeaseNamespace: f.LeaseNamespace, LeaseName: f.LeaseName, Epoch: f.Epoch}
+	}
 }
 
 // WithCreateIfMissing gives the object to create when the target does not exist: JSON

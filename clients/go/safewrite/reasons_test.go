@@ -53,7 +53,7 @@ func keyed(e *Error) *Error {
 }
 
 func TestEveryReasonIsKnown(t *testing.T) {
-	if len(safewritev1.Reason_name) < 29 {
+	if len(safewritev1.Reason_name) < 32 {
 		t.Fatalf("the generated enum has %d values", len(safewritev1.Reason_name))
 	}
 	for number, name := range safewritev1.Reason_name {
@@ -134,6 +134,8 @@ func TestStatusMapping(t *testing.T) {
 		{"mutation", sidecarError(t, codes.FailedPrecondition, "MUTATION_DOES_NOT_APPLY", safewritev1.Reason_REASON_MUTATION_DOES_NOT_APPLY, true, nil), "Invalid", 422, false},
 		{"object deleting", sidecarError(t, codes.FailedPrecondition, "OBJECT_DELETING", safewritev1.Reason_REASON_OBJECT_DELETING, true, nil), "Invalid", 422, false},
 		{"already owned", keyed(sidecarError(t, codes.FailedPrecondition, "ALREADY_OWNED", safewritev1.Reason_REASON_ALREADY_OWNED, true, nil)), "Invalid", 422, false},
+		{"fenced", keyed(sidecarError(t, codes.FailedPrecondition, "FENCED", safewritev1.Reason_REASON_FENCED, true, nil)), "Conflict", 409, false},
+		{"not leader", sidecarError(t, codes.FailedPrecondition, "NOT_LEADER", safewritev1.Reason_REASON_NOT_LEADER, true, nil), "Conflict", 409, false},
 		{"policy", sidecarError(t, codes.PermissionDenied, "POLICY_DENIED", safewritev1.Reason_REASON_POLICY_DENIED, true, nil), "Forbidden", 403, false},
 		{"token", sidecarError(t, codes.Unauthenticated, "TOKEN_INVALID", safewritev1.Reason_REASON_TOKEN_INVALID, true, nil), "Unauthorized", 401, false},
 		{"circuit", sidecarError(t, codes.Unavailable, "CIRCUIT_OPEN", safewritev1.Reason_REASON_CIRCUIT_OPEN, true, nil, retry), "ServiceUnavailable", 503, true},

@@ -241,7 +241,12 @@ def test_result_gone() -> None:
 
 @pytest.mark.parametrize(
     "reason,cls",
-    [("OBJECT_DELETING", sw.ObjectDeletingError), ("ALREADY_OWNED", sw.AlreadyOwnedError)],
+    [
+        ("OBJECT_DELETING", sw.ObjectDeletingError),
+        ("ALREADY_OWNED", sw.AlreadyOwnedError),
+        ("FENCED", sw.FencedError),
+        ("NOT_LEADER", sw.NotLeaderError),
+    ],
 )
 def test_the_new_reasons_decode_to_their_precondition_errors(reason: str, cls: type) -> None:
     from safewrite_client._errors import from_status

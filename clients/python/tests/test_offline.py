@@ -684,6 +684,20 @@ def test_write_alone_is_sent(fake: Any) -> None:
     assert [r.options.write_alone for r in fake.unary] == [True, False]
 
 
+def test_a_fence_is_sent(fake: Any) -> None:
+    fence = sw.Fence(lease_namespace="ns", lease_name="leader", epoch=3)
+    with sw.Client(fake.target, timeout=10) as client:
+        client.update(REF, cel="{}", fence=fence)
+        client.update(REF, cel="{}")
+        with pytest.raises(TypeError, match="safewrite_client.Fence"):
+            client.update(REF, cel="{}", fence=("ns", "leader", 3))  # type: ignore[arg-type]
+    sent = [r.options.fence for r in fake.unary]
+    assert [(f.lease_namespace, f.lease_name, f.epoch) for f in sent] == [
+        ("ns", "leader", 3),
+        ("", "", 0),
+    ]
+
+
 def test_a_transact_function_may_propose_a_mutation(fake: Any) -> None:
     with sw.Client(fake.target, timeout=10) as client:
         client.transact(REF, lambda obj: sw.mutation(merge_patch={"n": 1}))
@@ -755,6 +769,8 @@ def test_every_grpc_code_has_an_exception_class_or_is_the_base() -> None:
         (grpc.StatusCode.ABORTED, "RESOURCE_VERSION_MISMATCH", False),
         (grpc.StatusCode.ABORTED, "FIELD_MANAGER_CONFLICT", False),
         (grpc.StatusCode.FAILED_PRECONDITION, "PRECONDITION_FAILED", False),
+        (grpc.StatusCode.FAILED_PRECONDITION, "FENCED", False),
+        (grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", False),
         (grpc.StatusCode.PERMISSION_DENIED, "POLICY_DENIED", False),
     ],
 )

@@ -183,8 +183,9 @@ export class InvalidError extends SafewriteError {}
  * FAILED_PRECONDITION: nothing was written; see `currentObject`. A precondition was false
  * or a JSON Patch `test` failed (reason `PRECONDITION_FAILED`), the mutation does not
  * apply (`MUTATION_DOES_NOT_APPLY`), a finalizer cannot be added to an object being
- * deleted (`OBJECT_DELETING`), or another owner is already the object's controller
- * (`ALREADY_OWNED`).
+ * deleted (`OBJECT_DELETING`), another owner is already the object's controller
+ * (`ALREADY_OWNED`), or a write with a fence met a later leader's epoch (`FENCED`) or a
+ * sidecar not leading under its epoch (`NOT_LEADER`).
  */
 export class PreconditionFailedError extends SafewriteError {}
 /**

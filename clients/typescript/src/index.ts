@@ -34,6 +34,7 @@ export {
 } from "./entries.js";
 export type {
   CallOptions,
+  Fence,
   GetOptions,
   ObjectRef,
   Preconditions,

@@ -6,6 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
 import {
+  FenceSchema,
   GetRequestSchema,
   ObjectRefSchema,
   PreconditionsSchema,
@@ -42,6 +43,22 @@ export interface Preconditions {
   resourceVersion?: string;
   /** A CEL expression over `object` that must return true. */
   cel?: string;
+}
+
+/**
+ * The leadership a write is made under: a write with a fence is one a deposed leader
+ * cannot make. The sidecar refuses it with {@link PreconditionFailedError}, reason
+ * `NOT_LEADER`, unless it leads under this Lease and epoch, and reason `FENCED` when the
+ * object records a later epoch of the Lease (a later leader wrote it); nothing is
+ * written, and neither is ever retried.
+ */
+export interface Fence {
+  /** The Lease's namespace. */
+  leaseNamespace: string;
+  /** The Lease's name. */
+  leaseName: string;
+  /** The caller's epoch of that Lease, as the Lead RPC answered it (`LeadResponse.epoch`); not 0. */
+  epoch: bigint | number;
 }
 
 /** Bounds the sidecar's retry loop; unset fields take the sidecar's defaults. */
@@ -99,6 +116,8 @@ export interface WriteOptions extends CallOptions {
   idempotencyKey?: string;
   /** Send this write on its own instead of committing it together with concurrent writes to the object. */
   writeAlone?: boolean;
+  /** Makes the write one a deposed leader cannot make; see {@link Fence}. */
+  fence?: Fence;
 }
 
 /** The options of `transact`: those of every write. */
@@ -178,13 +197,14 @@ export function requestParts(ref: ObjectRef, options: WriteOptions): RequestPart
       ...(r.maxBackoffMs !== undefined && { maxBackoff: durationFromMs(r.maxBackoffMs) }),
     });
   }
-  const { fieldManager, dryRun, createIfMissing, idempotencyKey, writeAlone } = options;
+  const { fieldManager, dryRun, createIfMissing, idempotencyKey, writeAlone, fence } = options;
   if (
     fieldManager !== undefined ||
     dryRun !== undefined ||
     createIfMissing !== undefined ||
     idempotencyKey !== undefined ||
-    writeAlone !== undefined
+    writeAlone !== undefined ||
+    fence !== undefined
   ) {
     parts.options = create(WriteOptionsSchema, {
       fieldManager: fieldManager ?? "",
@@ -197,6 +217,13 @@ export function requestParts(ref: ObjectRef, options: WriteOptions): RequestPart
             : JSON.stringify(createIfMissing),
       idempotencyKey: idempotencyKey ?? "",
       writeAlone: writeAlone ?? false,
+      ...(fence !== undefined && {
+        fence: create(FenceSchema, {
+          leaseNamespace: fence.leaseNamespace,
+          leaseName: fence.leaseName,
+          epoch: BigInt(fence.epoch),
+        }),
+      }),
     });
   }
   return parts;

@@ -223,6 +223,9 @@ function optionsOf(parts: {
     options.createIfMissing = orUndefined(o.createIfMissingJson, "");
     options.idempotencyKey = orUndefined(o.idempotencyKey, "");
     options.writeAlone = o.writeAlone;
+    if (o.fence !== undefined) {
+      options.fence = { leaseNamespace: o.fence.leaseNamespace, leaseName: o.fence.leaseName, epoch: o.fence.epoch };
+    }
   }
   return options;
 }

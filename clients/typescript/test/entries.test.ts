@@ -295,6 +295,20 @@ describe("the requests sent", () => {
     assert.equal(flagged?.bytes, main?.bytes);
   });
 
+  it("carry a fence, its epoch a number or a bigint", async () => {
+    const start = recorder.requests.length;
+    const change = mergePatch({ data: {} });
+    await client.update(ref, change, { fence: { leaseNamespace: "ns", leaseName: "leader", epoch: 3 } });
+    await client.patchStatus(ref, change, { fence: { leaseNamespace: "ns", leaseName: "leader", epoch: 2n ** 53n + 1n } });
+    assert.deepEqual(
+      recorder.requests.slice(start).map((r) => (r as { options?: unknown }).options),
+      [
+        { fence: { leaseNamespace: "ns", leaseName: "leader", epoch: "3" } },
+        { fence: { leaseNamespace: "ns", leaseName: "leader", epoch: "9007199254740993" } },
+      ],
+    );
+  });
+
   it("no request leaves for a refused argument", async () => {
     const before = recorder.requests.length;
     assert.throws(() => client.update(ref, setOwnerReference({ metadata: { name: "x" } })), TypeError);

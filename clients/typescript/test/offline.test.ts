@@ -134,6 +134,8 @@ describe("error details", () => {
     [GrpcStatus.FAILED_PRECONDITION, Reason.PRECONDITION_FAILED, PreconditionFailedError, false],
     [GrpcStatus.FAILED_PRECONDITION, Reason.OBJECT_DELETING, PreconditionFailedError, false],
     [GrpcStatus.FAILED_PRECONDITION, Reason.ALREADY_OWNED, PreconditionFailedError, false],
+    [GrpcStatus.FAILED_PRECONDITION, Reason.FENCED, PreconditionFailedError, false],
+    [GrpcStatus.FAILED_PRECONDITION, Reason.NOT_LEADER, PreconditionFailedError, false],
     [GrpcStatus.UNAVAILABLE, Reason.CIRCUIT_OPEN, UnavailableError, true],
     [GrpcStatus.UNAVAILABLE, Reason.RETRY_BUDGET_EXHAUSTED, UnavailableError, true],
     [GrpcStatus.UNAVAILABLE, Reason.RESOURCE_VERSION_TOO_LARGE, UnavailableError, true],

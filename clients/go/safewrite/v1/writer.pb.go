@@ -405,6 +405,10 @@ const (
 	Reason_REASON_ALREADY_OWNED Reason = 28
 	// Get's min_resource_version is newer than the API server has reached: its watch cache did not catch up within its wait (about 3 s; HTTP 504, cause ResourceVersionTooLarge). Nothing was read; UNAVAILABLE with RetryInfo carrying the server's retry delay.
 	Reason_REASON_RESOURCE_VERSION_TOO_LARGE Reason = 29
+	// A fenced write: the object records a later epoch of the fence's Lease than the caller's, so a later leader has written it; the message names both epochs. Nothing was written. FAILED_PRECONDITION.
+	Reason_REASON_FENCED Reason = 30
+	// A fenced write: this sidecar does not lead under the fence's Lease and epoch (it never did, lost the renewal, or the caller's stream ended). Nothing was written. FAILED_PRECONDITION.
+	Reason_REASON_NOT_LEADER Reason = 31
 )
 
 // Enum value maps for Reason.
@@ -440,6 +444,8 @@ var (
 		27: "REASON_OBJECT_DELETING",
 		28: "REASON_ALREADY_OWNED",
 		29: "REASON_RESOURCE_VERSION_TOO_LARGE",
+		30: "REASON_FENCED",
+		31: "REASON_NOT_LEADER",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                0,
@@ -472,6 +478,8 @@ var (
 		"REASON_OBJECT_DELETING":            27,
 		"REASON_ALREADY_OWNED":              28,
 		"REASON_RESOURCE_VERSION_TOO_LARGE": 29,
+		"REASON_FENCED":                     30,
+		"REASON_NOT_LEADER":                 31,
 	}
 )
 
@@ -584,7 +592,12 @@ type DeleteRequest struct {
 	// Ask the API server to validate and admit the delete without persisting it.
 	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// Overrides the sidecar's default retry policy for this request. Optional.
-	RetryPolicy   *RetryPolicy `protobuf:"bytes,5,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	RetryPolicy *RetryPolicy `protobuf:"bytes,5,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	// Makes the delete one a deposed leader cannot make: see Fence. The delete is refused
+	// (FENCED) when the object records a later epoch of the Lease, and (NOT_LEADER) unless
+	// this sidecar leads under the fence's epoch; it is conditioned on the resourceVersion
+	// it checked. A delete records nothing. Optional.
+	Fence         *Fence `protobuf:"bytes,6,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +667,90 @@ func (x *DeleteRequest) GetRetryPolicy() *RetryPolicy {
 	return nil
 }
 
+func (x *DeleteRequest) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+// Fence names the leadership a write is made under: a Lease this sidecar campaigns for
+// through rpc Lead, and the epoch of the caller's leadership (LeadResponse.epoch). A
+// fenced write is sent only while this sidecar holds that Lease under that epoch and its
+// renew deadline has not passed (else FAILED_PRECONDITION, reason NOT_LEADER), and only
+// if the object does not record a later epoch of that Lease (else FAILED_PRECONDITION,
+// reason FENCED, naming both epochs). A write to the main resource records its epoch on
+// the object (annotation safewrite.dev/fence, a JSON object of "namespace/name" to epoch)
+// in the same request as its change, conditioned on the resourceVersion it read, so the
+// API server decides the check and the write as one: on every object written with a
+// fence, the epochs of the writes that landed never decrease in resourceVersion order. A
+// status write (which cannot change metadata) first records its epoch through the main
+// resource when the object records an earlier one, then writes status at the
+// resourceVersion that write left. See docs/leadership.md for what holds and what does
+// not.
+type Fence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Lease's namespace: a DNS-1123 label. Required.
+	LeaseNamespace string `protobuf:"bytes,1,opt,name=lease_namespace,json=leaseNamespace,proto3" json:"lease_namespace,omitempty"`
+	// The Lease's name: a DNS-1123 subdomain. Required.
+	LeaseName string `protobuf:"bytes,2,opt,name=lease_name,json=leaseName,proto3" json:"lease_name,omitempty"`
+	// The epoch of the caller's leadership, as rpc Lead answered it. Required (not 0).
+	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fence) Reset() {
+	*x = Fence{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fence) ProtoMessage() {}
+
+func (x *Fence) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fence.ProtoReflect.Descriptor instead.
+func (*Fence) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Fence) GetLeaseNamespace() string {
+	if x != nil {
+		return x.LeaseNamespace
+	}
+	return ""
+}
+
+func (x *Fence) GetLeaseName() string {
+	if x != nil {
+		return x.LeaseName
+	}
+	return ""
+}
+
+func (x *Fence) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // DeleteResponse is the result of a successful Delete.
 type DeleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -678,7 +775,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +787,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +800,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DeleteResponse) GetOutcome() DeleteOutcome {
@@ -776,7 +873,7 @@ type LeadRequest struct {
 
 func (x *LeadRequest) Reset() {
 	*x = LeadRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +885,7 @@ func (x *LeadRequest) String() string {
 func (*LeadRequest) ProtoMessage() {}
 
 func (x *LeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +898,7 @@ func (x *LeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadRequest.ProtoReflect.Descriptor instead.
 func (*LeadRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeadRequest) GetNamespace() string {
@@ -870,7 +967,7 @@ type LeadResponse struct {
 
 func (x *LeadResponse) Reset() {
 	*x = LeadResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +979,7 @@ func (x *LeadResponse) String() string {
 func (*LeadResponse) ProtoMessage() {}
 
 func (x *LeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +992,7 @@ func (x *LeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadResponse.ProtoReflect.Descriptor instead.
 func (*LeadResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeadResponse) GetState() LeadState {
@@ -967,7 +1064,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1076,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1089,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRequest) GetTarget() *ObjectRef {
@@ -1027,7 +1124,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1136,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1149,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetResponse) GetObjectJson() string {
@@ -1102,7 +1199,7 @@ type UpdateWithRetryRequest struct {
 
 func (x *UpdateWithRetryRequest) Reset() {
 	*x = UpdateWithRetryRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1211,7 @@ func (x *UpdateWithRetryRequest) String() string {
 func (*UpdateWithRetryRequest) ProtoMessage() {}
 
 func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1224,7 @@ func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateWithRetryRequest) GetTarget() *ObjectRef {
@@ -1176,7 +1273,7 @@ type UpdateWithRetryResponse struct {
 
 func (x *UpdateWithRetryResponse) Reset() {
 	*x = UpdateWithRetryResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1285,7 @@ func (x *UpdateWithRetryResponse) String() string {
 func (*UpdateWithRetryResponse) ProtoMessage() {}
 
 func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1298,7 @@ func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpdateWithRetryResponse) GetResult() *WriteResult {
@@ -1231,7 +1328,7 @@ type PatchStatusRequest struct {
 
 func (x *PatchStatusRequest) Reset() {
 	*x = PatchStatusRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1340,7 @@ func (x *PatchStatusRequest) String() string {
 func (*PatchStatusRequest) ProtoMessage() {}
 
 func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1353,7 @@ func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*PatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PatchStatusRequest) GetTarget() *ObjectRef {
@@ -1305,7 +1402,7 @@ type PatchStatusResponse struct {
 
 func (x *PatchStatusResponse) Reset() {
 	*x = PatchStatusResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1414,7 @@ func (x *PatchStatusResponse) String() string {
 func (*PatchStatusResponse) ProtoMessage() {}
 
 func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1427,7 @@ func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusResponse.ProtoReflect.Descriptor instead.
 func (*PatchStatusResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PatchStatusResponse) GetResult() *WriteResult {
@@ -1356,7 +1453,7 @@ type TransactRequest struct {
 
 func (x *TransactRequest) Reset() {
 	*x = TransactRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1465,7 @@ func (x *TransactRequest) String() string {
 func (*TransactRequest) ProtoMessage() {}
 
 func (x *TransactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1478,7 @@ func (x *TransactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactRequest.ProtoReflect.Descriptor instead.
 func (*TransactRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TransactRequest) GetMessage() isTransactRequest_Message {
@@ -1447,7 +1544,7 @@ type TransactBegin struct {
 
 func (x *TransactBegin) Reset() {
 	*x = TransactBegin{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1556,7 @@ func (x *TransactBegin) String() string {
 func (*TransactBegin) ProtoMessage() {}
 
 func (x *TransactBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1569,7 @@ func (x *TransactBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactBegin.ProtoReflect.Descriptor instead.
 func (*TransactBegin) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TransactBegin) GetTarget() *ObjectRef {
@@ -1530,7 +1627,7 @@ type TransactProposal struct {
 
 func (x *TransactProposal) Reset() {
 	*x = TransactProposal{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1639,7 @@ func (x *TransactProposal) String() string {
 func (*TransactProposal) ProtoMessage() {}
 
 func (x *TransactProposal) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1652,7 @@ func (x *TransactProposal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactProposal.ProtoReflect.Descriptor instead.
 func (*TransactProposal) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TransactProposal) GetAttempt() uint32 {
@@ -1636,7 +1733,7 @@ type TransactAbort struct {
 
 func (x *TransactAbort) Reset() {
 	*x = TransactAbort{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1745,7 @@ func (x *TransactAbort) String() string {
 func (*TransactAbort) ProtoMessage() {}
 
 func (x *TransactAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1758,7 @@ func (x *TransactAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactAbort.ProtoReflect.Descriptor instead.
 func (*TransactAbort) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TransactAbort) GetReason() string {
@@ -1687,7 +1784,7 @@ type TransactResponse struct {
 
 func (x *TransactResponse) Reset() {
 	*x = TransactResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1796,7 @@ func (x *TransactResponse) String() string {
 func (*TransactResponse) ProtoMessage() {}
 
 func (x *TransactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1809,7 @@ func (x *TransactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactResponse.ProtoReflect.Descriptor instead.
 func (*TransactResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TransactResponse) GetMessage() isTransactResponse_Message {
@@ -1778,7 +1875,7 @@ type FreshObject struct {
 
 func (x *FreshObject) Reset() {
 	*x = FreshObject{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1887,7 @@ func (x *FreshObject) String() string {
 func (*FreshObject) ProtoMessage() {}
 
 func (x *FreshObject) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +1900,7 @@ func (x *FreshObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshObject.ProtoReflect.Descriptor instead.
 func (*FreshObject) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FreshObject) GetAttempt() uint32 {
@@ -1852,7 +1949,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1961,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1974,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -1934,7 +2031,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2043,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2056,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -2140,7 +2237,7 @@ type SetCondition struct {
 
 func (x *SetCondition) Reset() {
 	*x = SetCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2249,7 @@ func (x *SetCondition) String() string {
 func (*SetCondition) ProtoMessage() {}
 
 func (x *SetCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2262,7 @@ func (x *SetCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCondition.ProtoReflect.Descriptor instead.
 func (*SetCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetCondition) GetConditions() []*Condition {
@@ -2211,7 +2308,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2320,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2333,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Condition) GetType() string {
@@ -2295,7 +2392,7 @@ type RemoveCondition struct {
 
 func (x *RemoveCondition) Reset() {
 	*x = RemoveCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2404,7 @@ func (x *RemoveCondition) String() string {
 func (*RemoveCondition) ProtoMessage() {}
 
 func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2417,7 @@ func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCondition.ProtoReflect.Descriptor instead.
 func (*RemoveCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RemoveCondition) GetTypes() []string {
@@ -2356,7 +2453,7 @@ type FinalizerChange struct {
 
 func (x *FinalizerChange) Reset() {
 	*x = FinalizerChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2465,7 @@ func (x *FinalizerChange) String() string {
 func (*FinalizerChange) ProtoMessage() {}
 
 func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2478,7 @@ func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizerChange.ProtoReflect.Descriptor instead.
 func (*FinalizerChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FinalizerChange) GetFinalizer() string {
@@ -2435,7 +2532,7 @@ type OwnerReferenceChange struct {
 
 func (x *OwnerReferenceChange) Reset() {
 	*x = OwnerReferenceChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2544,7 @@ func (x *OwnerReferenceChange) String() string {
 func (*OwnerReferenceChange) ProtoMessage() {}
 
 func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2557,7 @@ func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReferenceChange.ProtoReflect.Descriptor instead.
 func (*OwnerReferenceChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OwnerReferenceChange) GetOwner() *OwnerReference {
@@ -2505,7 +2602,7 @@ type OwnerReference struct {
 
 func (x *OwnerReference) Reset() {
 	*x = OwnerReference{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2614,7 @@ func (x *OwnerReference) String() string {
 func (*OwnerReference) ProtoMessage() {}
 
 func (x *OwnerReference) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2627,7 @@ func (x *OwnerReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
 func (*OwnerReference) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OwnerReference) GetApiVersion() string {
@@ -2602,7 +2699,7 @@ type ListEntryChange struct {
 
 func (x *ListEntryChange) Reset() {
 	*x = ListEntryChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2711,7 @@ func (x *ListEntryChange) String() string {
 func (*ListEntryChange) ProtoMessage() {}
 
 func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2724,7 @@ func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntryChange.ProtoReflect.Descriptor instead.
 func (*ListEntryChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListEntryChange) GetPath() string {
@@ -2671,7 +2768,7 @@ type JsonPatch struct {
 
 func (x *JsonPatch) Reset() {
 	*x = JsonPatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2780,7 @@ func (x *JsonPatch) String() string {
 func (*JsonPatch) ProtoMessage() {}
 
 func (x *JsonPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2793,7 @@ func (x *JsonPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatch.ProtoReflect.Descriptor instead.
 func (*JsonPatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JsonPatch) GetPatchJson() string {
@@ -2717,7 +2814,7 @@ type MergePatch struct {
 
 func (x *MergePatch) Reset() {
 	*x = MergePatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2826,7 @@ func (x *MergePatch) String() string {
 func (*MergePatch) ProtoMessage() {}
 
 func (x *MergePatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2839,7 @@ func (x *MergePatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePatch.ProtoReflect.Descriptor instead.
 func (*MergePatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MergePatch) GetPatchJson() string {
@@ -2768,7 +2865,7 @@ type ServerSideApply struct {
 
 func (x *ServerSideApply) Reset() {
 	*x = ServerSideApply{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2877,7 @@ func (x *ServerSideApply) String() string {
 func (*ServerSideApply) ProtoMessage() {}
 
 func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2890,7 @@ func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerSideApply.ProtoReflect.Descriptor instead.
 func (*ServerSideApply) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ServerSideApply) GetConfigurationJson() string {
@@ -2824,7 +2921,7 @@ type CelMutation struct {
 
 func (x *CelMutation) Reset() {
 	*x = CelMutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2933,7 @@ func (x *CelMutation) String() string {
 func (*CelMutation) ProtoMessage() {}
 
 func (x *CelMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2946,7 @@ func (x *CelMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CelMutation.ProtoReflect.Descriptor instead.
 func (*CelMutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CelMutation) GetExpression() string {
@@ -2877,7 +2974,7 @@ type Preconditions struct {
 
 func (x *Preconditions) Reset() {
 	*x = Preconditions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +2986,7 @@ func (x *Preconditions) String() string {
 func (*Preconditions) ProtoMessage() {}
 
 func (x *Preconditions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +2999,7 @@ func (x *Preconditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preconditions.ProtoReflect.Descriptor instead.
 func (*Preconditions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Preconditions) GetUid() string {
@@ -2945,7 +3042,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3054,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3067,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -3037,14 +3134,19 @@ type WriteOptions struct {
 	// another (group commit; see the README). Writes with an exact resource_version
 	// precondition, server-side apply, Transact, and create-if-missing when the object
 	// does not exist always go alone. Optional.
-	WriteAlone    bool `protobuf:"varint,5,opt,name=write_alone,json=writeAlone,proto3" json:"write_alone,omitempty"`
+	WriteAlone bool `protobuf:"varint,5,opt,name=write_alone,json=writeAlone,proto3" json:"write_alone,omitempty"`
+	// Makes the write one a deposed leader cannot make (see Fence). Fenced writes still
+	// group-commit with writes of the same fence; writes under different fences (or none)
+	// are never committed together. A fenced server-side apply carries the
+	// resourceVersion it checked and the epoch in its configuration. Optional.
+	Fence         *Fence `protobuf:"bytes,6,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3158,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3171,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WriteOptions) GetFieldManager() string {
@@ -3107,6 +3209,13 @@ func (x *WriteOptions) GetWriteAlone() bool {
 	return false
 }
 
+func (x *WriteOptions) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
 // WriteResult describes a finished write.
 type WriteResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3139,7 +3248,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3260,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3273,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{32}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WriteResult) GetOutcome() Outcome {
@@ -3241,7 +3350,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3362,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3375,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{33}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttemptRecord) GetNumber() uint32 {
@@ -3331,7 +3440,7 @@ type WriteFailure struct {
 
 func (x *WriteFailure) Reset() {
 	*x = WriteFailure{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3452,7 @@ func (x *WriteFailure) String() string {
 func (*WriteFailure) ProtoMessage() {}
 
 func (x *WriteFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3465,7 @@ func (x *WriteFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFailure.ProtoReflect.Descriptor instead.
 func (*WriteFailure) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{34}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WriteFailure) GetAttemptRecords() []*AttemptRecord {
@@ -3401,7 +3510,7 @@ type RetryByCode struct {
 
 func (x *RetryByCode) Reset() {
 	*x = RetryByCode{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3413,7 +3522,7 @@ func (x *RetryByCode) String() string {
 func (*RetryByCode) ProtoMessage() {}
 
 func (x *RetryByCode) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3426,7 +3535,7 @@ func (x *RetryByCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryByCode.ProtoReflect.Descriptor instead.
 func (*RetryByCode) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{35}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RetryByCode) GetWithIdempotencyKey() []int32 {
@@ -3482,13 +3591,19 @@ var File_safewrite_v1_writer_proto protoreflect.FileDescriptor
 
 const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\n" +
-	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xaa\x02\n" +
+	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xd5\x02\n" +
 	"\rDeleteRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.safewrite.v1.ObjectRefR\x06target\x12A\n" +
 	"\rpreconditions\x18\x02 \x01(\v2\x1b.safewrite.v1.PreconditionsR\rpreconditions\x12N\n" +
 	"\x12propagation_policy\x18\x03 \x01(\x0e2\x1f.safewrite.v1.PropagationPolicyR\x11propagationPolicy\x12\x17\n" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12<\n" +
-	"\fretry_policy\x18\x05 \x01(\v2\x19.safewrite.v1.RetryPolicyR\vretryPolicy\"\x94\x02\n" +
+	"\fretry_policy\x18\x05 \x01(\v2\x19.safewrite.v1.RetryPolicyR\vretryPolicy\x12)\n" +
+	"\x05fence\x18\x06 \x01(\v2\x13.safewrite.v1.FenceR\x05fence\"e\n" +
+	"\x05Fence\x12'\n" +
+	"\x0flease_namespace\x18\x01 \x01(\tR\x0eleaseNamespace\x12\x1d\n" +
+	"\n" +
+	"lease_name\x18\x02 \x01(\tR\tleaseName\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\x94\x02\n" +
 	"\x0eDeleteResponse\x125\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x1b.safewrite.v1.DeleteOutcomeR\aoutcome\x12\x1f\n" +
 	"\vobject_json\x18\x02 \x01(\tR\n" +
@@ -3648,14 +3763,15 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12\x18\n" +
-	"\arequeue\x18\x04 \x01(\bR\arequeue\"\xcb\x01\n" +
+	"\arequeue\x18\x04 \x01(\bR\arequeue\"\xf6\x01\n" +
 	"\fWriteOptions\x12#\n" +
 	"\rfield_manager\x18\x01 \x01(\tR\ffieldManager\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x123\n" +
 	"\x16create_if_missing_json\x18\x03 \x01(\tR\x13createIfMissingJson\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x1f\n" +
 	"\vwrite_alone\x18\x05 \x01(\bR\n" +
-	"writeAlone\"\xb0\x02\n" +
+	"writeAlone\x12)\n" +
+	"\x05fence\x18\x06 \x01(\v2\x13.safewrite.v1.FenceR\x05fence\"\xb0\x02\n" +
 	"\vWriteResult\x12/\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x15.safewrite.v1.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vobject_json\x18\x02 \x01(\tR\n" +
@@ -3707,7 +3823,7 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x11OUTCOME_UNCHANGED\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_CREATED\x10\x03\x12\x13\n" +
 	"\x0fOUTCOME_ABORTED\x10\x04\x12\x10\n" +
-	"\fOUTCOME_GONE\x10\x05*\xaf\b\n" +
+	"\fOUTCOME_GONE\x10\x05*\xe5\b\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x1a\x04\x88\xb5\x18\x04\x12 \n" +
 	"\x16REASON_INVALID_REQUEST\x10\x01\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
@@ -3739,7 +3855,9 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x11REASON_API_SERVER\x10\x1a\x1a\x04\x88\xb5\x18\x04\x12 \n" +
 	"\x16REASON_OBJECT_DELETING\x10\x1b\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
 	"\x14REASON_ALREADY_OWNED\x10\x1c\x1a\x04\x88\xb5\x18\x01\x12+\n" +
-	"!REASON_RESOURCE_VERSION_TOO_LARGE\x10\x1d\x1a\x04\x88\xb5\x18\x02\x1a\x0f\x8a\xb5\x18\v\n" +
+	"!REASON_RESOURCE_VERSION_TOO_LARGE\x10\x1d\x1a\x04\x88\xb5\x18\x02\x12\x17\n" +
+	"\rREASON_FENCED\x10\x1e\x1a\x04\x88\xb5\x18\x01\x12\x1b\n" +
+	"\x11REASON_NOT_LEADER\x10\x1f\x1a\x04\x88\xb5\x18\x01\x1a\x0f\x8a\xb5\x18\v\n" +
 	"\x03\x01\x02\x04\x12\x04\b\n" +
 	"\r\x0e*s\n" +
 	"\x05Retry\x12\x15\n" +
@@ -3772,7 +3890,7 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 }
 
 var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_safewrite_v1_writer_proto_goTypes = []any{
 	(PropagationPolicy)(0),                // 0: safewrite.v1.PropagationPolicy
 	(DeleteOutcome)(0),                    // 1: safewrite.v1.DeleteOutcome
@@ -3782,119 +3900,122 @@ var file_safewrite_v1_writer_proto_goTypes = []any{
 	(Reason)(0),                           // 5: safewrite.v1.Reason
 	(Retry)(0),                            // 6: safewrite.v1.Retry
 	(*DeleteRequest)(nil),                 // 7: safewrite.v1.DeleteRequest
-	(*DeleteResponse)(nil),                // 8: safewrite.v1.DeleteResponse
-	(*LeadRequest)(nil),                   // 9: safewrite.v1.LeadRequest
-	(*LeadResponse)(nil),                  // 10: safewrite.v1.LeadResponse
-	(*GetRequest)(nil),                    // 11: safewrite.v1.GetRequest
-	(*GetResponse)(nil),                   // 12: safewrite.v1.GetResponse
-	(*UpdateWithRetryRequest)(nil),        // 13: safewrite.v1.UpdateWithRetryRequest
-	(*UpdateWithRetryResponse)(nil),       // 14: safewrite.v1.UpdateWithRetryResponse
-	(*PatchStatusRequest)(nil),            // 15: safewrite.v1.PatchStatusRequest
-	(*PatchStatusResponse)(nil),           // 16: safewrite.v1.PatchStatusResponse
-	(*TransactRequest)(nil),               // 17: safewrite.v1.TransactRequest
-	(*TransactBegin)(nil),                 // 18: safewrite.v1.TransactBegin
-	(*TransactProposal)(nil),              // 19: safewrite.v1.TransactProposal
-	(*TransactAbort)(nil),                 // 20: safewrite.v1.TransactAbort
-	(*TransactResponse)(nil),              // 21: safewrite.v1.TransactResponse
-	(*FreshObject)(nil),                   // 22: safewrite.v1.FreshObject
-	(*ObjectRef)(nil),                     // 23: safewrite.v1.ObjectRef
-	(*Mutation)(nil),                      // 24: safewrite.v1.Mutation
-	(*SetCondition)(nil),                  // 25: safewrite.v1.SetCondition
-	(*Condition)(nil),                     // 26: safewrite.v1.Condition
-	(*RemoveCondition)(nil),               // 27: safewrite.v1.RemoveCondition
-	(*FinalizerChange)(nil),               // 28: safewrite.v1.FinalizerChange
-	(*OwnerReferenceChange)(nil),          // 29: safewrite.v1.OwnerReferenceChange
-	(*OwnerReference)(nil),                // 30: safewrite.v1.OwnerReference
-	(*ListEntryChange)(nil),               // 31: safewrite.v1.ListEntryChange
-	(*JsonPatch)(nil),                     // 32: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),                    // 33: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),               // 34: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),                   // 35: safewrite.v1.CelMutation
-	(*Preconditions)(nil),                 // 36: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),                   // 37: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),                  // 38: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),                   // 39: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),                 // 40: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),                  // 41: safewrite.v1.WriteFailure
-	(*RetryByCode)(nil),                   // 42: safewrite.v1.RetryByCode
-	(*durationpb.Duration)(nil),           // 43: google.protobuf.Duration
-	(*descriptorpb.EnumValueOptions)(nil), // 44: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 45: google.protobuf.EnumOptions
+	(*Fence)(nil),                         // 8: safewrite.v1.Fence
+	(*DeleteResponse)(nil),                // 9: safewrite.v1.DeleteResponse
+	(*LeadRequest)(nil),                   // 10: safewrite.v1.LeadRequest
+	(*LeadResponse)(nil),                  // 11: safewrite.v1.LeadResponse
+	(*GetRequest)(nil),                    // 12: safewrite.v1.GetRequest
+	(*GetResponse)(nil),                   // 13: safewrite.v1.GetResponse
+	(*UpdateWithRetryRequest)(nil),        // 14: safewrite.v1.UpdateWithRetryRequest
+	(*UpdateWithRetryResponse)(nil),       // 15: safewrite.v1.UpdateWithRetryResponse
+	(*PatchStatusRequest)(nil),            // 16: safewrite.v1.PatchStatusRequest
+	(*PatchStatusResponse)(nil),           // 17: safewrite.v1.PatchStatusResponse
+	(*TransactRequest)(nil),               // 18: safewrite.v1.TransactRequest
+	(*TransactBegin)(nil),                 // 19: safewrite.v1.TransactBegin
+	(*TransactProposal)(nil),              // 20: safewrite.v1.TransactProposal
+	(*TransactAbort)(nil),                 // 21: safewrite.v1.TransactAbort
+	(*TransactResponse)(nil),              // 22: safewrite.v1.TransactResponse
+	(*FreshObject)(nil),                   // 23: safewrite.v1.FreshObject
+	(*ObjectRef)(nil),                     // 24: safewrite.v1.ObjectRef
+	(*Mutation)(nil),                      // 25: safewrite.v1.Mutation
+	(*SetCondition)(nil),                  // 26: safewrite.v1.SetCondition
+	(*Condition)(nil),                     // 27: safewrite.v1.Condition
+	(*RemoveCondition)(nil),               // 28: safewrite.v1.RemoveCondition
+	(*FinalizerChange)(nil),               // 29: safewrite.v1.FinalizerChange
+	(*OwnerReferenceChange)(nil),          // 30: safewrite.v1.OwnerReferenceChange
+	(*OwnerReference)(nil),                // 31: safewrite.v1.OwnerReference
+	(*ListEntryChange)(nil),               // 32: safewrite.v1.ListEntryChange
+	(*JsonPatch)(nil),                     // 33: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),                    // 34: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),               // 35: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),                   // 36: safewrite.v1.CelMutation
+	(*Preconditions)(nil),                 // 37: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),                   // 38: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),                  // 39: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),                   // 40: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),                 // 41: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),                  // 42: safewrite.v1.WriteFailure
+	(*RetryByCode)(nil),                   // 43: safewrite.v1.RetryByCode
+	(*durationpb.Duration)(nil),           // 44: google.protobuf.Duration
+	(*descriptorpb.EnumValueOptions)(nil), // 45: google.protobuf.EnumValueOptions
+	(*descriptorpb.EnumOptions)(nil),      // 46: google.protobuf.EnumOptions
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
-	23, // 0: safewrite.v1.DeleteRequest.target:type_name -> safewrite.v1.ObjectRef
-	36, // 1: safewrite.v1.DeleteRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	24, // 0: safewrite.v1.DeleteRequest.target:type_name -> safewrite.v1.ObjectRef
+	37, // 1: safewrite.v1.DeleteRequest.preconditions:type_name -> safewrite.v1.Preconditions
 	0,  // 2: safewrite.v1.DeleteRequest.propagation_policy:type_name -> safewrite.v1.PropagationPolicy
-	37, // 3: safewrite.v1.DeleteRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	1,  // 4: safewrite.v1.DeleteResponse.outcome:type_name -> safewrite.v1.DeleteOutcome
-	40, // 5: safewrite.v1.DeleteResponse.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	43, // 6: safewrite.v1.LeadRequest.lease_duration:type_name -> google.protobuf.Duration
-	43, // 7: safewrite.v1.LeadRequest.renew_deadline:type_name -> google.protobuf.Duration
-	43, // 8: safewrite.v1.LeadRequest.retry_period:type_name -> google.protobuf.Duration
-	2,  // 9: safewrite.v1.LeadResponse.state:type_name -> safewrite.v1.LeadState
-	3,  // 10: safewrite.v1.LeadResponse.reason:type_name -> safewrite.v1.NotLeadingReason
-	23, // 11: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
-	23, // 12: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
-	24, // 13: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	36, // 14: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	37, // 15: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	38, // 16: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	39, // 17: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
-	23, // 18: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
-	24, // 19: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	36, // 20: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	37, // 21: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	38, // 22: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	39, // 23: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
-	18, // 24: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
-	19, // 25: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
-	23, // 26: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	36, // 27: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	37, // 28: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	38, // 29: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
-	24, // 30: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
-	20, // 31: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
-	22, // 32: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	39, // 33: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	32, // 34: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	33, // 35: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	34, // 36: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	35, // 37: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	25, // 38: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
-	27, // 39: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
-	28, // 40: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
-	29, // 41: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
-	31, // 42: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
-	26, // 43: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
-	30, // 44: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
-	43, // 45: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	43, // 46: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	4,  // 47: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	40, // 48: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	43, // 49: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	40, // 50: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	5,  // 51: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
-	44, // 52: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
-	45, // 53: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
-	6,  // 54: safewrite.v1.retry:type_name -> safewrite.v1.Retry
-	42, // 55: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
-	13, // 56: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	15, // 57: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	17, // 58: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	11, // 59: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
-	9,  // 60: safewrite.v1.WriterService.Lead:input_type -> safewrite.v1.LeadRequest
-	7,  // 61: safewrite.v1.WriterService.Delete:input_type -> safewrite.v1.DeleteRequest
-	14, // 62: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	16, // 63: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	21, // 64: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	12, // 65: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
-	10, // 66: safewrite.v1.WriterService.Lead:output_type -> safewrite.v1.LeadResponse
-	8,  // 67: safewrite.v1.WriterService.Delete:output_type -> safewrite.v1.DeleteResponse
-	62, // [62:68] is the sub-list for method output_type
-	56, // [56:62] is the sub-list for method input_type
-	54, // [54:56] is the sub-list for extension type_name
-	52, // [52:54] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	38, // 3: safewrite.v1.DeleteRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	8,  // 4: safewrite.v1.DeleteRequest.fence:type_name -> safewrite.v1.Fence
+	1,  // 5: safewrite.v1.DeleteResponse.outcome:type_name -> safewrite.v1.DeleteOutcome
+	41, // 6: safewrite.v1.DeleteResponse.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	44, // 7: safewrite.v1.LeadRequest.lease_duration:type_name -> google.protobuf.Duration
+	44, // 8: safewrite.v1.LeadRequest.renew_deadline:type_name -> google.protobuf.Duration
+	44, // 9: safewrite.v1.LeadRequest.retry_period:type_name -> google.protobuf.Duration
+	2,  // 10: safewrite.v1.LeadResponse.state:type_name -> safewrite.v1.LeadState
+	3,  // 11: safewrite.v1.LeadResponse.reason:type_name -> safewrite.v1.NotLeadingReason
+	24, // 12: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
+	24, // 13: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
+	25, // 14: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
+	37, // 15: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	38, // 16: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	39, // 17: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	40, // 18: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	24, // 19: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
+	25, // 20: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
+	37, // 21: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	38, // 22: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	39, // 23: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	40, // 24: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	19, // 25: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
+	20, // 26: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
+	24, // 27: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
+	37, // 28: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	38, // 29: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	39, // 30: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	25, // 31: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
+	21, // 32: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
+	23, // 33: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
+	40, // 34: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	33, // 35: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	34, // 36: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	35, // 37: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	36, // 38: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	26, // 39: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
+	28, // 40: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
+	29, // 41: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
+	30, // 42: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
+	32, // 43: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
+	27, // 44: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
+	31, // 45: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
+	44, // 46: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	44, // 47: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	8,  // 48: safewrite.v1.WriteOptions.fence:type_name -> safewrite.v1.Fence
+	4,  // 49: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
+	41, // 50: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	44, // 51: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	41, // 52: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	5,  // 53: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
+	45, // 54: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
+	46, // 55: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
+	6,  // 56: safewrite.v1.retry:type_name -> safewrite.v1.Retry
+	43, // 57: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
+	14, // 58: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	16, // 59: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	18, // 60: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	12, // 61: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
+	10, // 62: safewrite.v1.WriterService.Lead:input_type -> safewrite.v1.LeadRequest
+	7,  // 63: safewrite.v1.WriterService.Delete:input_type -> safewrite.v1.DeleteRequest
+	15, // 64: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	17, // 65: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	22, // 66: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	13, // 67: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
+	11, // 68: safewrite.v1.WriterService.Lead:output_type -> safewrite.v1.LeadResponse
+	9,  // 69: safewrite.v1.WriterService.Delete:output_type -> safewrite.v1.DeleteResponse
+	64, // [64:70] is the sub-list for method output_type
+	58, // [58:64] is the sub-list for method input_type
+	56, // [56:58] is the sub-list for extension type_name
+	54, // [54:56] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_safewrite_v1_writer_proto_init() }
@@ -3902,20 +4023,20 @@ func file_safewrite_v1_writer_proto_init() {
 	if File_safewrite_v1_writer_proto != nil {
 		return
 	}
-	file_safewrite_v1_writer_proto_msgTypes[10].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[11].OneofWrappers = []any{
 		(*TransactRequest_Begin)(nil),
 		(*TransactRequest_Proposal)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[12].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[13].OneofWrappers = []any{
 		(*TransactProposal_ObjectJson)(nil),
 		(*TransactProposal_Mutation)(nil),
 		(*TransactProposal_Abort)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[14].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[15].OneofWrappers = []any{
 		(*TransactResponse_Fresh)(nil),
 		(*TransactResponse_Result)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[17].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[18].OneofWrappers = []any{
 		(*Mutation_JsonPatch)(nil),
 		(*Mutation_MergePatch)(nil),
 		(*Mutation_Apply)(nil),
@@ -3926,14 +4047,14 @@ func file_safewrite_v1_writer_proto_init() {
 		(*Mutation_OwnerReference)(nil),
 		(*Mutation_ListEntry)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[19].OneofWrappers = []any{}
+	file_safewrite_v1_writer_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 2,
 			NumServices:   1,
 		},

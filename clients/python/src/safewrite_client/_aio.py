@@ -14,7 +14,7 @@ import grpc.aio
 from . import _core as core
 from ._core import AtLeast
 from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
-from ._types import ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
+from ._types import Fence, ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
 from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
 
@@ -125,6 +125,7 @@ class AsyncClient:
         write_alone: bool = False,
         create_if_missing: Optional[JsonObject] = None,
         idempotency_key: Optional[str] = None,
+        fence: Optional[Fence] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Changes an object's main resource, retried on conflict (``UpdateWithRetry``);
@@ -140,7 +141,7 @@ class AsyncClient:
         settings = core.WriteSettings(
             preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
             dry_run=dry_run, write_alone=write_alone, create_if_missing=create_if_missing,
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key, fence=fence,
         )
         return await self._unary(core.write_call(ref, change, settings, status=False, timeout=timeout))
 
@@ -167,6 +168,7 @@ class AsyncClient:
         field_manager: Optional[str] = None,
         dry_run: bool = False,
         write_alone: bool = False,
+        fence: Optional[Fence] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Changes an object's status subresource, retried on conflict (``PatchStatus``):
@@ -182,7 +184,7 @@ class AsyncClient:
         )
         settings = core.WriteSettings(
             preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, write_alone=write_alone,
+            dry_run=dry_run, write_alone=write_alone, fence=fence,
         )
         return await self._unary(core.write_call(ref, change, settings, status=True, timeout=timeout))
 
@@ -198,6 +200,7 @@ class AsyncClient:
         dry_run: bool = False,
         create_if_missing: Optional[JsonObject] = None,
         idempotency_key: Optional[str] = None,
+        fence: Optional[Fence] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Runs safewrite's retry loop with ``fn`` as the mutation; see
@@ -207,6 +210,7 @@ class AsyncClient:
         settings = core.WriteSettings(
             preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
             dry_run=dry_run, create_if_missing=create_if_missing, idempotency_key=idempotency_key,
+            fence=fence,
         )
         return await self._transact(core.begin(ref, settings, status=status), fn, timeout)
 

@@ -30,7 +30,16 @@ from google.protobuf import duration_pb2
 from ._errors import SafewriteError, attempt_record, from_rpc_error
 from ._mutation import JsonObject, dumps
 from ._tracing import Injector, Metadata, load_injector, trace_metadata
-from ._types import Abort, ObjectRef, Outcome, Preconditions, ReadResult, Result, RetryPolicy
+from ._types import (
+    Abort,
+    Fence,
+    ObjectRef,
+    Outcome,
+    Preconditions,
+    ReadResult,
+    Result,
+    RetryPolicy,
+)
 from .v1 import writer_pb2
 
 # --- where the sidecar is ----------------------------------------------------------
@@ -212,6 +221,7 @@ class WriteSettings:
     write_alone: bool = False
     create_if_missing: Optional[JsonObject] = None
     idempotency_key: Optional[str] = None
+    fence: Optional[Fence] = None
 
     def options(self) -> writer_pb2.WriteOptions:
         """The ``WriteOptions``. The idempotency key is sent as it is: the sidecar
@@ -220,7 +230,8 @@ class WriteSettings:
         exactly-once guarantee.
 
         Raises:
-            TypeError: an idempotency key that is not a str.
+            TypeError: an idempotency key that is not a str, a fence that is not a
+                :class:`~safewrite_client.Fence`.
             ValueError: an empty idempotency key.
         """
         key = self.idempotency_key
@@ -233,13 +244,27 @@ class WriteSettings:
                     "str(uuid.uuid4()))"
                 )
         create = self.create_if_missing
-        return writer_pb2.WriteOptions(
+        options = writer_pb2.WriteOptions(
             field_manager=self.field_manager or "",
             dry_run=bool(self.dry_run),
             create_if_missing_json=dumps(create) if create is not None else "",
             idempotency_key=key or "",
             write_alone=bool(self.write_alone),
         )
+        fence = self.fence
+        if fence is not None:
+            if not isinstance(fence, Fence):
+                raise TypeError(
+                    "fence must be a safewrite_client.Fence, not %s" % type(fence).__name__
+                )
+            options.fence.CopyFrom(
+                writer_pb2.Fence(
+                    lease_namespace=fence.lease_namespace,
+                    lease_name=fence.lease_name,
+                    epoch=fence.epoch,
+                )
+            )
+        return options
 
 
 T = TypeVar("T", bound=Union[Result, ReadResult])

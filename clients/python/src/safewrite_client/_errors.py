@@ -284,6 +284,20 @@ class AlreadyOwnedError(PreconditionFailedError):
         return None
 
 
+class FencedError(PreconditionFailedError):
+    """FAILED_PRECONDITION with reason ``FENCED``: a write with a fence met an object
+    that records a later epoch of the fence's Lease, so a later leader has written it;
+    the message names both epochs. Nothing was written; never retried: this caller no
+    longer leads."""
+
+
+class NotLeaderError(PreconditionFailedError):
+    """FAILED_PRECONDITION with reason ``NOT_LEADER``: a write with a fence, and the
+    sidecar does not lead under the fence's Lease and epoch (it never did, lost the
+    renewal, or the caller's ``Lead`` stream ended). Nothing was written; never
+    retried."""
+
+
 class UnavailableError(SafewriteError):
     """UNAVAILABLE: the API server (or the sidecar) is unavailable, throttling, or
     behind an open circuit breaker, or a get's minimum resourceVersion is one the API
@@ -374,6 +388,8 @@ _BY_CODE_AND_REASON: Dict[Tuple[grpc.StatusCode, str], Type[SafewriteError]] = {
         grpc.StatusCode.FAILED_PRECONDITION,
         reason_name(writer_pb2.REASON_ALREADY_OWNED),
     ): AlreadyOwnedError,
+    (grpc.StatusCode.FAILED_PRECONDITION, reason_name(writer_pb2.REASON_FENCED)): FencedError,
+    (grpc.StatusCode.FAILED_PRECONDITION, reason_name(writer_pb2.REASON_NOT_LEADER)): NotLeaderError,
 }
 
 
@@ -383,8 +399,9 @@ def error_class(
     """The exception class this client raises for a gRPC status code and, where it
     matters, the ErrorInfo reason (UNKNOWN with ``WRITE_OUTCOME_UNKNOWN`` is
     :class:`OutcomeUnknownError`, any other UNKNOWN :class:`SafewriteError`;
-    FAILED_PRECONDITION with ``OBJECT_DELETING`` or ``ALREADY_OWNED`` is
-    :class:`ObjectDeletingError` or :class:`AlreadyOwnedError`, both
+    FAILED_PRECONDITION with ``OBJECT_DELETING``, ``ALREADY_OWNED``, ``FENCED`` or
+    ``NOT_LEADER`` is :class:`ObjectDeletingError`, :class:`AlreadyOwnedError`,
+    :class:`FencedError` or :class:`NotLeaderError`, each a
     :class:`PreconditionFailedError`)."""
     if reason is not None:
         cls = _BY_CODE_AND_REASON.get((code, reason))

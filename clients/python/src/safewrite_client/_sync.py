@@ -10,7 +10,7 @@ import grpc
 from . import _core as core
 from ._core import AtLeast
 from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
-from ._types import ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
+from ._types import Fence, ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
 from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
 
@@ -121,6 +121,7 @@ class Client:
         write_alone: bool = False,
         create_if_missing: Optional[JsonObject] = None,
         idempotency_key: Optional[str] = None,
+        fence: Optional[Fence] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Changes an object's main resource, retried on conflict (``UpdateWithRetry``).
@@ -152,12 +153,16 @@ class Client:
                 with ``already_applied`` set. One per intended change (e.g.
                 ``str(uuid.uuid4())``), 1 to 128 characters of ``[A-Za-z0-9._:-]``;
                 not with ``apply``.
+            fence: Makes the write one a deposed leader cannot make (see
+                :class:`~safewrite_client.Fence`, whose epoch comes from the ``Lead``
+                RPC): refused with FencedError or NotLeaderError, never retried.
             timeout: Seconds for the whole call, every attempt and backoff; default the
                 client's.
 
         Raises:
             SafewriteError: a subclass per failure, e.g. ConflictError, InvalidError,
-                PreconditionFailedError (ObjectDeletingError, AlreadyOwnedError),
+                PreconditionFailedError (ObjectDeletingError, AlreadyOwnedError,
+                FencedError, NotLeaderError),
                 NotFoundError, PermissionDeniedError, OutcomeUnknownError.
             ValueError: not exactly one mutation, a value the sidecar would refuse
                 (e.g. a finalizer that is not a qualified name), or an empty
@@ -176,7 +181,7 @@ class Client:
         settings = core.WriteSettings(
             preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
             dry_run=dry_run, write_alone=write_alone, create_if_missing=create_if_missing,
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key, fence=fence,
         )
         return self._unary(core.write_call(ref, change, settings, status=False, timeout=timeout))
 
@@ -203,6 +208,7 @@ class Client:
         field_manager: Optional[str] = None,
         dry_run: bool = False,
         write_alone: bool = False,
+        fence: Optional[Fence] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Changes an object's status subresource, retried on conflict (``PatchStatus``):
@@ -223,7 +229,7 @@ class Client:
         )
         settings = core.WriteSettings(
             preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, write_alone=write_alone,
+            dry_run=dry_run, write_alone=write_alone, fence=fence,
         )
         return self._unary(core.write_call(ref, change, settings, status=True, timeout=timeout))
 
@@ -239,6 +245,7 @@ class Client:
         dry_run: bool = False,
         create_if_missing: Optional[JsonObject] = None,
         idempotency_key: Optional[str] = None,
+        fence: Optional[Fence] = None,
         timeout: Optional[float] = None,
     ) -> Result:
         """Runs safewrite's retry loop with ``fn`` as the mutation (``Transact``).
@@ -260,7 +267,7 @@ class Client:
             status: Write the status subresource instead of the main resource (then
                 with no ``idempotency_key``: the sidecar refuses it).
             preconditions, retry_policy, field_manager, dry_run, create_if_missing,
-                idempotency_key, timeout: As for :meth:`update`.
+                idempotency_key, fence, timeout: As for :meth:`update`.
 
         Raises:
             SafewriteError: a subclass per failure, as for :meth:`update`.
@@ -268,6 +275,7 @@ class Client:
         settings = core.WriteSettings(
             preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
             dry_run=dry_run, create_if_missing=create_if_missing, idempotency_key=idempotency_key,
+            fence=fence,
         )
         return self._transact(core.begin(ref, settings, status=status), fn, timeout)
 

@@ -172,6 +172,28 @@ class Preconditions:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """The leadership a write is made under: a write with a fence is one a deposed
+    leader cannot make.
+
+    The sidecar refuses it with :class:`~safewrite_client.NotLeaderError` unless it
+    leads under this Lease and epoch, and with :class:`~safewrite_client.FencedError`
+    when the object records a later epoch of the Lease (a later leader wrote it).
+    Nothing is written then, and neither is retried.
+
+    Attributes:
+        lease_namespace: The Lease's namespace.
+        lease_name: The Lease's name.
+        epoch: The caller's epoch of that Lease, as the ``Lead`` RPC answered it
+            (``LeadResponse.epoch``); not 0.
+    """
+
+    lease_namespace: str
+    lease_name: str
+    epoch: int
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
     """Bounds safewrite's retry loop for one call; unset fields take the sidecar's defaults.
 

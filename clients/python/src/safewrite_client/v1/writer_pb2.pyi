@@ -35,11 +35,13 @@ REASON_BAD_ANSWER: Reason
 REASON_CEL_BUSY: Reason
 REASON_CIRCUIT_OPEN: Reason
 REASON_DEADLINE_EXCEEDED: Reason
+REASON_FENCED: Reason
 REASON_FIELD_MANAGER_CONFLICT: Reason
 REASON_INVALID_CEL: Reason
 REASON_INVALID_REQUEST: Reason
 REASON_MALFORMED_REQUEST: Reason
 REASON_MUTATION_DOES_NOT_APPLY: Reason
+REASON_NOT_LEADER: Reason
 REASON_OBJECT_DELETING: Reason
 REASON_OVERLOADED: Reason
 REASON_POLICY_DENIED: Reason
@@ -107,18 +109,20 @@ class Condition(_message.Message):
     def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., observed_generation: _Optional[int] = ..., last_transition_time: _Optional[str] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ["dry_run", "preconditions", "propagation_policy", "retry_policy", "target"]
+    __slots__ = ["dry_run", "fence", "preconditions", "propagation_policy", "retry_policy", "target"]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
     PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
     PROPAGATION_POLICY_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     dry_run: bool
+    fence: Fence
     preconditions: Preconditions
     propagation_policy: PropagationPolicy
     retry_policy: RetryPolicy
     target: ObjectRef
-    def __init__(self, target: _Optional[_Union[ObjectRef, _Mapping]] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., propagation_policy: _Optional[_Union[PropagationPolicy, str]] = ..., dry_run: bool = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+    def __init__(self, target: _Optional[_Union[ObjectRef, _Mapping]] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., propagation_policy: _Optional[_Union[PropagationPolicy, str]] = ..., dry_run: bool = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
     __slots__ = ["attempt_records", "attempts", "deletion_timestamp", "object_json", "outcome", "trace_id"]
@@ -135,6 +139,16 @@ class DeleteResponse(_message.Message):
     outcome: DeleteOutcome
     trace_id: str
     def __init__(self, outcome: _Optional[_Union[DeleteOutcome, str]] = ..., object_json: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., attempts: _Optional[int] = ..., attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., trace_id: _Optional[str] = ...) -> None: ...
+
+class Fence(_message.Message):
+    __slots__ = ["epoch", "lease_name", "lease_namespace"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_NAME_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    lease_name: str
+    lease_namespace: str
+    def __init__(self, lease_namespace: _Optional[str] = ..., lease_name: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class FinalizerChange(_message.Message):
     __slots__ = ["finalizer", "remove"]
@@ -443,18 +457,20 @@ class WriteFailure(_message.Message):
     def __init__(self, attempt_records: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., current_object_json: _Optional[str] = ..., trace_id: _Optional[str] = ..., reason: _Optional[_Union[Reason, str]] = ...) -> None: ...
 
 class WriteOptions(_message.Message):
-    __slots__ = ["create_if_missing_json", "dry_run", "field_manager", "idempotency_key", "write_alone"]
+    __slots__ = ["create_if_missing_json", "dry_run", "fence", "field_manager", "idempotency_key", "write_alone"]
     CREATE_IF_MISSING_JSON_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
     FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     WRITE_ALONE_FIELD_NUMBER: _ClassVar[int]
     create_if_missing_json: str
     dry_run: bool
+    fence: Fence
     field_manager: str
     idempotency_key: str
     write_alone: bool
-    def __init__(self, field_manager: _Optional[str] = ..., dry_run: bool = ..., create_if_missing_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., write_alone: bool = ...) -> None: ...
+    def __init__(self, field_manager: _Optional[str] = ..., dry_run: bool = ..., create_if_missing_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., write_alone: bool = ..., fence: _Optional[_Union[Fence, _Mapping]] = ...) -> None: ...
 
 class WriteResult(_message.Message):
     __slots__ = ["already_applied", "attempt_records", "attempts", "object_json", "outcome", "resource_version", "trace_id"]

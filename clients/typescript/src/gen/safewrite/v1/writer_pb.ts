@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEi6wEKDURlbGV0ZVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIyCg1wcmVjb25kaXRpb25zGAIgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSOwoScHJvcGFnYXRpb25fcG9saWN5GAMgASgOMh8uc2FmZXdyaXRlLnYxLlByb3BhZ2F0aW9uUG9saWN5Eg8KB2RyeV9ydW4YBCABKAgSLwoMcmV0cnlfcG9saWN5GAUgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5IskBCg5EZWxldGVSZXNwb25zZRIsCgdvdXRjb21lGAEgASgOMhsuc2FmZXdyaXRlLnYxLkRlbGV0ZU91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGgoSZGVsZXRpb25fdGltZXN0YW1wGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJItcBCgtMZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCg5yZW5ld19kZWFkbGluZRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxyZXRyeV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilwEKDExlYWRSZXNwb25zZRImCgVzdGF0ZRgBIAEoDjIXLnNhZmV3cml0ZS52MS5MZWFkU3RhdGUSDQoFZXBvY2gYAiABKAQSDgoGaG9sZGVyGAMgASgJEi4KBnJlYXNvbhgEIAEoDjIeLnNhZmV3cml0ZS52MS5Ob3RMZWFkaW5nUmVhc29uEhAKCGlkZW50aXR5GAUgASgJIlMKCkdldFJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIcChRtaW5fcmVzb3VyY2VfdmVyc2lvbhgCIAEoCSJiCgtHZXRSZXNwb25zZRITCgtvYmplY3RfanNvbhgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEhIKCnJlbWVtYmVyZWQYAyABKAgSEAoIdHJhY2VfaWQYBCABKAki/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAki5AMKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAEjMKDXNldF9jb25kaXRpb24YBSABKAsyGi5zYWZld3JpdGUudjEuU2V0Q29uZGl0aW9uSAASOQoQcmVtb3ZlX2NvbmRpdGlvbhgGIAEoCzIdLnNhZmV3cml0ZS52MS5SZW1vdmVDb25kaXRpb25IABIyCglmaW5hbGl6ZXIYByABKAsyHS5zYWZld3JpdGUudjEuRmluYWxpemVyQ2hhbmdlSAASPQoPb3duZXJfcmVmZXJlbmNlGAggASgLMiIuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlQ2hhbmdlSAASMwoKbGlzdF9lbnRyeRgJIAEoCzIdLnNhZmV3cml0ZS52MS5MaXN0RW50cnlDaGFuZ2VIAEIGCgRraW5kIkkKDFNldENvbmRpdGlvbhIrCgpjb25kaXRpb25zGAEgAygLMhcuc2FmZXdyaXRlLnYxLkNvbmRpdGlvbhIMCgRwYXRoGAIgASgJIqIBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIAoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgFIAEoA0gAiAEBEhwKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAYgASgJQhYKFF9vYnNlcnZlZF9nZW5lcmF0aW9uIi4KD1JlbW92ZUNvbmRpdGlvbhINCgV0eXBlcxgBIAMoCRIMCgRwYXRoGAIgASgJIjQKD0ZpbmFsaXplckNoYW5nZRIRCglmaW5hbGl6ZXIYASABKAkSDgoGcmVtb3ZlGAIgASgIIlMKFE93bmVyUmVmZXJlbmNlQ2hhbmdlEisKBW93bmVyGAEgASgLMhwuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlEg4KBnJlbW92ZRgCIAEoCCKAAQoOT3duZXJSZWZlcmVuY2USEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEgsKA3VpZBgEIAEoCRISCgpjb250cm9sbGVyGAUgASgIEhwKFGJsb2NrX293bmVyX2RlbGV0aW9uGAYgASgIIlEKD0xpc3RFbnRyeUNoYW5nZRIMCgRwYXRoGAEgASgJEgwKBGtleXMYAiADKAkSEgoKZW50cnlfanNvbhgDIAEoCRIOCgZyZW1vdmUYBCABKAgiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIoQBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKpwBChFQcm9wYWdhdGlvblBvbGljeRIiCh5QUk9QQUdBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1QUk9QQUdBVElPTl9QT0xJQ1lfQkFDS0dST1VORBABEiEKHVBST1BBR0FUSU9OX1BPTElDWV9GT1JFR1JPVU5EEAISHQoZUFJPUEFHQVRJT05fUE9MSUNZX09SUEhBThADKoEBCg1EZWxldGVPdXRjb21lEh4KGkRFTEVURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWREVMRVRFX09VVENPTUVfREVMRVRFRBABEhsKF0RFTEVURV9PVVRDT01FX0RFTEVUSU5HEAISFwoTREVMRVRFX09VVENPTUVfR09ORRADKlsKCUxlYWRTdGF0ZRIaChZMRUFEX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSTEVBRF9TVEFURV9MRUFESU5HEAESGgoWTEVBRF9TVEFURV9OT1RfTEVBRElORxACKqEBChBOb3RMZWFkaW5nUmVhc29uEiIKHk5PVF9MRUFESU5HX1JFQVNPTl9VTlNQRUNJRklFRBAAEiMKH05PVF9MRUFESU5HX1JFQVNPTl9PVEhFUl9IT0xERVIQARIjCh9OT1RfTEVBRElOR19SRUFTT05fTE9TVF9SRU5FV0FMEAISHwobTk9UX0xFQURJTkdfUkVBU09OX1JFTEVBU0VEEAMqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUqrwgKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBEisKIVJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX1RPT19MQVJHRRAdGgSItRgCGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQy1AMKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlEj8KBExlYWQSGS5zYWZld3JpdGUudjEuTGVhZFJlcXVlc3QaGi5zYWZld3JpdGUudjEuTGVhZFJlc3BvbnNlMAESQwoGRGVsZXRlEhsuc2FmZXdyaXRlLnYxLkRlbGV0ZVJlcXVlc3QaHC5zYWZld3JpdGUudjEuRGVsZXRlUmVzcG9uc2U6TgoFcmV0cnkSIS5nb29nbGUucHJvdG9idWYuRW51bVZhbHVlT3B0aW9ucxjRhgMgASgOMhMuc2FmZXdyaXRlLnYxLlJldHJ5UgVyZXRyeTpdCg1yZXRyeV9ieV9jb2RlEhwuZ29vZ2xlLnByb3RvYnVmLkVudW1PcHRpb25zGNGGAyABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlCeUNvZGVSC3JldHJ5QnlDb2RlQlQKEGRldi5zYWZld3JpdGUudjFCC1dyaXRlclByb3RvUAFaMXNhZmV3cml0ZS5kZXYvY2xpZW50cy9nby9zYWZld3JpdGUvdjE7c2FmZXdyaXRldjFiBnByb3RvMw", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEijwIKDURlbGV0ZVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIyCg1wcmVjb25kaXRpb25zGAIgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSOwoScHJvcGFnYXRpb25fcG9saWN5GAMgASgOMh8uc2FmZXdyaXRlLnYxLlByb3BhZ2F0aW9uUG9saWN5Eg8KB2RyeV9ydW4YBCABKAgSLwoMcmV0cnlfcG9saWN5GAUgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EiIKBWZlbmNlGAYgASgLMhMuc2FmZXdyaXRlLnYxLkZlbmNlIkMKBUZlbmNlEhcKD2xlYXNlX25hbWVzcGFjZRgBIAEoCRISCgpsZWFzZV9uYW1lGAIgASgJEg0KBWVwb2NoGAMgASgEIskBCg5EZWxldGVSZXNwb25zZRIsCgdvdXRjb21lGAEgASgOMhsuc2FmZXdyaXRlLnYxLkRlbGV0ZU91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGgoSZGVsZXRpb25fdGltZXN0YW1wGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJItcBCgtMZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCg5yZW5ld19kZWFkbGluZRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxyZXRyeV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilwEKDExlYWRSZXNwb25zZRImCgVzdGF0ZRgBIAEoDjIXLnNhZmV3cml0ZS52MS5MZWFkU3RhdGUSDQoFZXBvY2gYAiABKAQSDgoGaG9sZGVyGAMgASgJEi4KBnJlYXNvbhgEIAEoDjIeLnNhZmV3cml0ZS52MS5Ob3RMZWFkaW5nUmVhc29uEhAKCGlkZW50aXR5GAUgASgJIlMKCkdldFJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIcChRtaW5fcmVzb3VyY2VfdmVyc2lvbhgCIAEoCSJiCgtHZXRSZXNwb25zZRITCgtvYmplY3RfanNvbhgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEhIKCnJlbWVtYmVyZWQYAyABKAgSEAoIdHJhY2VfaWQYBCABKAki/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAki5AMKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAEjMKDXNldF9jb25kaXRpb24YBSABKAsyGi5zYWZld3JpdGUudjEuU2V0Q29uZGl0aW9uSAASOQoQcmVtb3ZlX2NvbmRpdGlvbhgGIAEoCzIdLnNhZmV3cml0ZS52MS5SZW1vdmVDb25kaXRpb25IABIyCglmaW5hbGl6ZXIYByABKAsyHS5zYWZld3JpdGUudjEuRmluYWxpemVyQ2hhbmdlSAASPQoPb3duZXJfcmVmZXJlbmNlGAggASgLMiIuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlQ2hhbmdlSAASMwoKbGlzdF9lbnRyeRgJIAEoCzIdLnNhZmV3cml0ZS52MS5MaXN0RW50cnlDaGFuZ2VIAEIGCgRraW5kIkkKDFNldENvbmRpdGlvbhIrCgpjb25kaXRpb25zGAEgAygLMhcuc2FmZXdyaXRlLnYxLkNvbmRpdGlvbhIMCgRwYXRoGAIgASgJIqIBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIAoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgFIAEoA0gAiAEBEhwKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAYgASgJQhYKFF9vYnNlcnZlZF9nZW5lcmF0aW9uIi4KD1JlbW92ZUNvbmRpdGlvbhINCgV0eXBlcxgBIAMoCRIMCgRwYXRoGAIgASgJIjQKD0ZpbmFsaXplckNoYW5nZRIRCglmaW5hbGl6ZXIYASABKAkSDgoGcmVtb3ZlGAIgASgIIlMKFE93bmVyUmVmZXJlbmNlQ2hhbmdlEisKBW93bmVyGAEgASgLMhwuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlEg4KBnJlbW92ZRgCIAEoCCKAAQoOT3duZXJSZWZlcmVuY2USEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEgsKA3VpZBgEIAEoCRISCgpjb250cm9sbGVyGAUgASgIEhwKFGJsb2NrX293bmVyX2RlbGV0aW9uGAYgASgIIlEKD0xpc3RFbnRyeUNoYW5nZRIMCgRwYXRoGAEgASgJEgwKBGtleXMYAiADKAkSEgoKZW50cnlfanNvbhgDIAEoCRIOCgZyZW1vdmUYBCABKAgiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIqgBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIEiIKBWZlbmNlGAYgASgLMhMuc2FmZXdyaXRlLnYxLkZlbmNlItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKpwBChFQcm9wYWdhdGlvblBvbGljeRIiCh5QUk9QQUdBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1QUk9QQUdBVElPTl9QT0xJQ1lfQkFDS0dST1VORBABEiEKHVBST1BBR0FUSU9OX1BPTElDWV9GT1JFR1JPVU5EEAISHQoZUFJPUEFHQVRJT05fUE9MSUNZX09SUEhBThADKoEBCg1EZWxldGVPdXRjb21lEh4KGkRFTEVURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWREVMRVRFX09VVENPTUVfREVMRVRFRBABEhsKF0RFTEVURV9PVVRDT01FX0RFTEVUSU5HEAISFwoTREVMRVRFX09VVENPTUVfR09ORRADKlsKCUxlYWRTdGF0ZRIaChZMRUFEX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSTEVBRF9TVEFURV9MRUFESU5HEAESGgoWTEVBRF9TVEFURV9OT1RfTEVBRElORxACKqEBChBOb3RMZWFkaW5nUmVhc29uEiIKHk5PVF9MRUFESU5HX1JFQVNPTl9VTlNQRUNJRklFRBAAEiMKH05PVF9MRUFESU5HX1JFQVNPTl9PVEhFUl9IT0xERVIQARIjCh9OT1RfTEVBRElOR19SRUFTT05fTE9TVF9SRU5FV0FMEAISHwobTk9UX0xFQURJTkdfUkVBU09OX1JFTEVBU0VEEAMqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUq5QgKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBEisKIVJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX1RPT19MQVJHRRAdGgSItRgCEhcKDVJFQVNPTl9GRU5DRUQQHhoEiLUYARIbChFSRUFTT05fTk9UX0xFQURFUhAfGgSItRgBGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQy1AMKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlEj8KBExlYWQSGS5zYWZld3JpdGUudjEuTGVhZFJlcXVlc3QaGi5zYWZld3JpdGUudjEuTGVhZFJlc3BvbnNlMAESQwoGRGVsZXRlEhsuc2FmZXdyaXRlLnYxLkRlbGV0ZVJlcXVlc3QaHC5zYWZld3JpdGUudjEuRGVsZXRlUmVzcG9uc2U6TgoFcmV0cnkSIS5nb29nbGUucHJvdG9idWYuRW51bVZhbHVlT3B0aW9ucxjRhgMgASgOMhMuc2FmZXdyaXRlLnYxLlJldHJ5UgVyZXRyeTpdCg1yZXRyeV9ieV9jb2RlEhwuZ29vZ2xlLnByb3RvYnVmLkVudW1PcHRpb25zGNGGAyABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlCeUNvZGVSC3JldHJ5QnlDb2RlQlQKEGRldi5zYWZld3JpdGUudjFCC1dyaXRlclByb3RvUAFaMXNhZmV3cml0ZS5kZXYvY2xpZW50cy9nby9zYWZld3JpdGUvdjE7c2FmZXdyaXRldjFiBnByb3RvMw", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
 
 /**
  * DeleteRequest names an object to delete, and the conditions under which to delete it.
@@ -63,6 +63,16 @@ export type DeleteRequest = Message<"safewrite.v1.DeleteRequest"> & {
    * @generated from field: safewrite.v1.RetryPolicy retry_policy = 5;
    */
   retryPolicy?: RetryPolicy | undefined;
+
+  /**
+   * Makes the delete one a deposed leader cannot make: see Fence. The delete is refused
+   * (FENCED) when the object records a later epoch of the Lease, and (NOT_LEADER) unless
+   * this sidecar leads under the fence's epoch; it is conditioned on the resourceVersion
+   * it checked. A delete records nothing. Optional.
+   *
+   * @generated from field: safewrite.v1.Fence fence = 6;
+   */
+  fence?: Fence | undefined;
 };
 
 /**
@@ -71,6 +81,54 @@ export type DeleteRequest = Message<"safewrite.v1.DeleteRequest"> & {
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
   messageDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * Fence names the leadership a write is made under: a Lease this sidecar campaigns for
+ * through rpc Lead, and the epoch of the caller's leadership (LeadResponse.epoch). A
+ * fenced write is sent only while this sidecar holds that Lease under that epoch and its
+ * renew deadline has not passed (else FAILED_PRECONDITION, reason NOT_LEADER), and only
+ * if the object does not record a later epoch of that Lease (else FAILED_PRECONDITION,
+ * reason FENCED, naming both epochs). A write to the main resource records its epoch on
+ * the object (annotation safewrite.dev/fence, a JSON object of "namespace/name" to epoch)
+ * in the same request as its change, conditioned on the resourceVersion it read, so the
+ * API server decides the check and the write as one: on every object written with a
+ * fence, the epochs of the writes that landed never decrease in resourceVersion order. A
+ * status write (which cannot change metadata) first records its epoch through the main
+ * resource when the object records an earlier one, then writes status at the
+ * resourceVersion that write left. See docs/leadership.md for what holds and what does
+ * not.
+ *
+ * @generated from message safewrite.v1.Fence
+ */
+export type Fence = Message<"safewrite.v1.Fence"> & {
+  /**
+   * The Lease's namespace: a DNS-1123 label. Required.
+   *
+   * @generated from field: string lease_namespace = 1;
+   */
+  leaseNamespace: string;
+
+  /**
+   * The Lease's name: a DNS-1123 subdomain. Required.
+   *
+   * @generated from field: string lease_name = 2;
+   */
+  leaseName: string;
+
+  /**
+   * The epoch of the caller's leadership, as rpc Lead answered it. Required (not 0).
+   *
+   * @generated from field: uint64 epoch = 3;
+   */
+  epoch: bigint;
+};
+
+/**
+ * Describes the message safewrite.v1.Fence.
+ * Use `create(FenceSchema)` to create a new message.
+ */
+export const FenceSchema: GenMessage<Fence> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 1);
 
 /**
  * DeleteResponse is the result of a successful Delete.
@@ -129,7 +187,7 @@ export type DeleteResponse = Message<"safewrite.v1.DeleteResponse"> & {
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 1);
+  messageDesc(file_safewrite_v1_writer, 2);
 
 /**
  * LeadRequest names the Lease to campaign for, and the timings of the campaign.
@@ -192,7 +250,7 @@ export type LeadRequest = Message<"safewrite.v1.LeadRequest"> & {
  * Use `create(LeadRequestSchema)` to create a new message.
  */
 export const LeadRequestSchema: GenMessage<LeadRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 2);
+  messageDesc(file_safewrite_v1_writer, 3);
 
 /**
  * LeadResponse is one event of a Lead stream: a change of the caller's leadership, or of
@@ -246,7 +304,7 @@ export type LeadResponse = Message<"safewrite.v1.LeadResponse"> & {
  * Use `create(LeadResponseSchema)` to create a new message.
  */
 export const LeadResponseSchema: GenMessage<LeadResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 3);
+  messageDesc(file_safewrite_v1_writer, 4);
 
 /**
  * GetRequest names an object to read, and how new it must be.
@@ -295,7 +353,7 @@ export type GetRequest = Message<"safewrite.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 4);
+  messageDesc(file_safewrite_v1_writer, 5);
 
 /**
  * GetResponse is the object as read.
@@ -338,7 +396,7 @@ export type GetResponse = Message<"safewrite.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 5);
+  messageDesc(file_safewrite_v1_writer, 6);
 
 /**
  * UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -387,7 +445,7 @@ export type UpdateWithRetryRequest = Message<"safewrite.v1.UpdateWithRetryReques
  * Use `create(UpdateWithRetryRequestSchema)` to create a new message.
  */
 export const UpdateWithRetryRequestSchema: GenMessage<UpdateWithRetryRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 6);
+  messageDesc(file_safewrite_v1_writer, 7);
 
 /**
  * UpdateWithRetryResponse is the result of a successful UpdateWithRetry.
@@ -408,7 +466,7 @@ export type UpdateWithRetryResponse = Message<"safewrite.v1.UpdateWithRetryRespo
  * Use `create(UpdateWithRetryResponseSchema)` to create a new message.
  */
 export const UpdateWithRetryResponseSchema: GenMessage<UpdateWithRetryResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 7);
+  messageDesc(file_safewrite_v1_writer, 8);
 
 /**
  * PatchStatusRequest names an object and the change to make to its status subresource.
@@ -458,7 +516,7 @@ export type PatchStatusRequest = Message<"safewrite.v1.PatchStatusRequest"> & {
  * Use `create(PatchStatusRequestSchema)` to create a new message.
  */
 export const PatchStatusRequestSchema: GenMessage<PatchStatusRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 8);
+  messageDesc(file_safewrite_v1_writer, 9);
 
 /**
  * PatchStatusResponse is the result of a successful PatchStatus.
@@ -479,7 +537,7 @@ export type PatchStatusResponse = Message<"safewrite.v1.PatchStatusResponse"> & 
  * Use `create(PatchStatusResponseSchema)` to create a new message.
  */
 export const PatchStatusResponseSchema: GenMessage<PatchStatusResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 9);
+  messageDesc(file_safewrite_v1_writer, 10);
 
 /**
  * TransactRequest is one message from the caller in a Transact stream.
@@ -516,7 +574,7 @@ export type TransactRequest = Message<"safewrite.v1.TransactRequest"> & {
  * Use `create(TransactRequestSchema)` to create a new message.
  */
 export const TransactRequestSchema: GenMessage<TransactRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 10);
+  messageDesc(file_safewrite_v1_writer, 11);
 
 /**
  * TransactBegin opens an interactive transaction.
@@ -566,7 +624,7 @@ export type TransactBegin = Message<"safewrite.v1.TransactBegin"> & {
  * Use `create(TransactBeginSchema)` to create a new message.
  */
 export const TransactBeginSchema: GenMessage<TransactBegin> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 11);
+  messageDesc(file_safewrite_v1_writer, 12);
 
 /**
  * TransactProposal is the caller's answer to one fresh object.
@@ -620,7 +678,7 @@ export type TransactProposal = Message<"safewrite.v1.TransactProposal"> & {
  * Use `create(TransactProposalSchema)` to create a new message.
  */
 export const TransactProposalSchema: GenMessage<TransactProposal> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 12);
+  messageDesc(file_safewrite_v1_writer, 13);
 
 /**
  * TransactAbort ends a transaction without writing.
@@ -641,7 +699,7 @@ export type TransactAbort = Message<"safewrite.v1.TransactAbort"> & {
  * Use `create(TransactAbortSchema)` to create a new message.
  */
 export const TransactAbortSchema: GenMessage<TransactAbort> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 13);
+  messageDesc(file_safewrite_v1_writer, 14);
 
 /**
  * TransactResponse is one message from safewrite in a Transact stream.
@@ -678,7 +736,7 @@ export type TransactResponse = Message<"safewrite.v1.TransactResponse"> & {
  * Use `create(TransactResponseSchema)` to create a new message.
  */
 export const TransactResponseSchema: GenMessage<TransactResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 14);
+  messageDesc(file_safewrite_v1_writer, 15);
 
 /**
  * FreshObject is the object as just read from the API server.
@@ -723,7 +781,7 @@ export type FreshObject = Message<"safewrite.v1.FreshObject"> & {
  * Use `create(FreshObjectSchema)` to create a new message.
  */
 export const FreshObjectSchema: GenMessage<FreshObject> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 15);
+  messageDesc(file_safewrite_v1_writer, 16);
 
 /**
  * ObjectRef names one Kubernetes object.
@@ -766,7 +824,7 @@ export type ObjectRef = Message<"safewrite.v1.ObjectRef"> & {
  * Use `create(ObjectRefSchema)` to create a new message.
  */
 export const ObjectRefSchema: GenMessage<ObjectRef> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 16);
+  messageDesc(file_safewrite_v1_writer, 17);
 
 /**
  * Mutation is the change to make; it is re-applied to the fresh object on every attempt.
@@ -862,7 +920,7 @@ export type Mutation = Message<"safewrite.v1.Mutation"> & {
  * Use `create(MutationSchema)` to create a new message.
  */
 export const MutationSchema: GenMessage<Mutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 17);
+  messageDesc(file_safewrite_v1_writer, 18);
 
 /**
  * SetCondition upserts conditions in the object's conditions list, with the semantics of
@@ -900,7 +958,7 @@ export type SetCondition = Message<"safewrite.v1.SetCondition"> & {
  * Use `create(SetConditionSchema)` to create a new message.
  */
 export const SetConditionSchema: GenMessage<SetCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 18);
+  messageDesc(file_safewrite_v1_writer, 19);
 
 /**
  * Condition is one entry of a conditions list, as metav1.Condition.
@@ -964,7 +1022,7 @@ export type Condition = Message<"safewrite.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 19);
+  messageDesc(file_safewrite_v1_writer, 20);
 
 /**
  * RemoveCondition removes the conditions of the given types from the conditions list;
@@ -993,7 +1051,7 @@ export type RemoveCondition = Message<"safewrite.v1.RemoveCondition"> & {
  * Use `create(RemoveConditionSchema)` to create a new message.
  */
 export const RemoveConditionSchema: GenMessage<RemoveCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 20);
+  messageDesc(file_safewrite_v1_writer, 21);
 
 /**
  * FinalizerChange adds or removes one value of metadata.finalizers, leaving every other
@@ -1027,7 +1085,7 @@ export type FinalizerChange = Message<"safewrite.v1.FinalizerChange"> & {
  * Use `create(FinalizerChangeSchema)` to create a new message.
  */
 export const FinalizerChangeSchema: GenMessage<FinalizerChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 21);
+  messageDesc(file_safewrite_v1_writer, 22);
 
 /**
  * OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
@@ -1079,7 +1137,7 @@ export type OwnerReferenceChange = Message<"safewrite.v1.OwnerReferenceChange"> 
  * Use `create(OwnerReferenceChangeSchema)` to create a new message.
  */
 export const OwnerReferenceChangeSchema: GenMessage<OwnerReferenceChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 22);
+  messageDesc(file_safewrite_v1_writer, 23);
 
 /**
  * OwnerReference names an owner of the object, as metav1.OwnerReference. The owner is
@@ -1142,7 +1200,7 @@ export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
  * Use `create(OwnerReferenceSchema)` to create a new message.
  */
 export const OwnerReferenceSchema: GenMessage<OwnerReference> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 23);
+  messageDesc(file_safewrite_v1_writer, 24);
 
 /**
  * ListEntryChange upserts or removes one entry of a list of objects keyed by some of
@@ -1194,7 +1252,7 @@ export type ListEntryChange = Message<"safewrite.v1.ListEntryChange"> & {
  * Use `create(ListEntryChangeSchema)` to create a new message.
  */
 export const ListEntryChangeSchema: GenMessage<ListEntryChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 24);
+  messageDesc(file_safewrite_v1_writer, 25);
 
 /**
  * JsonPatch is an RFC 6902 JSON Patch. Its `test` operations are preconditions: when one
@@ -1217,7 +1275,7 @@ export type JsonPatch = Message<"safewrite.v1.JsonPatch"> & {
  * Use `create(JsonPatchSchema)` to create a new message.
  */
 export const JsonPatchSchema: GenMessage<JsonPatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 25);
+  messageDesc(file_safewrite_v1_writer, 26);
 
 /**
  * MergePatch is an RFC 7386 JSON merge patch.
@@ -1238,7 +1296,7 @@ export type MergePatch = Message<"safewrite.v1.MergePatch"> & {
  * Use `create(MergePatchSchema)` to create a new message.
  */
 export const MergePatchSchema: GenMessage<MergePatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 26);
+  messageDesc(file_safewrite_v1_writer, 27);
 
 /**
  * ServerSideApply sends an apply configuration; the API server merges it with the
@@ -1269,7 +1327,7 @@ export type ServerSideApply = Message<"safewrite.v1.ServerSideApply"> & {
  * Use `create(ServerSideApplySchema)` to create a new message.
  */
 export const ServerSideApplySchema: GenMessage<ServerSideApply> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 27);
+  messageDesc(file_safewrite_v1_writer, 28);
 
 /**
  * CelMutation is a CEL expression evaluated against the fresh object, bound to the
@@ -1293,7 +1351,7 @@ export type CelMutation = Message<"safewrite.v1.CelMutation"> & {
  * Use `create(CelMutationSchema)` to create a new message.
  */
 export const CelMutationSchema: GenMessage<CelMutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 28);
+  messageDesc(file_safewrite_v1_writer, 29);
 
 /**
  * Preconditions are checked on the fresh object before every write. When one is false
@@ -1331,7 +1389,7 @@ export type Preconditions = Message<"safewrite.v1.Preconditions"> & {
  * Use `create(PreconditionsSchema)` to create a new message.
  */
 export const PreconditionsSchema: GenMessage<Preconditions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 29);
+  messageDesc(file_safewrite_v1_writer, 30);
 
 /**
  * RetryPolicy bounds the retry loop. Zero values take the sidecar's defaults. The
@@ -1375,7 +1433,7 @@ export type RetryPolicy = Message<"safewrite.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 30);
+  messageDesc(file_safewrite_v1_writer, 31);
 
 /**
  * WriteOptions are per-request options of the write.
@@ -1441,6 +1499,16 @@ export type WriteOptions = Message<"safewrite.v1.WriteOptions"> & {
    * @generated from field: bool write_alone = 5;
    */
   writeAlone: boolean;
+
+  /**
+   * Makes the write one a deposed leader cannot make (see Fence). Fenced writes still
+   * group-commit with writes of the same fence; writes under different fences (or none)
+   * are never committed together. A fenced server-side apply carries the
+   * resourceVersion it checked and the epoch in its configuration. Optional.
+   *
+   * @generated from field: safewrite.v1.Fence fence = 6;
+   */
+  fence?: Fence | undefined;
 };
 
 /**
@@ -1448,7 +1516,7 @@ export type WriteOptions = Message<"safewrite.v1.WriteOptions"> & {
  * Use `create(WriteOptionsSchema)` to create a new message.
  */
 export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 31);
+  messageDesc(file_safewrite_v1_writer, 32);
 
 /**
  * WriteResult describes a finished write.
@@ -1520,7 +1588,7 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
  * Use `create(WriteResultSchema)` to create a new message.
  */
 export const WriteResultSchema: GenMessage<WriteResult> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 32);
+  messageDesc(file_safewrite_v1_writer, 33);
 
 /**
  * AttemptRecord is a short record of one attempt.
@@ -1580,7 +1648,7 @@ export type AttemptRecord = Message<"safewrite.v1.AttemptRecord"> & {
  * Use `create(AttemptRecordSchema)` to create a new message.
  */
 export const AttemptRecordSchema: GenMessage<AttemptRecord> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 33);
+  messageDesc(file_safewrite_v1_writer, 34);
 
 /**
  * WriteFailure is attached to the details of every error status the Writer service
@@ -1625,7 +1693,7 @@ export type WriteFailure = Message<"safewrite.v1.WriteFailure"> & {
  * Use `create(WriteFailureSchema)` to create a new message.
  */
 export const WriteFailureSchema: GenMessage<WriteFailure> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 34);
+  messageDesc(file_safewrite_v1_writer, 35);
 
 /**
  * RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
@@ -1654,7 +1722,7 @@ export type RetryByCode = Message<"safewrite.v1.RetryByCode"> & {
  * Use `create(RetryByCodeSchema)` to create a new message.
  */
 export const RetryByCodeSchema: GenMessage<RetryByCode> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 35);
+  messageDesc(file_safewrite_v1_writer, 36);
 
 /**
  * PropagationPolicy says whether and how the garbage collector deletes the object's
@@ -2107,6 +2175,20 @@ export enum Reason {
    * @generated from enum value: REASON_RESOURCE_VERSION_TOO_LARGE = 29;
    */
   RESOURCE_VERSION_TOO_LARGE = 29,
+
+  /**
+   * A fenced write: the object records a later epoch of the fence's Lease than the caller's, so a later leader has written it; the message names both epochs. Nothing was written. FAILED_PRECONDITION.
+   *
+   * @generated from enum value: REASON_FENCED = 30;
+   */
+  FENCED = 30,
+
+  /**
+   * A fenced write: this sidecar does not lead under the fence's Lease and epoch (it never did, lost the renewal, or the caller's stream ended). Nothing was written. FAILED_PRECONDITION.
+   *
+   * @generated from enum value: REASON_NOT_LEADER = 31;
+   */
+  NOT_LEADER = 31,
 }
 
 /**

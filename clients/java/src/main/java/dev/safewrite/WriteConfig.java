@@ -1,5 +1,6 @@
 package dev.safewrite;
 
+import dev.safewrite.v1.Fence;
 import dev.safewrite.v1.Preconditions;
 import dev.safewrite.v1.WriteOptions;
 import java.time.Duration;
@@ -200,6 +201,23 @@ public final class WriteConfig {
     /** Whether to send this write on its own instead of committing it with concurrent ones. */
     public Builder writeAlone(boolean writeAlone) {
       options.setWriteAlone(writeAlone);
+      return this;
+    }
+
+    /**
+     * Makes the write one a deposed leader cannot make: the sidecar sends it only while it leads
+     * the Lease {@code leaseNamespace/leaseName} under {@code epoch}, the epoch the Lead RPC
+     * answered ({@code LeadResponse.epoch}), and only when the object records no later epoch of
+     * that Lease. Otherwise the call fails with {@link PreconditionFailedException}, {@link
+     * SafewriteException#writeFailureReason()} {@code REASON_NOT_LEADER} or {@code REASON_FENCED}
+     * (a later leader wrote the object); nothing is written, and neither is retried.
+     */
+    public Builder fence(String leaseNamespace, String leaseName, long epoch) {
+      options.setFence(
+          Fence.newBuilder()
+              .setLeaseNamespace(Objects.requireNonNull(leaseNamespace, "leaseNamespace"))
+              .setLeaseName(Objects.requireNonNull(leaseName, "leaseName"))
+              .setEpoch(epoch));
       return this;
     }
 

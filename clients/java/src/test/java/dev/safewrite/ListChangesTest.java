@@ -296,8 +296,13 @@ class ListChangesTest {
   }
 
   @Test
-  void deletingAndOwnedObjectsFailTheirPreconditionForGood() {
-    for (Reason reason : List.of(Reason.REASON_OBJECT_DELETING, Reason.REASON_ALREADY_OWNED)) {
+  void deletingOwnedAndFencedObjectsFailTheirPreconditionForGood() {
+    for (Reason reason :
+        List.of(
+            Reason.REASON_OBJECT_DELETING,
+            Reason.REASON_ALREADY_OWNED,
+            Reason.REASON_FENCED,
+            Reason.REASON_NOT_LEADER)) {
       com.google.rpc.Status status =
           com.google.rpc.Status.newBuilder()
               .setCode(Status.Code.FAILED_PRECONDITION.value())

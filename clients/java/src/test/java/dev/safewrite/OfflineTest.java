@@ -294,6 +294,7 @@ class OfflineTest {
             .createIfMissing("{}")
             .idempotencyKey("k")
             .writeAlone(true)
+            .fence("ns", "leader", 3)
             .timeout(Duration.ofSeconds(3))
             .build();
     WriteConfig options = built.toBuilder().build();
@@ -354,6 +355,7 @@ class OfflineTest {
             .idempotencyKey("k1")
             .idempotencyKey("k2")
             .writeAlone(true)
+            .fence("ns", "leader", 3)
             .timeout(Duration.ofSeconds(3))
             .build();
     assertEquals("u", config.preconditions.getUid());
@@ -367,6 +369,13 @@ class OfflineTest {
     assertEquals(
         "k2", config.options.getIdempotencyKey(), "a later option replaces an earlier one");
     assertTrue(config.options.getWriteAlone());
+    assertEquals(
+        dev.safewrite.v1.Fence.newBuilder()
+            .setLeaseNamespace("ns")
+            .setLeaseName("leader")
+            .setEpoch(3)
+            .build(),
+        config.options.getFence());
     assertEquals(Duration.ofSeconds(3), config.timeout);
     assertTrue(RetryPolicy.requeue().toProto().getRequeue());
     assertFalse(WriteConfig.DEFAULTS.hasOptions());

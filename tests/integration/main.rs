@@ -18,6 +18,7 @@ mod deploy;
 mod engine;
 mod entries;
 mod exactly_once;
+mod fence;
 mod fenced;
 mod get;
 mod harness;

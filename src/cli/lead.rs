@@ -38,9 +38,9 @@ Lost leadership is not campaigned for again: safewrite lead exits 8, and its
 supervisor (the kubelet, systemd) restarts it as a new candidate.
 
 Environment of COMMAND: SAFEWRITE_LEASE=NAMESPACE/NAME and SAFEWRITE_LEASE_EPOCH=N (the
-epoch of this leadership, larger at every acquisition). Fenced writes are not built yet:
-these are what `safewrite update` and `patch-status` will read to fence their writes;
-today nothing reads them.
+epoch of this leadership, larger at every acquisition). `safewrite update` and
+`patch-status` read them and fence their writes: refused (exit 3) once a later leader
+wrote the object or this leadership is lost; --no-fence writes unfenced.
 
 Signals: SIGTERM or SIGINT is passed to COMMAND's process group; after --grace the group
 is killed; then the Lease is released. COMMAND runs in a process group of its own, which

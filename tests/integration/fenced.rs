@@ -352,3 +352,80 @@ echo $? > "$CODE""#
     );
     assert!(refused.contains("not the leader"), "{refused}");
 }
+
+/// CPU seconds the process `pid` has used (user + system), from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let fields: Vec<&str> = stat.rsplit(") ").next().unwrap().split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// The cost of a fenced write against an unfenced one, through one sidecar that leads
+/// (its own campaign) and one that runs none (it reads the Lease): latency, the sidecar's
+/// CPU and the API server's requests per write. A measurement, not a check: run by hand
+/// with `cargo test --test integration fenced::cost -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn cost_of_a_fenced_write() {
+    const WRITES: usize = 300;
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("fencedcost").await;
+    let cms: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"n": "0"}})).unwrap();
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let kubeconfig = cp.admin_kubeconfig();
+    let args = ["--kubeconfig", kubeconfig.to_str().unwrap()];
+    let (leader, reader) = (Sidecar::start(&args), Sidecar::start(&args));
+    let (_stream, epoch) = leading(leader.channel().await, &ns, "one").await;
+    for (label, sidecar, fenced) in [
+        ("unfenced", &leader, false),
+        ("fenced, own campaign", &leader, true),
+        ("fenced, Lease read", &reader, true),
+    ] {
+        let channel = sidecar.channel().await;
+        // Warm: discovery and the remembered copy.
+        fenced_increment(channel.clone(), &ns, "c", epoch)
+            .await
+            .unwrap();
+        let before = (
+            support::apiserver_requests(cp, &["GET", "PUT"], "configmaps").await,
+            support::apiserver_requests(cp, &["GET"], "leases").await,
+            cpu_seconds(sidecar.pid()),
+        );
+        let mut took = Vec::with_capacity(WRITES);
+        for _ in 0..WRITES {
+            let started = std::time::Instant::now();
+            let mut client = WriterServiceClient::new(channel.clone());
+            client
+                .update_with_retry(pb::UpdateWithRetryRequest {
+                    target: configmap(&ns, "c"),
+                    mutation: increment(),
+                    options: Some(pb::WriteOptions {
+                        fence: if fenced { fence(&ns, epoch) } else { None },
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .expect("written");
+            took.push(started.elapsed());
+        }
+        let configmaps =
+            support::apiserver_requests(cp, &["GET", "PUT"], "configmaps").await - before.0;
+        let leases = support::apiserver_requests(cp, &["GET"], "leases").await - before.1;
+        let cpu = cpu_seconds(sidecar.pid()) - before.2;
+        took.sort();
+        eprintln!(
+            "{label}: {WRITES} writes, median {:?}, p99 {:?}; configmap requests/write {:.2}, Lease reads/write {:.2} (the campaign's own included); sidecar CPU {:.0} µs/write",
+            took[WRITES / 2],
+            took[WRITES * 99 / 100],
+            configmaps / WRITES as f64,
+            leases / WRITES as f64,
+            cpu * 1e6 / WRITES as f64
+        );
+    }
+}

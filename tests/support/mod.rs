@@ -390,10 +390,16 @@ impl Sidecar {
         });
         let addr = match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(addr) => addr,
-            Err(_) => panic!(
-                "safewrite did not start listening; log:\n{}",
-                log.lock().expect("log")
-            ),
+            Err(_) => {
+                // No Sidecar is returned to stop it on drop: stop it here.
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = log.lock().map(|log| log.clone()).unwrap_or_default();
+                panic!(
+                    "safewrite did not start listening; log:
+{log}"
+                )
+            }
         };
         Sidecar {
             child,

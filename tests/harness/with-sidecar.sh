@@ -26,6 +26,12 @@
 #                              sidecar re-reads, finds the key and answers already_applied.
 #                              Create objects through SAFEWRITE_ADDRESS: a create through
 #                              this one is lost as well.
+#   SAFEWRITE_PEER_ADDRS       two host:port of admin sidecars of their own, comma
+#                              separated, for leadership tests: two replicas, each with
+#                              its own sidecar, as in two pods
+#   SAFEWRITE_PEER_PIDS        their process ids, in the same order: a test may SIGSTOP
+#                              one (a paused pod: its Lease expires, the other replica's
+#                              sidecar takes over) and must SIGCONT it before it ends
 #   SAFEWRITE_NAMESPACE        a namespace created for this run
 #   SAFEWRITE_CP_ENV           the control plane's env file (SERVER, ADMIN_TOKEN, CA_FILE)
 # Everything is stopped when COMMAND ends; its exit code is returned.
@@ -78,6 +84,8 @@ export SAFEWRITE_METRICS_LISTEN=127.0.0.1:0
 work=$(mktemp -d "${TMPDIR:-/tmp}/safewrite-clients.XXXXXX")
 pids=()
 cleanup() {
+  # A peer sidecar a test paused and left paused would never see SIGTERM.
+  for pid in "${pids[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
@@ -159,7 +167,17 @@ grep -q "server: https://$proxy_addr\$" "$work/lossy.kubeconfig" ||
 lossy_addr="127.0.0.1:$(free_port)"
 start_sidecar "$work/lossy.kubeconfig" "$lossy_addr" --breaker-failures 1000 --request-timeout 5s
 
+# The peers: two more admin sidecars, nothing else shares them.
+peer_addrs=() peer_pids=()
+for _ in 1 2; do
+  addr="127.0.0.1:$(free_port)"
+  start_sidecar "$cpdir/admin.kubeconfig" "$addr"
+  peer_addrs+=("$addr") peer_pids+=("${pids[-1]}")
+done
+
 export SAFEWRITE_ADDRESS=$admin_addr
+export SAFEWRITE_PEER_ADDRS="${peer_addrs[0]},${peer_addrs[1]}"
+export SAFEWRITE_PEER_PIDS="${peer_pids[0]},${peer_pids[1]}"
 export SAFEWRITE_UNIX_SOCKET=$socket
 export SAFEWRITE_RESTRICTED_ADDR=$restricted_addr
 export SAFEWRITE_TOKEN_ADDR=$token_addr SAFEWRITE_TOKEN=$token

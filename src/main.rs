@@ -41,6 +41,10 @@ pub enum Command {
     /// in its environment; stop it when leadership is lost (through the sidecar at
     /// SAFEWRITE_ADDRESS, or in-process). Exit codes: safewrite lead --help.
     Lead(safewrite::cli::LeadArgs),
+    /// Delete one object from the shell, conditioned on the object it decided on (uid,
+    /// resourceVersion, a CEL condition), retried on conflict, fenced inside `safewrite
+    /// lead`; an object already gone is exit 0. Exit codes: safewrite delete --help.
+    Delete(safewrite::cli::DeleteArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
             return safewrite::cli::run(safewrite::cli::WriteKind::PatchStatus, args);
         }
         Command::Lead(args) => return safewrite::cli::lead(args),
+        Command::Delete(args) => return safewrite::cli::delete(args),
         Command::Serve(args) => (cli.log, args),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -109,6 +114,7 @@ fn usage(err: &clap::Error) -> ExitCode {
             "patch-status",
             "inject",
             "lead",
+            "delete",
         ]
         .contains(&a.as_str())
     }) {

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::fail::Fail;
 use super::output::Output;
 use crate::health::Address;
+use crate::pb;
 
 /// The help text after the flags: exit codes and examples.
 const AFTER_HELP: &str = "\
@@ -129,19 +131,8 @@ pub struct WriteArgs {
     #[arg(long)]
     pub field_manager: Option<String>,
 
-    /// Fence the write with this Lease: made only while leading under --fence-epoch, and
-    /// refused (exit 3) when the object records a later epoch. Set by `safewrite lead`
-    /// for its command.
-    #[arg(long, env = "SAFEWRITE_LEASE", value_name = "NAMESPACE/NAME")]
-    pub fence: Option<String>,
-
-    /// The epoch of the leadership --fence names. Set by `safewrite lead`.
-    #[arg(long, env = "SAFEWRITE_LEASE_EPOCH", value_name = "N")]
-    pub fence_epoch: Option<u64>,
-
-    /// Write unfenced even inside `safewrite lead` (ignore --fence and its variables).
-    #[arg(long)]
-    pub no_fence: bool,
+    #[command(flatten)]
+    pub fence: FenceArgs,
 
     /// How long the whole command may take (attempts, backoff and --exec runs included).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -158,7 +149,14 @@ pub struct WriteArgs {
     #[arg(short = 'o', long, value_parser = Output::parse)]
     pub output: Option<Output>,
 
-    /// Write through the sidecar at this address (host:port, unix:///path) instead of
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// Where a command goes: a sidecar, else the API server of a kubeconfig (in-process).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConnectArgs {
+    /// Go through the sidecar at this address (host:port, unix:///path) instead of
     /// in-process.
     #[arg(long, env = "SAFEWRITE_ADDRESS", value_parser = Address::parse)]
     pub address: Option<Address>,
@@ -174,6 +172,57 @@ pub struct WriteArgs {
     /// Kubeconfig context to use instead of the current context.
     #[arg(long)]
     pub context: Option<String>,
+}
+
+/// The leadership a write or delete is made under (see `safewrite lead`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct FenceArgs {
+    /// Fence with this Lease: made only while leading under --fence-epoch, and refused
+    /// (exit 3) when the object records a later epoch. Set by `safewrite lead` for its
+    /// command.
+    #[arg(long, env = "SAFEWRITE_LEASE", value_name = "NAMESPACE/NAME")]
+    pub fence: Option<String>,
+
+    /// The epoch of the leadership --fence names. Set by `safewrite lead`.
+    #[arg(long, env = "SAFEWRITE_LEASE_EPOCH", value_name = "N")]
+    pub fence_epoch: Option<u64>,
+
+    /// Unfenced even inside `safewrite lead` (ignore --fence and its variables).
+    #[arg(long)]
+    pub no_fence: bool,
+}
+
+impl FenceArgs {
+    /// The fence of --fence and --fence-epoch (or their variables), none with --no-fence.
+    ///
+    /// # Errors
+    /// Exit 2: a lease that is not NAMESPACE/NAME, or one of the two without the other.
+    pub fn fence(&self) -> Result<Option<pb::Fence>, Fail> {
+        if self.no_fence {
+            return Ok(None);
+        }
+        match (&self.fence, self.fence_epoch) {
+            (None, None) => Ok(None),
+            (Some(lease), Some(epoch)) => {
+                let Some((namespace, name)) = lease.split_once('/') else {
+                    return Err(Fail::invalid(format!(
+                        "--fence {lease:?}: expected NAMESPACE/NAME"
+                    )));
+                };
+                Ok(Some(pb::Fence {
+                    lease_namespace: namespace.to_string(),
+                    lease_name: name.to_string(),
+                    epoch,
+                }))
+            }
+            (Some(_), None) => Err(Fail::invalid(
+                "--fence needs --fence-epoch (SAFEWRITE_LEASE_EPOCH); or --no-fence",
+            )),
+            (None, Some(_)) => Err(Fail::invalid(
+                "--fence-epoch needs --fence (SAFEWRITE_LEASE); or --no-fence",
+            )),
+        }
+    }
 }
 
 /// The change: exactly one of these (checked when the command runs, to say so in one line).

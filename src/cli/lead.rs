@@ -4,7 +4,6 @@
 //! stop it as soon as leadership is lost, and exit. The flags are checked by the `Lead`
 //! RPC's own validation, so both modes refuse the same values. See docs/shell.md.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,10 +11,10 @@ use clap::Args;
 use rustix::process::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::args::ConnectArgs;
 use super::candidate::{Candidate, Mode};
 use super::child::{self, Running};
 use super::fail::{Class, Fail};
-use crate::health::Address;
 use crate::lease::{LeaseEvent, NotLeading};
 use crate::pb;
 use crate::service::lead::{LeadSpec, validate};
@@ -79,22 +78,8 @@ pub struct LeadArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub grace: Duration,
 
-    /// Campaign through the sidecar at this address (host:port, unix:///path) instead of
-    /// in-process.
-    #[arg(long, env = "SAFEWRITE_ADDRESS", value_parser = Address::parse)]
-    pub address: Option<Address>,
-
-    /// File holding the sidecar's shared token, sent as `authorization: Bearer`.
-    #[arg(long, env = "SAFEWRITE_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-
-    /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, then in-cluster].
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Kubeconfig context to use instead of the current context.
-    #[arg(long)]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 
     /// The command to run while leading, and its arguments (after `--`).
     #[arg(value_name = "COMMAND", required = true, last = true)]
@@ -173,9 +158,10 @@ async fn lead(args: &LeadArgs, spec: LeadSpec, request: pb::LeadRequest) -> Resu
     let signals = Interrupts::new()?;
     let lease = format!("{}/{}", spec.lease.namespace, spec.lease.name);
     let identity = spec.identity.clone();
-    let mode = match &args.address {
-        Some(address) => Mode::Sidecar(address, args.token_file.as_ref()),
-        None => Mode::Local(args.kubeconfig.as_ref(), args.context.as_ref()),
+    let connect = &args.connect;
+    let mode = match &connect.address {
+        Some(address) => Mode::Sidecar(address, connect.token_file.as_ref()),
+        None => Mode::Local(connect.kubeconfig.as_ref(), connect.context.as_ref()),
     };
     let mut candidate = Candidate::start(mode, spec, request).await?;
     say(&format!("campaigning for {lease} as {identity}"));

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::args::WriteArgs;
+use super::args::ConnectArgs;
 use super::exec::{self, Proposal};
 use super::fail::{Class, Fail, one_line};
 use super::request::{Request, WriteKind};
@@ -23,7 +23,7 @@ use crate::service::validate::{RequestParts, validate_parts};
 /// The serve settings (`SAFEWRITE_*` variables and defaults) with this command's
 /// kubeconfig and context: the in-process engine and its client stack are built from them
 /// as the sidecar's are.
-pub fn serve_settings(args: &WriteArgs) -> Result<crate::runtime::config::ServeArgs, Fail> {
+pub fn serve_settings(args: &ConnectArgs) -> Result<crate::runtime::config::ServeArgs, Fail> {
     settings(args.kubeconfig.as_ref(), args.context.as_ref())
 }
 
@@ -64,7 +64,7 @@ pub fn settings(
 ///
 /// # Errors
 /// A kubeconfig that cannot be found or used, or a bad `SAFEWRITE_*` setting.
-pub async fn engine(args: &WriteArgs) -> Result<(ApiClient, Engine), Fail> {
+pub async fn engine(args: &ConnectArgs) -> Result<(ApiClient, Engine), Fail> {
     let serve = serve_settings(args)?;
     let client = crate::client::connect(&serve.client)
         .await

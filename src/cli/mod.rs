@@ -11,6 +11,7 @@ mod args;
 mod candidate;
 mod change;
 mod child;
+mod delete;
 mod exec;
 mod fail;
 pub mod kinds;
@@ -27,7 +28,8 @@ use serde_json::Value;
 
 use crate::pb;
 
-pub use args::{ChangeFlags, ChangeOptions, WriteArgs};
+pub use args::{ChangeFlags, ChangeOptions, ConnectArgs, FenceArgs, WriteArgs};
+pub use delete::{DeleteArgs, run as delete};
 pub use fail::{Class, Fail};
 pub use lead::{LeadArgs, run as lead};
 pub use output::Output;
@@ -103,10 +105,10 @@ async fn write(
     let owner_api_version = args.change_options.owner_api_version.as_deref();
     // A failure to resolve the owner's kind names the flag that named it.
     let of_owner = |fail: Fail| Fail::new(fail.class, format!("{flag}: {}", fail.message));
-    match &args.address {
+    match &args.connect.address {
         Some(address) => {
             let api_version = args.api_version.as_deref();
-            let mut discovery = sidecar::LazyDiscovery::new(&args);
+            let mut discovery = sidecar::LazyDiscovery::new(&args.connect);
             let kind = discovery.kind(&typed, api_version, "--api-version").await?;
             if let Some(owner) = &owner {
                 let kind = discovery
@@ -134,7 +136,7 @@ async fn write(
             Ok((request, result))
         }
         None => {
-            let (client, engine) = local::engine(&args).await?;
+            let (client, engine) = local::engine(&args.connect).await?;
             let kind = kinds::discover(&client, &typed, args.api_version.as_deref()).await?;
             if let Some(owner) = &owner {
                 let kind = kinds::discover(&client, owner, owner_api_version)
@@ -154,7 +156,7 @@ async fn write(
             let result = local::write(
                 &engine,
                 &request,
-                (&args.kubeconfig, &args.context),
+                (&args.connect.kubeconfig, &args.connect.context),
                 deadline,
             )
             .await?;

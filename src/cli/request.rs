@@ -76,40 +76,12 @@ pub fn build(
             create_if_missing_json,
             idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
             write_alone: false,
-            fence: fence(args)?,
+            fence: args.fence.fence()?,
         },
         exec: args.change.exec.clone(),
         display: kind.display,
         flag,
     })
-}
-
-/// The fence of --fence and --fence-epoch (or their variables), none with --no-fence.
-pub fn fence(args: &WriteArgs) -> Result<Option<pb::Fence>, Fail> {
-    if args.no_fence {
-        return Ok(None);
-    }
-    match (&args.fence, args.fence_epoch) {
-        (None, None) => Ok(None),
-        (Some(lease), Some(epoch)) => {
-            let Some((namespace, name)) = lease.split_once('/') else {
-                return Err(Fail::invalid(format!(
-                    "--fence {lease:?}: expected NAMESPACE/NAME"
-                )));
-            };
-            Ok(Some(pb::Fence {
-                lease_namespace: namespace.to_string(),
-                lease_name: name.to_string(),
-                epoch,
-            }))
-        }
-        (Some(_), None) => Err(Fail::invalid(
-            "--fence needs --fence-epoch (SAFEWRITE_LEASE_EPOCH); or --no-fence".to_string(),
-        )),
-        (None, Some(_)) => Err(Fail::invalid(
-            "--fence-epoch needs --fence (SAFEWRITE_LEASE); or --no-fence".to_string(),
-        )),
-    }
 }
 
 /// An object from a JSON or YAML file, or stdin for `-`.

@@ -5,7 +5,7 @@
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::args::WriteArgs;
+use super::args::{ConnectArgs, WriteArgs};
 use super::exec::{self, Proposal};
 use super::fail::{Class, Fail, one_line};
 use super::kinds;
@@ -18,7 +18,7 @@ use crate::pb::writer_service_client::WriterServiceClient;
 
 /// A client for discovery, when a kubeconfig (or in-cluster configuration) is at hand:
 /// for kinds the built-in table does not know, and for the default namespace.
-async fn discovery_client(args: &WriteArgs) -> Option<ApiClient> {
+async fn discovery_client(args: &ConnectArgs) -> Option<ApiClient> {
     let serve = serve_settings(args).ok()?;
     if serve.client.kubeconfig.is_none()
         && std::env::var_os("KUBECONFIG").is_none()
@@ -33,12 +33,12 @@ async fn discovery_client(args: &WriteArgs) -> Option<ApiClient> {
 
 /// The discovery client, made at most once and only when first needed.
 pub struct LazyDiscovery<'a> {
-    args: &'a WriteArgs,
+    args: &'a ConnectArgs,
     client: Option<Option<ApiClient>>,
 }
 
 impl<'a> LazyDiscovery<'a> {
-    pub fn new(args: &'a WriteArgs) -> Self {
+    pub fn new(args: &'a ConnectArgs) -> Self {
         LazyDiscovery { args, client: None }
     }
 
@@ -81,25 +81,7 @@ pub async fn write(
     request: &Request,
     deadline: Instant,
 ) -> Result<pb::WriteResult, Fail> {
-    let token = match &args.token_file {
-        Some(path) => Some(
-            crate::auth::read(path)
-                .map_err(|e| Fail::invalid(format!("--token-file {}: {e}", path.display())))?,
-        ),
-        None => None,
-    };
-    let left = || deadline.saturating_duration_since(Instant::now());
-    let channel = address.connect(left()).await.map_err(|e| {
-        Fail::unavailable(format!(
-            "cannot reach the sidecar at {address} ({}); is it running? Unset SAFEWRITE_ADDRESS to write in-process instead",
-            one_line(&e)
-        ))
-    })?;
-    let mut client = WriterServiceClient::new(channel);
-    let call = Call {
-        deadline,
-        token: token.as_deref().and_then(crate::auth::bearer),
-    };
+    let (mut client, call) = connect(address, &args.connect, deadline).await?;
     if let Some(command) = &request.exec {
         return transact(&mut client, call, request, command).await;
     }
@@ -126,6 +108,36 @@ pub async fn write(
         Ok(None) => Err(Fail::unavailable("the sidecar answered without a result")),
         Err(status) => Err(Fail::status(&status, request.flag)),
     }
+}
+
+/// A client of the sidecar at `address`, and what every call to it carries.
+///
+/// # Errors
+/// An unreadable --token-file; an unreachable sidecar.
+pub async fn connect(
+    address: &Address,
+    args: &ConnectArgs,
+    deadline: Instant,
+) -> Result<(WriterServiceClient<tonic::transport::Channel>, Call), Fail> {
+    let token = match &args.token_file {
+        Some(path) => Some(
+            crate::auth::read(path)
+                .map_err(|e| Fail::invalid(format!("--token-file {}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    let channel = address.connect(left).await.map_err(|e| {
+        Fail::unavailable(format!(
+            "cannot reach the sidecar at {address} ({}); is it running? Unset SAFEWRITE_ADDRESS to run in-process instead",
+            one_line(&e)
+        ))
+    })?;
+    let call = Call {
+        deadline,
+        token: token.as_deref().and_then(crate::auth::bearer),
+    };
+    Ok((WriterServiceClient::new(channel), call))
 }
 
 /// The Transact stream: each fresh object goes to the command, its output back as the
@@ -208,13 +220,13 @@ async fn transact(
 }
 
 /// What every call carries: the time left, and the token.
-struct Call {
+pub struct Call {
     deadline: Instant,
     token: Option<http::HeaderValue>,
 }
 
 impl Call {
-    fn of<T>(&self, message: T) -> tonic::Request<T> {
+    pub fn of<T>(&self, message: T) -> tonic::Request<T> {
         let mut call = tonic::Request::new(message);
         call.set_timeout(self.deadline.saturating_duration_since(Instant::now()));
         if let Some(value) = &self.token

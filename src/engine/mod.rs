@@ -60,6 +60,8 @@ pub use self::delete::{DeleteOutcome, Deleted};
 pub use self::error::{Failure, WriteError, mutation_failure};
 pub use self::get::Got;
 pub use self::result::{AttemptRecord, Outcome, Written};
+#[cfg(test)]
+pub(crate) use self::spec::configmap_write;
 pub use self::spec::{
     Change, EngineConfig, Mutator, Preconditions, Propagation, RetryPolicy, Subresource, Target,
     WriteSpec,

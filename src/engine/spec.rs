@@ -218,9 +218,9 @@ impl Mutator for Declarative<'_> {
     }
 }
 
-/// A write of `mutation` to ConfigMap `default/o`, for the engine's tests.
+/// A write of `mutation` to ConfigMap `default/o`, for tests.
 #[cfg(test)]
-pub(super) fn configmap_write(mutation: Mutation, policy: RetryPolicy) -> WriteSpec {
+pub(crate) fn configmap_write(mutation: Mutation, policy: RetryPolicy) -> WriteSpec {
     use crate::target::{ApiVersion, Kind, Name, Namespace};
     WriteSpec {
         target: Target {

@@ -10,6 +10,7 @@ mod apf;
 mod boundary;
 mod breaker;
 mod cli;
+mod cli_delete;
 mod cli_lead;
 mod client_stack;
 mod delete;

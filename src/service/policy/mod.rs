@@ -115,8 +115,10 @@ impl AllowList {
         self.rules.iter().any(Rule::names_secrets)
     }
 
-    /// Checks a validated write: `operation` on its target and subresource, and
-    /// `create-if-missing` too when it may create the target.
+    /// Checks a validated write: `operation` on its target and subresource,
+    /// `create-if-missing` too when it may create the target, and `lead` on the Lease of
+    /// its fence when it has one (a fence reads that Lease, and names a leadership the
+    /// caller could only have through rpc Lead: fences only on what the policy allows).
     ///
     /// # Errors
     /// [`Denied`] for the first operation no rule grants.
@@ -132,6 +134,9 @@ impl AllowList {
         self.check_request(&request, operation)?;
         if spec.create_if_missing.is_some() {
             self.check_request(&request, Operation::CreateIfMissing)?;
+        }
+        if let Some(fence) = &spec.fence {
+            self.check_lead(&fence.namespace, &fence.name)?;
         }
         Ok(())
     }
@@ -283,6 +288,48 @@ mod tests {
             policy(&[]).check_lead("any", "l").is_ok(),
             "the default allows it"
         );
+    }
+
+    #[test]
+    fn a_fenced_write_needs_lead_on_its_lease() {
+        use crate::engine::fence::Fence;
+        let fenced = |namespace: &str| {
+            let merge = crate::mutation::Mutation::MergePatch(serde_json::json!({}));
+            let policy = crate::engine::RetryPolicy {
+                max_attempts: 1,
+                backoff: crate::backoff::Backoff {
+                    initial: std::time::Duration::from_millis(10),
+                    max: std::time::Duration::from_secs(1),
+                },
+            };
+            let mut spec = crate::engine::configmap_write(merge, policy);
+            spec.target.namespace = crate::target::Namespace::parse("f", "team-a").unwrap();
+            spec.fence = Some(Fence {
+                namespace: crate::target::Namespace::parse("f", namespace).unwrap(),
+                name: crate::target::Name::parse("f", "l").unwrap(),
+                epoch: 1,
+            });
+            spec
+        };
+        let p = policy(&[
+            "core/ConfigMap:team-a:main:update,delete",
+            "coordination.k8s.io/Lease:team-a:main:lead",
+        ]);
+        assert!(p.check(&fenced("team-a"), Operation::Update).is_ok());
+        assert!(p.check(&fenced("team-a"), Operation::Delete).is_ok());
+        let denied = p.check(&fenced("team-b"), Operation::Update).unwrap_err();
+        assert_eq!(denied.operation, Operation::Lead);
+        assert_eq!(
+            (denied.kind.as_str(), denied.namespace.as_str()),
+            ("coordination.k8s.io/Lease", "team-b")
+        );
+        let unfenced_only = policy(&["core/ConfigMap:team-a:main:update"]);
+        assert!(
+            unfenced_only
+                .check(&fenced("team-a"), Operation::Update)
+                .is_err()
+        );
+        assert!(policy(&[]).check(&fenced("any"), Operation::Update).is_ok());
     }
 
     #[test]

@@ -78,6 +78,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SAFEWRITE_MAX_IN_FLIGHT", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_in_flight: u32,
 
+    /// Most Lead campaigns at once (one per open Lead stream, each reading its Lease every
+    /// retry period); past it, a new Lead is refused at once with RESOURCE_EXHAUSTED
+    /// (reason OVERLOADED). A controller needs one per Lease it leads.
+    #[arg(long, env = "SAFEWRITE_MAX_CAMPAIGNS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_campaigns: u32,
+
     /// Largest request message accepted, in bytes (a Kubernetes object is at most about
     /// 1.5 MiB). A larger one is refused with OUT_OF_RANGE (reason REQUEST_TOO_LARGE)
     /// before anything is sent.

@@ -209,6 +209,7 @@ fn grpc_routes(
         policy,
         send::Budget::new(args.max_sending_bytes as usize),
     )
+    .campaigning_at_most(args.max_campaigns as usize)
     .stopping_on(stop);
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)

@@ -74,7 +74,7 @@ fn made_identity() -> String {
 pub fn start(
     client: crate::client::ApiClient,
     holdings: std::sync::Arc<crate::engine::fence::Holdings>,
-    spec: LeadSpec,
+    (spec, place): (LeadSpec, tokio::sync::OwnedSemaphorePermit),
     stop: Option<watch::Receiver<bool>>,
 ) -> LeadStream {
     let identity = spec.identity.clone();
@@ -91,7 +91,11 @@ pub fn start(
             std::future::pending::<()>().await;
         }
     };
-    tokio::spawn(campaign.run(events, stop));
+    // The campaign holds its place until it ended (and released the Lease).
+    tokio::spawn(async move {
+        campaign.run(events, stop).await;
+        drop(place);
+    });
     let stream = ReceiverStream::new(received).map(move |event| Ok(answer(event, &identity)));
     Box::pin(stream)
 }

@@ -39,6 +39,9 @@ use crate::service::policy::{AllowList, Operation};
 use crate::telemetry;
 use rpc::permit;
 
+/// Lead campaigns at once when the service is not told (`--max-campaigns`'s default).
+const DEFAULT_MAX_CAMPAIGNS: usize = 64;
+
 /// The `safewrite.v1.WriterService` implementation.
 #[derive(Clone)]
 pub struct WriterService {
@@ -50,6 +53,9 @@ pub struct WriterService {
     sending: send::Budget,
     /// Turns true when the sidecar drains: Lead campaigns release and end.
     stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// A place for each Lead campaign running; none left refuses a new Lead.
+    campaigns: Arc<Semaphore>,
+    max_campaigns: usize,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
@@ -73,7 +79,16 @@ impl WriterService {
             policy: Arc::new(policy),
             sending,
             stop: None,
+            campaigns: Arc::new(Semaphore::new(DEFAULT_MAX_CAMPAIGNS)),
+            max_campaigns: DEFAULT_MAX_CAMPAIGNS,
         }
+    }
+
+    /// The service that runs at most `max` Lead campaigns at once.
+    pub fn campaigning_at_most(mut self, max: usize) -> Self {
+        self.campaigns = Arc::new(Semaphore::new(max));
+        self.max_campaigns = max;
+        self
     }
 
     /// The service whose Lead campaigns release their Leases and end their streams when
@@ -303,20 +318,25 @@ impl pb::writer_service_server::WriterService for WriterService {
                     self.policy
                         .check_lead(&spec.lease.namespace, &spec.lease.name)
                         .map_err(|denied| respond::policy_denied(&denied))?;
-                    Ok(spec)
+                    let place = self
+                        .campaigns
+                        .clone()
+                        .try_acquire_owned()
+                        .map_err(|_| respond::too_many_campaigns(self.max_campaigns))?;
+                    Ok((spec, place))
                 })
         };
         // The RPC is recorded as it opens: the campaign's stream may last for hours.
         let ended = opened.as_ref().map(|_| ("campaigning", 0));
         end_rpc(&span, "Lead", None, started, ended);
-        let spec = opened?;
+        let (spec, place) = opened?;
         tracing::info!(parent: &span, identity = %spec.identity, "campaign started");
         let client = self.engine.client().clone();
         let holdings = self.engine.holdings().clone();
         Ok(Response::new(lead::start(
             client,
             holdings,
-            spec,
+            (spec, place),
             self.stop.clone(),
         )))
     }

@@ -195,8 +195,69 @@ async fn a_hostile_string_in_every_field_is_refused_and_the_sidecar_lives_on() {
             });
             requests.push(("options.field_manager", r));
         }
+        let fence = |namespace: &str, name: &str| pb::Fence {
+            lease_namespace: namespace.into(),
+            lease_name: name.into(),
+            epoch: 1,
+        };
+        let mut r = base();
+        r.options = Some(pb::WriteOptions {
+            fence: Some(fence(text, "lease")),
+            ..Default::default()
+        });
+        requests.push(("options.fence.lease_namespace", r));
+        let mut r = base();
+        r.options = Some(pb::WriteOptions {
+            fence: Some(fence(&ns, text)),
+            ..Default::default()
+        });
+        requests.push(("options.fence.lease_name", r));
+        let mut refused = Vec::new();
         for (field, request) in requests {
-            let status = writer.update_with_retry(request).await.expect_err(field);
+            refused.push((
+                field,
+                writer.update_with_retry(request).await.expect_err(field),
+            ));
+        }
+        // A delete's target and fence, and a campaign's Lease and identity, likewise.
+        let delete = |target: pb::ObjectRef, fence: Option<pb::Fence>| pb::DeleteRequest {
+            target: Some(target),
+            fence,
+            ..Default::default()
+        };
+        for (field, request) in [
+            ("target.name", delete(configmap(&ns, text), None)),
+            ("target.namespace", delete(configmap(text, "x"), None)),
+            (
+                "fence.lease_namespace",
+                delete(configmap(&ns, "x"), Some(fence(text, "l"))),
+            ),
+            (
+                "fence.lease_name",
+                delete(configmap(&ns, "x"), Some(fence(&ns, text))),
+            ),
+        ] {
+            refused.push((field, writer.delete(request).await.expect_err(field)));
+        }
+        let lead = |namespace: &str, name: &str, identity: &str| pb::LeadRequest {
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: identity.into(),
+            ..Default::default()
+        };
+        let mut campaigns = vec![
+            ("namespace", lead(text, "l", "")),
+            ("name", lead(&ns, text, "")),
+        ];
+        // An identity is any printable ASCII without spaces (it is only ever a value in
+        // the Lease's body): the others are refused.
+        if text.is_empty() || text.len() > 253 || text.chars().any(|c| !c.is_ascii_graphic()) {
+            campaigns.push(("identity", lead(&ns, "l", text)));
+        }
+        for (field, request) in campaigns {
+            refused.push((field, writer.lead(request).await.expect_err(field)));
+        }
+        for (field, status) in refused {
             assert_eq!(violated_field(&status), field, "{field} = {:.40?}", text);
             assert!(
                 status.message().len() < 1024,
@@ -205,6 +266,38 @@ async fn a_hostile_string_in_every_field_is_refused_and_the_sidecar_lives_on() {
             );
         }
     }
+    // An identity full of URL syntax is held verbatim, on the Lease named and no other.
+    let identity = "../..?x=y#z%2e/a";
+    let mut events = writer
+        .lead(pb::LeadRequest {
+            namespace: ns.clone(),
+            name: "hostile-identity".into(),
+            identity: identity.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = events.message().await.unwrap().unwrap();
+    assert_eq!(first.state(), pb::LeadState::Leading);
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cp.admin_client().await, &ns);
+    let held = leases.list(&Default::default()).await.unwrap();
+    let holders: Vec<_> = held
+        .items
+        .iter()
+        .map(|l| {
+            (
+                l.metadata.name.clone().unwrap(),
+                l.spec.as_ref().unwrap().holder_identity.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        holders,
+        [("hostile-identity".to_string(), Some(identity.to_string()))]
+    );
+    drop(events);
     // Still serving.
     let ok = writer
         .update_with_retry(pb::UpdateWithRetryRequest {

@@ -325,3 +325,111 @@ async fn a_draining_sidecar_releases_the_lease_and_ends_the_stream() {
         "the drain did not wait for the stream: {took:?}"
     );
 }
+
+/// Two thousand callers open Lead streams at once and sit on them: the sidecar runs at
+/// most --max-campaigns (here 16) campaigns, refuses the others at once with
+/// RESOURCE_EXHAUSTED (OVERLOADED), keeps writing for other callers, and a place freed
+/// by a closed stream is taken by the next Lead.
+#[tokio::test(flavor = "multi_thread")]
+async fn thousands_of_idle_lead_streams_are_capped_and_the_sidecar_serves_on() {
+    const CALLERS: usize = 2000;
+    const MAX: usize = 16;
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("lead-idle").await;
+    let kubeconfig = cp.admin_kubeconfig().display().to_string();
+    let sidecar = Sidecar::start(&["--kubeconfig", &kubeconfig, "--max-campaigns", "16"]);
+    // Client-go's default timings: an idle campaign reads its Lease every 2 s.
+    let idle = |i: usize| pb::LeadRequest {
+        namespace: ns.clone(),
+        name: format!("idle-{}", i % 4),
+        identity: format!("caller-{i}"),
+        ..Default::default()
+    };
+    let mut channels = Vec::new();
+    for _ in 0..4 {
+        channels.push(sidecar.channel().await);
+    }
+    let started = Instant::now();
+    let opened = futures::future::join_all((0..CALLERS).map(|i| {
+        let mut client = WriterServiceClient::new(channels[i % 4].clone());
+        let request = idle(i);
+        async move { client.lead(request).await.map(tonic::Response::into_inner) }
+    }))
+    .await;
+    let answered = started.elapsed();
+    let (mut streams, mut refused) = (Vec::new(), Vec::new());
+    let mut leases = std::collections::BTreeSet::new();
+    for (i, result) in opened.into_iter().enumerate() {
+        match result {
+            Ok(stream) => {
+                streams.push(stream);
+                leases.insert(idle(i).name);
+            }
+            Err(status) => refused.push(status),
+        }
+    }
+    assert_eq!(streams.len(), MAX, "campaigns started");
+    assert_eq!(refused.len(), CALLERS - MAX);
+    for status in &refused {
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        assert_eq!(
+            status.get_details_error_info().unwrap().reason,
+            "OVERLOADED"
+        );
+        assert!(
+            status.message().contains("--max-campaigns"),
+            "{}",
+            status.message()
+        );
+    }
+    eprintln!("{CALLERS} Lead calls answered in {answered:?}: {MAX} campaigns, the rest refused");
+    // Every campaign says where it stands: one leader per Lease.
+    let mut leaders = 0;
+    for stream in &mut streams {
+        leaders += usize::from(is_leading(&next(stream, Duration::from_secs(20)).await));
+    }
+    assert_eq!(leaders, leases.len(), "one leader per Lease campaigned for");
+    // Writes go on beside them.
+    let mut writer = WriterServiceClient::new(sidecar.channel().await);
+    let write = pb::UpdateWithRetryRequest {
+        target: Some(pb::ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: ns.clone(),
+            name: "beside".into(),
+        }),
+        mutation: Some(pb::Mutation {
+            kind: Some(pb::mutation::Kind::MergePatch(pb::MergePatch {
+                patch_json: r#"{"data": {"n": "1"}}"#.into(),
+            })),
+        }),
+        options: Some(pb::WriteOptions {
+            create_if_missing_json: r#"{"data": {}}"#.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let written = writer
+        .update_with_retry(write)
+        .await
+        .expect("a write beside the campaigns");
+    assert_eq!(
+        written.into_inner().result.unwrap().outcome(),
+        pb::Outcome::Created
+    );
+    // A closed stream frees its place: the next Lead starts a campaign.
+    drop(streams.pop());
+    let mut client = WriterServiceClient::new(channels[0].clone());
+    let mut again = None;
+    for _ in 0..100 {
+        match client.lead(idle(CALLERS)).await {
+            Ok(stream) => {
+                again = Some(stream);
+                break;
+            }
+            Err(status) => assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(again.is_some(), "a freed place is taken within 10 s");
+}

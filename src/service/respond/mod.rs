@@ -24,8 +24,8 @@ mod refusal;
 mod write;
 
 pub use refusal::{
-    invalid_request, no_time, overloaded, policy_denied, refused_request, transact_idle,
-    unauthenticated, unread_message,
+    invalid_request, no_time, overloaded, policy_denied, refused_request, too_many_campaigns,
+    transact_idle, unauthenticated, unread_message,
 };
 pub use write::{read_to_status, to_status};
 

@@ -42,6 +42,20 @@ pub fn overloaded(max: usize) -> tonic::Status {
     .status(&[])
 }
 
+/// RESOURCE_EXHAUSTED (reason `OVERLOADED`) for a Lead past `--max-campaigns`: no
+/// campaign was started.
+pub fn too_many_campaigns(max: usize) -> tonic::Status {
+    Reply::new(
+        Code::ResourceExhausted,
+        Reason::Overloaded,
+        format!(
+            "safewrite already runs {max} Lead campaigns (--max-campaigns); no campaign was started; close a Lead stream no longer needed, or raise --max-campaigns"
+        ),
+    )
+    .retry_after(Duration::from_secs(1))
+    .status(&[])
+}
+
 /// PERMISSION_DENIED (reason `POLICY_DENIED`) for a write the sidecar's policy does not
 /// allow: nothing was sent. The message and the ErrorInfo metadata name what was denied
 /// and the `--allow` flag that would allow it.

@@ -1,6 +1,7 @@
 /**
  * {@link Client}: the calls of safewrite.v1.WriterService over one lazily created
- * grpc-js channel, with deadlines, cancellation, metadata and trace propagation.
+ * grpc-js channel, with deadlines, cancellation, metadata and trace propagation, and its
+ * fenced views (`withFence`).
  */
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import {
@@ -18,27 +19,37 @@ import type { KubernetesObject } from "@kubernetes/client-node";
 import { resolveAddress } from "./address.js";
 import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
 import {
+  DeleteRequestSchema,
+  DeleteResponseSchema,
   GetRequestSchema,
   GetResponseSchema,
+  LeadRequestSchema,
+  LeadResponseSchema,
   TransactRequestSchema,
   TransactResponseSchema,
   UpdateWithRetryRequestSchema,
   UpdateWithRetryResponseSchema,
   WriterService,
 } from "./gen/safewrite/v1/writer_pb.js";
+import { Leadership } from "./lead.js";
 import { mutationMessage, type Mutation } from "./mutation.js";
 import { loadClientNode, type Stored } from "./objects.js";
 import {
   callDeadline,
+  deleteRequest,
   getRequest,
+  leadRequest,
   requestParts,
   type CallOptions,
+  type DeleteOptions,
+  type Fence,
   type GetOptions,
+  type LeadOptions,
   type ObjectRef,
   type TransactOptions,
   type WriteOptions,
 } from "./options.js";
-import { toGetResult, toResult, type GetResult, type Result } from "./result.js";
+import { toDeleteResult, toGetResult, toResult, type DeleteResult, type GetResult, type Result } from "./result.js";
 import { injectTraceContext } from "./tracing.js";
 import { runTransaction, Transaction, type Fresh, type Proposal } from "./transact.js";
 
@@ -81,6 +92,25 @@ export type TransactFn<T extends KubernetesObject = KubernetesObject> = (
 
 const path = (method: { name: string }): string => `/${WriterService.typeName}/${method.name}`;
 
+/** The channel a client and its fenced views share, created on first use. */
+interface Connection {
+  grpc: GrpcClient | undefined;
+}
+
+/** A fence as given, checked for its shape (the sidecar judges its values). */
+function checkFence(fence: Fence): Fence {
+  if (
+    fence === null ||
+    typeof fence !== "object" ||
+    typeof fence.leaseNamespace !== "string" ||
+    typeof fence.leaseName !== "string" ||
+    (typeof fence.epoch !== "bigint" && typeof fence.epoch !== "number")
+  ) {
+    throw new TypeError("withFence: a fence is { leaseNamespace, leaseName, epoch }, e.g. a LEADING event's `fence`");
+  }
+  return { leaseNamespace: fence.leaseNamespace, leaseName: fence.leaseName, epoch: fence.epoch };
+}
+
 /**
  * A client of the safewrite sidecar; safe for concurrent use. The connection is made on
  * the first call (and again after a failure); {@link close} releases it.
@@ -89,7 +119,9 @@ export class Client {
   /** The grpc-js target, e.g. "127.0.0.1:50051" or "unix:///run/safewrite/safewrite.sock". */
   readonly address: string;
   readonly #options: ClientOptions;
-  #grpc: GrpcClient | undefined;
+  #connection: Connection = { grpc: undefined };
+  /** The fence of a view made by {@link withFence}; undefined for a client made with `new`. */
+  #fence: Fence | undefined;
 
   /**
    * @param address `host:port`, `unix:///path/to/socket` (or a bare absolute path);
@@ -105,18 +137,52 @@ export class Client {
 
   /** The channel, created on first use. */
   #channel(): GrpcClient {
-    this.#grpc ??= new GrpcClient(
+    this.#connection.grpc ??= new GrpcClient(
       this.address,
       this.#options.credentials ?? grpcCredentials.createInsecure(),
       this.#options.channelOptions ?? {},
     );
-    return this.#grpc;
+    return this.#connection.grpc;
   }
 
-  /** Closes the channel; a later call opens a new one. */
+  /**
+   * Closes the channel; a later call opens a new one. A view made by {@link withFence}
+   * does not own the channel: its close() does nothing (close the client you made it
+   * from), so work handed a view cannot end the campaign that runs on the same channel.
+   */
   close(): void {
-    this.#grpc?.close();
-    this.#grpc = undefined;
+    if (this.#fence !== undefined) {
+      return;
+    }
+    this.#connection.grpc?.close();
+    this.#connection.grpc = undefined;
+  }
+
+  /** The fence this client's writes carry (a view made by {@link withFence}); undefined otherwise. */
+  get fence(): Fence | undefined {
+    return this.#fence;
+  }
+
+  /**
+   * A view of this client whose writes (`update`, `patchStatus`, `transact`,
+   * `beginTransaction`, `delete`) carry `fence` unless a call gives its own `fence`
+   * (reads are unchanged): the fence of a LEADING event, for work that must not write
+   * once its leadership ended, without a fence in every call. It shares this client's
+   * channel and options (its `close()` does nothing). `Leadership.whileLeading` hands its
+   * work such a view. To write without a fence, use the client it was made from.
+   *
+   * @throws TypeError when `fence` is not `{ leaseNamespace, leaseName, epoch }`.
+   */
+  withFence(fence: Fence): Client {
+    const view = new Client(this.address, this.#options);
+    view.#connection = this.#connection;
+    view.#fence = checkFence(fence);
+    return view;
+  }
+
+  /** The options with this view's fence, unless they give their own. */
+  #fenced<O extends { fence?: Fence }>(options: O): O {
+    return options.fence !== undefined || this.#fence === undefined ? options : { ...options, fence: this.#fence };
   }
 
   /**
@@ -139,7 +205,7 @@ export class Client {
     // are the same on the wire; the RPC says which subresource is written.
     const method = options.status ? WriterService.method.patchStatus : WriterService.method.updateWithRetry;
     const request = create(UpdateWithRetryRequestSchema, {
-      ...requestParts(ref, options),
+      ...requestParts(ref, this.#fenced(options)),
       mutation: mutation === undefined ? undefined : mutationMessage(mutation, ref.namespace ?? ""),
     });
     const response = await this.#unary(
@@ -257,10 +323,73 @@ export class Client {
     }
     call.write(
       create(TransactRequestSchema, {
-        message: { case: "begin", value: { ...requestParts(ref, options), status: options.status ?? false } },
+        message: { case: "begin", value: { ...requestParts(ref, this.#fenced(options)), status: options.status ?? false } },
       }),
     );
     return transaction;
+  }
+
+  /**
+   * Deletes the object (Delete), conditioned on the object it decided on: every attempt
+   * reads it live, checks `options.preconditions` on it, and sends one DELETE carrying
+   * that object's uid and resourceVersion, so a writer that changed it in between makes
+   * the sidecar read and decide again (within the call's deadline). An object that is
+   * not there is an answer, not an error: `DeleteOutcome.GONE`. A delete is always safe
+   * to send again (one already applied answers GONE or DELETING), so its errors count it
+   * as idempotent (`err.retryable`, as for a get). `T` types the result's object, as for
+   * {@link update}.
+   *
+   * @throws SafewriteError as {@link update}: PreconditionFailedError
+   *   (`PRECONDITION_FAILED`, with `currentObject`) when a precondition is false on the
+   *   object read, nothing deleted; ConflictError (`RESOURCE_VERSION_MISMATCH`) for an
+   *   exact resourceVersion that is not the object's; PreconditionFailedError
+   *   (`NOT_LEADER`, `FENCED`) for a fenced delete the sidecar refuses;
+   *   PermissionDeniedError when the sidecar's policy (`delete`) or the API server refuses it.
+   */
+  async delete<T extends KubernetesObject = KubernetesObject>(
+    ref: ObjectRef,
+    options: DeleteOptions = {},
+  ): Promise<DeleteResult<T>> {
+    const response = await this.#unary(
+      path(WriterService.method.delete),
+      DeleteRequestSchema,
+      DeleteResponseSchema,
+      deleteRequest(ref, this.#fenced(options)),
+      options,
+      true,
+    );
+    return toDeleteResult<T>(response);
+  }
+
+  /**
+   * Campaigns for leadership through a coordination.k8s.io/v1 Lease (Lead): the sidecar
+   * acquires and renews it for this caller, the way client-go's leader election does,
+   * and the returned {@link Leadership} reports each change (LEADING with the epoch of
+   * the acquisition and its {@link Fence}, NOT_LEADING with why). The campaign lasts
+   * until `leadership.close()` or `options.signal`, which release the Lease; no deadline
+   * (the client's `timeoutMs` neither) bounds it, and a signal that has already fired
+   * sends nothing (the Leadership has ended). The sidecar's refusals (InvalidError
+   * naming the field, PermissionDeniedError) come through the Leadership's iteration
+   * and `whileLeading`.
+   *
+   * Leadership alone does not fence: a paused leader may write after its successor took
+   * over. Give writes its `fence` (or use `leadership.whileLeading`, whose work gets a
+   * fenced client) and the sidecar refuses those of a deposed leader.
+   */
+  lead(options: LeadOptions): Leadership {
+    const fenced = (fence: Fence): Client => this.withFence(fence);
+    if (options.signal?.aborted) {
+      return new Leadership(undefined, options, fenced, options.signal);
+    }
+    const call = this.#channel().makeServerStreamRequest(
+      path(WriterService.method.lead),
+      (message: MessageShape<typeof LeadRequestSchema>) => Buffer.from(toBinary(LeadRequestSchema, message)),
+      (bytes: Buffer) => fromBinary(LeadResponseSchema, bytes),
+      leadRequest(options),
+      this.#metadata({ metadata: options.metadata }),
+      {},
+    );
+    return new Leadership(call, options, fenced, options.signal);
   }
 
   #metadata(options: CallOptions): Metadata {

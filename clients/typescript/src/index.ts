@@ -34,8 +34,10 @@ export {
 } from "./entries.js";
 export type {
   CallOptions,
+  DeleteOptions,
   Fence,
   GetOptions,
+  LeadOptions,
   ObjectRef,
   Preconditions,
   RetryPolicy,
@@ -43,7 +45,8 @@ export type {
   Versioned,
   WriteOptions,
 } from "./options.js";
-export { Outcome, type GetResult, type Result } from "./result.js";
+export { DeleteOutcome, Outcome, type DeleteResult, type GetResult, type Result } from "./result.js";
+export { Leadership, type Leader, type LeaderWork, type LeadEvent } from "./lead.js";
 export { Transaction, type Fresh, type Proposal, type TransactionEvent } from "./transact.js";
 export {
   CancelledError,
@@ -69,7 +72,16 @@ export {
   type ErrorDetails,
   type FieldViolation,
 } from "./errors.js";
-export { Reason, ReasonSchema, OutcomeSchema, Retry, RetrySchema } from "./gen/safewrite/v1/writer_pb.js";
+export {
+  LeadState,
+  NotLeadingReason,
+  PropagationPolicy,
+  Reason,
+  ReasonSchema,
+  OutcomeSchema,
+  Retry,
+  RetrySchema,
+} from "./gen/safewrite/v1/writer_pb.js";
 export { codeAdvice, REASON_ADVICE, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
 export { tracingAvailable } from "./tracing.js";
 export { status as GrpcStatus } from "@grpc/grpc-js";

@@ -1,18 +1,25 @@
 /**
  * What a call takes besides its target and mutation: preconditions, retry policy, write
- * options, deadline and cancellation, and their conversion into the request messages.
+ * options, deadline and cancellation, a delete's and a campaign's options, and their
+ * conversion into the request messages.
  */
 import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
 import {
+  DeleteRequestSchema,
   FenceSchema,
   GetRequestSchema,
+  LeadRequestSchema,
   ObjectRefSchema,
   PreconditionsSchema,
+  PropagationPolicy,
   RetryPolicySchema,
   WriteOptionsSchema,
+  type DeleteRequest,
+  type Fence as FenceMessage,
   type GetRequest,
+  type LeadRequest,
   type ObjectRef as ObjectRefMessage,
   type Preconditions as PreconditionsMessage,
   type RetryPolicy as RetryPolicyMessage,
@@ -123,6 +130,62 @@ export interface WriteOptions extends CallOptions {
 /** The options of `transact`: those of every write. */
 export type TransactOptions = WriteOptions;
 
+/**
+ * The options of `delete`. The delete is always safe to send again (a DELETE already
+ * applied finds the object gone or being deleted), so its errors count it as idempotent.
+ */
+export interface DeleteOptions extends CallOptions {
+  /**
+   * Checked on the object read live before every DELETE: `uid` (the object you mean, not
+   * one recreated under its name), an exact `resourceVersion` (not retried), a `cel`
+   * condition over `object`. When one is false nothing is deleted.
+   */
+  preconditions?: Preconditions;
+  /** What happens to the object's dependents; unset: the API server's default for the kind (usually background). */
+  propagationPolicy?: PropagationPolicy;
+  /** Ask the API server to admit the delete without persisting it. */
+  dryRun?: boolean;
+  retryPolicy?: RetryPolicy;
+  /**
+   * Makes the delete one a deposed leader cannot make, as for a write (see {@link Fence});
+   * a delete records nothing on the object.
+   */
+  fence?: Fence;
+}
+
+/**
+ * What `lead` campaigns for: a coordination.k8s.io/v1 Lease, and the campaign's timings
+ * (client-go's rule: lease duration > renew deadline > 1.2 x retry period). The sidecar
+ * judges them: a value it refuses fails the campaign with {@link InvalidError}, its
+ * `fieldViolations` naming the request's field (`name`, `lease_duration`, ...).
+ *
+ * A campaign has no deadline: neither the client's `timeoutMs` nor any other bounds it.
+ * It lasts until `close()`, `signal`, or the sidecar's shutdown.
+ */
+export interface LeadOptions {
+  /** The Lease's namespace: a DNS-1123 label. */
+  namespace: string;
+  /** The Lease's name: a DNS-1123 subdomain. */
+  name: string;
+  /**
+   * The Lease's holder identity while this campaign leads, e.g. the pod's name: 1 to 253
+   * printable ASCII characters, no spaces. Unset: the sidecar makes one unique to this
+   * campaign. Two campaigns given the same identity never both lead: the second waits
+   * the Lease out.
+   */
+  identity?: string;
+  /** How long the Lease lasts after its last renewal, as others see it, in milliseconds: whole seconds, 1 s to 1 h. Unset: 15 s. */
+  leaseDurationMs?: number;
+  /** How long the leader leads without a successful renewal, in milliseconds. Unset: 10 s. */
+  renewDeadlineMs?: number;
+  /** How often the sidecar tries to acquire or renew the Lease, in milliseconds; at least 10. Unset: 2 s. */
+  retryPeriodMs?: number;
+  /** Ends the campaign as `close()` does (the Lease is released): not a failure. */
+  signal?: AbortSignal;
+  /** Extra gRPC metadata to send. */
+  metadata?: Record<string, string>;
+}
+
 /** What names a resourceVersion: a write's {@link Result}, a get's {@link GetResult}. */
 export interface Versioned {
   readonly resourceVersion: string;
@@ -177,25 +240,38 @@ function targetMessage(ref: ObjectRef): ObjectRefMessage {
   });
 }
 
+/** The Preconditions message of a call's preconditions. */
+function preconditionsMessage(p: Preconditions): PreconditionsMessage {
+  return create(PreconditionsSchema, { uid: p.uid ?? "", resourceVersion: p.resourceVersion ?? "", cel: p.cel ?? "" });
+}
+
+/** The RetryPolicy message of a call's retry policy. */
+function retryPolicyMessage(r: RetryPolicy): RetryPolicyMessage {
+  return create(RetryPolicySchema, {
+    maxAttempts: r.maxAttempts ?? 0,
+    requeue: r.requeue ?? false,
+    ...(r.initialBackoffMs !== undefined && { initialBackoff: durationFromMs(r.initialBackoffMs) }),
+    ...(r.maxBackoffMs !== undefined && { maxBackoff: durationFromMs(r.maxBackoffMs) }),
+  });
+}
+
+/** The Fence message of a call's fence. */
+function fenceMessage(fence: Fence): FenceMessage {
+  return create(FenceSchema, {
+    leaseNamespace: fence.leaseNamespace,
+    leaseName: fence.leaseName,
+    epoch: BigInt(fence.epoch),
+  });
+}
+
 /** Builds the request fields shared by every write RPC. */
 export function requestParts(ref: ObjectRef, options: WriteOptions): RequestParts {
   const parts: RequestParts = { target: targetMessage(ref) };
-  const p = options.preconditions;
-  if (p !== undefined) {
-    parts.preconditions = create(PreconditionsSchema, {
-      uid: p.uid ?? "",
-      resourceVersion: p.resourceVersion ?? "",
-      cel: p.cel ?? "",
-    });
+  if (options.preconditions !== undefined) {
+    parts.preconditions = preconditionsMessage(options.preconditions);
   }
-  const r = options.retryPolicy;
-  if (r !== undefined) {
-    parts.retryPolicy = create(RetryPolicySchema, {
-      maxAttempts: r.maxAttempts ?? 0,
-      requeue: r.requeue ?? false,
-      ...(r.initialBackoffMs !== undefined && { initialBackoff: durationFromMs(r.initialBackoffMs) }),
-      ...(r.maxBackoffMs !== undefined && { maxBackoff: durationFromMs(r.maxBackoffMs) }),
-    });
+  if (options.retryPolicy !== undefined) {
+    parts.retryPolicy = retryPolicyMessage(options.retryPolicy);
   }
   const { fieldManager, dryRun, createIfMissing, idempotencyKey, writeAlone, fence } = options;
   if (
@@ -217,16 +293,36 @@ export function requestParts(ref: ObjectRef, options: WriteOptions): RequestPart
             : JSON.stringify(createIfMissing),
       idempotencyKey: idempotencyKey ?? "",
       writeAlone: writeAlone ?? false,
-      ...(fence !== undefined && {
-        fence: create(FenceSchema, {
-          leaseNamespace: fence.leaseNamespace,
-          leaseName: fence.leaseName,
-          epoch: BigInt(fence.epoch),
-        }),
-      }),
+      ...(fence !== undefined && { fence: fenceMessage(fence) }),
     });
   }
   return parts;
+}
+
+/** The DeleteRequest of `delete(ref, options)`. */
+export function deleteRequest(ref: ObjectRef, options: DeleteOptions): DeleteRequest {
+  const { preconditions, propagationPolicy, dryRun, retryPolicy, fence } = options;
+  return create(DeleteRequestSchema, {
+    target: targetMessage(ref),
+    propagationPolicy: propagationPolicy ?? PropagationPolicy.UNSPECIFIED,
+    dryRun: dryRun ?? false,
+    ...(preconditions !== undefined && { preconditions: preconditionsMessage(preconditions) }),
+    ...(retryPolicy !== undefined && { retryPolicy: retryPolicyMessage(retryPolicy) }),
+    ...(fence !== undefined && { fence: fenceMessage(fence) }),
+  });
+}
+
+/** The LeadRequest of `lead(options)`; the sidecar judges the values. */
+export function leadRequest(options: LeadOptions): LeadRequest {
+  const { namespace, name, identity, leaseDurationMs, renewDeadlineMs, retryPeriodMs } = options;
+  return create(LeadRequestSchema, {
+    namespace,
+    name,
+    identity: identity ?? "",
+    ...(leaseDurationMs !== undefined && { leaseDuration: durationFromMs(leaseDurationMs) }),
+    ...(renewDeadlineMs !== undefined && { renewDeadline: durationFromMs(renewDeadlineMs) }),
+    ...(retryPeriodMs !== undefined && { retryPeriod: durationFromMs(retryPeriodMs) }),
+  });
 }
 
 /**

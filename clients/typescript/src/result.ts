@@ -1,7 +1,16 @@
-/** What a successful call returns: a write's {@link Result}, a get's {@link GetResult}. */
+/**
+ * What a successful call returns: a write's {@link Result}, a get's {@link GetResult}, a
+ * delete's {@link DeleteResult}.
+ */
 import type { KubernetesObject } from "@kubernetes/client-node";
 
-import { Outcome, type GetResponse, type WriteResult } from "./gen/safewrite/v1/writer_pb.js";
+import {
+  DeleteOutcome,
+  Outcome,
+  type DeleteResponse,
+  type GetResponse,
+  type WriteResult,
+} from "./gen/safewrite/v1/writer_pb.js";
 import { attemptRecord, type AttemptRecord } from "./errors.js";
 import { parseObject, type Stored } from "./objects.js";
 
@@ -91,4 +100,48 @@ export function toGetResult<T extends KubernetesObject = KubernetesObject>(respo
   };
 }
 
-export { Outcome };
+/** A finished delete; `T` is the object's type, as for {@link Result}. */
+export interface DeleteResult<T extends KubernetesObject = KubernetesObject> {
+  /**
+   * DELETED (the API server deleted it; with `dryRun`, would have), DELETING (it is only
+   * marked for deletion: it has finalizers, or foreground or orphan propagation added
+   * one; see {@link deletionTimestamp}), or GONE (it was not there: nothing was deleted by
+   * this call, which is an answer, not an error).
+   */
+  outcome: DeleteOutcome;
+  /** The outcome's name, e.g. "DELETED". */
+  outcomeName: string;
+  /**
+   * The object as the API server answered the DELETE, in client-node's shape; undefined
+   * when it answered a Status instead, and for GONE.
+   */
+  object: Stored<T> | undefined;
+  /** The object's `metadata.deletionTimestamp`, for DELETING; undefined when it has none. */
+  deletionTimestamp: Date | undefined;
+  /** The attempts made, the last included. */
+  attempts: number;
+  /** Per attempt: `httpStatus` is the DELETE's, or the read's when the read was refused or found nothing. */
+  attemptRecords: AttemptRecord[];
+  /** The W3C trace id of the sidecar's span; empty when its tracing is off. */
+  traceId: string;
+  /** The object was not there (`DeleteOutcome.GONE`). */
+  gone: boolean;
+}
+
+/** Converts a safewrite.v1.DeleteResponse message. */
+export function toDeleteResult<T extends KubernetesObject = KubernetesObject>(response: DeleteResponse): DeleteResult<T> {
+  const deletionTimestamp = response.deletionTimestamp === "" ? undefined : new Date(response.deletionTimestamp);
+  return {
+    outcome: response.outcome,
+    outcomeName: DeleteOutcome[response.outcome] ?? String(response.outcome),
+    object: response.objectJson === "" ? undefined : parseObject<T>(response.objectJson),
+    deletionTimestamp:
+      deletionTimestamp === undefined || Number.isNaN(deletionTimestamp.getTime()) ? undefined : deletionTimestamp,
+    attempts: response.attempts,
+    attemptRecords: response.attemptRecords.map(attemptRecord),
+    traceId: response.traceId,
+    gone: response.outcome === DeleteOutcome.GONE,
+  };
+}
+
+export { DeleteOutcome, Outcome };

@@ -20,6 +20,12 @@ const readme = readFileSync(`${packageRoot}README.md`, "utf8");
 const blocks = [...readme.matchAll(/```ts\n(.*?)```/gs)].map((m) => m[1]!);
 const dir = `${packageRoot}build/readme`;
 const firstOutput = /^(CREATED|UPDATED) \d+ (UPDATED|UNCHANGED)$/;
+/** What the examples that show an outcome print, found by a call they make. */
+const outputs: { call: string; output: RegExp }[] = [
+  // One replica alone: it leads, counts, and its campaign ends by its signal.
+  { call: "client.lead(", output: /^leading under epoch [1-9]\d*\n(?:deposed \(NOT_LEADER\): nothing written\n)?counted [1-9]\d*$/ },
+  { call: "client.delete(", output: /^kept: Running\nDELETED true$/ },
+];
 
 /**
  * Writes the blocks as modules inside the package, so "@safewrite/client" resolves to it:
@@ -41,6 +47,9 @@ describe("README", () => {
     assert.ok(start >= 0 && start < 40, "the first ```ts block opens the README (after its title)");
     assert.ok(blocks.length >= 4, "the README has its examples");
     assert.ok(blocks[0]!.trimEnd().split("\n").length <= 10, "the first example has at most ten lines");
+    for (const { call } of outputs) {
+      assert.ok(blocks.some((code) => code.includes(call)), `an example calls ${call}`);
+    }
   });
 
   it("type-checks every example", () => {
@@ -72,6 +81,11 @@ describe("README", () => {
       assert.ok(stdout.trim() !== "", "the example printed nothing");
       if (i === 0) {
         assert.match(stdout.trim(), firstOutput);
+      }
+      for (const { call, output } of outputs) {
+        if (blocks[i]!.includes(call)) {
+          assert.match(stdout.trim(), output);
+        }
       }
     });
   });

@@ -36,6 +36,30 @@ export function adminClient(): Client {
   return new Client(harness("SAFEWRITE_ADDRESS"), { timeoutMs: 30_000 });
 }
 
+/**
+ * The harness's two peer sidecars (SAFEWRITE_PEER_ADDRS, SAFEWRITE_PEER_PIDS), admin
+ * sidecars of their own as two pods' sidecars: their addresses and process ids.
+ */
+export function peers(): { address: string; pid: number }[] {
+  const addresses = harness("SAFEWRITE_PEER_ADDRS").split(",");
+  const pids = harness("SAFEWRITE_PEER_PIDS").split(",").map(Number);
+  if (addresses.length !== 2 || pids.length !== 2 || !pids.every((pid) => Number.isInteger(pid) && pid > 0)) {
+    throw new Error("SAFEWRITE_PEER_ADDRS and SAFEWRITE_PEER_PIDS must name two sidecars");
+  }
+  return addresses.map((address, i) => ({ address, pid: pids[i]! }));
+}
+
+/** Waits until `condition` holds, checking every 20 ms; fails after `timeoutMs`, saying `what`. */
+export async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > end) {
+      throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    }
+    await sleep(20);
+  }
+}
+
 /** The CEL increment of data.n used across the tests. */
 export const INCREMENT = '{"data": {"n": string(int(object.data.n) + 1)}}';
 

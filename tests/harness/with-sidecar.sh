@@ -5,7 +5,7 @@
 #   tests/harness/with-sidecar.sh COMMAND [ARGS...]
 #
 # Starts the control plane (tests/harness/controlplane.sh), installs the test CRD
-# widgets.test.safewrite.dev (namespaced, status subresource), starts four sidecars and
+# widgets.test.safewrite.dev (namespaced, status subresource), starts six sidecars and
 # runs COMMAND with:
 #   SAFEWRITE_ADDRESS          host:port of a sidecar with the admin identity (the one
 #                              variable every client reads for the sidecar's address)

@@ -623,7 +623,9 @@ async fn leading(dir: &Path, leases: &Api<Lease>, after: u64, within: Duration) 
     holder(leases).await
 }
 
-async fn run(cp: &ControlPlane, fence: bool, faults: &[Fault]) -> Verdict {
+/// Runs the replicas under `faults`, one after another, again from the first until the
+/// run has lasted `lasting` (each fault at least once), and checks what was written.
+async fn run(cp: &ControlPlane, fence: bool, faults: &[Fault], lasting: Duration) -> Verdict {
     let started = Instant::now();
     let ns = cp
         .namespace(if fence { "fence-on" } else { "fence-off" })
@@ -655,7 +657,7 @@ async fn run(cp: &ControlPlane, fence: bool, faults: &[Fault]) -> Verdict {
         ns: ns.clone(),
         dir: dir.path().to_path_buf(),
         fence,
-        end: now_ms() / 1000 + 120,
+        end: now_ms() / 1000 + 120 + lasting.as_secs(),
     };
     let mut replicas = Vec::new();
     for r in 0..3 {
@@ -664,7 +666,10 @@ async fn run(cp: &ControlPlane, fence: bool, faults: &[Fault]) -> Verdict {
     let mut injected = Vec::new();
     let mut fresh = 3;
     let (mut leader, mut epoch) = leading(&setup.dir, &leases, 0, Duration::from_secs(20)).await;
-    for &fault in faults {
+    for (round, &fault) in faults.iter().cycle().enumerate() {
+        if round >= faults.len() && started.elapsed() >= lasting {
+            break;
+        }
         let at = now_ms();
         let index = replicas.iter().position(|r| r.who == leader);
         let index = index.unwrap_or_else(|| panic!("the leader {leader:?} is one of ours"));
@@ -814,6 +819,33 @@ async fn fenced_writes_survive_pauses_partitions_kills_and_restarts() {
             Fault::KillSidecar,
             Fault::RestartApiServer,
         ],
+        Duration::ZERO,
+    )
+    .await;
+    assert!(verdict.violations.is_empty(), "{}", verdict.figures);
+}
+
+/// The same faults again and again for SAFEWRITE_FENCE_MINUTES (default 10) minutes, by
+/// hand: `cargo test --test integration fence::long -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a long run, by hand"]
+async fn long_run_of_every_fault() {
+    let minutes: u64 = std::env::var("SAFEWRITE_FENCE_MINUTES")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(10);
+    let cp = ControlPlane::start();
+    let verdict = run(
+        &cp,
+        true,
+        &[
+            Fault::PauseSidecar,
+            Fault::PauseController,
+            Fault::HangApi,
+            Fault::KillSidecar,
+            Fault::RestartApiServer,
+        ],
+        Duration::from_secs(minutes * 60),
     )
     .await;
     assert!(verdict.violations.is_empty(), "{}", verdict.figures);
@@ -824,7 +856,7 @@ async fn fenced_writes_survive_pauses_partitions_kills_and_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_the_fence_a_paused_leader_writes_under_an_older_epoch() {
     let cp = ControlPlane::shared();
-    let verdict = run(cp, false, &[Fault::PauseSidecar]).await;
+    let verdict = run(cp, false, &[Fault::PauseSidecar], Duration::ZERO).await;
     assert!(
         verdict.has("decreasing epoch"),
         "the checker must catch the unfenced write: {}",

@@ -314,6 +314,7 @@ func (c *Client) write(ctx context.Context, sub subresource, ref ObjectRef, m Mu
 	if err != nil {
 		return nil, withTarget(err, ref)
 	}
+	cfg.fenceFromContext(ctx)
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	req := &writeRequest{
@@ -343,6 +344,9 @@ func (c *Client) prepare(ref ObjectRef, m Mutation, opts []WriteOption) (*safewr
 	cfg, err := newWriteConfig(opts)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.propagation != PropagationDefault {
+		return nil, nil, clientError(codes.InvalidArgument, "WithPropagationPolicy is for Delete only")
 	}
 	return mutation, cfg, nil
 }

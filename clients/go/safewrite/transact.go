@@ -72,6 +72,10 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.propagation != PropagationDefault {
+		return nil, clientError(codes.InvalidArgument, "WithPropagationPolicy is for Delete only")
+	}
+	cfg.fenceFromContext(ctx)
 	ctx, cancel := c.callContext(ctx)
 	defer cancel() // tears the stream down on every way out
 	stream, err := c.stub.Transact(ctx, c.callOpts...)

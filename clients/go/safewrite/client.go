@@ -271,8 +271,10 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 // and returns [OutcomeUnchanged]. It never changes the status of a kind with a status
 // subresource: use [Client.PatchStatus].
 //
-// ctx bounds the whole call, every attempt and backoff included. A failure is an
-// [*Error] matching one of the sentinel errors ([ErrConflict], [ErrInvalid],
+// ctx bounds the whole call, every attempt and backoff included; a fence it carries
+// ([ContextWithFence], as in [Client.RunWhileLeading]'s work) fences the write unless
+// [WithFence] names one. A failure is an [*Error] matching one of the sentinel errors
+// ([ErrConflict], [ErrInvalid],
 // [ErrPreconditionFailed], [ErrNotFound], [ErrPermissionDenied], ...).
 func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
 	return c.write(ctx, mainResource, ref, m, opts)

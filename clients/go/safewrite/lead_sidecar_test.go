@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"safewrite.dev/clients/go/safewrite"
 	safewritev1 "safewrite.dev/clients/go/safewrite/v1"
@@ -405,6 +406,24 @@ func TestDelete(t *testing.T) {
 		}
 		if fin, err := c.Update(ctx, ref, safewrite.RemoveFinalizer("example.com/hold")); err != nil || !fin.Gone() {
 			t.Fatalf("removing the finalizer: %v, %v", fin, err)
+		}
+	})
+	t.Run("typed object takes the answer", func(t *testing.T) {
+		ref := newCounter(t, c)
+		if _, err := c.Update(ctx, ref, safewrite.AddFinalizer("example.com/hold")); err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion(ref.APIVersion)
+		obj.SetKind(ref.Kind)
+		obj.SetNamespace(ref.Namespace)
+		obj.SetName(ref.Name)
+		res, err := c.Typed(runtime.NewScheme()).Delete(ctx, obj)
+		if err != nil || res.Outcome != safewrite.DeleteOutcomeDeleting || obj.GetDeletionTimestamp() == nil || obj.GetUID() == "" {
+			t.Fatalf("%+v, %v; the object %v", res, err, obj.Object)
+		}
+		if _, err := c.Update(ctx, ref, safewrite.RemoveFinalizer("example.com/hold")); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("missing object is gone", func(t *testing.T) {

@@ -271,8 +271,10 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 // and returns [OutcomeUnchanged]. It never changes the status of a kind with a status
 // subresource: use [Client.PatchStatus].
 //
-// ctx bounds the whole call, every attempt and backoff included. A failure is an
-// [*Error] matching one of the sentinel errors ([ErrConflict], [ErrInvalid],
+// ctx bounds the whole call, every attempt and backoff included; a fence it carries
+// ([ContextWithFence], as in [Client.RunWhileLeading]'s work) fences the write unless
+// [WithFence] names one. A failure is an [*Error] matching one of the sentinel errors
+// ([ErrConflict], [ErrInvalid],
 // [ErrPreconditionFailed], [ErrNotFound], [ErrPermissionDenied], ...).
 func (c *Client) Update(ctx context.Context, ref ObjectRef, m Mutation, opts ...WriteOption) (*Result, error) {
 	return c.write(ctx, mainResource, ref, m, opts)
@@ -314,6 +316,7 @@ func (c *Client) write(ctx context.Context, sub subresource, ref ObjectRef, m Mu
 	if err != nil {
 		return nil, withTarget(err, ref)
 	}
+	cfg.fenceFromContext(ctx)
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	req := &writeRequest{
@@ -343,6 +346,9 @@ func (c *Client) prepare(ref ObjectRef, m Mutation, opts []WriteOption) (*safewr
 	cfg, err := newWriteConfig(opts)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.propagation != PropagationDefault {
+		return nil, nil, clientError(codes.InvalidArgument, "WithPropagationPolicy is for Delete only")
 	}
 	return mutation, cfg, nil
 }

@@ -33,6 +33,18 @@
 //	got, err := c.Get(ctx, ref, safewrite.AtLeast(res))
 //
 // from the sidecar's remembered copy when it is new enough, else from a live read.
+// [Client.Delete] deletes an object conditioned on the object it decided on (a missing
+// one is [DeleteOutcomeGone], not an error).
+//
+// [Client.Lead] campaigns for a Lease through the sidecar and streams leadership
+// events; [Client.RunWhileLeading] runs work only while leading, with the leadership's
+// fence in its context ([ContextWithFence]), so that every write under it is one a
+// deposed leader cannot make:
+//
+//	err := c.RunWhileLeading(ctx, "default", "my-controller", func(ctx context.Context) error {
+//		_, err := c.Update(ctx, ref, safewrite.CEL(`{"data": {"n": string(int(object.data.n) + 1)}}`)) // fenced
+//		return err
+//	})
 //
 // The context's deadline is the sidecar's deadline too: it never sleeps past it, and
 // canceling the context cancels the call (a transaction writes nothing after that).

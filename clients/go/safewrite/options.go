@@ -58,6 +58,7 @@ type writeConfig struct {
 	preconditions *safewritev1.Preconditions
 	retryPolicy   *safewritev1.RetryPolicy
 	options       *safewritev1.WriteOptions
+	propagation   PropagationPolicy // Delete only: see WithPropagationPolicy
 	err           error
 }
 

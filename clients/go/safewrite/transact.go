@@ -33,7 +33,8 @@ type TransactFunc func(obj *unstructured.Unstructured) error
 // the next fresh object. Options are as for [Client.Update].
 //
 // ctx bounds the whole transaction, fn's runs included: its deadline is the sidecar's
-// deadline too. When ctx ends (even while fn runs: what fn returns then is not
+// deadline too, and a fence it carries ([ContextWithFence]) fences the writes unless
+// [WithFence] names one. When ctx ends (even while fn runs: what fn returns then is not
 // proposed), or fn panics, the stream is torn down and nothing more is written; the
 // error then matches [ErrCanceled] and [context.Canceled], or [ErrDeadlineExceeded] and
 // [context.DeadlineExceeded].
@@ -72,6 +73,10 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.propagation != PropagationDefault {
+		return nil, clientError(codes.InvalidArgument, "WithPropagationPolicy is for Delete only")
+	}
+	cfg.fenceFromContext(ctx)
 	ctx, cancel := c.callContext(ctx)
 	defer cancel() // tears the stream down on every way out
 	stream, err := c.stub.Transact(ctx, c.callOpts...)

@@ -1,6 +1,7 @@
 // Package safewritectrl connects the safewrite Go client to controller-runtime: a typed
-// safewrite client over a controller-runtime client's scheme, and the reconcile
-// result a safewrite error calls for.
+// safewrite client over a controller-runtime client's scheme, the reconcile result a
+// safewrite error calls for, and a manager whose controllers run only while this
+// process leads a Lease through the sidecar, their writes fenced ([ElectedManager]).
 //
 // It is a module of its own (safewrite.dev/clients/go/ctrl), so that programs that use
 // safewrite without controller-runtime do not depend on it.

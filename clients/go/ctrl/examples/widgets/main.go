@@ -14,6 +14,9 @@
 // or, when SAFEWRITE_CP_ENV names the test harness's control-plane env file, to that
 // control plane; to the sidecar at SAFEWRITE_ADDRESS (default 127.0.0.1:50051); and
 // watches the namespace SAFEWRITE_NAMESPACE, or every namespace when that is unset.
+// With WIDGETS_LEASE=namespace/name it reconciles only while it leads that Lease through
+// the sidecar (safewritectrl.ElectedManager), its writes fenced, and exits once it
+// stops leading; POD_NAME, when set, is its identity in the Lease.
 package main
 
 import (
@@ -31,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"safewrite.dev/clients/go/ctrl/safewritectrl"
@@ -75,10 +79,17 @@ func run(ctx context.Context, cfg *rest.Config, namespace string, r *WidgetRecon
 	defer sidecar.Close()
 	r.Client = mgr.GetClient()
 	r.Writer = safewritectrl.Typed(sidecar, mgr.GetClient())
-	if err := ctrl.NewControllerManagedBy(mgr).For(&Widget{}).Complete(r); err != nil {
+	// With WIDGETS_LEASE=namespace/name, the controller runs only while this replica
+	// leads that Lease through the sidecar, and every write it makes is fenced.
+	var elected manager.Manager = mgr
+	if leaseNamespace, leaseName, ok := strings.Cut(os.Getenv("WIDGETS_LEASE"), "/"); ok {
+		elected = safewritectrl.NewElectedManager(mgr, sidecar, leaseNamespace, leaseName,
+			safewrite.WithIdentity(os.Getenv("POD_NAME"))) // empty: the sidecar makes one
+	}
+	if err := ctrl.NewControllerManagedBy(elected).For(&Widget{}).Complete(r); err != nil {
 		return fmt.Errorf("the controller: %w", err)
 	}
-	return mgr.Start(ctx)
+	return elected.Start(ctx) // with a Lease: safewritectrl.ErrLeadershipLost once it is lost
 }
 
 // WidgetReconciler reports the status of Widgets.

@@ -13,6 +13,7 @@
 // DIRECT=1 it writes without the sidecar, as a controller without safewrite does: GET,
 // change, PUT with the resourceVersion read, again on 409, straight to the API server
 // with the pod's service-account token (the baseline for the sidecar's added latency).
+// With LEASE=NAME it is one replica of a leader-elected Deployment (lead.go).
 package main
 
 import (
@@ -95,6 +96,10 @@ func main() {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() { <-signals; close(stopping) }()
+	if lease := os.Getenv("LEASE"); lease != "" {
+		runLeading(client, ref, lease, workers, stopping) // lead.go
+		return
+	}
 
 	var mu sync.Mutex
 	var latencies []time.Duration

@@ -19,6 +19,9 @@
 //!   labelled for it runs with the injected sidecar and writes through it; a Pod labelled
 //!   `disabled` runs without it; a Pod the policy fails on is refused, never started bare;
 //! - the Helm chart's Deployment (`helm.rs`) in a restricted namespace;
+//! - leader election (`leader.rs`): a Deployment of 2 replicas campaigning through their
+//!   sidecars, the leader's pod deleted mid-load, the other leading and writing fenced,
+//!   the count exact;
 //! - a Pod deleted mid-load, its writes keyed: the controller stops first and its last
 //!   writes and its report still go through the sidecar, every acknowledged write is
 //!   counted, and no other;
@@ -50,6 +53,7 @@ use serde_json::{Value, json};
 
 mod helm;
 mod inject;
+mod leader;
 mod overhead;
 
 use crate::deploy::submit;

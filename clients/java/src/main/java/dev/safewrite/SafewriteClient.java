@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.protobuf.Message;
 import com.google.protobuf.Parser;
+import dev.safewrite.v1.DeleteRequest;
 import dev.safewrite.v1.GetRequest;
 import dev.safewrite.v1.PatchStatusRequest;
 import dev.safewrite.v1.PatchStatusResponse;
@@ -52,6 +53,10 @@ import java.util.function.Function;
  * {@link io.grpc.Context}; the sidecar gets the soonest as the gRPC deadline. Cancelling the
  * Context (or interrupting the thread) cancels the call.
  *
+ * <p>Leadership: {@link #lead(LeadConfig)} campaigns for a Lease through the sidecar; {@link
+ * #fenced(Fence)} is a view of this client whose writes carry the leadership's fence, so a deposed
+ * leader's writes are refused instead of landing over its successor's.
+ *
  * <p>Metadata: every call carries {@code authorization: Bearer <token>} when the client has a
  * {@link Builder#token(String)}, and, unless {@link Builder#propagateTrace(boolean)} turns it off,
  * the current OpenTelemetry span's context as W3C {@code traceparent} (when opentelemetry-api is on
@@ -75,6 +80,9 @@ public final class SafewriteClient implements AutoCloseable {
   private final WriterServiceGrpc.WriterServiceStub async;
   private final Duration defaultTimeout;
 
+  /** Null: writes carry the fence their config gives, if any. */
+  private final Fence fence;
+
   private SafewriteClient(
       ManagedChannel ownedChannel, Channel channel, Duration defaultTimeout, boolean waitForReady) {
     this.ownedChannel = ownedChannel;
@@ -92,6 +100,16 @@ public final class SafewriteClient implements AutoCloseable {
     }
     this.blocking = blockingStub;
     this.async = asyncStub;
+    this.fence = null;
+  }
+
+  /** A view of {@code client}'s connection whose writes carry {@code fence}. */
+  private SafewriteClient(SafewriteClient client, Fence fence) {
+    this.ownedChannel = null;
+    this.defaultTimeout = client.defaultTimeout;
+    this.blocking = client.blocking;
+    this.async = client.async;
+    this.fence = fence;
   }
 
   /**
@@ -200,7 +218,9 @@ public final class SafewriteClient implements AutoCloseable {
    * Sends a write to the main resource ({@code UpdateWithRetry}) or, when {@code status}, to the
    * status subresource ({@code PatchStatus}), the request's fields unchanged.
    */
-  private Result write(UpdateWithRetryRequest request, boolean status, Duration timeout) {
+  private Result write(UpdateWithRetryRequest given, boolean status, Duration timeout) {
+    UpdateWithRetryRequest request =
+        fence == null ? given : given.toBuilder().setOptions(fenced(given.getOptions())).build();
     WriteResponse response =
         unary(
             keyed(request.getOptions()),
@@ -436,10 +456,144 @@ public final class SafewriteClient implements AutoCloseable {
     Objects.requireNonNull(type, "type");
     Objects.requireNonNull(function, "function");
     boolean keyed = !begin.getOptions().getIdempotencyKey().isEmpty();
-    return Transaction.run(bounded(async, timeout), begin, type, function, keyed);
+    TransactBegin sent =
+        fence == null ? begin : begin.toBuilder().setOptions(fenced(begin.getOptions())).build();
+    return Transaction.run(bounded(async, timeout), sent, type, function, keyed);
   }
 
-  /** Closes the connection (one made by this client), waiting briefly for calls in flight. */
+  /**
+   * The options of a write of this view: with its fence; the same fence given again is accepted,
+   * another one refused.
+   */
+  private WriteOptions fenced(WriteOptions options) {
+    return options.toBuilder().setFence(fenceOf(options.hasFence(), options.getFence())).build();
+  }
+
+  private dev.safewrite.v1.Fence fenceOf(boolean given, dev.safewrite.v1.Fence own) {
+    dev.safewrite.v1.Fence view = fence.toProto();
+    if (given && !own.equals(view)) {
+      throw new IllegalArgumentException(
+          "a client fenced with "
+              + fence
+              + " writes under that fence only; the call asked for "
+              + new Fence(own.getLeaseNamespace(), own.getLeaseName(), own.getEpoch()));
+    }
+    return view;
+  }
+
+  /**
+   * Deletes the object ({@code Delete}), with the default options: the sidecar reads it live and
+   * sends one DELETE conditioned on the uid and resourceVersion it read, so it deletes exactly the
+   * object it read; a writer that changed it in between makes the sidecar read and decide again. An
+   * object that is not there is an answer, {@link DeleteOutcome#GONE}, not an error.
+   *
+   * <p>A delete is always safe to send again, also after {@link DeadlineExceededException} or
+   * {@link UnavailableException}: a DELETE that was applied makes the next call answer {@code GONE}
+   * or {@code DELETING}. So every failure that the proto says may succeed later is {@link
+   * SafewriteException#isRetryable()}.
+   *
+   * @throws PermissionDeniedException when the sidecar's policy does not allow the delete ({@code
+   *     POLICY_DENIED}; nothing is sent) or the API server refuses the sidecar
+   * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails otherwise
+   */
+  public DeleteResult delete(ObjectRef ref) {
+    return delete(ref, DeleteConfig.DEFAULTS);
+  }
+
+  /**
+   * {@link #delete(ObjectRef)} with the options of {@code config}: preconditions checked on the
+   * fresh object before every DELETE, propagation policy, dry run, retry policy, fence, timeout.
+   *
+   * @throws PreconditionFailedException when a precondition is false on the fresh object (a uid
+   *     that is not the object's, a CEL condition; {@link SafewriteException#currentObject()}
+   *     carries it), or a fenced delete is refused ({@code REASON_NOT_LEADER}, {@code
+   *     REASON_FENCED}); nothing is deleted
+   * @throws ConflictException when an exact resourceVersion is not the object's ({@code
+   *     REASON_RESOURCE_VERSION_MISMATCH}), not retried; or conflicts outlasted the retry policy
+   * @throws SafewriteException as {@link #delete(ObjectRef)} does
+   */
+  public DeleteResult delete(ObjectRef ref, DeleteConfig config) {
+    Objects.requireNonNull(ref, "ref");
+    Objects.requireNonNull(config, "config");
+    return delete(config.request(ref), config.timeout);
+  }
+
+  /**
+   * Sends a {@code Delete} request as built with the generated types, bounded by the client's
+   * default timeout and the current Context's deadline.
+   */
+  public DeleteResult delete(DeleteRequest request) {
+    return delete(Objects.requireNonNull(request, "request"), null);
+  }
+
+  private DeleteResult delete(DeleteRequest given, Duration timeout) {
+    DeleteRequest request =
+        fence == null
+            ? given
+            : given.toBuilder().setFence(fenceOf(given.hasFence(), given.getFence())).build();
+    // A delete whose answer was lost is safe to send again: it answers GONE or DELETING.
+    return DeleteResult.fromProto(unary(true, timeout, stub -> stub.delete(request)));
+  }
+
+  /**
+   * Campaigns for the Lease of {@code config} through the sidecar ({@code Lead}), as client-go's
+   * leader election does, and returns the campaign once the sidecar accepted it. Close the {@link
+   * Leadership} to end it: the sidecar then releases the Lease at once if the caller holds it.
+   *
+   * <p>The campaign is not bounded by this client's default timeout nor by the current {@link
+   * io.grpc.Context}; only waiting for the sidecar to accept it is bounded by the default timeout.
+   *
+   * <pre>{@code
+   * try (Leadership leadership = client.lead(LeadConfig.builder("default", "counter").build())) {
+   *   leadership.whileLeading((fenced, term) -> {
+   *     while (term.isLeading()) {
+   *       fenced.update(ref, INCREMENT); // refused, never applied, once another leads
+   *     }
+   *   });
+   * }
+   * }</pre>
+   *
+   * @throws InvalidException when the sidecar refuses the config; {@link
+   *     SafewriteException#fieldViolations()} name the field ({@code name}, {@code renew_deadline},
+   *     ...)
+   * @throws PermissionDeniedException when the sidecar's policy does not allow campaigning for the
+   *     Lease ({@code POLICY_DENIED})
+   * @throws UnavailableException when the sidecar is unreachable
+   * @throws DeadlineExceededException when the sidecar did not accept the campaign within the
+   *     client's default timeout
+   */
+  public Leadership lead(LeadConfig config) {
+    Objects.requireNonNull(config, "config");
+    return Leadership.open(
+        this,
+        config,
+        () -> async.getChannel().newCall(WriterServiceGrpc.getLeadMethod(), async.getCallOptions()),
+        defaultTimeout);
+  }
+
+  /**
+   * A view of this client whose writes ({@code update}, {@code patchStatus}, {@code transact},
+   * {@code delete}, the generated-request forms included) all carry {@code fence}, so that a
+   * controller's code writes fenced without saying so per call. It shares this client's connection:
+   * closing the view does nothing, closing this client closes both. Reads are not fenced.
+   *
+   * <p>A call whose config (or request) carries the same fence is sent as it is; one that carries
+   * another fence throws {@link IllegalArgumentException} before anything is sent: the view writes
+   * under its own fence only. {@code fenced} on a view gives a view with the new fence.
+   */
+  public SafewriteClient fenced(Fence fence) {
+    return new SafewriteClient(this, Objects.requireNonNull(fence, "fence"));
+  }
+
+  /** The fence every write of this client carries: present for a {@link #fenced(Fence)} view. */
+  public java.util.Optional<Fence> fence() {
+    return java.util.Optional.ofNullable(fence);
+  }
+
+  /**
+   * Closes the connection (one made by this client), waiting briefly for calls in flight. A {@link
+   * #fenced(Fence)} view leaves it open.
+   */
   @Override
   public void close() {
     if (ownedChannel == null) {

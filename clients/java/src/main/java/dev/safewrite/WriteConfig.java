@@ -1,6 +1,5 @@
 package dev.safewrite;
 
-import dev.safewrite.v1.Fence;
 import dev.safewrite.v1.Preconditions;
 import dev.safewrite.v1.WriteOptions;
 import java.time.Duration;
@@ -213,11 +212,17 @@ public final class WriteConfig {
      * (a later leader wrote the object); nothing is written, and neither is retried.
      */
     public Builder fence(String leaseNamespace, String leaseName, long epoch) {
-      options.setFence(
-          Fence.newBuilder()
-              .setLeaseNamespace(Objects.requireNonNull(leaseNamespace, "leaseNamespace"))
-              .setLeaseName(Objects.requireNonNull(leaseName, "leaseName"))
-              .setEpoch(epoch));
+      return fence(new Fence(leaseNamespace, leaseName, epoch));
+    }
+
+    /**
+     * {@link #fence(String, String, long)} with the fence of a leadership: {@link
+     * LeaderTerm#fence()}, {@link Leadership#fence()}. A call of a {@link
+     * SafewriteClient#fenced(Fence) fenced view} carries the view's fence without this, and refuses
+     * a config with another one.
+     */
+    public Builder fence(Fence fence) {
+      options.setFence(Objects.requireNonNull(fence, "fence").toProto());
       return this;
     }
 

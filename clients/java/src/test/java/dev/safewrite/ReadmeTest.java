@@ -29,6 +29,16 @@ class ReadmeTest {
     assertTrue(lines <= 14, "the first example has " + lines + " lines");
   }
 
+  /** The counter of "Leadership and fenced writes" is CounterReplica, which LeadTest runs. */
+  @Test
+  void counterExampleIsCounterReplica() throws Exception {
+    String replica = Files.readString(Path.of("src/test/java/dev/safewrite/CounterReplica.java"));
+    String body = replica.substring(replica.indexOf("/** One replica"));
+    assertTrue(
+        Files.readString(README).contains("```java\n" + body + "```\n"),
+        "README.md does not show CounterReplica.java as it is");
+  }
+
   @Test
   @Tag("sidecar")
   void firstExampleRunsAsWritten() throws Exception {

@@ -15,8 +15,11 @@ import java.security.KeyStore;
 import java.security.cert.CertificateFactory;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Stream;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
 
@@ -27,6 +30,9 @@ import javax.net.ssl.TrustManagerFactory;
 final class Sidecar {
   /** A lock for tests that load the sidecar's rate limit, or are upset by such load. */
   static final String RATE_LIMIT = "sidecar-rate-limit";
+
+  /** A lock for tests that use the peer sidecars: one of them pauses a peer for seconds. */
+  static final String PEERS = "sidecar-peers";
 
   private static final AtomicInteger NAMES = new AtomicInteger();
 
@@ -66,6 +72,38 @@ final class Sidecar {
               .build();
     }
     return client;
+  }
+
+  /** The two peer sidecars' addresses (SAFEWRITE_PEER_ADDRS), as two pods' sidecars. */
+  static List<String> peerAddresses() {
+    List<String> addresses = List.of(env("SAFEWRITE_PEER_ADDRS").split(","));
+    assertEquals(2, addresses.size(), "SAFEWRITE_PEER_ADDRS: " + addresses);
+    return addresses;
+  }
+
+  /** The process ids of the peer sidecars, in the order of {@link #peerAddresses()}. */
+  static List<Long> peerPids() {
+    List<Long> pids = Stream.of(env("SAFEWRITE_PEER_PIDS").split(",")).map(Long::valueOf).toList();
+    assertEquals(2, pids.size(), "SAFEWRITE_PEER_PIDS: " + pids);
+    return pids;
+  }
+
+  /** A client of the peer sidecar at {@code address}, its own connection. */
+  static SafewriteClient peer(String address) {
+    return SafewriteClient.builder()
+        .address(address)
+        .defaultTimeout(Duration.ofSeconds(30))
+        .build();
+  }
+
+  /**
+   * Sends {@code signal} ({@code STOP}, {@code CONT}) to a peer sidecar: a paused pod, and its
+   * waking. A test that stops one continues it in a {@code finally}.
+   */
+  static void signal(long pid, String signal) throws Exception {
+    Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
+    assertTrue(kill.waitFor(10, TimeUnit.SECONDS), "kill -" + signal + " " + pid + " hung");
+    assertEquals(0, kill.exitValue(), "kill -" + signal + " " + pid);
   }
 
   /** A name no other test of this run uses. */

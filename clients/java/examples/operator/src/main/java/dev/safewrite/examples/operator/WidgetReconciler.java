@@ -6,6 +6,7 @@ import dev.safewrite.ObjectRef;
 import dev.safewrite.SafewriteClient;
 import dev.safewrite.SafewriteException;
 import dev.safewrite.WriteConfig;
+import dev.safewrite.v1.Reason;
 import io.fabric8.kubernetes.api.model.ConditionBuilder;
 import io.javaoperatorsdk.operator.api.reconciler.Context;
 import io.javaoperatorsdk.operator.api.reconciler.ControllerConfiguration;
@@ -25,6 +26,10 @@ import org.slf4j.LoggerFactory;
  * and the SDK retries it with its backoff; any other failure would fail the same way again, so it
  * is recorded on the Widget as a {@code Refused} condition and the reconcile returns normally: the
  * SDK does not retry it, and the next change to the Widget reconciles again.
+ *
+ * <p>Run by {@link WidgetOperator} only while its replica leads, with a fenced client: a write
+ * refused because another replica leads now ({@code NOT_LEADER}, {@code FENCED}) is neither
+ * recorded nor retried.
  */
 @ControllerConfiguration
 public class WidgetReconciler implements Reconciler<Widget> {
@@ -72,6 +77,12 @@ public class WidgetReconciler implements Reconciler<Widget> {
     } catch (NotFoundException deleted) {
       // Gone since the event: nothing to do.
     } catch (SafewriteException e) {
+      if (deposed(e)) {
+        // Run by WidgetOperator while leading: another replica leads now, and this Operator is
+        // being stopped. Nothing was written; the new leader reconciles the Widget.
+        LOG.info("{}: not the leader any more: {}", ref, e.description());
+        return UpdateControl.noUpdate();
+      }
       if (e.isRetryable()) {
         throw e; // the SDK logs it and retries with its own backoff
       }
@@ -79,6 +90,12 @@ public class WidgetReconciler implements Reconciler<Widget> {
     }
     // The status is already written: the SDK has nothing to update, and retries nothing.
     return UpdateControl.noUpdate();
+  }
+
+  /** A fenced write refused: this replica no longer leads under the fence it wrote with. */
+  static boolean deposed(SafewriteException e) {
+    return e.writeFailureReason() == Reason.REASON_NOT_LEADER
+        || e.writeFailureReason() == Reason.REASON_FENCED;
   }
 
   /** Says on the Widget why its status could not be written; never asks the SDK to retry. */

@@ -1,9 +1,13 @@
 package dev.safewrite.examples.operator;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import dev.safewrite.Fence;
+import dev.safewrite.LeadConfig;
+import dev.safewrite.Leadership;
 import dev.safewrite.SafewriteClient;
 import io.fabric8.kubernetes.api.model.Condition;
 import io.fabric8.kubernetes.api.model.ObjectMetaBuilder;
@@ -19,6 +23,7 @@ import io.javaoperatorsdk.operator.api.reconciler.Reconciler;
 import io.javaoperatorsdk.operator.api.reconciler.UpdateControl;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -199,6 +204,43 @@ class WidgetReconcilerTest {
       } finally {
         operator.stop();
       }
+    }
+  }
+
+  @Test
+  void onlyWhileLeadingAndWithFencedWrites() throws Exception {
+    LeadConfig lease =
+        LeadConfig.builder(namespace, "widget-operator-" + Long.toString(System.nanoTime(), 36))
+            .build();
+    try (SafewriteClient safewrite = SafewriteClient.connect();
+        Leadership leadership = safewrite.lead(lease)) {
+      List<Throwable> failures = new CopyOnWriteArrayList<>();
+      Thread replica =
+          new Thread(
+              () -> {
+                try {
+                  WidgetOperator.runWhileLeading(
+                      leadership, kubernetes, o -> o.settingNamespace(namespace));
+                } catch (Throwable failed) {
+                  failures.add(failed);
+                }
+              });
+      replica.start();
+      try {
+        Fence fence = leadership.awaitLeading(Duration.ofSeconds(30)).orElseThrow().fence();
+        Resource<Widget> resource = create("leader", 4);
+        Widget reconciled = await(resource, w -> Long.valueOf(40).equals(capacity(w)));
+        // The status write was fenced: the Widget records the leader's epoch of the Lease.
+        String recorded = reconciled.getMetadata().getAnnotations().get("safewrite.dev/fence");
+        assertEquals(
+            "{\"" + namespace + "/" + lease.name() + "\":" + fence.epoch() + "}",
+            recorded.replace(" ", ""));
+      } finally {
+        leadership.close();
+        replica.join(30_000);
+      }
+      assertFalse(replica.isAlive(), "the operator did not stop with the leadership");
+      assertEquals(List.of(), failures);
     }
   }
 

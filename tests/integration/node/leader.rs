@@ -131,7 +131,10 @@ async fn deleting_the_leaders_pod_hands_over_fenced_and_the_count_is_exact() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let led = deleted.elapsed();
-    assert!(next_epoch > epoch, "{next} leads under {next_epoch}, not above {epoch}");
+    assert!(
+        next_epoch > epoch,
+        "{next} leads under {next_epoch}, not above {epoch}"
+    );
     while counter_epoch(&configmaps, &lease).await < next_epoch {
         assert!(
             deleted.elapsed() < Duration::from_secs(60),
@@ -142,7 +145,10 @@ async fn deleting_the_leaders_pod_hands_over_fenced_and_the_count_is_exact() {
     let wrote = deleted.elapsed();
     let at_handover = count(&client, &ns, "counter").await;
     while count(&client, &ns, "counter").await < at_handover + 100 {
-        assert!(deleted.elapsed() < Duration::from_secs(90), "{next} stopped writing");
+        assert!(
+            deleted.elapsed() < Duration::from_secs(90),
+            "{next} stopped writing"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -157,18 +163,32 @@ async fn deleting_the_leaders_pod_hands_over_fenced_and_the_count_is_exact() {
         .await
         .expect("scale to zero");
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !pods.list(&ListParams::default()).await.unwrap().items.is_empty() {
+    while !pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty()
+    {
         assert!(Instant::now() < deadline, "the pods did not go");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let report = configmaps.get("report").await.unwrap().data.unwrap_or_default();
+    let report = configmaps
+        .get("report")
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default();
     let acked: BTreeMap<String, u64> = report
         .iter()
         .filter(|(k, _)| k.as_str() != "n")
         .map(|(k, v)| (k.clone(), v.parse().expect("a number")))
         .collect();
     let counted = count(&client, &ns, "counter").await;
-    assert!(acked.contains_key(&leader) && acked.contains_key(&next), "{acked:?}");
+    assert!(
+        acked.contains_key(&leader) && acked.contains_key(&next),
+        "{acked:?}"
+    );
     assert_eq!(
         acked.values().sum::<u64>(),
         counted,

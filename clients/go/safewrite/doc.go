@@ -12,7 +12,10 @@
 //	res, err := c.Update(ctx, ref, safewrite.CEL(`{"data": {"n": string(int(object.data.n) + 1)}}`))
 //
 // Mutations are re-applied to the fresh object on every attempt (see [CEL],
-// [MergePatch], [JSONPatch] and [Apply]), so read-dependent changes are never lost.
+// [MergePatch], [MergeFrom], [JSONPatch] and [Apply]), so read-dependent changes are
+// never lost. Their types say what they take ([JSONObject], [JSONPatchOps], an
+// [Object] for [MergePatchObject] and [ApplyObject]), so a wrong argument does not
+// compile.
 // Others change one entry of a list that other writers share, leaving their entries as
 // they are: conditions ([SetConditions]), finalizers ([AddFinalizer],
 // [RemoveFinalizer], whose removal may answer [OutcomeGone]), owner references

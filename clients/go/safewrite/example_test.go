@@ -98,3 +98,49 @@ func ExampleClient_Get() {
 	phase, _, _ := unstructured.NestedString(got.Object.Object, "data", "phase")
 	fmt.Println(phase, got.ResourceVersion, got.Remembered)
 }
+
+// The forms each patch constructor takes. Its type says which: MergePatch, Apply and
+// WithCreateIfMissing take a safewrite.JSONObject (JSON text, a map[string]any, an
+// *unstructured.Unstructured); a typed object goes to MergePatchObject, ApplyObject and
+// WithCreateIfMissingObject; JSONPatch takes JSON text or []safewrite.JSONPatchOp;
+// MergeFrom two objects of one Go type. Anything else does not compile.
+func ExampleMergePatch() {
+	ctx := context.Background()
+	c, err := safewrite.NewClient("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ref := safewrite.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "settings"}
+
+	for _, m := range []safewrite.Mutation{
+		safewrite.MergePatch(`{"data": {"tier": "web"}}`),                             // JSON text
+		safewrite.MergePatch([]byte(`{"data": {"tier": "web"}}`)),                     // []byte, json.RawMessage
+		safewrite.MergePatch(map[string]any{"data": map[string]any{"stale": nil}}),    // a map; nil deletes
+		safewrite.MergePatch(&unstructured.Unstructured{Object: map[string]any{}}),    // an Unstructured
+		safewrite.JSONPatch([]safewrite.JSONPatchOp{{Op: "remove", Path: "/data/a"}}), // JSON Patch operations
+		safewrite.JSONPatch(`[{"op": "add", "path": "/data/b", "value": "1"}]`),       // or their JSON text
+	} {
+		if _, err := c.Update(ctx, ref, m, safewrite.WithCreateIfMissing(`{}`)); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	// A typed object (here an Unstructured; a *corev1.ConfigMap is used the same way).
+	desired := &unstructured.Unstructured{}
+	desired.SetAPIVersion("v1")
+	desired.SetKind("ConfigMap")
+	desired.SetName("settings")
+	before := desired.DeepCopy()
+	desired.SetLabels(map[string]string{"tier": "web"})
+	for _, m := range []safewrite.Mutation{
+		safewrite.MergePatchObject(desired),
+		safewrite.MergeFrom(before, desired), // before and after of one type
+		safewrite.ApplyObject(desired, false),
+	} {
+		if _, err := c.Update(ctx, ref, m, safewrite.WithCreateIfMissingObject(desired),
+			safewrite.WithFieldManager("example")); err != nil {
+			log.Fatal(err)
+		}
+	}
+}

@@ -95,7 +95,7 @@ func TestTypedGetDecodesIntoTheObject(t *testing.T) {
 	ctx := testContext(t)
 	w := &widget{ObjectMeta: metav1.ObjectMeta{Namespace: namespace(t), Name: newName(t)}}
 	w.Spec.Size = 3
-	res, err := typed.Update(ctx, w, safewrite.MergePatch(`{"spec": {"size": 4}}`), safewrite.WithCreateIfMissing(w))
+	res, err := typed.Update(ctx, w, safewrite.MergePatch(`{"spec": {"size": 4}}`), safewrite.WithCreateIfMissingObject(w))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,15 @@ import (
 // UpsertListEntry merges entry into the entry of the list at path whose key fields
 // equal entry's, or appends it when none does. path is field names joined by dots,
 // e.g. "status.parents"; keys names the key fields, e.g. []string{"controllerName"};
-// entry is a JSON object carrying every key field: JSON text ([]byte, string,
-// json.RawMessage) or any value that marshals to one, as for [MergePatch]. It is
+// entry is a JSON object carrying every key field. Its type is any because any value
+// that encoding/json marshals to a JSON object is accepted, the list's item type above
+// all (a Go struct such as a gateway API RouteParentStatus), as well as a
+// map[string]any, an *unstructured.Unstructured, and JSON text (a value whose type's
+// underlying type is string or []byte, json.RawMessage included). A value that does
+// not marshal, or marshals to something else than an object (a slice, a number), or
+// nil fails with [ErrInvalid] naming mutation.list_entry.entry_json. The entry is
 // merged as an RFC 7386 merge patch, so a null removes a field (a Go struct's nulls
-// are dropped, as [MergePatch] drops them):
+// are dropped, as [MergePatchObject] drops them):
 //
 //	safewrite.UpsertListEntry("status.parents", []string{"controllerName"}, map[string]any{
 //		"controllerName": "example.com/gateway", "accepted": true,

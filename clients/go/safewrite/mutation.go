@@ -14,8 +14,8 @@ import (
 )
 
 // Mutation is the change to make to an object, re-applied by the sidecar to the fresh
-// object on every attempt. Make one with a patch ([CEL], [MergePatch], [MergeFrom],
-// [JSONPatch], [Apply]) or a change to one entry of a list: conditions
+// object on every attempt. Make one with a patch ([CEL], [MergePatch],
+// [MergePatchObject], [MergeFrom], [JSONPatch], [Apply], [ApplyObject]) or a change to one entry of a list: conditions
 // ([SetConditions], [RemoveConditions]), finalizers ([AddFinalizer],
 // [RemoveFinalizer]), owner references ([SetControllerReference],
 // [SetOwnerReference], [RemoveOwnerReference]) or any keyed list ([UpsertListEntry],
@@ -41,20 +41,63 @@ func CEL(expression string) Mutation {
 	}}}
 }
 
-// MergePatch is an RFC 7386 JSON merge patch. patch is JSON text ([]byte, string or
-// json.RawMessage) or any value that marshals to a JSON object, such as a
-// map[string]any, an *unstructured.Unstructured or a typed object:
+// JSONObject is the constraint of the arguments that give a JSON object as a document
+// ([MergePatch], [Apply], [WithCreateIfMissing]): JSON text of an object (a string, a
+// []byte, a json.RawMessage, or any type whose underlying type is string or []byte), a
+// map[string]any, or an *unstructured.Unstructured. A value of any other type does not
+// compile. The values of a map, at every depth, are any values that encoding/json
+// marshals; one that does not (a func, a channel) makes the mutation or option fail with
+// [ErrInvalid], as do text that is not a JSON object and a nil map or pointer. A nil
+// value in a map or an Unstructured is JSON null, which in a merge patch deletes the
+// field.
 //
+// A typed object (a *corev1.ConfigMap, a Go type made with controller-gen) is no
+// JSONObject: give it to [MergePatchObject], [ApplyObject] or
+// [WithCreateIfMissingObject], which take any [Object].
+type JSONObject interface {
+	~string | ~[]byte | ~map[string]any | *unstructured.Unstructured
+}
+
+// JSONPatchOps is the constraint of [JSONPatch]'s argument: JSON text of an array (a
+// string, a []byte, a json.RawMessage, or any type whose underlying type is string or
+// []byte) or a []JSONPatchOp. A value of any other type (a map, a single JSONPatchOp)
+// does not compile.
+type JSONPatchOps interface {
+	~string | ~[]byte | ~[]JSONPatchOp
+}
+
+// MergePatch is an RFC 7386 JSON merge patch, given as JSON text, a map[string]any or an
+// *unstructured.Unstructured (see [JSONObject]):
+//
+//	safewrite.MergePatch(`{"metadata": {"labels": {"tier": "web"}}}`)
 //	safewrite.MergePatch(map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "web"}}})
 //
-// A Go struct (a typed object such as a *corev1.ConfigMap) is marshalled and every
-// null in it dropped, so the zero values that marshal as null (metadata's
-// creationTimestamp, nil slices and maps without omitempty) are not sent: as a merge
-// patch, null deletes. Zero values that marshal as values (a 0 or "" without
-// omitempty) are sent as they are. To send exactly what changed, deletions included,
-// use [MergeFrom]. In a map or an *unstructured.Unstructured, a nil value is kept and
-// deletes the field.
-func MergePatch(patch any) Mutation {
+// A nil value in a map or an Unstructured is kept and deletes the field. For a typed
+// object as the patch, use [MergePatchObject]; to send exactly what changed between two
+// typed objects, deletions included, use [MergeFrom].
+func MergePatch[P JSONObject](patch P) Mutation {
+	return mergePatch(patch)
+}
+
+// MergePatchObject is an RFC 7386 JSON merge patch given as an [Object], typically a
+// typed object holding only the fields to set:
+//
+//	safewrite.MergePatchObject(&corev1.ConfigMap{Data: map[string]string{"tier": "web"}})
+//
+// A Go struct is marshalled and every null in it dropped, so the zero values that
+// marshal as null (metadata's creationTimestamp, nil slices and maps without omitempty)
+// are not sent: as a merge patch, null deletes. Zero values that marshal as values (a 0
+// or "" without omitempty) are sent as they are. To send exactly what changed,
+// deletions included, use [MergeFrom]. An *unstructured.Unstructured is sent as it is,
+// its nulls included. A nil obj fails with [ErrInvalid].
+func MergePatchObject(obj Object) Mutation {
+	if obj == nil || isNilPointer(obj) {
+		return mergePatch(nil)
+	}
+	return mergePatch(obj)
+}
+
+func mergePatch(patch any) Mutation {
 	text, err := jsonText(patch, '{')
 	if err != nil {
 		return Mutation{err: clientError(codes.InvalidArgument, "merge patch: %v", err)}
@@ -72,7 +115,9 @@ type JSONPatchOp struct {
 	Path string
 	// From is the source of "move" and "copy".
 	From string
-	// Value is the value of "add", "replace" and "test" (nil is JSON null).
+	// Value is the value of "add", "replace" and "test": any value that encoding/json
+	// marshals (nil is JSON null). One that does not marshal (a func, a channel) makes
+	// the [JSONPatch] fail with [ErrInvalid].
 	Value any
 }
 
@@ -95,17 +140,18 @@ func (op JSONPatchOp) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// JSONPatch is an RFC 6902 JSON Patch. patch is JSON text ([]byte, string or
-// json.RawMessage) or any value that marshals to a JSON array, such as a
-// []JSONPatchOp. Its "test" operations are preconditions: when one fails on the fresh
-// object nothing is written and the call fails with [ErrPreconditionFailed], without
-// retrying:
+// JSONPatch is an RFC 6902 JSON Patch, given as JSON text of an array or a
+// []JSONPatchOp (see [JSONPatchOps]). Its "test" operations are preconditions: when one
+// fails on the fresh object nothing is written and the call fails with
+// [ErrPreconditionFailed], without retrying:
 //
 //	safewrite.JSONPatch([]safewrite.JSONPatchOp{
 //		{Op: "test", Path: "/data/phase", Value: "pending"},
 //		{Op: "replace", Path: "/data/phase", Value: "running"},
 //	})
-func JSONPatch(patch any) Mutation {
+//
+// Text that is not a JSON array, and a nil slice, fail with [ErrInvalid].
+func JSONPatch[P JSONPatchOps](patch P) Mutation {
 	text, err := jsonText(patch, '[')
 	if err != nil {
 		return Mutation{err: clientError(codes.InvalidArgument, "JSON patch: %v", err)}
@@ -116,12 +162,29 @@ func JSONPatch(patch any) Mutation {
 }
 
 // Apply is a server-side apply configuration: an object with apiVersion, kind,
-// metadata.name and the fields this field manager owns, as JSON text ([]byte, string
-// or json.RawMessage) or any value that marshals to a JSON object (a typed object, a
-// map, an *unstructured.Unstructured). A conflict with another field manager fails
-// with [ErrConflict] (reason FieldManagerConflict) unless force is set, which takes
-// ownership of those fields instead. Give the field manager with [WithFieldManager].
-func Apply(configuration any, force bool) Mutation {
+// metadata.name and the fields this field manager owns, given as JSON text, a
+// map[string]any or an *unstructured.Unstructured (see [JSONObject]); for a typed
+// object use [ApplyObject]. (A client-go apply configuration, such as
+// corev1ac.ConfigMap(name, namespace).WithData(...), is neither: give its json.Marshal
+// output.) A conflict with another field manager fails with [ErrConflict] (reason
+// FieldManagerConflict) unless force is set, which takes ownership of those fields
+// instead. Give the field manager with [WithFieldManager].
+func Apply[C JSONObject](configuration C, force bool) Mutation {
+	return apply(configuration, force)
+}
+
+// ApplyObject is [Apply] with the configuration given as an [Object], typically a typed
+// object holding apiVersion, kind, metadata.name and the fields this field manager
+// owns. Its nulls are dropped as [MergePatchObject] drops them. A nil obj fails with
+// [ErrInvalid].
+func ApplyObject(obj Object, force bool) Mutation {
+	if obj == nil || isNilPointer(obj) {
+		return apply(nil, force)
+	}
+	return apply(obj, force)
+}
+
+func apply(configuration any, force bool) Mutation {
 	text, err := jsonText(configuration, '{')
 	if err != nil {
 		return Mutation{err: clientError(codes.InvalidArgument, "apply configuration: %v", err)}
@@ -133,17 +196,27 @@ func Apply(configuration any, force bool) Mutation {
 
 // MergeFrom is the JSON merge patch that turns before into after: the fields after
 // adds or changes, and a null for each field it removed; lists are replaced whole, as
-// merge patches do. before and after are typed objects (the same kind), maps,
-// *unstructured.Unstructured values or JSON text of objects. It is what
-// controller-runtime's client.MergeFrom computes:
+// merge patches do. before and after are objects of the same Go type (two of another
+// type do not compile), as for controller-runtime's client.MergeFrom:
 //
 //	before := widget.DeepCopy()
 //	widget.Spec.Size = 3
 //	res, err := typed.Update(ctx, widget, safewrite.MergeFrom(before, widget))
 //
-// Equal objects make the empty patch {}, which changes nothing ([OutcomeUnchanged]).
-func MergeFrom(before, after any) Mutation {
-	patch, err := mergeDiff(before, after)
+// Equal objects make the empty patch {}, which changes nothing ([OutcomeUnchanged]). A
+// nil before or after fails with [ErrInvalid]. (For maps, wrap them in
+// *unstructured.Unstructured values.)
+func MergeFrom[O Object](before, after O) Mutation {
+	var patch string
+	var err error
+	switch {
+	case any(before) == nil || isNilPointer(before):
+		err = fmt.Errorf("before: it is nil")
+	case any(after) == nil || isNilPointer(after):
+		err = fmt.Errorf("after: it is nil")
+	default:
+		patch, err = mergeDiff(before, after)
+	}
 	if err != nil {
 		return Mutation{err: clientError(codes.InvalidArgument, "merge patch from a diff: %v", err)}
 	}
@@ -294,18 +367,25 @@ func (m Mutation) checkTarget(target ObjectRef) error {
 	}
 }
 
-// jsonText renders v as JSON text whose first character is want ('{' or '[').
+// jsonText renders v as JSON text whose first character is want ('{' or '['): v is
+// JSON text when its type's underlying type is string or []byte, else it is marshalled
+// (and when it is a Go struct, its nulls dropped). A nil v, or a nil map, pointer or
+// slice, is refused.
 func jsonText(v any, want byte) (string, error) {
 	var data []byte
-	switch t := v.(type) {
-	case nil:
+	rv := reflect.ValueOf(v)
+	switch {
+	case v == nil:
 		return "", fmt.Errorf("it is nil")
-	case []byte:
-		data = t
-	case json.RawMessage:
-		data = t
-	case string:
-		data = []byte(t)
+	case rv.Kind() == reflect.String:
+		data = []byte(rv.String())
+	case rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8:
+		if rv.IsNil() {
+			return "", fmt.Errorf("it is nil")
+		}
+		data = rv.Bytes()
+	case (rv.Kind() == reflect.Map || rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Slice) && rv.IsNil():
+		return "", fmt.Errorf("it is nil")
 	default:
 		var err error
 		if data, err = json.Marshal(v); err != nil {

@@ -100,8 +100,22 @@ func TestNewTargets(t *testing.T) {
 	_ = c.Close()
 }
 
+// patchText and patchMap are types of a caller's own whose underlying types JSONObject
+// admits: MergePatch takes them as JSON text and as a map.
+type (
+	patchText string
+	patchMap  map[string]any
+)
+
+// TestMutations covers every form each constructor's type admits. The forms it does
+// not admit (a func, a typed object given to MergePatch, a map given to JSONPatch, two
+// objects of different types given to MergeFrom) do not compile, so they are not here;
+// what the types admit but is still wrong (text that is not JSON, nil, a value that
+// does not marshal) fails with ErrInvalid.
 func TestMutations(t *testing.T) {
 	obj := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"a": "b"}}}
+	typed := &typedThing{}
+	typed.Name = "x"
 	for name, tc := range map[string]struct {
 		m    Mutation
 		want *safewritev1.Mutation
@@ -113,7 +127,14 @@ func TestMutations(t *testing.T) {
 		"merge raw":          {MergePatch(json.RawMessage(`{}`)), &safewritev1.Mutation{Kind: &safewritev1.Mutation_MergePatch{MergePatch: &safewritev1.MergePatch{PatchJson: `{}`}}}},
 		"json patch ops": {JSONPatch([]JSONPatchOp{{Op: "test", Path: "/a", Value: nil}, {Op: "move", From: "/a", Path: "/b"}, {Op: "remove", Path: "/b"}}),
 			&safewritev1.Mutation{Kind: &safewritev1.Mutation_JsonPatch{JsonPatch: &safewritev1.JsonPatch{PatchJson: `[{"op":"test","path":"/a","value":null},{"from":"/a","op":"move","path":"/b"},{"op":"remove","path":"/b"}]`}}}},
-		"apply": {Apply([]byte(`{"kind":"ConfigMap"}`), true), &safewritev1.Mutation{Kind: &safewritev1.Mutation_Apply{Apply: &safewritev1.ServerSideApply{ConfigurationJson: `{"kind":"ConfigMap"}`, Force: true}}}},
+		"apply":              {Apply([]byte(`{"kind":"ConfigMap"}`), true), &safewritev1.Mutation{Kind: &safewritev1.Mutation_Apply{Apply: &safewritev1.ServerSideApply{ConfigurationJson: `{"kind":"ConfigMap"}`, Force: true}}}},
+		"apply unstructured": {Apply(obj, false), &safewritev1.Mutation{Kind: &safewritev1.Mutation_Apply{Apply: &safewritev1.ServerSideApply{ConfigurationJson: `{"data":{"a":"b"}}`}}}},
+		"apply object":       {ApplyObject(typed, true), &safewritev1.Mutation{Kind: &safewritev1.Mutation_Apply{Apply: &safewritev1.ServerSideApply{ConfigurationJson: `{"metadata":{"name":"x"},"spec":{"size":0}}`, Force: true}}}},
+		"merge object":       {MergePatchObject(typed), &safewritev1.Mutation{Kind: &safewritev1.Mutation_MergePatch{MergePatch: &safewritev1.MergePatch{PatchJson: `{"metadata":{"name":"x"},"spec":{"size":0}}`}}}},
+		"merge named text":   {MergePatch(patchText(`{"b":2}`)), &safewritev1.Mutation{Kind: &safewritev1.Mutation_MergePatch{MergePatch: &safewritev1.MergePatch{PatchJson: `{"b":2}`}}}},
+		"merge named map":    {MergePatch(patchMap{"c": 3}), &safewritev1.Mutation{Kind: &safewritev1.Mutation_MergePatch{MergePatch: &safewritev1.MergePatch{PatchJson: `{"c":3}`}}}},
+		"json patch text":    {JSONPatch(`[{"op":"remove","path":"/a"}]`), &safewritev1.Mutation{Kind: &safewritev1.Mutation_JsonPatch{JsonPatch: &safewritev1.JsonPatch{PatchJson: `[{"op":"remove","path":"/a"}]`}}}},
+		"json patch bytes":   {JSONPatch([]byte(`[]`)), &safewritev1.Mutation{Kind: &safewritev1.Mutation_JsonPatch{JsonPatch: &safewritev1.JsonPatch{PatchJson: `[]`}}}},
 	} {
 		got, err := tc.m.proto()
 		if err != nil {
@@ -125,15 +146,24 @@ func TestMutations(t *testing.T) {
 		}
 	}
 	for name, m := range map[string]Mutation{
-		"zero":             {},
-		"empty cel":        CEL("  "),
-		"merge nil":        MergePatch(nil),
-		"merge array":      MergePatch("[]"),
-		"merge bad json":   MergePatch("{"),
-		"merge empty":      MergePatch(""),
-		"json patch obj":   JSONPatch(map[string]any{}),
-		"apply not json":   Apply("x", false),
-		"merge unmarshals": MergePatch(func() {}),
+		"zero":                        {},
+		"empty cel":                   CEL("  "),
+		"merge nil map":               MergePatch(map[string]any(nil)),
+		"merge nil bytes":             MergePatch([]byte(nil)),
+		"merge nil unstructured":      MergePatch((*unstructured.Unstructured)(nil)),
+		"merge array":                 MergePatch("[]"),
+		"merge bad json":              MergePatch("{"),
+		"merge empty":                 MergePatch(""),
+		"merge unmarshals":            MergePatch(map[string]any{"f": func() {}}),
+		"merge object nil":            MergePatchObject(nil),
+		"merge object nil pointer":    MergePatchObject((*typedThing)(nil)),
+		"json patch object text":      JSONPatch(`{}`),
+		"json patch nil ops":          JSONPatch([]JSONPatchOp(nil)),
+		"json patch value unmarshals": JSONPatch([]JSONPatchOp{{Op: "add", Path: "/a", Value: make(chan int)}}),
+		"apply not json":              Apply("x", false),
+		"apply object nil":            ApplyObject(nil, true),
+		"merge from nil before":       MergeFrom(nil, typed),
+		"merge from nil after":        MergeFrom(typed, nil),
 	} {
 		if _, err := m.proto(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
@@ -171,7 +201,21 @@ func TestWriteOptions(t *testing.T) {
 	if cfg, _ := newWriteConfig(nil); cfg.preconditions != nil || cfg.retryPolicy != nil || cfg.options != nil {
 		t.Fatal("no options still sent some")
 	}
-	for _, opt := range []WriteOption{WithRetryPolicy(RetryPolicy{MaxAttempts: -1}), WithCreateIfMissing("[]")} {
+	typed := &typedThing{}
+	typed.Name = "x"
+	for opt, want := range map[*WriteOption]string{
+		ptr(WithCreateIfMissing(`{"data":{}}`)):                                                      `{"data":{}}`,
+		ptr(WithCreateIfMissing(json.RawMessage(`{}`))):                                              `{}`,
+		ptr(WithCreateIfMissingObject(typed)):                                                        `{"metadata":{"name":"x"},"spec":{"size":0}}`,
+		ptr(WithCreateIfMissingObject(&unstructured.Unstructured{Object: map[string]any{"a": nil}})): `{"a":null}`,
+	} {
+		cfg, err := newWriteConfig([]WriteOption{*opt})
+		if err != nil || cfg.options.GetCreateIfMissingJson() != want {
+			t.Errorf("create-if-missing %s: %v, want %s", cfg.options.GetCreateIfMissingJson(), err, want)
+		}
+	}
+	for _, opt := range []WriteOption{WithRetryPolicy(RetryPolicy{MaxAttempts: -1}), WithCreateIfMissing("[]"),
+		WithCreateIfMissing(map[string]any(nil)), WithCreateIfMissingObject(nil), WithCreateIfMissingObject((*typedThing)(nil))} {
 		if _, err := newWriteConfig([]WriteOption{opt}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v, want ErrInvalid", err)
 		}

@@ -183,13 +183,27 @@ func WithFence(f Fence) WriteOption {
 	}
 }
 
-// WithCreateIfMissing gives the object to create when the target does not exist: JSON
-// text ([]byte, string, json.RawMessage) or any value that marshals to a JSON object
-// (a map, a typed object, an *unstructured.Unstructured). The mutation is applied to it
-// before it is created, so "create or change" applies the change exactly once either
-// way; apiVersion, kind, name and namespace default to the target's. The call's outcome
-// is then [OutcomeCreated]. Not allowed for status writes.
-func WithCreateIfMissing(obj any) WriteOption {
+// WithCreateIfMissing gives the object to create when the target does not exist, as
+// JSON text, a map[string]any or an *unstructured.Unstructured (see [JSONObject]); for
+// a typed object use [WithCreateIfMissingObject]. The mutation is applied to it before
+// it is created, so "create or change" applies the change exactly once either way;
+// apiVersion, kind, name and namespace default to the target's, so `{}` will do. The
+// call's outcome is then [OutcomeCreated]. Not allowed for status writes.
+func WithCreateIfMissing[O JSONObject](obj O) WriteOption {
+	return createIfMissing(obj)
+}
+
+// WithCreateIfMissingObject is [WithCreateIfMissing] with the object given as an
+// [Object], such as the typed object being updated. Its nulls are dropped as
+// [MergePatchObject] drops them. A nil obj fails with [ErrInvalid].
+func WithCreateIfMissingObject(obj Object) WriteOption {
+	if obj == nil || isNilPointer(obj) {
+		return createIfMissing(nil)
+	}
+	return createIfMissing(obj)
+}
+
+func createIfMissing(obj any) WriteOption {
 	return func(cfg *writeConfig) {
 		text, err := jsonText(obj, '{')
 		if err != nil {

@@ -1,11 +1,13 @@
 package safewrite
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 type typedThing struct {
@@ -17,6 +19,15 @@ type typedThing struct {
 		Extra map[string]string `json:"extra,omitempty"`
 	} `json:"spec"`
 }
+
+// DeepCopyObject makes typedThing a runtime.Object, and so an Object; a shallow copy
+// does for these tests.
+func (t *typedThing) DeepCopyObject() runtime.Object {
+	c := *t
+	return &c
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func mergePatchText(t *testing.T, m Mutation) string {
 	t.Helper()
@@ -31,8 +42,8 @@ func TestMergePatchOfATypedObjectSendsNoNulls(t *testing.T) {
 	obj := &typedThing{}
 	obj.Name = "x"
 	obj.Labels = map[string]string{"a": "b"}
-	if got, want := mergePatchText(t, MergePatch(obj)), `{"metadata":{"labels":{"a":"b"},"name":"x"},"spec":{"size":0}}`; got != want {
-		t.Errorf("MergePatch(typed) = %s, want %s", got, want)
+	if got, want := mergePatchText(t, MergePatchObject(obj)), `{"metadata":{"labels":{"a":"b"},"name":"x"},"spec":{"size":0}}`; got != want {
+		t.Errorf("MergePatchObject(typed) = %s, want %s", got, want)
 	}
 	// Maps and unstructured objects keep their nulls: there they delete.
 	if got := mergePatchText(t, MergePatch(map[string]any{"a": nil})); got != `{"a":null}` {
@@ -41,6 +52,9 @@ func TestMergePatchOfATypedObjectSendsNoNulls(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{"a": nil}}
 	if got := mergePatchText(t, MergePatch(u)); got != `{"a":null}` {
 		t.Errorf("MergePatch(unstructured) = %s", got)
+	}
+	if got := mergePatchText(t, MergePatchObject(u)); got != `{"a":null}` {
+		t.Errorf("MergePatchObject(unstructured) = %s", got)
 	}
 }
 
@@ -63,11 +77,18 @@ func TestMergeFrom(t *testing.T) {
 	if got := mergePatchText(t, MergeFrom(before, before)); got != `{}` {
 		t.Errorf("MergeFrom of equal objects = %s", got)
 	}
-	if got := mergePatchText(t, MergeFrom(`{"a": 1, "b": {"c": 2}}`, map[string]any{"b": map[string]any{"c": 2}})); got != `{"a":null}` {
-		t.Errorf("MergeFrom of JSON = %s", got)
+	if got := mergePatchText(t, MergeFrom(
+		&unstructured.Unstructured{Object: map[string]any{"a": 1, "b": map[string]any{"c": 2}}},
+		&unstructured.Unstructured{Object: map[string]any{"b": map[string]any{"c": 2}}})); got != `{"a":null}` {
+		t.Errorf("MergeFrom of Unstructured = %s", got)
 	}
-	if _, err := MergeFrom("[]", "{}").proto(); err == nil {
-		t.Error("MergeFrom of a list")
+	// Objects of two types as one interface type compile, and are diffed as JSON.
+	var from, to Object = before, &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "x"}}}
+	if got := mergePatchText(t, MergeFrom(from, to)); got != `{"metadata":{"labels":null},"spec":null}` {
+		t.Errorf("MergeFrom(Object, Object) = %s", got)
+	}
+	if _, err := MergeFrom(before, (*typedThing)(nil)).proto(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("MergeFrom to nil: %v, want ErrInvalid", err)
 	}
 }
 

@@ -69,7 +69,7 @@ func TestTypedWrites(t *testing.T) {
 	if got := safewrite.RefOf(w); got.Kind != "" || got.Name != ref.Name {
 		t.Fatalf("safewrite.RefOf of an object without TypeMeta: %v", got)
 	}
-	before := w.DeepCopyObject()
+	before := w.DeepCopyObject().(*widget) // MergeFrom takes two objects of one type
 	w.Spec.Size = 5
 	res, err := typed.Update(ctx, w, safewrite.MergeFrom(before, w))
 	if err != nil || res.Outcome != safewrite.OutcomeUpdated {
@@ -82,9 +82,9 @@ func TestTypedWrites(t *testing.T) {
 		t.Fatalf("safewrite.RefOf of a decoded object: %v, want %v", got, ref)
 	}
 
-	// MergePatch of a typed object sends no nulls: creationTimestamp: null is not sent.
+	// MergePatchObject of a typed object sends no nulls: creationTimestamp: null is not sent.
 	patch := &widget{Status: widgetStatus{Phase: "Ready"}}
-	res, err = typed.PatchStatus(ctx, w, safewrite.MergePatch(patch))
+	res, err = typed.PatchStatus(ctx, w, safewrite.MergePatchObject(patch))
 	if err != nil || res.Outcome != safewrite.OutcomeUpdated {
 		t.Fatalf("PatchStatus: %v, %v", res, err)
 	}

@@ -61,7 +61,7 @@ func TestIgnoreNotFound(t *testing.T) {
 	}
 	// Created through the typed path from a typed object: no creationTimestamp: null.
 	cm.Data = map[string]string{"n": "0"}
-	res, err := typed.Update(ctx, cm, safewrite.MergePatch(&corev1.ConfigMap{Data: map[string]string{"a": "1"}}), safewrite.WithCreateIfMissing(cm))
+	res, err := typed.Update(ctx, cm, safewrite.MergePatchObject(&corev1.ConfigMap{Data: map[string]string{"a": "1"}}), safewrite.WithCreateIfMissingObject(cm))
 	if err != nil || res.Outcome != safewrite.OutcomeCreated || cm.Data["a"] != "1" || cm.Data["n"] != "0" || cm.UID == "" {
 		t.Fatalf("create-if-missing from a typed object: %v, %v, %+v", res, err, cm)
 	}

@@ -1,7 +1,11 @@
 /**
  * {@link Client}: the calls of safewrite.v1.WriterService over one lazily created
  * grpc-js channel, with deadlines, cancellation, metadata and trace propagation, and its
- * fenced views (`withFence`).
+ * fenced views (`withFence`); and {@link Leadership}, the campaign for a Lease that
+ * `Client.lead` opens (its events as an async iterable, the current {@link Fence},
+ * `close()` to release the Lease), whose {@link Leadership.whileLeading} runs the
+ * caller's work only while it leads, with a client whose writes carry the fence. The two
+ * are one module because each needs the other.
  */
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import {
@@ -12,6 +16,7 @@ import {
   type CallOptions as GrpcCallOptions,
   type ChannelCredentials,
   type ChannelOptions,
+  type ClientReadableStream,
   type ServiceError,
 } from "@grpc/grpc-js";
 import type { KubernetesObject } from "@kubernetes/client-node";
@@ -30,10 +35,11 @@ import {
   UpdateWithRetryRequestSchema,
   UpdateWithRetryResponseSchema,
   WriterService,
+  type LeadResponse,
 } from "./gen/safewrite/v1/writer_pb.js";
-import { Leadership } from "./lead.js";
+import { leadEvent, Subscription, type LeadEvent } from "./lead.js";
 import { mutationMessage, type Mutation } from "./mutation.js";
-import { loadClientNode, type Stored } from "./objects.js";
+import { loadClientNode, type ObjectRef, type Stored } from "./objects.js";
 import {
   callDeadline,
   deleteRequest,
@@ -45,13 +51,12 @@ import {
   type Fence,
   type GetOptions,
   type LeadOptions,
-  type ObjectRef,
   type TransactOptions,
   type WriteOptions,
 } from "./options.js";
 import { toDeleteResult, toGetResult, toResult, type DeleteResult, type GetResult, type Result } from "./result.js";
 import { injectTraceContext } from "./tracing.js";
-import { runTransaction, Transaction, type Fresh, type Proposal } from "./transact.js";
+import { openTransaction, runTransaction, type Fresh, type Proposal, type Transaction } from "./transact.js";
 
 /** How a {@link Client} reaches the sidecar. */
 export interface ClientOptions {
@@ -89,6 +94,21 @@ export type TransactFn<T extends KubernetesObject = KubernetesObject> = (
   object: Stored<T>,
   fresh: Fresh<T>,
 ) => Proposal | void | Promise<Proposal | void>;
+
+/**
+ * What a {@link Leadership} is opened with (by `Client.lead`): the Lead call (none when
+ * the campaign's signal had fired: then it has ended at once), the Lease, the client of
+ * the work of a leadership under a fence, and the campaign's signal.
+ */
+type LeadershipArgs = [
+  call: ClientReadableStream<LeadResponse> | undefined,
+  lease: { namespace: string; name: string },
+  fenced: (fence: Fence) => Client,
+  signal: AbortSignal | undefined,
+];
+
+// Set by Leadership's static block (declared first: it runs as the class is defined).
+let openLeadership: (...args: LeadershipArgs) => Leadership;
 
 const path = (method: { name: string }): string => `/${WriterService.typeName}/${method.name}`;
 
@@ -315,7 +335,7 @@ export class Client {
       this.#metadata(options),
       this.#callOptions(options),
     );
-    const transaction = new Transaction<T>(call, Boolean(options.idempotencyKey), signal, ref.namespace ?? "");
+    const transaction = openTransaction<T>(call, Boolean(options.idempotencyKey), signal, ref.namespace ?? "");
     if (signal !== undefined) {
       const onAbort = (): void => call.cancel();
       signal.addEventListener("abort", onAbort, { once: true });
@@ -379,7 +399,7 @@ export class Client {
   lead(options: LeadOptions): Leadership {
     const fenced = (fence: Fence): Client => this.withFence(fence);
     if (options.signal?.aborted) {
-      return new Leadership(undefined, options, fenced, options.signal);
+      return openLeadership(undefined, options, fenced, options.signal);
     }
     const call = this.#channel().makeServerStreamRequest(
       path(WriterService.method.lead),
@@ -389,7 +409,7 @@ export class Client {
       this.#metadata({ metadata: options.metadata }),
       {},
     );
-    return new Leadership(call, options, fenced, options.signal);
+    return openLeadership(call, options, fenced, options.signal);
   }
 
   #metadata(options: CallOptions): Metadata {
@@ -469,4 +489,273 @@ function cancelledBySignal(signal: AbortSignal, err?: ServiceError): CancelledEr
   return new CancelledError(GrpcStatus.CANCELLED, "the call was cancelled by its AbortSignal", {}, {
     cause: signal.reason ?? err,
   });
+}
+
+/** What {@link Leadership.whileLeading} hands the work of one leadership. */
+export interface Leader {
+  /**
+   * The client the campaign was opened with, as `client.withFence(fence)`: its writes
+   * (`update`, `patchStatus`, `transact`, `beginTransaction`, `delete`) carry this
+   * leadership's fence unless a call gives its own `fence`. A write the sidecar makes
+   * after this leadership ended is refused (`PreconditionFailedError`, reason
+   * `NOT_LEADER` or `FENCED`); none is cancelled by `signal`.
+   */
+  client: Client;
+  /** This leadership's fence. */
+  fence: Fence;
+  /** This leadership's epoch. */
+  epoch: bigint;
+  /** Fires when this leadership ends: NOT_LEADING, another LEADING, or the campaign's end. */
+  signal: AbortSignal;
+  /** The LEADING event that started it. */
+  event: LeadEvent;
+}
+
+/**
+ * The work of one leadership: it should return (or reject) soon after `leader.signal`
+ * fires; the next leadership's work starts only after it did.
+ */
+export type LeaderWork = (leader: Leader) => unknown;
+
+/**
+ * A campaign for a Lease (`Client.lead`): the sidecar acquires and renews it on the
+ * caller's behalf and reports every change. Iterate it (`for await (const event of
+ * leadership)`) for its events, read {@link leading} and {@link fence} for the current
+ * state, or hand {@link whileLeading} the work to run while leading.
+ *
+ * It ends when the caller calls {@link close} (or the campaign's `signal` fires, or a
+ * `for await` loop over it is left early): the Lease is released, and another candidate
+ * takes over within its retry period. It also ends, after a RELEASED event, when the
+ * sidecar shuts down; and it fails when the sidecar refuses the campaign or cannot be
+ * reached (a `SafewriteError`, thrown by the iteration and by {@link whileLeading}).
+ */
+export class Leadership implements AsyncIterable<LeadEvent> {
+  /** The Lease's namespace. */
+  readonly namespace: string;
+  /** The Lease's name. */
+  readonly name: string;
+  readonly #call: ClientReadableStream<LeadResponse> | undefined;
+  readonly #fenced: (fence: Fence) => Client;
+  readonly #subscriptions = new Set<Subscription>();
+  #latest: LeadEvent | undefined;
+  #ended = false;
+  #closed = false;
+  #error: SafewriteError | undefined;
+
+  /** Opened by `Client.lead`; without a call (its signal had fired), ended at once. */
+  private constructor(...[call, lease, fenced, signal]: LeadershipArgs) {
+    this.namespace = lease.namespace;
+    this.name = lease.name;
+    this.#call = call;
+    this.#fenced = fenced;
+    if (call === undefined) {
+      this.#closed = true;
+      this.#ended = true;
+      return;
+    }
+    call.on("data", (message: LeadResponse) => this.#publish(leadEvent(message, this.namespace, this.name)));
+    call.on("error", (err: ServiceError) => {
+      // The cancellation of close() is the campaign's normal end.
+      if (!(this.#closed && err.code === GrpcStatus.CANCELLED)) {
+        this.#error ??= fromServiceError(err, true);
+      }
+    });
+    // 'end' comes once every message was delivered; 'status' too, and messages still
+    // buffered then are delivered before the next macrotask.
+    call.on("end", () => this.#finish());
+    call.on("status", () => setImmediate(() => this.#finish()));
+    if (signal !== undefined) {
+      const onAbort = (): void => this.close();
+      signal.addEventListener("abort", onAbort, { once: true });
+      call.on("status", () => signal.removeEventListener("abort", onAbort));
+    }
+  }
+
+  static {
+    openLeadership = (...args) => new Leadership(...args);
+  }
+
+  /** The campaign's last event; undefined before the first. */
+  get latest(): LeadEvent | undefined {
+    return this.#latest;
+  }
+
+  /** The caller leads: the last event was LEADING and the campaign has not ended. */
+  get leading(): boolean {
+    return !this.#ended && !this.#closed && this.#latest?.leading === true;
+  }
+
+  /** The fence of the current leadership, while {@link leading}; undefined otherwise. */
+  get fence(): Fence | undefined {
+    return this.leading ? this.#latest?.fence : undefined;
+  }
+
+  /** The campaign has ended (closed, released by the sidecar, or failed). */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /**
+   * Ends the campaign: the stream is closed and the sidecar releases the Lease if this
+   * campaign holds it, so another candidate leads within its retry period. Iterations
+   * then end and {@link whileLeading} aborts its work and resolves. Safe to call again.
+   */
+  close(): void {
+    if (this.#closed || this.#ended) {
+      return;
+    }
+    this.#closed = true;
+    this.#call?.cancel();
+  }
+
+  #publish(event: LeadEvent): void {
+    this.#latest = event;
+    for (const subscription of this.#subscriptions) {
+      subscription.queue.push(event);
+      subscription.notify();
+    }
+  }
+
+  #finish(): void {
+    if (this.#ended) {
+      return;
+    }
+    this.#ended = true;
+    for (const subscription of this.#subscriptions) {
+      subscription.notify();
+    }
+  }
+
+  /** A reader of the events from now on, the current state (the last event) first. */
+  #subscribe(): Subscription {
+    const subscription = new Subscription();
+    if (this.#latest !== undefined) {
+      subscription.queue.push(this.#latest);
+    }
+    this.#subscriptions.add(subscription);
+    return subscription;
+  }
+
+  /** The subscription's next event; undefined once the campaign has ended. */
+  async #next(subscription: Subscription): Promise<LeadEvent | undefined> {
+    for (;;) {
+      const event = subscription.queue.shift();
+      if (event !== undefined) {
+        return event;
+      }
+      if (this.#ended) {
+        this.#subscriptions.delete(subscription);
+        if (this.#error !== undefined) {
+          throw this.#error;
+        }
+        return undefined;
+      }
+      await subscription.wait();
+    }
+  }
+
+  /**
+   * The campaign's events: first the current state (the last event, when there was one),
+   * then every later one, until the campaign ends. Each iteration has its own queue, so
+   * several may read at once. Leaving a `for await` loop early (`break`, `return`, a
+   * throw) closes the campaign, as it closes a Node stream.
+   *
+   * @throws SafewriteError when the campaign fails: InvalidError naming the field of a
+   *   value the sidecar refuses, PermissionDeniedError when its policy does not allow
+   *   `lead` on the Lease, UnavailableError when the sidecar cannot be reached.
+   */
+  [Symbol.asyncIterator](): AsyncIterator<LeadEvent> {
+    const subscription = this.#subscribe();
+    return {
+      next: async (): Promise<IteratorResult<LeadEvent>> => {
+        const event = await this.#next(subscription);
+        return event === undefined ? { done: true, value: undefined } : { done: false, value: event };
+      },
+      return: async (): Promise<IteratorResult<LeadEvent>> => {
+        this.#subscriptions.delete(subscription);
+        this.close();
+        return { done: true, value: undefined };
+      },
+    };
+  }
+
+  /**
+   * Runs `work` while the caller leads: at every LEADING event it starts `work` with a
+   * {@link Leader} (a client whose writes carry this leadership's fence, the fence, the
+   * epoch, and a signal), and when the leadership ends (NOT_LEADING, or the campaign's
+   * end) it aborts the signal and waits for `work` to settle; at the next LEADING it
+   * starts `work` again. `work` that returns while still leading is done for that
+   * leadership. Resolves once the campaign has ended normally (`close()`, the campaign's
+   * signal, the sidecar's shutdown) and the last `work` has settled.
+   *
+   * An error `work` throws after its signal fired is its answer to losing the leadership
+   * (a refused fenced write, a cancelled call) and is dropped. An error it throws while
+   * still leading closes the campaign (releasing the Lease to the other candidates) and
+   * rejects with that error.
+   *
+   * @throws SafewriteError when the campaign fails, as its iteration does; `work`'s own
+   *   error, as it is.
+   */
+  async whileLeading(work: LeaderWork): Promise<void> {
+    type Step = { event: LeadEvent | undefined } | { failure: unknown } | { settled: { error?: unknown } };
+    type Term = { controller: AbortController; settled: Promise<{ error?: unknown }> };
+    const subscription = this.#subscribe();
+    let term: Term | undefined;
+    const stop = async (why: string): Promise<void> => {
+      if (term !== undefined) {
+        term.controller.abort(new Error(`the leadership of Lease ${this.namespace}/${this.name} ended: ${why}`));
+        await term.settled;
+        term = undefined;
+      }
+    };
+    let pending: Promise<Step> | undefined;
+    try {
+      for (;;) {
+        pending ??= this.#next(subscription).then(
+          (event) => ({ event }),
+          (failure: unknown) => ({ failure }),
+        );
+        const step: Step =
+          term === undefined ? await pending : await Promise.race([pending, term.settled.then((settled) => ({ settled }))]);
+        if ("settled" in step) {
+          // The work ended while its leadership goes on.
+          term = undefined;
+          if ("error" in step.settled) {
+            this.close();
+            throw step.settled.error;
+          }
+          continue;
+        }
+        pending = undefined;
+        if ("failure" in step) {
+          await stop("the campaign failed");
+          throw step.failure;
+        }
+        const event = step.event;
+        if (event === undefined) {
+          await stop("the campaign ended");
+          return;
+        }
+        if (!event.leading) {
+          await stop(`NOT_LEADING (${event.reasonName})`);
+          continue;
+        }
+        await stop(`LEADING again, under epoch ${event.epoch}`);
+        const controller = new AbortController();
+        const fence = event.fence!;
+        const leader: Leader = { client: this.#fenced(fence), fence, epoch: event.epoch, signal: controller.signal, event };
+        term = {
+          controller,
+          settled: Promise.resolve()
+            .then(() => work(leader))
+            .then(
+              () => ({}),
+              (error: unknown) => (controller.signal.aborted ? {} : { error }),
+            ),
+        };
+      }
+    } finally {
+      this.#subscriptions.delete(subscription);
+    }
+  }
 }

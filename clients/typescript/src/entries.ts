@@ -25,7 +25,8 @@ import {
   type Condition as ConditionMessage,
   type OwnerReference as OwnerReferenceMessage,
 } from "./gen/safewrite/v1/writer_pb.js";
-import { jsonText, Mutation, type JsonObject } from "./mutation.js";
+import { jsonText, makeMutation, type Mutation } from "./mutation.js";
+import type { JsonObject } from "./objects.js";
 
 /**
  * A condition to set: client-node's `V1Condition`, whose `lastTransitionTime`,
@@ -160,7 +161,7 @@ export function setConditions(
   const what = "setConditions";
   const list = Array.isArray(conditions) ? conditions : [conditions as ConditionInput];
   const messages = list.map((c, i) => conditionMessage(c, `${what}: conditions[${i}]`));
-  return new Mutation(
+  return makeMutation(
     create(MutationSchema, {
       kind: { case: "setCondition", value: { conditions: messages, path: listPath(options, what) } },
     }),
@@ -177,7 +178,7 @@ export function setConditions(
  */
 export function removeConditions(types: string | readonly string[], options: ConditionListOptions = {}): Mutation {
   const what = "removeConditions";
-  return new Mutation(
+  return makeMutation(
     create(MutationSchema, {
       kind: { case: "removeCondition", value: { types: texts(types, `${what}: types`), path: listPath(options, what) } },
     }),
@@ -214,7 +215,7 @@ export function removeFinalizer(name: string): Mutation {
 }
 
 function finalizerChange(name: string, remove: boolean, what: string): Mutation {
-  return new Mutation(
+  return makeMutation(
     create(MutationSchema, { kind: { case: "finalizer", value: { finalizer: text(name, `${what}: name`), remove } } }),
   );
 }
@@ -271,7 +272,7 @@ function ownerChange(owner: Owner, options: OwnerReferenceOptions, remove: boole
   const { reference, namespace } = ownerMessage(owner, options, what);
   const message = create(MutationSchema, { kind: { case: "ownerReference", value: { owner: reference, remove } } });
   // A namespaced owner can own only objects of its namespace: the call checks it.
-  return new Mutation(message, remove ? undefined : namespace);
+  return makeMutation(message, remove ? undefined : namespace);
 }
 
 /**
@@ -364,7 +365,7 @@ function listEntryChange(
   if (entry === null || (typeof entry !== "string" && (typeof entry !== "object" || Array.isArray(entry)))) {
     throw new TypeError(`${what}: entry must be an object or its JSON text, not ${shown(entry)}`);
   }
-  return new Mutation(
+  return makeMutation(
     create(MutationSchema, {
       kind: {
         case: "listEntry",

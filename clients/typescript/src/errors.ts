@@ -9,7 +9,8 @@ import { Metadata, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js
 
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "./gen/google/rpc/status_pb.js";
-import { Reason, Retry, WriteFailureSchema, type AttemptRecord as AttemptRecordMessage } from "./gen/safewrite/v1/writer_pb.js";
+import { Reason, Retry } from "./enums.js";
+import { WriteFailureSchema, type AttemptRecord as AttemptRecordMessage } from "./gen/safewrite/v1/writer_pb.js";
 import { parseObject, type Stored } from "./objects.js";
 import { codeAdvice, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
 
@@ -62,7 +63,7 @@ export interface ErrorDetails {
   domain?: string;
   /** The ErrorInfo metadata, e.g. `attempts`, `http_status`. */
   errorMetadata?: Record<string, string>;
-  /** WriteFailure.reason, the proto's Reason; UNSPECIFIED when the status carried no WriteFailure. */
+  /** WriteFailure.reason; UNSPECIFIED when the status carried no WriteFailure. */
   failureReason?: Reason;
   fieldViolations?: FieldViolation[];
   /** google.rpc.RetryInfo: how long to wait before trying again, in milliseconds. */
@@ -286,7 +287,8 @@ export function decodeDetails(bytes: Uint8Array): ErrorDetails & { message?: str
     } else if (anyIs(any, WriteFailureSchema)) {
       const failure = anyUnpack(any, WriteFailureSchema);
       if (failure !== undefined) {
-        details.failureReason = failure.reason;
+        // The numbers are the proto's (see enums.ts).
+        details.failureReason = failure.reason as number as Reason;
         details.attemptRecords = failure.attemptRecords.map(attemptRecord);
         details.traceId = failure.traceId;
         if (failure.currentObjectJson !== "") {

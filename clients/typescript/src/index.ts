@@ -2,7 +2,7 @@
  * The TypeScript client of safewrite, the sidecar that performs conflict-safe
  * read-modify-write of Kubernetes objects.
  */
-export { Client, type ClientOptions, type TransactFn } from "./client.js";
+export { Client, Leadership, type ClientOptions, type Leader, type LeaderWork, type TransactFn } from "./client.js";
 export { ADDRESS_ENV, resolveAddress } from "./address.js";
 export {
   Abort,
@@ -13,10 +13,9 @@ export {
   mergePatch,
   Mutation,
   type MutationKind,
-  type JsonObject,
   type JsonPatchOp,
 } from "./mutation.js";
-export { refOf, type Stored, type TypeMeta } from "./objects.js";
+export { refOf, type JsonObject, type ObjectRef, type Stored, type TypeMeta } from "./objects.js";
 export {
   addFinalizer,
   removeConditions,
@@ -38,15 +37,14 @@ export type {
   Fence,
   GetOptions,
   LeadOptions,
-  ObjectRef,
   Preconditions,
   RetryPolicy,
   TransactOptions,
   Versioned,
   WriteOptions,
 } from "./options.js";
-export { DeleteOutcome, Outcome, type DeleteResult, type GetResult, type Result } from "./result.js";
-export { Leadership, type Leader, type LeaderWork, type LeadEvent } from "./lead.js";
+export type { DeleteResult, GetResult, Result } from "./result.js";
+export type { LeadEvent } from "./lead.js";
 export { Transaction, type Fresh, type Proposal, type TransactionEvent } from "./transact.js";
 export {
   CancelledError,
@@ -72,16 +70,7 @@ export {
   type ErrorDetails,
   type FieldViolation,
 } from "./errors.js";
-export {
-  LeadState,
-  NotLeadingReason,
-  PropagationPolicy,
-  Reason,
-  ReasonSchema,
-  OutcomeSchema,
-  Retry,
-  RetrySchema,
-} from "./gen/safewrite/v1/writer_pb.js";
+export { DeleteOutcome, LeadState, NotLeadingReason, Outcome, PropagationPolicy, Reason, Retry } from "./enums.js";
 export { codeAdvice, REASON_ADVICE, reasonName, retryAdvice, type RetryAdvice } from "./reasons.js";
 export { tracingAvailable } from "./tracing.js";
 export { status as GrpcStatus } from "@grpc/grpc-js";

@@ -6,13 +6,11 @@
 import { create } from "@bufbuild/protobuf";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 
+import { Reason } from "./enums.js";
 import { DOMAIN, InvalidError } from "./errors.js";
-import { MutationSchema, Reason, type Mutation as MutationMessage } from "./gen/safewrite/v1/writer_pb.js";
-import { toJson } from "./objects.js";
+import { MutationSchema, type Mutation as MutationMessage } from "./gen/safewrite/v1/writer_pb.js";
+import { toJson, type JsonObject } from "./objects.js";
 import { reasonName } from "./reasons.js";
-
-/** A JSON object: a patch, an apply configuration, an object to create. */
-export type JsonObject = { [key: string]: unknown };
 
 /** One RFC 6902 JSON Patch operation. `test` operations are preconditions. */
 export interface JsonPatchOp {
@@ -35,6 +33,16 @@ export type MutationKind =
   | "listEntry";
 
 /**
+ * What a {@link Mutation} is made of: the request's mutation message, and the namespace of
+ * an owner object it references when it sets an owner reference ("" when cluster-scoped).
+ */
+type MutationParts = [message: MutationMessage, ownerNamespace?: string];
+
+// Set by the class's static block (declared first: it runs as the class is defined).
+let make: (...parts: MutationParts) => Mutation;
+let partsOf: (mutation: Mutation) => MutationParts;
+
+/**
  * A change for `update`, `patchStatus` or a `transact` proposal. Build one with
  * {@link cel}, {@link mergePatch}, {@link jsonPatch} or {@link apply}, or, for one entry
  * of a list, with `setConditions`, `removeConditions`, `addFinalizer`, `removeFinalizer`,
@@ -42,25 +50,37 @@ export type MutationKind =
  * `upsertListEntry` or `removeListEntry`.
  */
 export class Mutation {
-  /** @internal */
-  readonly message: MutationMessage;
-  /** @internal The namespace of an owner object this mutation references ("" when cluster-scoped). */
-  readonly ownerNamespace: string | undefined;
+  readonly #parts: MutationParts;
 
-  /** @internal Use the builders: cel(), mergePatch(), setConditions(), ... */
-  constructor(message: MutationMessage, ownerNamespace?: string) {
-    this.message = message;
-    this.ownerNamespace = ownerNamespace;
+  /** Use the builders: cel(), mergePatch(), setConditions(), ... */
+  private constructor(...parts: MutationParts) {
+    this.#parts = parts;
+  }
+
+  static {
+    // The builders of this module and of entries.ts make mutations; nothing else can.
+    make = (...parts) => new Mutation(...parts);
+    partsOf = (mutation) => mutation.#parts;
   }
 
   /** Which kind of mutation this is: "cel", "mergePatch", ..., "setCondition", "finalizer", ... */
   get kind(): MutationKind {
-    const kind = this.message.kind.case;
+    const kind = this.#parts[0].kind.case;
     if (kind === undefined) {
       throw new TypeError("empty mutation");
     }
     return kind;
   }
+}
+
+/** @internal A mutation of its parts (see {@link MutationParts}). */
+export function makeMutation(...parts: MutationParts): Mutation {
+  return make(...parts);
+}
+
+/** @internal The message of a mutation, as it is (for tests: {@link mutationMessage} checks it first). */
+export function messageOf(mutation: Mutation): MutationMessage {
+  return partsOf(mutation)[0];
 }
 
 /** @internal JSON text as it is, or any value turned into JSON text (Dates as RFC 3339). */
@@ -80,12 +100,12 @@ export function jsonText(value: unknown, what: string): string {
  * it as a JSON merge patch, e.g. `{"data": {"n": string(int(object.data.n) + 1)}}`.
  */
 export function cel(expression: string): Mutation {
-  return new Mutation(create(MutationSchema, { kind: { case: "cel", value: { expression } } }));
+  return makeMutation(create(MutationSchema, { kind: { case: "cel", value: { expression } } }));
 }
 
 /** An RFC 7386 JSON merge patch: an object, or its JSON text. */
 export function mergePatch(patch: JsonObject | string): Mutation {
-  return new Mutation(
+  return makeMutation(
     create(MutationSchema, {
       kind: { case: "mergePatch", value: { patchJson: jsonText(patch, "mergePatch") } },
     }),
@@ -98,7 +118,7 @@ export function mergePatch(patch: JsonObject | string): Mutation {
  * {@link PreconditionFailedError}.
  */
 export function jsonPatch(ops: readonly JsonPatchOp[] | string): Mutation {
-  return new Mutation(
+  return makeMutation(
     create(MutationSchema, {
       kind: { case: "jsonPatch", value: { patchJson: jsonText(ops, "jsonPatch") } },
     }),
@@ -111,7 +131,7 @@ export function jsonPatch(ops: readonly JsonPatchOp[] | string): Mutation {
  * (reason `FieldManagerConflict`) unless `force` is set. Needs a field manager.
  */
 export function apply(configuration: JsonObject | string, options: { force?: boolean } = {}): Mutation {
-  return new Mutation(
+  return makeMutation(
     create(MutationSchema, {
       kind: {
         case: "apply",
@@ -154,7 +174,7 @@ export function mutationMessage(mutation: Mutation, namespace: string): Mutation
   if (!(mutation instanceof Mutation)) {
     throw new TypeError("mutation must be built with cel(), mergePatch(), jsonPatch(), apply(), setConditions(), addFinalizer(), ...");
   }
-  const owner = mutation.ownerNamespace;
+  const [message, owner] = partsOf(mutation);
   if (owner !== undefined && owner !== "" && owner !== namespace) {
     const description =
       `the owner is in namespace "${owner}" and the object ${namespace === "" ? "is cluster-scoped" : `in "${namespace}"`}: ` +
@@ -166,5 +186,5 @@ export function mutationMessage(mutation: Mutation, namespace: string): Mutation
       fieldViolations: [{ field: "mutation.owner_reference.owner", description }],
     });
   }
-  return mutation.message;
+  return message;
 }

@@ -1,6 +1,7 @@
 /**
- * Kubernetes objects in @kubernetes/client-node's types: {@link Stored} (what a call
- * returns), {@link refOf} (the target of any client-node object), and the conversion of
+ * Kubernetes objects in @kubernetes/client-node's types: {@link ObjectRef} (a call's
+ * target), {@link Stored} (what a call returns), {@link refOf} (the target of any
+ * client-node object), {@link JsonObject} (a patch, an object to create), and the conversion of
  * the sidecar's JSON into the shape client-node gives (its date-times as `Date`s) and
  * back.
  *
@@ -11,7 +12,19 @@
  */
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 
-import type { ObjectRef } from "./options.js";
+/** Names one Kubernetes object. */
+export interface ObjectRef {
+  /** e.g. "v1", "apps/v1", "example.com/v1alpha1". */
+  apiVersion: string;
+  /** e.g. "ConfigMap"; resolved to a resource through API discovery. */
+  kind: string;
+  /** Required for namespaced kinds, empty or absent for cluster-scoped ones. */
+  namespace?: string;
+  name: string;
+}
+
+/** A JSON object: a patch, an apply configuration, an object to create. */
+export type JsonObject = { [key: string]: unknown };
 
 /**
  * An object as the API server stores it: `T` (client-node's `V1ConfigMap`, your own

@@ -13,7 +13,7 @@ import {
   LeadRequestSchema,
   ObjectRefSchema,
   PreconditionsSchema,
-  PropagationPolicy,
+  PropagationPolicy as PropagationPolicyMessage,
   RetryPolicySchema,
   WriteOptionsSchema,
   type DeleteRequest,
@@ -25,18 +25,8 @@ import {
   type RetryPolicy as RetryPolicyMessage,
   type WriteOptions as WriteOptionsMessage,
 } from "./gen/safewrite/v1/writer_pb.js";
-import type { JsonObject } from "./mutation.js";
-
-/** Names one Kubernetes object. */
-export interface ObjectRef {
-  /** e.g. "v1", "apps/v1", "example.com/v1alpha1". */
-  apiVersion: string;
-  /** e.g. "ConfigMap"; resolved to a resource through API discovery. */
-  kind: string;
-  /** Required for namespaced kinds, empty or absent for cluster-scoped ones. */
-  namespace?: string;
-  name: string;
-}
+import { PropagationPolicy } from "./enums.js";
+import type { JsonObject, ObjectRef } from "./objects.js";
 
 /**
  * Checked by the sidecar on the fresh object before every write. When one is false
@@ -304,7 +294,8 @@ export function deleteRequest(ref: ObjectRef, options: DeleteOptions): DeleteReq
   const { preconditions, propagationPolicy, dryRun, retryPolicy, fence } = options;
   return create(DeleteRequestSchema, {
     target: targetMessage(ref),
-    propagationPolicy: propagationPolicy ?? PropagationPolicy.UNSPECIFIED,
+    // The numbers are the proto's (see enums.ts).
+    propagationPolicy: (propagationPolicy ?? PropagationPolicy.UNSPECIFIED) as number as PropagationPolicyMessage,
     dryRun: dryRun ?? false,
     ...(preconditions !== undefined && { preconditions: preconditionsMessage(preconditions) }),
     ...(retryPolicy !== undefined && { retryPolicy: retryPolicyMessage(retryPolicy) }),

@@ -7,24 +7,17 @@
 import { getOption } from "@bufbuild/protobuf";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 
-import { Reason, ReasonSchema, Retry, retry, retry_by_code } from "./gen/safewrite/v1/writer_pb.js";
+import { Reason, Retry } from "./enums.js";
+import { Retry as RetryMessage, ReasonSchema, retry, retry_by_code } from "./gen/safewrite/v1/writer_pb.js";
 
-/**
- * What a caller may do after a failure: the proto's `Retry` enum.
- *
- * - `Retry.LATER`: the same call may succeed later (after `retryDelayMs` when given).
- * - `Retry.WITH_IDEMPOTENCY_KEY`: a write may have been applied; sending it again is
- *   safe only with the same idempotency key.
- * - `Retry.BY_CODE`: the gRPC code decides (see {@link codeAdvice}).
- * - `Retry.NEVER`: the same call fails the same way; change the request, the object or
- *   the sidecar's configuration.
- */
+/** What a caller may do after a failure: a {@link Retry} value other than UNSPECIFIED. */
 export type RetryAdvice = Retry;
 
 /** The `(retry)` option of a Reason value; BY_CODE when it has none. */
 function optionOf(value: (typeof ReasonSchema.values)[number]): RetryAdvice {
   const advice = getOption(value, retry);
-  return advice === Retry.UNSPECIFIED ? Retry.BY_CODE : advice;
+  // The numbers are the proto's (see enums.ts).
+  return advice === RetryMessage.UNSPECIFIED ? Retry.BY_CODE : (advice as number as Retry);
 }
 
 /** The advice of every Reason the proto defines, from its `(retry)` option. */

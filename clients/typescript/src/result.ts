@@ -4,13 +4,8 @@
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 
-import {
-  DeleteOutcome,
-  Outcome,
-  type DeleteResponse,
-  type GetResponse,
-  type WriteResult,
-} from "./gen/safewrite/v1/writer_pb.js";
+import { DeleteOutcome, Outcome } from "./enums.js";
+import type { DeleteResponse, GetResponse, WriteResult } from "./gen/safewrite/v1/writer_pb.js";
 import { attemptRecord, type AttemptRecord } from "./errors.js";
 import { parseObject, type Stored } from "./objects.js";
 
@@ -59,16 +54,18 @@ export function toResult<T extends KubernetesObject = KubernetesObject>(result: 
   if (result === undefined) {
     throw new Error("the sidecar answered without a result");
   }
+  // The numbers are the proto's (see enums.ts).
+  const outcome = result.outcome as number as Outcome;
   return {
-    outcome: result.outcome,
-    outcomeName: Outcome[result.outcome] ?? String(result.outcome),
+    outcome,
+    outcomeName: Outcome[outcome] ?? String(outcome),
     object: parseObject<T>(result.objectJson),
     resourceVersion: result.resourceVersion,
     attempts: result.attempts,
     attemptRecords: result.attemptRecords.map(attemptRecord),
     traceId: result.traceId,
     alreadyApplied: result.alreadyApplied,
-    gone: result.outcome === Outcome.GONE,
+    gone: outcome === Outcome.GONE,
   };
 }
 
@@ -131,17 +128,16 @@ export interface DeleteResult<T extends KubernetesObject = KubernetesObject> {
 /** Converts a safewrite.v1.DeleteResponse message. */
 export function toDeleteResult<T extends KubernetesObject = KubernetesObject>(response: DeleteResponse): DeleteResult<T> {
   const deletionTimestamp = response.deletionTimestamp === "" ? undefined : new Date(response.deletionTimestamp);
+  const outcome = response.outcome as number as DeleteOutcome;
   return {
-    outcome: response.outcome,
-    outcomeName: DeleteOutcome[response.outcome] ?? String(response.outcome),
+    outcome,
+    outcomeName: DeleteOutcome[outcome] ?? String(outcome),
     object: response.objectJson === "" ? undefined : parseObject<T>(response.objectJson),
     deletionTimestamp:
       deletionTimestamp === undefined || Number.isNaN(deletionTimestamp.getTime()) ? undefined : deletionTimestamp,
     attempts: response.attempts,
     attemptRecords: response.attemptRecords.map(attemptRecord),
     traceId: response.traceId,
-    gone: response.outcome === DeleteOutcome.GONE,
+    gone: outcome === DeleteOutcome.GONE,
   };
 }
-
-export { DeleteOutcome, Outcome };

@@ -15,8 +15,8 @@ import {
   type TransactResponse,
 } from "./gen/safewrite/v1/writer_pb.js";
 import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
-import { Abort, Mutation, mutationMessage, type JsonObject } from "./mutation.js";
-import { loadClientNode, parseObject, toJson, type Stored } from "./objects.js";
+import { Abort, Mutation, mutationMessage } from "./mutation.js";
+import { loadClientNode, parseObject, toJson, type JsonObject, type Stored } from "./objects.js";
 import { toResult, type Result } from "./result.js";
 
 /** The object as the sidecar just read it, for one attempt; `T` as for {@link Result}. */
@@ -40,6 +40,26 @@ export type TransactionEvent<T extends KubernetesObject = KubernetesObject> =
   | { result: Result<T>; fresh?: undefined };
 
 /**
+ * What a {@link Transaction} is opened with (by `Client.beginTransaction`): the Transact
+ * call, whether the write carries an idempotency key, the signal that cancels it, and
+ * the target's namespace, which an owner a proposal references must share.
+ */
+type TransactionArgs = [
+  call: ClientDuplexStream<TransactRequest, TransactResponse>,
+  idempotent: boolean,
+  signal: AbortSignal | undefined,
+  namespace: string,
+];
+
+// Set by Transaction's static block (declared first: it runs as the class is defined).
+let open: <T extends KubernetesObject>(...args: TransactionArgs) => Transaction<T>;
+
+/** @internal Opens the Transaction of a Transact call (see {@link TransactionArgs}). */
+export function openTransaction<T extends KubernetesObject>(...args: TransactionArgs): Transaction<T> {
+  return open<T>(...args);
+}
+
+/**
  * An open Transact stream, for callers that drive the protocol themselves (most use
  * `Client.transact`). Read with {@link next}; answer each fresh object with
  * {@link propose}, echoing its attempt.
@@ -60,13 +80,8 @@ export class Transaction<T extends KubernetesObject = KubernetesObject> {
   #failed: Promise<SafewriteError> | undefined;
   #onFailure: ((err: SafewriteError) => void) | undefined;
 
-  /** @internal Opened by `Client.beginTransaction`. */
-  constructor(
-    call: ClientDuplexStream<TransactRequest, TransactResponse>,
-    idempotent: boolean,
-    signal: AbortSignal | undefined,
-    namespace = "",
-  ) {
+  /** Opened by `Client.beginTransaction`. */
+  private constructor(...[call, idempotent, signal, namespace]: TransactionArgs) {
     this.#call = call;
     this.#idempotent = idempotent;
     this.#signal = signal;
@@ -92,6 +107,10 @@ export class Transaction<T extends KubernetesObject = KubernetesObject> {
       this.#ended = true;
       this.#notify();
     });
+  }
+
+  static {
+    open = <U extends KubernetesObject>(...args: TransactionArgs) => new Transaction<U>(...args);
   }
 
   #convert(err: ServiceError): SafewriteError {

@@ -22,9 +22,7 @@ import {
   jsonPatch,
   mergePatch,
   Outcome,
-  OutcomeSchema,
   Reason,
-  ReasonSchema,
   removeConditions,
   removeFinalizer,
   removeListEntry,
@@ -44,7 +42,9 @@ import {
 // The request messages, to read the cases' proto3 JSON exactly as the proto defines it.
 import {
   GetRequestSchema,
+  OutcomeSchema,
   PatchStatusRequestSchema,
+  ReasonSchema,
   TransactBeginSchema,
   TransactProposalSchema,
   UpdateWithRetryRequestSchema,

@@ -38,11 +38,12 @@ import {
   type PatchStatusRequest,
   type UpdateWithRetryRequest,
 } from "#gen/safewrite/v1/writer_pb";
+import { messageOf } from "#internal/mutation";
 
 import { adminClient, configMap, existing, widget } from "./support.js";
 
 /** The mutation as proto3 JSON, as the sidecar reads it. */
-const json = (mutation: Mutation): JsonValue => toJson(MutationSchema, mutation.message);
+const json = (mutation: Mutation): JsonValue => toJson(MutationSchema, messageOf(mutation));
 
 describe("the builders", () => {
   it("set conditions with every field, in order, the time in whole seconds", () => {

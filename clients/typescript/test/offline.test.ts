@@ -27,7 +27,6 @@ import {
   PreconditionFailedError,
   Reason,
   REASON_ADVICE,
-  ReasonSchema,
   reasonName,
   RequestTooLargeError,
   ResourceExhaustedError,
@@ -38,7 +37,8 @@ import {
   UnavailableError,
   UnimplementedError,
 } from "@safewrite/client";
-import { AttemptRecordSchema, retry, retry_by_code, WriteFailureSchema } from "#gen/safewrite/v1/writer_pb";
+import { AttemptRecordSchema, ReasonSchema, retry, retry_by_code, WriteFailureSchema } from "#gen/safewrite/v1/writer_pb";
+import { messageOf } from "#internal/mutation";
 
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "#gen/google/rpc/error_details_pb";
 import { StatusSchema } from "#gen/google/rpc/status_pb";
@@ -183,11 +183,12 @@ describe("mutations", () => {
     assert.equal(cel("x").kind, "cel");
     const merge = mergePatch({ data: { a: "1" } });
     assert.equal(merge.kind, "mergePatch");
-    assert.deepEqual(merge.message.kind.value, mergePatch('{"data":{"a":"1"}}').message.kind.value);
+    assert.deepEqual(messageOf(merge).kind.value, messageOf(mergePatch('{"data":{"a":"1"}}')).kind.value);
     assert.equal(jsonPatch([{ op: "remove", path: "/data/a" }]).kind, "jsonPatch");
     const ssa = apply({ kind: "ConfigMap" }, { force: true });
     assert.equal(ssa.kind, "apply");
-    assert.deepEqual(ssa.message.kind.case === "apply" && ssa.message.kind.value.force, true);
+    const message = messageOf(ssa);
+    assert.deepEqual(message.kind.case === "apply" && message.kind.value.force, true);
   });
 
   it("refuses a patch that is not JSON", () => {

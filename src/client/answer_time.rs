@@ -11,9 +11,20 @@
 //! Only writes are measured and held to it: a read sent late costs nothing but itself,
 //! and a read may wait on the server (a "not older than" read) for reasons that say
 //! nothing of how fast a write is answered.
+//!
+//! The estimate fades: what it asks halves with every [`HALF_LIFE`] since the last write
+//! was answered. Refusing writes takes away the answers that would bring it down, so
+//! without fading one slow answer (a pause of this process counts in it: SIGSTOP, a
+//! throttled CPU) would hold back every write with less time than it forever; with it,
+//! the next write is sent within a few half-lives and its answer sets the estimate again.
 
 use std::sync::Mutex;
 use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long after the last answered write the estimate asks half as much.
+pub const HALF_LIFE: Duration = Duration::from_secs(2);
 
 /// The estimate, shared by the layers of one stack. Before the first write is answered
 /// nothing is known and nothing is refused.
@@ -26,35 +37,44 @@ pub struct AnswerTime {
 struct AnswerEstimate {
     smoothed: Duration,
     deviation: Duration,
+    /// When the last answer was taken in.
+    at: Instant,
 }
 
 impl AnswerTime {
     /// Takes in the time one answered write took.
     pub fn record(&self, took: Duration) {
         let mut estimate = self.estimate.lock().unwrap_or_else(|e| e.into_inner());
+        let at = Instant::now();
         *estimate = Some(match *estimate {
             None => AnswerEstimate {
                 smoothed: took,
                 deviation: took / 2,
+                at,
             },
             Some(AnswerEstimate {
                 smoothed,
                 deviation,
+                ..
             }) => {
                 let gap = smoothed.abs_diff(took);
                 AnswerEstimate {
                     smoothed: smoothed - smoothed / 8 + took / 8,
                     deviation: deviation - deviation / 4 + gap / 4,
+                    at,
                 }
             }
         });
     }
 
     /// The least time a write should have left when it is sent: zero until a write has
-    /// been answered.
+    /// been answered; faded by the time since the last answer (see [`HALF_LIFE`]).
     pub fn needed(&self) -> Duration {
         let estimate = *self.estimate.lock().unwrap_or_else(|e| e.into_inner());
-        estimate.map_or(Duration::ZERO, |e| e.smoothed + 4 * e.deviation)
+        estimate.map_or(Duration::ZERO, |e| {
+            let halvings = e.at.elapsed().as_secs_f64() / HALF_LIFE.as_secs_f64();
+            (e.smoothed + 4 * e.deviation).mul_f64(0.5f64.powf(halvings))
+        })
     }
 }
 
@@ -74,8 +94,8 @@ mod tests {
         assert_eq!(AnswerTime::default().needed(), Duration::ZERO);
     }
 
-    #[test]
-    fn the_first_answer_needs_three_times_its_time_and_steady_answers_need_their_own() {
+    #[tokio::test(start_paused = true)]
+    async fn the_first_answer_needs_three_times_its_time_and_steady_answers_need_their_own() {
         let time = AnswerTime::default();
         time.record(10 * MS);
         assert_eq!(time.needed(), 30 * MS);
@@ -86,8 +106,8 @@ mod tests {
         assert!(needed >= 10 * MS && needed < 11 * MS, "{needed:?}");
     }
 
-    #[test]
-    fn one_slow_answer_raises_the_need_and_fast_ones_bring_it_back() {
+    #[tokio::test(start_paused = true)]
+    async fn one_slow_answer_raises_the_need_and_fast_ones_bring_it_back() {
         let time = AnswerTime::default();
         for _ in 0..60 {
             time.record(5 * MS);
@@ -100,6 +120,34 @@ mod tests {
         }
         let back = time.needed();
         assert!(back < 20 * MS, "{back:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_fades_without_answers_so_writes_are_sent_again() {
+        let time = AnswerTime::default();
+        for _ in 0..60 {
+            time.record(5 * MS);
+        }
+        // This process stopped for 4 s with a write in flight: its answer took 4 s.
+        time.record(4000 * MS);
+        let raised = time.needed();
+        assert!(raised > 4000 * MS, "{raised:?}");
+        // No write is sent with less time left, so no answer comes to bring it down:
+        // it fades by itself, to half every HALF_LIFE.
+        tokio::time::advance(HALF_LIFE).await;
+        let faded = time.needed();
+        assert!(
+            faded <= raised / 2 + MS && faded + MS >= raised / 2,
+            "{faded:?}"
+        );
+        tokio::time::advance(5 * HALF_LIFE).await;
+        assert!(time.needed() < raised / 32 + MS, "{:?}", time.needed());
+        // The next answer takes over again.
+        time.record(5 * MS);
+        assert!(
+            time.needed() > 100 * MS,
+            "one fast answer does not erase the slow one"
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!
 //! A write is sent only while the time left covers what the API server's answers to
 //! writes have lately taken ([`AnswerTime`], which this layer measures); with less it
-//! fails with [`RequestError::TooLate`] and nothing is sent.
+//! fails with [`RequestError::TooLate`] and nothing is sent. Lease traffic is not held
+//! to it (a campaign's writes are conditional and bounded by their own timeout).
 //!
 //! It also tells whether a request may have reached the API server. The request body is
 //! watched: the connection polls it only once the request is its to send, so a request
@@ -33,7 +34,7 @@ use tower::{BoxError, Layer, Service};
 
 use super::answer::RequestError;
 use super::answer_time::{AnswerTime, is_write};
-use super::context::{Deadline, RequestTimeout, take_ready};
+use super::context::{Deadline, LeaseTraffic, RequestTimeout, take_ready};
 
 /// Builds [`Timeout`] services.
 #[derive(Debug, Clone)]
@@ -117,7 +118,10 @@ where
             .into())));
         }
         let write = is_write(request.method());
-        if write {
+        // A campaign's Lease write is bounded by its own timeout and conditional: one
+        // whose answer comes too late is read again at the next round, never in doubt.
+        let held = write && request.extensions().get::<LeaseTraffic>().is_none();
+        if held {
             let needed = self.answer_time.needed();
             if allowed < needed {
                 return Box::pin(std::future::ready(Err(RequestError::TooLate {
@@ -400,7 +404,12 @@ mod tests {
         let get = http::Request::get("/api/v1/namespaces/a/configmaps/b")
             .body(kube::client::Body::empty())
             .unwrap();
-        layer.layer(slow).oneshot(by(get, 100)).await.unwrap();
+        layer.layer(slow.clone()).oneshot(by(get, 100)).await.unwrap();
         assert_eq!(calls.load(Ordering::Relaxed), 4);
+        // A campaign's Lease write is not held either: it is bounded by its own timeout.
+        let mut lease = by(put(), 100);
+        lease.extensions_mut().insert(LeaseTraffic);
+        layer.layer(slow).oneshot(lease).await.unwrap();
+        assert_eq!(calls.load(Ordering::Relaxed), 5);
     }
 }

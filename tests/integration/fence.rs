@@ -119,6 +119,7 @@ impl Controller {
         let lead_pid = Arc::new(Mutex::new(None));
         let exits = Arc::new(Mutex::new(Vec::new()));
         let pid_file = setup.dir.join(format!("{who}.pid"));
+        let lead_log = setup.dir.join(format!("{who}.lead"));
         let mut command = Command::new(BIN);
         command
             .env_remove("SAFEWRITE_TOKEN_FILE")
@@ -144,13 +145,18 @@ impl Controller {
             .args(TIMINGS)
             .args(["--", "sh", "-c", LOOP])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
         // Its own process group, so that a fault can pause it with all it runs.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let (s, p, e) = (stop.clone(), lead_pid.clone(), exits.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
+                let said = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&lead_log)
+                    .expect("the lead log");
+                command.stderr(said);
                 let mut child: Child = command.spawn().expect("spawn safewrite lead");
                 *p.lock().unwrap() = Some(child.id());
                 let mut termed = false;
@@ -231,6 +237,29 @@ impl Replica {
             controller,
         }
     }
+}
+
+/// What each replica said last: its `safewrite lead` exits and lines, its sidecar's log,
+/// for a failure to show.
+fn last_words(setup: &Setup, replicas: &[Replica]) -> String {
+    let tail = |text: &str, n: usize| {
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n    ")
+    };
+    let mut said = String::new();
+    for r in replicas {
+        let lead =
+            std::fs::read_to_string(setup.dir.join(format!("{}.lead", r.who))).unwrap_or_default();
+        let _ = write!(
+            said,
+            "\n{}: exits {:?}\n  safewrite lead:\n    {}\n  sidecar:\n    {}",
+            r.who,
+            r.controller.exits.lock().unwrap(),
+            tail(&lead, 8),
+            tail(&r.sidecar.log(), 12)
+        );
+    }
+    said
 }
 
 /// One write as its controller logged it.
@@ -712,7 +741,8 @@ async fn run(cp: &ControlPlane, fence: bool, faults: &[Fault], lasting: Duration
                 signal("CONT", &pid);
                 assert!(
                     taken,
-                    "no other replica took over while {leader}'s sidecar was stopped"
+                    "no other replica took over while {leader}'s sidecar was stopped{}",
+                    last_words(&setup, &replicas)
                 );
             }
             Fault::PauseController => {
@@ -743,8 +773,9 @@ async fn run(cp: &ControlPlane, fence: bool, faults: &[Fault], lasting: Duration
                 replicas[index].proxy.pass();
                 assert!(
                     taken,
-                    "no other replica took over while {leader}'s API was hung (the Lease: {:?})",
-                    holder(&leases).await
+                    "no other replica took over while {leader}'s API was hung (the Lease: {:?}){}",
+                    holder(&leases).await,
+                    last_words(&setup, &replicas)
                 );
             }
             Fault::KillSidecar => {

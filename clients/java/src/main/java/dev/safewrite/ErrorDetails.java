@@ -1,6 +1,5 @@
 package dev.safewrite;
 
-import dev.safewrite.v1.Reason;
 import io.grpc.Status;
 import java.time.Duration;
 import java.util.List;

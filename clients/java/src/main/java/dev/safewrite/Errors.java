@@ -6,7 +6,6 @@ import com.google.protobuf.Message;
 import com.google.rpc.BadRequest;
 import com.google.rpc.ErrorInfo;
 import com.google.rpc.RetryInfo;
-import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.WriteFailure;
 import io.grpc.Status;
 import io.grpc.protobuf.StatusProto;
@@ -113,7 +112,7 @@ final class Errors {
         details.attemptRecords = AttemptRecord.fromProto(failure.getAttemptRecordsList());
         details.currentObjectJson = failure.getCurrentObjectJson();
         details.traceId = failure.getTraceId();
-        details.writeFailureReason = failure.getReason();
+        details.writeFailureReason = Reasons.of(failure.getReason());
       }
     } catch (InvalidProtocolBufferException unreadable) {
       // A detail that does not decode is left out; the code and message still stand.

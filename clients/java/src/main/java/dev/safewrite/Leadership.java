@@ -2,7 +2,6 @@ package dev.safewrite;
 
 import dev.safewrite.v1.LeadRequest;
 import dev.safewrite.v1.LeadResponse;
-import dev.safewrite.v1.Reason;
 import io.grpc.ClientCall;
 import io.grpc.Context;
 import io.grpc.Metadata;

@@ -424,13 +424,13 @@ public final class Mutation {
     return value;
   }
 
-  /** A mutation given as the generated message, sent as it is. */
-  public static Mutation of(dev.safewrite.v1.Mutation proto) {
+  /** A mutation given as the generated message, sent as it is; for tests. */
+  static Mutation of(dev.safewrite.v1.Mutation proto) {
     return new Mutation(Objects.requireNonNull(proto, "proto"));
   }
 
   /** The generated message this mutation is sent as. */
-  public dev.safewrite.v1.Mutation toProto() {
+  dev.safewrite.v1.Mutation toProto() {
     return proto;
   }
 

@@ -55,10 +55,10 @@ public final class Proposal {
 
   /**
    * A proposal given as the generated message, sent as it is, except that an {@code attempt} of 0
-   * is replaced by the fresh object's attempt. For tests and tools: a wrong attempt fails the
-   * transaction with {@link InvalidException}.
+   * is replaced by the fresh object's attempt. For tests: a wrong attempt fails the transaction
+   * with {@link InvalidException}.
    */
-  public static Proposal of(TransactProposal proto) {
+  static Proposal of(TransactProposal proto) {
     return new Proposal(Objects.requireNonNull(proto, "proto"), null);
   }
 

@@ -1,7 +1,5 @@
 package dev.safewrite;
 
-import dev.safewrite.v1.Reason;
-import dev.safewrite.v1.Retry;
 import dev.safewrite.v1.RetryByCode;
 import dev.safewrite.v1.WriterProto;
 import io.grpc.Status;
@@ -12,11 +10,11 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * The proto's {@link Reason} values: their ErrorInfo spelling and the retry advice the proto gives
- * for each. The advice is read from the generated descriptor, not kept here: each value's {@code
- * retry} option (a {@link Retry}) and, for the values that leave it to the gRPC code, the enum's
- * {@code retry_by_code} table. A value added to the proto brings its advice with it, and this
- * client, the sidecar and the other clients give the same advice.
+ * The {@link Reason} values: their ErrorInfo spelling and the retry advice the proto gives for
+ * each. The advice is read from the generated descriptor, not kept here: each value's {@code retry}
+ * option (a {@link Retry}) and, for the values that leave it to the gRPC code, the enum's {@code
+ * retry_by_code} table. A value added to the proto brings its advice with it, and this client, the
+ * sidecar and the other clients give the same advice.
  */
 public final class Reasons {
   private static final String PREFIX = "REASON_";
@@ -35,8 +33,9 @@ public final class Reasons {
     if (reason == Reason.UNRECOGNIZED) {
       return Retry.RETRY_BY_CODE;
     }
-    Retry retry = reason.getValueDescriptor().getOptions().getExtension(WriterProto.retry);
-    return retry == Retry.RETRY_UNSPECIFIED ? Retry.RETRY_BY_CODE : retry;
+    dev.safewrite.v1.Retry retry =
+        toProto(reason).getValueDescriptor().getOptions().getExtension(WriterProto.retry);
+    return retry == dev.safewrite.v1.Retry.RETRY_UNSPECIFIED ? Retry.RETRY_BY_CODE : of(retry);
   }
 
   /**
@@ -53,7 +52,8 @@ public final class Reasons {
   }
 
   private static Map<Status.Code, Retry> byCode() {
-    RetryByCode table = Reason.getDescriptor().getOptions().getExtension(WriterProto.retryByCode);
+    RetryByCode table =
+        dev.safewrite.v1.Reason.getDescriptor().getOptions().getExtension(WriterProto.retryByCode);
     Map<Status.Code, Retry> byCode = new EnumMap<>(Status.Code.class);
     put(byCode, table.getWithIdempotencyKeyList(), Retry.RETRY_WITH_IDEMPOTENCY_KEY);
     put(byCode, table.getLaterList(), Retry.RETRY_LATER);
@@ -94,5 +94,23 @@ public final class Reasons {
     } catch (IllegalArgumentException unknown) {
       return Optional.empty();
     }
+  }
+
+  /** The client's value of a proto {@code Reason}, by name; a newer one is {@code UNRECOGNIZED}. */
+  static Reason of(dev.safewrite.v1.Reason proto) {
+    if (proto == dev.safewrite.v1.Reason.UNRECOGNIZED) {
+      return Reason.UNRECOGNIZED;
+    }
+    return Reason.valueOf(proto.name());
+  }
+
+  /** The proto's value of a {@link Reason}, by name. */
+  static dev.safewrite.v1.Reason toProto(Reason reason) {
+    return dev.safewrite.v1.Reason.valueOf(reason.name());
+  }
+
+  /** The client's value of a proto {@code Retry} other than {@code RETRY_UNSPECIFIED}, by name. */
+  static Retry of(dev.safewrite.v1.Retry proto) {
+    return Retry.valueOf(proto.name());
   }
 }

@@ -1,33 +1,13 @@
 package dev.safewrite;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import com.google.protobuf.InvalidProtocolBufferException;
-import com.google.protobuf.Message;
-import com.google.protobuf.Parser;
-import dev.safewrite.v1.DeleteRequest;
-import dev.safewrite.v1.GetRequest;
-import dev.safewrite.v1.PatchStatusRequest;
-import dev.safewrite.v1.PatchStatusResponse;
-import dev.safewrite.v1.TransactBegin;
-import dev.safewrite.v1.UpdateWithRetryRequest;
-import dev.safewrite.v1.UpdateWithRetryResponse;
-import dev.safewrite.v1.WriteOptions;
-import dev.safewrite.v1.WriteResult;
-import dev.safewrite.v1.WriterServiceGrpc;
 import io.grpc.Channel;
-import io.grpc.Grpc;
-import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
-import io.grpc.ManagedChannelBuilder;
-import io.grpc.StatusRuntimeException;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
-import io.grpc.netty.shaded.io.netty.channel.ChannelOption;
-import io.grpc.stub.AbstractStub;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Function;
 
 /**
  * A client of the safewrite sidecar, safe for concurrent use; close it to release its connection.
@@ -72,44 +52,24 @@ public final class SafewriteClient implements AutoCloseable {
    */
   public static final String DEFAULT_ADDRESS = "127.0.0.1:50051";
 
-  /** Bounds one answer of the sidecar: objects as JSON stay far below, but over 4 MiB. */
-  private static final int MAX_RESPONSE_BYTES = 64 << 20;
-
+  /** The channel this client made, closed by {@link #close()}; null when it was given one. */
   private final ManagedChannel ownedChannel;
-  private final WriterServiceGrpc.WriterServiceBlockingStub blocking;
-  private final WriterServiceGrpc.WriterServiceStub async;
-  private final Duration defaultTimeout;
+
+  private final Calls calls;
+  private final Writes writes;
+  private final Reads reads;
+  private final Deletes deletes;
 
   /** Null: writes carry the fence their config gives, if any. */
   private final Fence fence;
 
-  private SafewriteClient(
-      ManagedChannel ownedChannel, Channel channel, Duration defaultTimeout, boolean waitForReady) {
+  private SafewriteClient(ManagedChannel ownedChannel, Calls calls, Fence fence) {
     this.ownedChannel = ownedChannel;
-    this.defaultTimeout = defaultTimeout;
-    WriterServiceGrpc.WriterServiceBlockingStub blockingStub =
-        WriterServiceGrpc.newBlockingStub(channel).withMaxInboundMessageSize(MAX_RESPONSE_BYTES);
-    // The stream's callbacks only queue what arrives, so they may run on gRPC's threads.
-    WriterServiceGrpc.WriterServiceStub asyncStub =
-        WriterServiceGrpc.newStub(channel)
-            .withMaxInboundMessageSize(MAX_RESPONSE_BYTES)
-            .withExecutor(Runnable::run);
-    if (waitForReady) {
-      blockingStub = blockingStub.withWaitForReady();
-      asyncStub = asyncStub.withWaitForReady();
-    }
-    this.blocking = blockingStub;
-    this.async = asyncStub;
-    this.fence = null;
-  }
-
-  /** A view of {@code client}'s connection whose writes carry {@code fence}. */
-  private SafewriteClient(SafewriteClient client, Fence fence) {
-    this.ownedChannel = null;
-    this.defaultTimeout = client.defaultTimeout;
-    this.blocking = client.blocking;
-    this.async = client.async;
+    this.calls = calls;
     this.fence = fence;
+    this.writes = new Writes(calls, fence);
+    this.reads = new Reads(calls);
+    this.deletes = new Deletes(calls, fence);
   }
 
   /**
@@ -159,15 +119,7 @@ public final class SafewriteClient implements AutoCloseable {
    * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
    */
   public Result update(ObjectRef ref, Mutation mutation, WriteConfig config) {
-    return write(request(ref, mutation, config), false, config.timeout);
-  }
-
-  /**
-   * Sends an {@code UpdateWithRetry} request as built with the generated types, bounded by the
-   * client's default timeout and the current Context's deadline.
-   */
-  public Result update(UpdateWithRetryRequest request) {
-    return write(Objects.requireNonNull(request, "request"), false, null);
+    return writes.update(ref, mutation, config);
   }
 
   /**
@@ -188,71 +140,7 @@ public final class SafewriteClient implements AutoCloseable {
    * @throws SafewriteException (a subclass per {@link ErrorKind}) when the call fails
    */
   public Result patchStatus(ObjectRef ref, Mutation mutation, WriteConfig config) {
-    return write(request(ref, mutation, config), true, config.timeout);
-  }
-
-  /** Sends a {@code PatchStatus} request as built with the generated types. */
-  public Result patchStatus(PatchStatusRequest request) {
-    Objects.requireNonNull(request, "request");
-    return write(sameFields(request, UpdateWithRetryRequest.parser()), true, null);
-  }
-
-  /**
-   * The request of a write, the same for both subresources: {@code UpdateWithRetryRequest} and
-   * {@code PatchStatusRequest} are one message under two names.
-   */
-  private static UpdateWithRetryRequest request(
-      ObjectRef ref, Mutation mutation, WriteConfig config) {
-    Objects.requireNonNull(ref, "ref");
-    Objects.requireNonNull(mutation, "mutation");
-    Objects.requireNonNull(config, "config");
-    UpdateWithRetryRequest.Builder request =
-        UpdateWithRetryRequest.newBuilder()
-            .setTarget(ref.toProto())
-            .setMutation(mutation.toProto());
-    config.fill(request::setPreconditions, request::setRetryPolicy, request::setOptions);
-    return request.build();
-  }
-
-  /**
-   * Sends a write to the main resource ({@code UpdateWithRetry}) or, when {@code status}, to the
-   * status subresource ({@code PatchStatus}), the request's fields unchanged.
-   */
-  private Result write(UpdateWithRetryRequest given, boolean status, Duration timeout) {
-    UpdateWithRetryRequest request =
-        fence == null ? given : given.toBuilder().setOptions(fenced(given.getOptions())).build();
-    WriteResponse response =
-        unary(
-            keyed(request.getOptions()),
-            timeout,
-            stub -> {
-              if (status) {
-                PatchStatusResponse answer =
-                    stub.patchStatus(sameFields(request, PatchStatusRequest.parser()));
-                return new WriteResponse(answer.hasResult(), answer.getResult());
-              }
-              UpdateWithRetryResponse answer = stub.updateWithRetry(request);
-              return new WriteResponse(answer.hasResult(), answer.getResult());
-            });
-    if (!response.present()) {
-      throw new InternalException("the sidecar answered without a result");
-    }
-    return Result.fromProto(response.result());
-  }
-
-  /** The answer of either write: both carry one {@code WriteResult}. */
-  private record WriteResponse(boolean present, WriteResult result) {}
-
-  /**
-   * {@code message} as the other name of the same message: the two write requests have the same
-   * fields under the same numbers, so the bytes of one are the other.
-   */
-  private static <M extends Message> M sameFields(Message message, Parser<M> parser) {
-    try {
-      return parser.parseFrom(message.toByteString());
-    } catch (InvalidProtocolBufferException cannot) {
-      throw new IllegalStateException("the write requests no longer share their fields", cannot);
-    }
+    return writes.patchStatus(ref, mutation, config);
   }
 
   /**
@@ -314,44 +202,7 @@ public final class SafewriteClient implements AutoCloseable {
    * @throws SafewriteException as {@link #get(ObjectRef)} does
    */
   public GetResult get(ObjectRef ref, String minResourceVersion) {
-    Objects.requireNonNull(ref, "ref");
-    Objects.requireNonNull(minResourceVersion, "minResourceVersion");
-    return get(
-        GetRequest.newBuilder()
-            .setTarget(ref.toProto())
-            .setMinResourceVersion(minResourceVersion)
-            .build());
-  }
-
-  /**
-   * Sends a {@code Get} request as built with the generated types, bounded by the client's default
-   * timeout and the current Context's deadline.
-   */
-  public GetResult get(GetRequest request) {
-    Objects.requireNonNull(request, "request");
-    // Nothing is written: a get is always safe to send again.
-    return GetResult.fromProto(unary(true, null, stub -> stub.get(request)));
-  }
-
-  /** Whether a write can be sent again without applying its change twice: it carries a key. */
-  private static boolean keyed(WriteOptions options) {
-    return !options.getIdempotencyKey().isEmpty();
-  }
-
-  /**
-   * Makes a unary call on the blocking stub, bounded by {@code timeout} (or the defaults); a
-   * failure is decoded, knowing whether the request is safe to send again when its answer was lost
-   * (a write with an idempotency key, or a read).
-   */
-  private <R> R unary(
-      boolean resendSafe,
-      Duration timeout,
-      Function<WriterServiceGrpc.WriterServiceBlockingStub, R> call) {
-    try {
-      return call.apply(bounded(blocking, timeout));
-    } catch (StatusRuntimeException failure) {
-      throw Errors.decode(failure, resendSafe);
-    }
+    return reads.get(ref, minResourceVersion);
   }
 
   /**
@@ -398,7 +249,7 @@ public final class SafewriteClient implements AutoCloseable {
   /** {@link #transact(ObjectRef, Class, TransactFunction)} with the options of {@code config}. */
   public <T> Result transact(
       ObjectRef ref, Class<T> type, TransactFunction<T> function, WriteConfig config) {
-    return transact(ref, false, type, function, config);
+    return writes.transact(ref, false, type, function, config);
   }
 
   /**
@@ -425,60 +276,7 @@ public final class SafewriteClient implements AutoCloseable {
    */
   public <T> Result transactStatus(
       ObjectRef ref, Class<T> type, TransactFunction<T> function, WriteConfig config) {
-    return transact(ref, true, type, function, config);
-  }
-
-  /**
-   * Runs a transaction opened with a {@code TransactBegin} built with the generated types, the
-   * function given the object as an {@link ObjectNode}.
-   */
-  public Result transact(TransactBegin begin, TransactFunction<ObjectNode> function) {
-    return transact(begin, ObjectNode.class, function, null);
-  }
-
-  private <T> Result transact(
-      ObjectRef ref,
-      boolean status,
-      Class<T> type,
-      TransactFunction<T> function,
-      WriteConfig config) {
-    Objects.requireNonNull(ref, "ref");
-    Objects.requireNonNull(config, "config");
-    TransactBegin.Builder begin =
-        TransactBegin.newBuilder().setTarget(ref.toProto()).setStatus(status);
-    config.fill(begin::setPreconditions, begin::setRetryPolicy, begin::setOptions);
-    return transact(begin.build(), type, function, config.timeout);
-  }
-
-  private <T> Result transact(
-      TransactBegin begin, Class<T> type, TransactFunction<T> function, Duration timeout) {
-    Objects.requireNonNull(begin, "begin");
-    Objects.requireNonNull(type, "type");
-    Objects.requireNonNull(function, "function");
-    boolean keyed = !begin.getOptions().getIdempotencyKey().isEmpty();
-    TransactBegin sent =
-        fence == null ? begin : begin.toBuilder().setOptions(fenced(begin.getOptions())).build();
-    return Transaction.run(bounded(async, timeout), sent, type, function, keyed);
-  }
-
-  /**
-   * The options of a write of this view: with its fence; the same fence given again is accepted,
-   * another one refused.
-   */
-  private WriteOptions fenced(WriteOptions options) {
-    return options.toBuilder().setFence(fenceOf(options.hasFence(), options.getFence())).build();
-  }
-
-  private dev.safewrite.v1.Fence fenceOf(boolean given, dev.safewrite.v1.Fence own) {
-    dev.safewrite.v1.Fence view = fence.toProto();
-    if (given && !own.equals(view)) {
-      throw new IllegalArgumentException(
-          "a client fenced with "
-              + fence
-              + " writes under that fence only; the call asked for "
-              + new Fence(own.getLeaseNamespace(), own.getLeaseName(), own.getEpoch()));
-    }
-    return view;
+    return writes.transact(ref, true, type, function, config);
   }
 
   /**
@@ -513,26 +311,7 @@ public final class SafewriteClient implements AutoCloseable {
    * @throws SafewriteException as {@link #delete(ObjectRef)} does
    */
   public DeleteResult delete(ObjectRef ref, DeleteConfig config) {
-    Objects.requireNonNull(ref, "ref");
-    Objects.requireNonNull(config, "config");
-    return delete(config.request(ref), config.timeout);
-  }
-
-  /**
-   * Sends a {@code Delete} request as built with the generated types, bounded by the client's
-   * default timeout and the current Context's deadline.
-   */
-  public DeleteResult delete(DeleteRequest request) {
-    return delete(Objects.requireNonNull(request, "request"), null);
-  }
-
-  private DeleteResult delete(DeleteRequest given, Duration timeout) {
-    DeleteRequest request =
-        fence == null
-            ? given
-            : given.toBuilder().setFence(fenceOf(given.hasFence(), given.getFence())).build();
-    // A delete whose answer was lost is safe to send again: it answers GONE or DELETING.
-    return DeleteResult.fromProto(unary(true, timeout, stub -> stub.delete(request)));
+    return deletes.delete(ref, config);
   }
 
   /**
@@ -564,30 +343,26 @@ public final class SafewriteClient implements AutoCloseable {
    */
   public Leadership lead(LeadConfig config) {
     Objects.requireNonNull(config, "config");
-    return Leadership.open(
-        this,
-        config,
-        () -> async.getChannel().newCall(WriterServiceGrpc.getLeadMethod(), async.getCallOptions()),
-        defaultTimeout);
+    return Leadership.open(this, config, calls::newLeadCall, calls.defaultTimeout());
   }
 
   /**
    * A view of this client whose writes ({@code update}, {@code patchStatus}, {@code transact},
-   * {@code delete}, the generated-request forms included) all carry {@code fence}, so that a
-   * controller's code writes fenced without saying so per call. It shares this client's connection:
-   * closing the view does nothing, closing this client closes both. Reads are not fenced.
+   * {@code delete}) all carry {@code fence}, so that a controller's code writes fenced without
+   * saying so per call. It shares this client's connection: closing the view does nothing, closing
+   * this client closes both. Reads are not fenced.
    *
-   * <p>A call whose config (or request) carries the same fence is sent as it is; one that carries
-   * another fence throws {@link IllegalArgumentException} before anything is sent: the view writes
-   * under its own fence only. {@code fenced} on a view gives a view with the new fence.
+   * <p>A call whose config carries the same fence is sent as it is; one that carries another fence
+   * throws {@link IllegalArgumentException} before anything is sent: the view writes under its own
+   * fence only. {@code fenced} on a view gives a view with the new fence.
    */
   public SafewriteClient fenced(Fence fence) {
-    return new SafewriteClient(this, Objects.requireNonNull(fence, "fence"));
+    return new SafewriteClient(null, calls, Objects.requireNonNull(fence, "fence"));
   }
 
   /** The fence every write of this client carries: present for a {@link #fenced(Fence)} view. */
-  public java.util.Optional<Fence> fence() {
-    return java.util.Optional.ofNullable(fence);
+  public Optional<Fence> fence() {
+    return Optional.ofNullable(fence);
   }
 
   /**
@@ -608,45 +383,6 @@ public final class SafewriteClient implements AutoCloseable {
       ownedChannel.shutdownNow();
       Thread.currentThread().interrupt();
     }
-  }
-
-  private <S extends AbstractStub<S>> S bounded(S stub, Duration timeout) {
-    Duration bound = timeout != null ? timeout : defaultTimeout;
-    return bound == null ? stub : stub.withDeadlineAfter(bound.toNanos(), TimeUnit.NANOSECONDS);
-  }
-
-  /**
-   * The gRPC target for an address, as {@link #connect(String)} takes it; {@code env} is read for
-   * {@code SAFEWRITE_ADDRESS} when the address is empty, and {@link #DEFAULT_ADDRESS} stands in
-   * when that is unset or empty too.
-   */
-  static String target(String address, Map<String, String> env) {
-    String given = address == null ? "" : address.strip();
-    if (given.isEmpty()) {
-      given = Objects.requireNonNullElse(env.get(ADDRESS_ENV), "").strip();
-    }
-    if (given.isEmpty()) {
-      given = DEFAULT_ADDRESS;
-    }
-    if (given.startsWith("http://")) {
-      given = given.substring("http://".length());
-      while (given.endsWith("/")) {
-        given = given.substring(0, given.length() - 1);
-      }
-    }
-    if (given.startsWith("/")) {
-      return "unix://" + given;
-    }
-    if (given.startsWith("https://")) {
-      throw new IllegalArgumentException(
-          "TLS is not dialled by address; make the channel yourself and use "
-              + "SafewriteClient.forChannel: "
-              + given);
-    }
-    if (given.startsWith("unix:") || given.contains(":///")) {
-      return given;
-    }
-    return "dns:///" + given;
   }
 
   /** Builds a {@link SafewriteClient}. */
@@ -738,26 +474,18 @@ public final class SafewriteClient implements AutoCloseable {
         }
         return new SafewriteClient(
             null,
-            CallHeaders.intercept(channel, token, propagateTrace),
-            defaultTimeout,
-            waitForReady);
+            new Calls(
+                CallHeaders.intercept(channel, token, propagateTrace),
+                defaultTimeout,
+                waitForReady),
+            null);
       }
-      String target = target(address, env);
-      ManagedChannelBuilder<?> dial =
-          Grpc.newChannelBuilder(target, InsecureChannelCredentials.create())
-              .userAgent("safewrite-java")
-              .maxInboundMessageSize(MAX_RESPONSE_BYTES);
-      if (target.startsWith("unix:")) {
-        // The default authority would be the socket path, which the sidecar refuses.
-        dial.overrideAuthority("localhost");
-        if (dial instanceof NettyChannelBuilder netty) {
-          // TCP keepalive means nothing on a unix socket; Netty would warn per connection.
-          netty.withOption(ChannelOption.SO_KEEPALIVE, null);
-        }
-      }
-      ManagedChannel built = dial.build();
+      ManagedChannel built = Channels.dial(Channels.target(address, env));
       return new SafewriteClient(
-          built, CallHeaders.intercept(built, token, propagateTrace), defaultTimeout, waitForReady);
+          built,
+          new Calls(
+              CallHeaders.intercept(built, token, propagateTrace), defaultTimeout, waitForReady),
+          null);
     }
   }
 }

@@ -1,8 +1,6 @@
 package dev.safewrite;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.safewrite.v1.Reason;
-import dev.safewrite.v1.Retry;
 import io.grpc.Status;
 import java.time.Duration;
 import java.util.List;

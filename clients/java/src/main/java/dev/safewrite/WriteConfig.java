@@ -51,6 +51,19 @@ public final class WriteConfig {
     return new Builder();
   }
 
+  /**
+   * A config of a generated request's parts, taken as they are; {@code retryPolicy} null for the
+   * sidecar's. For tests: the conformance cases are written as requests.
+   */
+  static WriteConfig of(
+      Preconditions preconditions, dev.safewrite.v1.RetryPolicy retryPolicy, WriteOptions options) {
+    Builder builder = new Builder();
+    builder.preconditions.mergeFrom(preconditions);
+    builder.options.mergeFrom(options);
+    builder.retryPolicy = retryPolicy;
+    return builder.build();
+  }
+
   /** A builder starting from this config's options, e.g. to give a copy another idempotency key. */
   public Builder toBuilder() {
     Builder builder = new Builder();

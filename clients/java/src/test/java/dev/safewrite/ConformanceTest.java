@@ -16,7 +16,6 @@ import com.google.protobuf.util.JsonFormat;
 import com.google.rpc.ErrorInfo;
 import dev.safewrite.v1.GetRequest;
 import dev.safewrite.v1.PatchStatusRequest;
-import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.TransactBegin;
 import dev.safewrite.v1.TransactProposal;
 import dev.safewrite.v1.UpdateWithRetryRequest;
@@ -204,7 +203,8 @@ class ConformanceTest {
                         .setDomain(SafewriteException.DOMAIN)
                         .setReason(errorInfoReason)
                         .build()))
-            .addDetails(Any.pack(WriteFailure.newBuilder().setReason(reason).build()))
+            .addDetails(
+                Any.pack(WriteFailure.newBuilder().setReason(Reasons.toProto(reason)).build()))
             .build();
     return StatusProto.toStatusRuntimeException(status);
   }
@@ -309,18 +309,31 @@ class ConformanceTest {
     SafewriteClient client = client();
     switch (step.get("call").asText()) {
       case "update":
+        // Through the client's own types, as a controller makes the call.
+        UpdateWithRetryRequest update =
+            parse(step.get("request"), UpdateWithRetryRequest.newBuilder());
         return Answer.of(
-            client.update(parse(step.get("request"), UpdateWithRetryRequest.newBuilder())));
+            client.update(
+                ref(update.getTarget()),
+                Mutation.of(update.getMutation()),
+                WriteConfig.of(
+                    update.getPreconditions(),
+                    update.hasRetryPolicy() ? update.getRetryPolicy() : null,
+                    update.getOptions())));
       case "patch_status":
+        PatchStatusRequest status = parse(step.get("request"), PatchStatusRequest.newBuilder());
         return Answer.of(
-            client.patchStatus(parse(step.get("request"), PatchStatusRequest.newBuilder())));
+            client.patchStatus(
+                ref(status.getTarget()),
+                Mutation.of(status.getMutation()),
+                WriteConfig.of(
+                    status.getPreconditions(),
+                    status.hasRetryPolicy() ? status.getRetryPolicy() : null,
+                    status.getOptions())));
       case "get":
         // Through the calls a controller makes: get(ref), or get(ref, minResourceVersion).
         GetRequest get = parse(step.get("request"), GetRequest.newBuilder());
-        dev.safewrite.v1.ObjectRef target = get.getTarget();
-        ObjectRef ref =
-            ObjectRef.of(
-                target.getApiVersion(), target.getKind(), target.getNamespace(), target.getName());
+        ObjectRef ref = ref(get.getTarget());
         return Answer.of(
             get.getMinResourceVersion().isEmpty()
                 ? client.get(ref)
@@ -334,19 +347,31 @@ class ConformanceTest {
           proposals.add(parse(proposal, TransactProposal.newBuilder()));
         }
         Iterator<TransactProposal> next = proposals.iterator();
+        TransactFunction<ObjectNode> function =
+            fresh -> {
+              if (!next.hasNext()) {
+                throw new IllegalStateException(
+                    "the sidecar sent more fresh objects than the case has proposals");
+              }
+              return Proposal.of(next.next());
+            };
+        WriteConfig config =
+            WriteConfig.of(
+                begin.getPreconditions(),
+                begin.hasRetryPolicy() ? begin.getRetryPolicy() : null,
+                begin.getOptions());
         return Answer.of(
-            client.transact(
-                begin,
-                fresh -> {
-                  if (!next.hasNext()) {
-                    throw new IllegalStateException(
-                        "the sidecar sent more fresh objects than the case has proposals");
-                  }
-                  return Proposal.of(next.next());
-                }));
+            begin.getStatus()
+                ? client.transactStatus(ref(begin.getTarget()), function, config)
+                : client.transact(ref(begin.getTarget()), function, config));
       default:
         throw new IllegalArgumentException("unknown call " + step.get("call"));
     }
+  }
+
+  private static ObjectRef ref(dev.safewrite.v1.ObjectRef target) {
+    return ObjectRef.of(
+        target.getApiVersion(), target.getKind(), target.getNamespace(), target.getName());
   }
 
   private static void checkSuccess(String where, ObjectNode expect, Answer answer) {

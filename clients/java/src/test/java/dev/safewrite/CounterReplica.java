@@ -1,6 +1,5 @@
 package dev.safewrite;
 
-import dev.safewrite.v1.Reason;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;

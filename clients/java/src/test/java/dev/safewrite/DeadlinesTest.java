@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.safewrite.v1.Reason;
 import io.grpc.Context;
 import io.grpc.Deadline;
 import java.time.Duration;

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.safewrite.v1.DeleteRequest;
 import dev.safewrite.v1.DeleteResponse;
-import dev.safewrite.v1.Reason;
 import java.time.Instant;
 import java.util.List;
 import org.junit.jupiter.api.Tag;

@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.safewrite.v1.Reason;
 import io.grpc.Status;
 import java.util.List;
 import org.junit.jupiter.api.Tag;

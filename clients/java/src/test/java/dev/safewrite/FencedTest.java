@@ -36,7 +36,7 @@ class FencedTest {
     assertThrows(UnavailableException.class, () -> fenced.delete(REF));
     assertThrows(
         UnavailableException.class,
-        () -> fenced.update(UpdateWithRetryRequest.newBuilder().setTarget(REF.toProto()).build()));
+        () -> fenced.update(REF, INCREMENT, WriteConfig.builder().fieldManager("m").build()));
     assertThrows(UnavailableException.class, () -> fenced.transact(REF, fresh -> null));
 
     UpdateWithRetryRequest write =
@@ -57,8 +57,13 @@ class FencedTest {
         DeleteRequest.newBuilder().setTarget(REF.toProto()).setFence(FENCE.toProto()).build(),
         channel.sent.get(2));
     assertEquals(
-        UpdateWithRetryRequest.newBuilder().setTarget(REF.toProto()).setOptions(options).build(),
-        channel.sent.get(3));
+        UpdateWithRetryRequest.newBuilder()
+            .setTarget(REF.toProto())
+            .setMutation(INCREMENT.toProto())
+            .setOptions(options.toBuilder().setFieldManager("m"))
+            .build(),
+        channel.sent.get(3),
+        "the fence joins the config's options");
     if (channel.sent.size() > 4) { // the stream may end before its first message is sent
       assertEquals(options, ((TransactRequest) channel.sent.get(4)).getBegin().getOptions());
     }

@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.safewrite.v1.GetRequest;
 import dev.safewrite.v1.GetResponse;
-import dev.safewrite.v1.Reason;
 import io.grpc.Status;
 import java.time.Duration;
 import java.util.List;
@@ -37,15 +36,11 @@ class GetTest {
     assertThrows(UnavailableException.class, () -> client.get(REF));
     assertThrows(UnavailableException.class, () -> client.get(REF, written("41")));
     assertThrows(UnavailableException.class, () -> client.get(REF, "42"));
-    GetRequest request =
-        GetRequest.newBuilder().setTarget(REF.toProto()).setMinResourceVersion("43").build();
-    assertThrows(UnavailableException.class, () -> client.get(request));
     assertEquals(
         List.of(
             GetRequest.newBuilder().setTarget(REF.toProto()).build(),
             GetRequest.newBuilder().setTarget(REF.toProto()).setMinResourceVersion("41").build(),
-            GetRequest.newBuilder().setTarget(REF.toProto()).setMinResourceVersion("42").build(),
-            request),
+            GetRequest.newBuilder().setTarget(REF.toProto()).setMinResourceVersion("42").build()),
         channel.sent);
     assertThrows(NullPointerException.class, () -> client.get(REF, (Result) null));
     assertThrows(NullPointerException.class, () -> client.get(REF, (String) null));

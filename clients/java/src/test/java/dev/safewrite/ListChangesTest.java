@@ -14,7 +14,6 @@ import com.google.protobuf.Any;
 import com.google.protobuf.util.JsonFormat;
 import com.google.rpc.ErrorInfo;
 import dev.safewrite.v1.PatchStatusRequest;
-import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.UpdateWithRetryRequest;
 import dev.safewrite.v1.WriteFailure;
 import dev.safewrite.v1.WriteResult;
@@ -316,7 +315,7 @@ class ListChangesTest {
               .addDetails(
                   Any.pack(
                       WriteFailure.newBuilder()
-                          .setReason(reason)
+                          .setReason(Reasons.toProto(reason))
                           .setCurrentObjectJson("{\"metadata\": {}}")
                           .build()))
               .build();

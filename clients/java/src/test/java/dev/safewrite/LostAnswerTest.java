@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.safewrite.v1.Reason;
 import io.grpc.Status;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicInteger;

@@ -10,7 +10,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.safewrite.v1.MergePatch;
-import dev.safewrite.v1.Reason;
 import dev.safewrite.v1.TransactProposal;
 import java.time.Duration;
 import java.util.ArrayList;

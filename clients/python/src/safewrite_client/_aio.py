@@ -518,6 +518,14 @@ class AsyncLeadership:
             raise StopAsyncIteration
         return event
 
+    @overload
+    async def wait_leading(self, *, newer_than: Optional[Fence] = None, timeout: None = None) -> Fence: ...
+
+    @overload
+    async def wait_leading(
+        self, *, newer_than: Optional[Fence] = None, timeout: float
+    ) -> Optional[Fence]: ...
+
     async def wait_leading(
         self, *, newer_than: Optional[Fence] = None, timeout: Optional[float] = None
     ) -> Optional[Fence]:
@@ -580,7 +588,6 @@ class AsyncLeadership:
         done: Optional[Fence] = None
         while True:
             fence = await self.wait_leading(newer_than=done)
-            assert fence is not None
             token = _FENCE.set(fence)
             try:
                 task = asyncio.ensure_future(work(fence))

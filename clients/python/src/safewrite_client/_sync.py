@@ -670,6 +670,14 @@ class Leadership:
             raise StopIteration
         return event
 
+    @overload
+    def wait_leading(self, *, newer_than: Optional[Fence] = None, timeout: None = None) -> Fence: ...
+
+    @overload
+    def wait_leading(
+        self, *, newer_than: Optional[Fence] = None, timeout: float
+    ) -> Optional[Fence]: ...
+
     def wait_leading(
         self, *, newer_than: Optional[Fence] = None, timeout: Optional[float] = None
     ) -> Optional[Fence]:
@@ -726,7 +734,6 @@ class Leadership:
         done: Optional[Fence] = None
         while True:
             fence = self.wait_leading(newer_than=done)
-            assert fence is not None
             stop = threading.Event()
             outcome: List[Any] = []
 

@@ -30,6 +30,7 @@ from safewrite_client.kopf import (  # noqa: E402
     aset_conditions,
     get,
     kopf_errors,
+    leading,
     patch_status,
     remove_finalizer,
     set_conditions,
@@ -201,6 +202,42 @@ def test_helpers_refuse_bad_input_before_sending(recorder: Tuple[Recorder, str])
     assert servicer.requests == []
 
 
+class Standing:
+    """A leadership as `leading` reads it: only its current fence."""
+
+    def __init__(self, fence: Optional[sw.Fence]) -> None:
+        self.fence = fence
+
+
+def test_leading_runs_the_block_only_while_leading_with_its_writes_fenced() -> None:
+    with pytest.raises(kopf.TemporaryError, match="does not lead") as waiting:
+        with leading(Standing(None), delay=3):  # type: ignore[arg-type]
+            pytest.fail("ran while not leading")
+    assert waiting.value.delay == 3
+    fence = sw.Fence("ns", "lease", 2)
+    with leading(Standing(fence)) as given:  # type: ignore[arg-type]
+        assert given == fence and sw.current_fence() == fence
+    assert sw.current_fence() is None
+    deposed = sw.NotLeaderError(
+        grpc.StatusCode.FAILED_PRECONDITION, "m", write_failure_reason=writer_pb2.REASON_NOT_LEADER
+    )
+    with pytest.raises(kopf.TemporaryError, match="deposed"):
+        with leading(Standing(fence)):  # type: ignore[arg-type]
+            raise deposed
+    fenced = sw.FencedError(
+        grpc.StatusCode.FAILED_PRECONDITION, "m", write_failure_reason=writer_pb2.REASON_FENCED
+    )
+    with pytest.raises(kopf.TemporaryError, match="deposed") as later:
+        with leading(Standing(fence)):  # type: ignore[arg-type]
+            with kopf_errors():  # as the helpers map it: permanent, on its own
+                raise fenced
+    assert later.value.__cause__ is fenced
+    with pytest.raises(kopf.PermanentError):
+        with leading(Standing(fence)):  # type: ignore[arg-type]
+            with kopf_errors():
+                raise error(grpc.StatusCode.INVALID_ARGUMENT, writer_pb2.REASON_INVALID_REQUEST)
+
+
 def test_an_object_being_deleted_gets_no_finalizer_and_kopf_is_told_permanently() -> None:
     deleting = error(grpc.StatusCode.FAILED_PRECONDITION, writer_pb2.REASON_OBJECT_DELETING)
     assert isinstance(to_kopf(deleting), kopf.PermanentError)
@@ -278,7 +315,33 @@ def wait_for(read: Callable[[], Dict[str, Any]], ok: Callable[[Dict[str, Any]], 
         time.sleep(0.2)
 
 
-def test_the_kopf_example_operator_writes_status_through_safewrite(
+class Operator:
+    """examples/kopf_widget run with `kopf run` in a process of its own (a replica)."""
+
+    def __init__(self, env: Dict[str, str], namespace: str, log: Path) -> None:
+        self.log_path = log
+        self.log = log.open("w+")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", namespace, str(EXAMPLE)],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(encoding="utf-8")
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+        return self.output()
+
+
+def test_the_kopf_example_operator_writes_status_through_safewrite_while_leading(
     client: sw.Client,
     namespace: str,
     new_name: Callable[[], str],
@@ -286,36 +349,52 @@ def test_the_kopf_example_operator_writes_status_through_safewrite(
     control_plane: Dict[str, str],
     tmp_path: Path,
 ) -> None:
+    """Two replicas of the example operator under the Lease NS/kopf-widget: the first
+    leads and reconciles (its status writes fenced: the Widget records its epoch); the
+    second waits in its startup; the first stopped releases the Lease, and the second
+    leads and reconciles the next change."""
     ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", namespace, new_name())
     client.update(ref, merge_patch={}, create_if_missing={"spec": {"size": 3}})
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig(tmp_path / "kubeconfig", control_plane)))
-    log = (tmp_path / "kopf.log").open("w+")
-    operator = subprocess.Popen(
-        [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", namespace, str(EXAMPLE)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+    env = dict(
+        os.environ, POD_NAMESPACE=namespace,
+        KUBECONFIG=str(kubeconfig(tmp_path / "kubeconfig", control_plane)),
     )
-    try:
-        def ready_is(status: str, generation: int) -> Callable[[Dict[str, Any]], bool]:
-            def ok(obj: Dict[str, Any]) -> bool:
-                cond = find_condition(obj, "Ready")
-                return bool(cond) and cond["status"] == status and cond.get("observedGeneration") == generation  # type: ignore[index]
-            return ok
 
+    def ready_is(status: str, generation: int) -> Callable[[Dict[str, Any]], bool]:
+        def ok(obj: Dict[str, Any]) -> bool:
+            cond = find_condition(obj, "Ready")
+            return bool(cond) and cond["status"] == status and cond.get("observedGeneration") == generation  # type: ignore[index]
+        return ok
+
+    def fence_of(obj: Dict[str, Any]) -> str:
+        return str(obj["metadata"].get("annotations", {}).get("safewrite.dev/fence", ""))
+
+    first = Operator(dict(env, POD_NAME="replica-a"), namespace, tmp_path / "a.log")
+    second: Optional[Operator] = None
+    outputs: List[str] = []
+    try:
         obj = wait_for(lambda: read(ref), ready_is("True", 1), "Ready=True")
         assert obj["status"]["replicas"] == 3
+        assert '"%s/kopf-widget"' % namespace in fence_of(obj)
+        second = Operator(dict(env, POD_NAME="replica-b"), namespace, tmp_path / "b.log")
+        time.sleep(3)  # B campaigns meanwhile: it waits in its startup, handling nothing
+        assert second.process.poll() is None, second.output()
+        assert "under epoch" not in second.output(), second.output()
+        outputs.append(first.stop())  # releases the Lease
+        b = second
+        wait_for(lambda: {"log": b.output()}, lambda o: "leading " in o["log"], "B leading")
         client.update(ref, merge_patch={"spec": {"size": 0}})
         obj = wait_for(lambda: read(ref), ready_is("False", 2), "Ready=False")
         assert obj["status"]["replicas"] == 0
         assert find_condition(obj, "Ready")["reason"] == "NoReplicas"  # type: ignore[index]
     finally:
-        operator.send_signal(signal.SIGINT)
-        try:
-            operator.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            operator.wait()
-        log.seek(0)
-        output = log.read()
-        log.close()
-    assert "status UPDATED" in output, output
-    assert "Traceback" not in output, output
+        if first.log and not first.log.closed:
+            outputs.append(first.stop())
+        if second is not None:
+            outputs.append(second.stop())
+    a_out, b_out = outputs[0], outputs[-1]
+    assert "leading %s/kopf-widget under epoch" % namespace in a_out, a_out
+    assert "status UPDATED" in a_out, a_out
+    assert "under epoch" in b_out and "status UPDATED" in b_out, b_out
+    for out in (a_out, b_out):
+        assert "Traceback" not in out, out

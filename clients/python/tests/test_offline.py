@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
+import queue
 import sys
 import threading
+import time
 from concurrent import futures
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -971,3 +974,262 @@ def test_a_get_cut_off_may_be_sent_again_it_writes_nothing(fake: Any) -> None:
 
     err = asyncio.run(main())
     assert type(err) is sw.DeadlineExceededError and err.retryable is True
+
+
+# --- Lead and Delete, against a scripted WriterService ---------------------------------
+
+
+def leading(epoch: int) -> writer_pb2.LeadResponse:
+    return writer_pb2.LeadResponse(
+        state=writer_pb2.LEAD_STATE_LEADING, epoch=epoch, holder="me", identity="me"
+    )
+
+
+def not_leading(reason: int, holder: str = "") -> writer_pb2.LeadResponse:
+    return writer_pb2.LeadResponse(
+        state=writer_pb2.LEAD_STATE_NOT_LEADING, reason=reason, holder=holder, identity="me"
+    )
+
+
+class ScriptedLead(writer_pb2_grpc.WriterServiceServicer):
+    """Lead answers with what the test puts in ``script`` (None ends the stream OK); a
+    Lease named "Bad" is refused as the sidecar refuses it. Records the requests, the
+    fences of UpdateWithRetry and Delete, and whether each Lead stream was cancelled."""
+
+    def __init__(self) -> None:
+        self.script: "queue.Queue[Optional[writer_pb2.LeadResponse]]" = queue.Queue()
+        self.leads: List[writer_pb2.LeadRequest] = []
+        self.fences: List[int] = []
+        self.deletes: List[writer_pb2.DeleteRequest] = []
+        self.cancelled = threading.Event()
+
+    def Lead(self, request: Any, context: Any) -> Iterator[Any]:
+        self.leads.append(request)
+        if request.name == "Bad":
+            bad = any_pb2.Any()
+            bad.Pack(error_details_pb2.BadRequest(field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field="name", description="not a DNS-1123 subdomain")
+            ]))
+            raw = status_pb2.Status(code=3, message="invalid request: name", details=[bad])
+            context.set_trailing_metadata((("grpc-status-details-bin", raw.SerializeToString()),))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid request: name")
+        context.add_callback(self.cancelled.set)
+        context.send_initial_metadata(())  # as the sidecar: headers once it accepted the request
+        while context.is_active():
+            try:
+                item = self.script.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if item is None:
+                return
+            yield item
+
+    def UpdateWithRetry(self, request: Any, context: Any) -> Any:
+        self.fences.append(request.options.fence.epoch)
+        return writer_pb2.UpdateWithRetryResponse(
+            result=writer_pb2.WriteResult(outcome=writer_pb2.OUTCOME_UPDATED, attempts=1)
+        )
+
+    def Delete(self, request: Any, context: Any) -> Any:
+        self.deletes.append(request)
+        return writer_pb2.DeleteResponse(
+            outcome=writer_pb2.DELETE_OUTCOME_DELETING,
+            object_json='{"metadata": {"deletionTimestamp": "2026-11-28T11:28:13Z"}}',
+            deletion_timestamp="2026-11-28T11:28:13Z",
+            attempts=2,
+            attempt_records=[writer_pb2.AttemptRecord(number=1, http_status=409), writer_pb2.AttemptRecord(number=2, http_status=200)],
+        )
+
+
+@pytest.fixture
+def scripted() -> Iterator[Any]:
+    servicer = ScriptedLead()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    writer_pb2_grpc.add_WriterServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    servicer.target = "127.0.0.1:%d" % port  # type: ignore[attr-defined]
+    yield servicer
+    server.stop(None)
+
+
+def test_lead_sends_the_durations_as_seconds_or_timedeltas(scripted: Any) -> None:
+    with sw.Client(scripted.target, timeout=1) as client:
+        with client.lead("ns", "lease", identity="pod-0", lease_duration=15,
+                         renew_deadline=datetime.timedelta(seconds=1.5), retry_period=0.2) as leadership:
+            scripted.script.put(leading(4))
+            assert leadership.wait_leading(timeout=10) == sw.Fence("ns", "lease", 4)
+            time.sleep(1.2)  # past the client's default timeout: the stream has none
+            assert leadership.leading and not scripted.cancelled.is_set()
+        assert scripted.cancelled.wait(10), "leaving the block ends the stream"
+        with pytest.raises(TypeError, match="lease_duration"):
+            client.lead("ns", "lease", lease_duration="15s")  # type: ignore[arg-type]
+    sent = scripted.leads[0]
+    assert (sent.namespace, sent.name, sent.identity) == ("ns", "lease", "pod-0")
+    assert (sent.lease_duration.seconds, sent.lease_duration.nanos) == (15, 0)
+    assert (sent.renew_deadline.seconds, sent.renew_deadline.nanos) == (1, 500000000)
+    assert (sent.retry_period.seconds, sent.retry_period.nanos) == (0, 200000000)
+
+
+def test_a_refused_campaign_raises_on_entering_on_both_clients(scripted: Any) -> None:
+    with sw.Client(scripted.target) as client:
+        with pytest.raises(sw.InvalidError) as refused:
+            with client.lead("ns", "Bad"):
+                pytest.fail("entered a refused campaign")
+    assert [v.field for v in refused.value.field_violations] == ["name"]
+
+    async def main() -> sw.SafewriteError:
+        async with sw.AsyncClient(scripted.target) as aclient:
+            with pytest.raises(sw.InvalidError) as arefused:
+                async with aclient.lead("ns", "Bad"):
+                    pytest.fail("entered a refused campaign")
+            return arefused.value
+
+    assert [v.field for v in asyncio.run(main()).field_violations] == ["name"]
+
+
+def test_events_are_decoded_and_the_iteration_ends_with_the_stream(scripted: Any) -> None:
+    for item in (leading(1), not_leading(writer_pb2.NOT_LEADING_REASON_LOST_RENEWAL),
+                 not_leading(writer_pb2.NOT_LEADING_REASON_OTHER_HOLDER, "other"),
+                 not_leading(writer_pb2.NOT_LEADING_REASON_RELEASED), None):
+        scripted.script.put(item)
+
+    async def main() -> List[sw.LeadEvent]:
+        async with sw.AsyncClient(scripted.target) as aclient:
+            async with aclient.lead("ns", "lease") as leadership:
+                events = [event async for event in leadership]
+                with pytest.raises(sw.UnavailableError):  # the sidecar ended it: shutting down
+                    await leadership.wait_leading()
+                assert leadership.fence is None
+                return events
+
+    events = asyncio.run(main())
+    assert [(e.state, e.reason, e.epoch, e.holder) for e in events] == [
+        (sw.LeadState.LEADING, sw.NotLeadingReason.UNSPECIFIED, 1, "me"),
+        (sw.LeadState.NOT_LEADING, sw.NotLeadingReason.LOST_RENEWAL, 0, ""),
+        (sw.LeadState.NOT_LEADING, sw.NotLeadingReason.OTHER_HOLDER, 0, "other"),
+        (sw.LeadState.NOT_LEADING, sw.NotLeadingReason.RELEASED, 0, ""),
+    ]
+    assert events[0].fence == sw.Fence("ns", "lease", 1) and events[0].leading
+    assert all(e.fence is None and e.identity == "me" for e in events[1:])
+
+
+def test_async_run_cancels_the_work_when_leadership_ends_and_starts_it_again(scripted: Any) -> None:
+    """LEADING 1 starts the work, NOT_LEADING cancels it, LEADING 2 starts it again;
+    every write inside carries the term's fence without fence=, an explicit one wins."""
+    started: List[int] = []
+    cancelled: List[int] = []
+
+    async def main() -> str:
+        async with sw.AsyncClient(scripted.target, timeout=10) as aclient:
+
+            async def work(fence: sw.Fence) -> str:
+                started.append(fence.epoch)
+                await aclient.update(REF, cel="{}")
+                if fence.epoch == 1:
+                    await aclient.update(REF, cel="{}", fence=sw.Fence("ns", "lease", 9))
+                    scripted.script.put(not_leading(writer_pb2.NOT_LEADING_REASON_LOST_RENEWAL))
+                    try:
+                        await asyncio.sleep(30)
+                    except asyncio.CancelledError:
+                        cancelled.append(fence.epoch)
+                        scripted.script.put(leading(2))
+                        raise
+                with sw.fenced(None):
+                    await aclient.update(REF, cel="{}")
+                return "term %d" % fence.epoch
+
+            scripted.script.put(leading(1))
+            result = await aclient.run_while_leading("ns", "lease", work)
+            assert sw.current_fence() is None
+            return result
+
+    assert asyncio.run(main()) == "term 2"
+    assert started == [1, 2] and cancelled == [1]
+    assert scripted.fences == [1, 9, 2, 0]
+    assert scripted.cancelled.wait(10), "run_while_leading ends the stream when the work returns"
+
+
+def test_async_run_takes_a_refusal_as_the_end_of_the_term(scripted: Any) -> None:
+    terms: List[int] = []
+
+    async def main() -> int:
+        async with sw.AsyncClient(scripted.target, timeout=10) as aclient:
+            async with aclient.lead("ns", "lease") as leadership:
+
+                async def work(fence: sw.Fence) -> int:
+                    terms.append(fence.epoch)
+                    if fence.epoch == 1:
+                        scripted.script.put(leading(3))  # a later leadership, no NOT_LEADING seen
+                        raise sw.FencedError(grpc.StatusCode.FAILED_PRECONDITION, "later epoch")
+                    return fence.epoch
+
+                scripted.script.put(leading(1))
+                return await leadership.run(work)
+
+    assert asyncio.run(main()) == 3 and terms == [1, 3]
+
+
+def test_sync_run_stops_the_work_and_starts_it_again(scripted: Any) -> None:
+    terms: List[int] = []
+
+    def work(fence: sw.Fence, stop: threading.Event) -> str:
+        terms.append(fence.epoch)
+        client.update(REF, cel="{}")
+        if fence.epoch == 1:
+            scripted.script.put(not_leading(writer_pb2.NOT_LEADING_REASON_OTHER_HOLDER, "other"))
+            assert stop.wait(10), "the term was not stopped"
+            scripted.script.put(leading(2))
+            return "dropped: stopped"
+        return "term %d" % fence.epoch
+
+    with sw.Client(scripted.target, timeout=10) as client:
+        scripted.script.put(leading(1))
+        assert client.run_while_leading("ns", "lease", work) == "term 2"
+        assert sw.current_fence() is None
+    assert terms == [1, 2] and scripted.fences == [1, 2]
+
+
+def test_sync_run_raises_what_the_work_raises(scripted: Any) -> None:
+    def work(fence: sw.Fence, stop: threading.Event) -> None:
+        raise KeyError("boom")
+
+    with sw.Client(scripted.target, timeout=10) as client:
+        scripted.script.put(leading(1))
+        with pytest.raises(KeyError, match="boom"):
+            client.run_while_leading("ns", "lease", work)
+    assert scripted.cancelled.wait(10)
+
+
+def test_delete_request_and_result(scripted: Any) -> None:
+    fence = sw.Fence("ns", "lease", 5)
+    with sw.Client(scripted.target, timeout=10) as client:
+        result = client.delete(
+            REF, preconditions=sw.Preconditions(uid="u", cel="true"),
+            propagation_policy=sw.PropagationPolicy.ORPHAN, dry_run=True,
+            retry_policy=sw.RetryPolicy(max_attempts=3), fence=fence,
+        )
+        with sw.fenced(sw.Fence("ns", "lease", 6)):
+            client.delete(REF)
+            client.send(writer_pb2.DeleteRequest(target=writer_pb2.ObjectRef(name="raw")))
+        with pytest.raises(TypeError, match="PropagationPolicy"):
+            client.delete(REF, propagation_policy="Orphan")  # type: ignore[arg-type]
+    assert result.outcome == sw.DeleteOutcome.DELETING and result.deleting and not result.gone
+    assert result.deletion_timestamp == datetime.datetime(2026, 11, 28, 11, 28, 13, tzinfo=datetime.timezone.utc)
+    assert result.object["metadata"]["deletionTimestamp"] == "2026-11-28T11:28:13Z"
+    assert result.attempts == 2 and [r.http_status for r in result.attempt_records] == [409, 200]
+    first, current, raw = scripted.deletes
+    assert (first.preconditions.uid, first.preconditions.cel) == ("u", "true")
+    assert first.propagation_policy == writer_pb2.PROPAGATION_POLICY_ORPHAN and first.dry_run
+    assert first.retry_policy.max_attempts == 3 and first.fence.epoch == 5
+    assert current.fence.epoch == 6 and current.propagation_policy == 0 and not current.dry_run
+    assert not raw.HasField("fence")  # a message built by the caller is sent as built
+
+
+def test_a_delete_is_always_safe_to_send_again() -> None:
+    call = sw._core.delete_call(
+        REF, preconditions=None, propagation_policy=None, dry_run=False, retry_policy=None,
+        fence=None, timeout=None,
+    )
+    err = call.error(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "cut off", None))
+    assert err.idempotent and err.retryable

@@ -136,3 +136,10 @@ def test_a_newcomer_runs_the_first_example_as_written(
     outcome, _, data = ran.stdout.strip().partition(" ")
     assert outcome in ("CREATED", "UPDATED"), ran.stdout
     assert "'n':" in data, ran.stdout
+
+
+def test_the_counter_in_the_readme_is_the_example_file() -> None:
+    """The README's two-replica counter is examples/lead_counter/counter.py as it is
+    (tests/test_lead.py runs that file's replica)."""
+    example = (README.parent / "examples" / "lead_counter" / "counter.py").read_text(encoding="utf-8")
+    assert "```py\n" + example + "```" in README.read_text(encoding="utf-8")

@@ -110,6 +110,46 @@ async def amain(client: sw.AsyncClient) -> bool:
     quiet = sw.AsyncClient("127.0.0.1:50051", propagate_trace=False, token=None)
     print((await quiet.update(ref, merge_patch={})).trace_id)
     return result.already_applied
+
+
+def leadership(client: sw.Client, ref: sw.ObjectRef) -> int:
+    import datetime
+    import threading
+    with client.lead("ns", "lease", identity="pod-0", lease_duration=15,
+                     renew_deadline=datetime.timedelta(seconds=10), retry_period=2.0) as lead:
+        fence: sw.Fence = lead.wait_leading()
+        maybe: Optional[sw.Fence] = lead.wait_leading(newer_than=fence, timeout=1.0)
+        current: Optional[sw.Fence] = lead.fence
+        for event in lead:
+            state: sw.LeadState = event.state
+            reason: sw.NotLeadingReason = event.reason
+            print(state, reason, event.epoch, event.holder, event.identity, event.fence, maybe, current)
+            break
+    with sw.fenced(fence):
+        deleted: sw.DeleteResult = client.delete(
+            ref, preconditions=sw.Preconditions(uid="u"),
+            propagation_policy=sw.PropagationPolicy.FOREGROUND, dry_run=True, fence=fence,
+        )
+        print(deleted.outcome == sw.DeleteOutcome.GONE, deleted.deletion_timestamp, sw.current_fence())
+
+    def work(fence: sw.Fence, stop: threading.Event) -> int:
+        return fence.epoch
+
+    return client.run_while_leading("ns", "lease", work, lease_duration=15)
+
+
+async def aleadership(client: sw.AsyncClient, ref: sw.ObjectRef) -> int:
+    async with client.lead("ns", "lease") as lead:
+        fence: sw.Fence = await lead.wait_leading()
+        async for event in lead:
+            print(event.leading, fence)
+            break
+    print((await client.delete(ref)).gone)
+
+    async def work(fence: sw.Fence) -> int:
+        return fence.epoch
+
+    return await client.run_while_leading("ns", "lease", work)
 '''
 
 
@@ -171,6 +211,9 @@ def test_mypy_strict(tmp_path: Path) -> None:
             "--cache-dir", str(cache),
             str(ROOT / "src" / "safewrite_client"),
             str(caller),
+            # The examples the README shows and the tests run.
+            str(ROOT / "examples" / "lead_counter" / "counter.py"),
+            str(ROOT / "examples" / "kopf_widget" / "operator.py"),
         ],
         cwd=str(ROOT),
         capture_output=True,
@@ -205,6 +248,12 @@ PUBLIC_CALLS: Dict[str, Callable[..., Any]] = {
     "Client.transact": sw.Client.transact,
     "Client.get": sw.Client.get,
     "Client.send": sw.Client.send,
+    "Client.delete": sw.Client.delete,
+    "Client.lead": sw.Client.lead,
+    "Client.run_while_leading": sw.Client.run_while_leading,
+    "AsyncClient.delete": sw.AsyncClient.delete,
+    "AsyncClient.lead": sw.AsyncClient.lead,
+    "AsyncClient.run_while_leading": sw.AsyncClient.run_while_leading,
     "AsyncClient.update": sw.AsyncClient.update,
     "AsyncClient.patch_status": sw.AsyncClient.patch_status,
     "AsyncClient.transact": sw.AsyncClient.transact,
@@ -247,10 +296,16 @@ def test_help_shows_the_keywords() -> None:
 def test_the_two_clients_and_the_two_writes_take_the_same_keywords() -> None:
     """The signatures are written out per method, for help() and type checkers; these
     are the rules that keep them one shape."""
-    for method in ("update", "patch_status", "transact", "get"):
+    for method in ("update", "patch_status", "transact", "get", "delete"):
         sync = inspect.signature(getattr(sw.Client, method))
         aio = inspect.signature(getattr(sw.AsyncClient, method))
         assert str(sync) == str(aio), method
+    # Leadership: the same keywords; only the return (Leadership / AsyncLeadership) and
+    # run's work (a thread's function / a coroutine function) differ.
+    for method in ("lead", "run_while_leading"):
+        sync_params = inspect.signature(getattr(sw.Client, method)).parameters
+        aio_params = inspect.signature(getattr(sw.AsyncClient, method)).parameters
+        assert list(sync_params) == list(aio_params), method
     update = keyword_names(sw.Client.update)
     mutation = keyword_names(sw.mutation)
     assert update[: len(mutation)] == mutation

@@ -21,11 +21,14 @@ Besides generic patches, a write may set or remove status conditions
 (:class:`Condition`), a finalizer, an owner reference (:class:`OwnerReference`) or an
 entry of a keyed list (:class:`ListEntry`), each with exact semantics.
 :meth:`Client.get` reads an object at least as new as one of your writes (read your own
-writes). :mod:`safewrite_client.kopf` adapts errors and writes to kopf. The generated
+writes). :meth:`Client.delete` deletes the object it decided on. :meth:`Client.lead`
+campaigns for a Lease (leader election) and gives the :class:`Fence` that makes writes
+ones a deposed leader cannot make; :meth:`Leadership.run` runs code only while leading,
+its writes fenced (:func:`fenced`). :mod:`safewrite_client.kopf` adapts errors and writes to kopf. The generated
 protobuf and gRPC modules are in :mod:`safewrite_client.v1`.
 """
 
-from ._aio import AsyncClient
+from ._aio import AsyncClient, AsyncLeadership
 from ._core import (
     ADDRESS_ENV,
     DEFAULT_TARGET,
@@ -67,18 +70,25 @@ from ._errors import (
     is_retryable,
     reason_name,
 )
+from ._lead import Seconds, current_fence, fenced
 from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
-from ._sync import Client
+from ._sync import Client, Leadership
 from ._types import (
     Abort,
     AttemptRecord,
+    DeleteOutcome,
+    DeleteResult,
     Fence,
     FieldViolation,
+    LeadEvent,
+    LeadState,
     ListEntry,
+    NotLeadingReason,
     ObjectRef,
     Outcome,
     OwnerReference,
     Preconditions,
+    PropagationPolicy,
     ReadResult,
     Result,
     RetryPolicy,
@@ -102,12 +112,15 @@ __all__ = [
     "AtLeast",
     "AlreadyOwnedError",
     "AsyncClient",
+    "AsyncLeadership",
     "AttemptRecord",
     "CancelledError",
     "Client",
     "Condition",
     "ConflictError",
     "DeadlineExceededError",
+    "DeleteOutcome",
+    "DeleteResult",
     "Fence",
     "FencedError",
     "FieldViolation",
@@ -115,9 +128,13 @@ __all__ = [
     "InvalidError",
     "JsonObject",
     "JsonPatchOps",
+    "LeadEvent",
+    "LeadState",
+    "Leadership",
     "ListEntry",
     "NotFoundError",
     "NotLeaderError",
+    "NotLeadingReason",
     "ObjectDeletingError",
     "ObjectRef",
     "Outcome",
@@ -127,20 +144,24 @@ __all__ = [
     "PermissionDeniedError",
     "PreconditionFailedError",
     "Preconditions",
+    "PropagationPolicy",
     "Reason",
     "ReadResult",
     "ResourceExhaustedError",
     "Result",
     "RetryPolicy",
     "SafewriteError",
+    "Seconds",
     "TransactFn",
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
     "__version__",
     "channel_options",
+    "current_fence",
     "default_target",
     "error_class",
+    "fenced",
     "from_rpc_error",
     "is_retryable",
     "mutation",

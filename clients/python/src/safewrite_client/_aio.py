@@ -6,15 +6,40 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from typing import Any, Dict, Optional, Sequence, Tuple, Union, overload
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+    overload,
+)
 
 import grpc
 import grpc.aio
 
 from . import _core as core
 from ._core import AtLeast
+from ._errors import FencedError, NotLeaderError, from_rpc_error
+from ._lead import _FENCE, Campaign, Seconds, lead_request, newer
 from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
-from ._types import Fence, ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
+from ._types import (
+    DeleteResult,
+    Fence,
+    LeadEvent,
+    ListEntry,
+    ObjectRef,
+    Preconditions,
+    PropagationPolicy,
+    ReadResult,
+    Result,
+    RetryPolicy,
+)
 from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
 
@@ -227,6 +252,69 @@ class AsyncClient:
         :meth:`safewrite_client.Client.get`."""
         return await self._unary(core.get_call(ref, at_least, min_resource_version, timeout))
 
+    async def delete(
+        self,
+        ref: ObjectRef,
+        *,
+        preconditions: Optional[Preconditions] = None,
+        propagation_policy: Optional[PropagationPolicy] = None,
+        dry_run: bool = False,
+        retry_policy: Optional[RetryPolicy] = None,
+        fence: Optional[Fence] = None,
+        timeout: Optional[float] = None,
+    ) -> DeleteResult:
+        """Deletes an object, conditioned on the object it decided on (``Delete``); see
+        :meth:`safewrite_client.Client.delete`."""
+        return await self._unary(
+            core.delete_call(
+                ref, preconditions=preconditions, propagation_policy=propagation_policy,
+                dry_run=dry_run, retry_policy=retry_policy, fence=fence, timeout=timeout,
+            )
+        )
+
+    def lead(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        identity: Optional[str] = None,
+        lease_duration: Optional[Seconds] = None,
+        renew_deadline: Optional[Seconds] = None,
+        retry_period: Optional[Seconds] = None,
+    ) -> "AsyncLeadership":
+        """Campaigns for leadership through the Lease ``namespace/name`` (``Lead``); see
+        :meth:`safewrite_client.Client.lead`. Use the result as ``async with
+        client.lead(...) as leadership:``; leaving the block releases the Lease."""
+        return AsyncLeadership(self, lead_request(
+            namespace, name, identity, lease_duration, renew_deadline, retry_period
+        ))
+
+    async def run_while_leading(
+        self,
+        namespace: str,
+        name: str,
+        work: Callable[[Fence], Awaitable[T]],
+        *,
+        identity: Optional[str] = None,
+        lease_duration: Optional[Seconds] = None,
+        renew_deadline: Optional[Seconds] = None,
+        retry_period: Optional[Seconds] = None,
+    ) -> T:
+        """Campaigns for the Lease ``namespace/name`` and runs ``await work(fence)`` only
+        while leading: see :meth:`AsyncLeadership.run`. Returns what ``work`` returns
+        (then the Lease is released).
+
+        Raises:
+            SafewriteError: the stream failed (e.g. InvalidError naming the field,
+                PermissionDeniedError, UnavailableError), or the sidecar ended it.
+            Exception: what ``work`` raised (but NotLeaderError and FencedError).
+        """
+        async with self.lead(
+            namespace, name, identity=identity, lease_duration=lease_duration,
+            renew_deadline=renew_deadline, retry_period=retry_period,
+        ) as leadership:
+            return await leadership.run(work)
+
     @overload
     async def send(
         self, request: writer_pb2.GetRequest, fn: None = None, *, timeout: Optional[float] = None
@@ -243,9 +331,14 @@ class AsyncClient:
         timeout: Optional[float] = None,
     ) -> Result: ...
 
+    @overload
+    async def send(
+        self, request: writer_pb2.DeleteRequest, fn: None = None, *, timeout: Optional[float] = None
+    ) -> DeleteResult: ...
+
     async def send(
         self, request: Any, fn: Optional[core.TransactFn] = None, *, timeout: Optional[float] = None
-    ) -> Union[Result, ReadResult]:
+    ) -> Union[Result, ReadResult, DeleteResult]:
         """Sends a request message built by the caller; see
         :meth:`safewrite_client.Client.send`."""
         if isinstance(request, writer_pb2.TransactBegin):
@@ -289,3 +382,245 @@ class AsyncClient:
         finally:
             if not call.done():
                 call.cancel()
+
+
+T = TypeVar("T")
+
+
+class AsyncLeadership:
+    """A campaign for a Lease through the sidecar's ``Lead`` stream, made by
+    :meth:`AsyncClient.lead`: an async context manager, and an async iterator of its
+    :class:`~safewrite_client.LeadEvent` s.
+
+    Entering it (or :meth:`start`) opens the stream and waits until the sidecar accepts
+    it, so a refused request raises there; a background task then reads the events and
+    keeps :attr:`fence` current. Leaving it (or :meth:`aclose`) ends the stream, and the
+    sidecar releases the Lease at once (if this campaign holds it), so another candidate
+    leads within its retry period rather than a lease duration. Use one per campaign,
+    on one event loop; one task iterates its events (each event is delivered once).
+
+    The stream has no deadline (not the client's default timeout): it lasts until it is
+    closed, the sidecar ends it, or it fails.
+    """
+
+    def __init__(self, client: AsyncClient, request: writer_pb2.LeadRequest) -> None:
+        self._client = client
+        self._campaign = Campaign(request)
+        self._call: Any = None
+        self._reader: "Optional[asyncio.Task[None]]" = None
+        self._events: "Optional[asyncio.Queue[Optional[LeadEvent]]]" = None
+        self._changed: Optional[asyncio.Event] = None
+        self._closed = False
+
+    @property
+    def fence(self) -> Optional[Fence]:
+        """The :class:`~safewrite_client.Fence` of the current leadership (the Lease and
+        the epoch of the last LEADING event), or None when not leading, before the
+        first event, and once the stream ended."""
+        return self._campaign.fence
+
+    @property
+    def leading(self) -> bool:
+        """Whether the caller leads, as the last event said (see :attr:`fence`)."""
+        return self.fence is not None
+
+    @property
+    def last(self) -> Optional[LeadEvent]:
+        """The last event received, or None before the first."""
+        return self._campaign.last
+
+    async def start(self) -> "AsyncLeadership":
+        """Opens the stream (once) and waits until the sidecar accepts it.
+
+        Raises:
+            InvalidError: the sidecar refused the request; ``field_violations`` names
+                the field (e.g. ``name``, ``renew_deadline``).
+            PermissionDeniedError: the sidecar's policy does not allow the ``lead``
+                operation on ``coordination.k8s.io/Lease`` in the namespace.
+            UnavailableError, UnauthenticatedError, ...: the call failed.
+        """
+        if self._call is not None:
+            return self
+        kwargs = self._client._settings.call_kwargs(None)
+        kwargs["timeout"] = None
+        self._call = self._client._stub().Lead(self._campaign.request, **kwargs)
+        self._events = asyncio.Queue()
+        self._changed = asyncio.Event()
+        try:
+            # The sidecar sends its headers once it accepted the request; a refusal
+            # ends the call without any.
+            await self._call.initial_metadata()
+            if self._call.done():
+                code = await self._call.code()
+                if code != grpc.StatusCode.OK:
+                    raise grpc.aio.AioRpcError(
+                        code, await self._call.initial_metadata(), await self._call.trailing_metadata(),
+                        await self._call.details(),
+                    )
+        except grpc.RpcError as err:
+            self._campaign.end(err, closed=False)
+            self._publish(None)
+            raise from_rpc_error(err) from None
+        self._reader = asyncio.ensure_future(self._read())
+        return self
+
+    async def _read(self) -> None:
+        failure: Optional[grpc.RpcError] = None
+        try:
+            async for response in self._call:
+                self._publish(self._campaign.receive(response))
+        except grpc.RpcError as err:
+            failure = err
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._campaign.end(failure, closed=self._closed)
+            self._publish(None)
+
+    def _publish(self, event: Optional[LeadEvent]) -> None:
+        assert self._events is not None and self._changed is not None
+        self._events.put_nowait(event)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def aclose(self) -> None:
+        """Ends the stream: the sidecar releases the Lease if this campaign holds it.
+        Waiting on the leadership raises :class:`~safewrite_client.CancelledError` after."""
+        self._closed = True
+        if self._call is not None and not self._call.done():
+            self._call.cancel()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def __aenter__(self) -> "AsyncLeadership":
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> "AsyncLeadership":
+        return self
+
+    async def __anext__(self) -> LeadEvent:
+        """The next event. The iteration ends after the stream ended by itself (after a
+        RELEASED event) or was closed.
+
+        Raises:
+            SafewriteError: the stream failed.
+        """
+        await self.start()
+        assert self._events is not None
+        event = await self._events.get()
+        if event is None:
+            self._events.put_nowait(None)  # ended for every later call too
+            if self._campaign.failed and self._campaign.ended is not None:
+                raise self._campaign.ended
+            raise StopAsyncIteration
+        return event
+
+    @overload
+    async def wait_leading(self, *, newer_than: Optional[Fence] = None, timeout: None = None) -> Fence: ...
+
+    @overload
+    async def wait_leading(
+        self, *, newer_than: Optional[Fence] = None, timeout: float
+    ) -> Optional[Fence]: ...
+
+    async def wait_leading(
+        self, *, newer_than: Optional[Fence] = None, timeout: Optional[float] = None
+    ) -> Optional[Fence]:
+        """The fence of the current leadership, once the caller leads: at once when it
+        leads now, else after the next LEADING event; None when ``timeout`` (seconds)
+        passed first. With ``newer_than`` (a fence the caller was refused under, or
+        whose term ended), only a later leadership counts.
+
+        Raises:
+            SafewriteError: the stream ended: failed (its error), ended by the sidecar
+                (UnavailableError), or closed (CancelledError).
+        """
+        await self.start()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            assert self._changed is not None
+            changed = self._changed
+            if self._campaign.ended is not None:
+                raise self._campaign.ended
+            fence = self._campaign.fence
+            if fence is not None and newer(fence, newer_than):
+                return fence
+            if deadline is None:
+                await changed.wait()
+                continue
+            left = deadline - loop.time()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(changed.wait(), left)
+            except asyncio.TimeoutError:
+                return None
+
+    async def run(self, work: Callable[[Fence], Awaitable[T]]) -> T:
+        """Runs ``await work(fence)`` only while leading: starts it in a task of its own
+        on a LEADING event, cancels it on the next event that ends that leadership
+        (NOT_LEADING) or when the stream ends, and starts it again on the next LEADING
+        event, with that leadership's fence.
+
+        Inside ``work`` (and the tasks it starts), every write of either client made
+        without ``fence=`` carries the term's fence (:func:`~safewrite_client.fenced`);
+        an explicit ``fence=`` wins. A write the sidecar refuses because this caller no
+        longer leads (NotLeaderError, FencedError, raised out of ``work``) ends the term
+        as a lost leadership does: the next LEADING event starts ``work`` again.
+
+        A write cancelled in flight with its term may still land (under the old epoch,
+        before the successor's first write to the object, never after it: that is what
+        the fence guarantees) without its caller learning so: code that must count its
+        answers shields its write (``asyncio.shield``) or checks :attr:`fence` between
+        writes instead.
+
+        Returns:
+            What ``work`` returned, when it returned while leading.
+
+        Raises:
+            SafewriteError: the stream failed or ended (see :meth:`wait_leading`).
+            Exception: what ``work`` raised, but NotLeaderError and FencedError.
+        """
+        done: Optional[Fence] = None
+        while True:
+            fence = await self.wait_leading(newer_than=done)
+            token = _FENCE.set(fence)
+            try:
+                task = asyncio.ensure_future(work(fence))
+            finally:
+                _FENCE.reset(token)
+            try:
+                await self._until_lost(task, fence)
+            except BaseException:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise
+            if task.done():
+                try:
+                    return task.result()
+                except (NotLeaderError, FencedError):
+                    pass  # deposed before the event said so: wait for a later leadership
+            else:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, NotLeaderError, FencedError):
+                    pass
+            done = fence
+
+    async def _until_lost(self, task: "asyncio.Future[Any]", fence: Fence) -> None:
+        """Returns when ``task`` is done or the leadership under ``fence`` ended."""
+        while not task.done():
+            assert self._changed is not None
+            changed = self._changed
+            if self._campaign.fence != fence:
+                return
+            waiter = asyncio.ensure_future(changed.wait())
+            try:
+                await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()

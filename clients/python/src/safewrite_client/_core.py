@@ -6,6 +6,7 @@ answer becomes a :class:`~safewrite_client.Result`, and the client's side of the
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from dataclasses import dataclass
@@ -22,20 +23,25 @@ from typing import (
     Tuple,
     TypeVar,
     Union,
+    cast,
 )
 
 import grpc
 from google.protobuf import duration_pb2
 
 from ._errors import SafewriteError, attempt_record, from_rpc_error
+from ._lead import effective_fence, fence_message
 from ._mutation import JsonObject, dumps
 from ._tracing import Injector, Metadata, load_injector, trace_metadata
 from ._types import (
     Abort,
+    DeleteOutcome,
+    DeleteResult,
     Fence,
     ObjectRef,
     Outcome,
     Preconditions,
+    PropagationPolicy,
     ReadResult,
     Result,
     RetryPolicy,
@@ -251,23 +257,13 @@ class WriteSettings:
             idempotency_key=key or "",
             write_alone=bool(self.write_alone),
         )
-        fence = self.fence
+        fence = effective_fence(self.fence)
         if fence is not None:
-            if not isinstance(fence, Fence):
-                raise TypeError(
-                    "fence must be a safewrite_client.Fence, not %s" % type(fence).__name__
-                )
-            options.fence.CopyFrom(
-                writer_pb2.Fence(
-                    lease_namespace=fence.lease_namespace,
-                    lease_name=fence.lease_name,
-                    epoch=fence.epoch,
-                )
-            )
+            options.fence.CopyFrom(fence_message(fence))
         return options
 
 
-T = TypeVar("T", bound=Union[Result, ReadResult])
+T = TypeVar("T", bound=Union[Result, ReadResult, DeleteResult])
 
 
 @dataclass(frozen=True)
@@ -285,8 +281,10 @@ class Unary(Generic[T]):
     def idempotent(self) -> bool:
         """Whether the same call may be sent again without applying a change twice
         (decides whether a failure that may have left a write in flight is retryable):
-        a write that carries an idempotency key, or a get, which writes nothing."""
-        if isinstance(self.request, writer_pb2.GetRequest):
+        a write that carries an idempotency key, a get, which writes nothing, or a
+        delete, which deletes the object it decided on and answers GONE when it is not
+        there any more (so the same delete is always safe to send again)."""
+        if isinstance(self.request, (writer_pb2.GetRequest, writer_pb2.DeleteRequest)):
             return True
         return bool(self.request.options.idempotency_key)
 
@@ -382,16 +380,54 @@ def get_call(
     return Unary("Get", request, timeout, read_result)
 
 
-def raw_call(request: Any, timeout: Optional[float]) -> Unary[Union[Result, ReadResult]]:
+def delete_call(
+    ref: ObjectRef,
+    *,
+    preconditions: Optional[Preconditions],
+    propagation_policy: Optional[PropagationPolicy],
+    dry_run: bool,
+    retry_policy: Optional[RetryPolicy],
+    fence: Optional[Fence],
+    timeout: Optional[float],
+) -> Unary[DeleteResult]:
+    """The ``Delete`` call of :meth:`~safewrite_client.Client.delete`; without
+    ``fence`` it carries the current one (:func:`~safewrite_client.fenced`).
+
+    Raises:
+        TypeError: a value of the wrong type.
+    """
+    if propagation_policy is not None and not isinstance(propagation_policy, PropagationPolicy):
+        raise TypeError(
+            "propagation_policy must be a safewrite_client.PropagationPolicy, not %s"
+            % type(propagation_policy).__name__
+        )
+    request = writer_pb2.DeleteRequest(
+        target=target(ref),
+        preconditions=_preconditions(preconditions),
+        propagation_policy=cast(Any, int(propagation_policy or PropagationPolicy.UNSPECIFIED)),
+        dry_run=bool(dry_run),
+        retry_policy=_retry_policy(retry_policy),
+    )
+    sent = effective_fence(fence)
+    if sent is not None:
+        request.fence.CopyFrom(fence_message(sent))
+    return Unary("Delete", request, timeout, delete_result)
+
+
+def raw_call(
+    request: Any, timeout: Optional[float]
+) -> Unary[Union[Result, ReadResult, DeleteResult]]:
     """The call for a request message built by the caller (``send``)."""
     for message, method in _WRITES.values():
         if isinstance(request, message):
             return Unary(method, request, timeout, unary_result)
     if isinstance(request, writer_pb2.GetRequest):
         return Unary("Get", request, timeout, read_result)
+    if isinstance(request, writer_pb2.DeleteRequest):
+        return Unary("Delete", request, timeout, delete_result)
     raise TypeError(
-        "send() takes an UpdateWithRetryRequest, a PatchStatusRequest or a GetRequest (or a "
-        "TransactBegin with fn), not %s" % type(request).__name__
+        "send() takes an UpdateWithRetryRequest, a PatchStatusRequest, a GetRequest or a "
+        "DeleteRequest (or a TransactBegin with fn), not %s" % type(request).__name__
     )
 
 
@@ -419,6 +455,27 @@ def read_result(response: writer_pb2.GetResponse) -> ReadResult:
         object=loads_object(response.object_json),
         resource_version=response.resource_version,
         remembered=response.remembered,
+        trace_id=response.trace_id,
+    )
+
+
+def _timestamp(text: str) -> Optional[datetime.datetime]:
+    """An RFC 3339 time as Kubernetes writes it (``2026-11-28T11:28:13Z``), timezone-aware;
+    None for empty text."""
+    if not text:
+        return None
+    value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+
+
+def delete_result(response: writer_pb2.DeleteResponse) -> DeleteResult:
+    """The :class:`DeleteResult` of a ``Delete`` response."""
+    return DeleteResult(
+        outcome=DeleteOutcome(response.outcome),
+        object=loads_object(response.object_json),
+        deletion_timestamp=_timestamp(response.deletion_timestamp),
+        attempts=response.attempts,
+        attempt_records=tuple(attempt_record(r) for r in response.attempt_records),
         trace_id=response.trace_id,
     )
 

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import contextvars
 import queue
-from typing import Any, Iterator, Optional, Sequence, Tuple, Union, overload
+import threading
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, overload
 
 import grpc
 
 from . import _core as core
 from ._core import AtLeast
+from ._errors import FencedError, NotLeaderError, from_rpc_error
+from ._lead import _FENCE, Campaign, Seconds, lead_request, newer
 from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
-from ._types import Fence, ListEntry, ObjectRef, Preconditions, ReadResult, Result, RetryPolicy
+from ._types import (
+    DeleteResult,
+    Fence,
+    LeadEvent,
+    ListEntry,
+    ObjectRef,
+    Preconditions,
+    PropagationPolicy,
+    ReadResult,
+    Result,
+    RetryPolicy,
+)
 from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
 
@@ -329,6 +344,129 @@ class Client:
         """
         return self._unary(core.get_call(ref, at_least, min_resource_version, timeout))
 
+    def delete(
+        self,
+        ref: ObjectRef,
+        *,
+        preconditions: Optional[Preconditions] = None,
+        propagation_policy: Optional[PropagationPolicy] = None,
+        dry_run: bool = False,
+        retry_policy: Optional[RetryPolicy] = None,
+        fence: Optional[Fence] = None,
+        timeout: Optional[float] = None,
+    ) -> DeleteResult:
+        """Deletes an object, conditioned on the object it decided on (``Delete``).
+
+        Every attempt reads the object live, checks ``preconditions`` on it, and sends
+        one DELETE conditioned on that object's uid and resourceVersion, so the API
+        server deletes exactly the object the decision was made on; a writer that
+        changed it in between makes the sidecar read and decide again (retried as
+        writes are). An object that is not there is an answer, not an error:
+        ``DeleteOutcome.GONE``. So the same delete is always safe to send again, also
+        after a timeout (its error's ``idempotent`` is true).
+
+        Args:
+            ref: The object to delete.
+            preconditions: Checked on the fresh object before every DELETE: ``uid``
+                (the object you mean, not one recreated under its name),
+                ``resource_version`` (strict: a mismatch is not retried), ``cel``.
+            propagation_policy: What happens to the object's dependents
+                (:class:`~safewrite_client.PropagationPolicy`); None: the API server's
+                default for the kind.
+            dry_run: Admit the delete without persisting it.
+            retry_policy: Bounds the retry loop of this call.
+            fence: Makes the delete one a deposed leader cannot make (as for
+                :meth:`update`); without it, the current fence
+                (:func:`~safewrite_client.fenced`, or :meth:`Leadership.run`'s), if any.
+            timeout: Seconds for the whole call; default the client's.
+
+        Returns:
+            A :class:`~safewrite_client.DeleteResult`: ``DELETED``, ``DELETING`` (it has
+            finalizers: it stays, with a ``deletion_timestamp``, until they are removed)
+            or ``GONE``.
+
+        Raises:
+            SafewriteError: a subclass per failure: PreconditionFailedError (a
+                precondition false on the fresh object, which ``current_object``
+                holds; nothing deleted), ConflictError (reason
+                ``RESOURCE_VERSION_MISMATCH``), NotLeaderError and FencedError (with a
+                fence), PermissionDeniedError (the sidecar's policy does not allow
+                ``delete`` of the target), NotFoundError (reason ``UNKNOWN_KIND``), ...
+            TypeError: a value of the wrong type.
+        """
+        return self._unary(
+            core.delete_call(
+                ref, preconditions=preconditions, propagation_policy=propagation_policy,
+                dry_run=dry_run, retry_policy=retry_policy, fence=fence, timeout=timeout,
+            )
+        )
+
+    def lead(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        identity: Optional[str] = None,
+        lease_duration: Optional[Seconds] = None,
+        renew_deadline: Optional[Seconds] = None,
+        retry_period: Optional[Seconds] = None,
+    ) -> "Leadership":
+        """Campaigns for leadership through the ``coordination.k8s.io/v1`` Lease
+        ``namespace/name`` (``Lead``), the way client-go's leader election does: use the
+        result as ``with client.lead(...) as leadership:``, iterate its
+        :class:`~safewrite_client.LeadEvent` s, read its current
+        :attr:`~Leadership.fence`, or :meth:`~Leadership.run` code only while leading.
+        Leaving the block releases the Lease at once.
+
+        Args:
+            namespace: The Lease's namespace (a DNS-1123 label).
+            name: The Lease's name (a DNS-1123 subdomain).
+            identity: The Lease's holder identity while leading, e.g. the pod's name;
+                None: the sidecar makes one unique to this stream. Two campaigns given
+                the same identity never both lead.
+            lease_duration: How long the Lease lasts after its last renewal, as others
+                see it: whole seconds (or a ``timedelta``); default 15 s.
+            renew_deadline: How long the leader leads without a successful renewal;
+                default 10 s. Must be shorter than ``lease_duration`` and longer than
+                1.2 ``retry_period``.
+            retry_period: How often the sidecar tries to acquire or renew; default 2 s.
+
+        Nothing is sent until the leadership is entered (or started); the sidecar then
+        checks the values and refuses them with InvalidError naming the field.
+
+        Raises:
+            TypeError: a value of the wrong type.
+        """
+        return Leadership(self, lead_request(
+            namespace, name, identity, lease_duration, renew_deadline, retry_period
+        ))
+
+    def run_while_leading(
+        self,
+        namespace: str,
+        name: str,
+        work: Callable[[Fence, threading.Event], T],
+        *,
+        identity: Optional[str] = None,
+        lease_duration: Optional[Seconds] = None,
+        renew_deadline: Optional[Seconds] = None,
+        retry_period: Optional[Seconds] = None,
+    ) -> T:
+        """Campaigns for the Lease ``namespace/name`` (as :meth:`lead`) and runs
+        ``work(fence, stop)`` only while leading: see :meth:`Leadership.run`. Returns
+        what ``work`` returns (then the Lease is released).
+
+        Raises:
+            SafewriteError: the stream failed (e.g. InvalidError naming the field,
+                PermissionDeniedError, UnavailableError), or the sidecar ended it.
+            Exception: what ``work`` raised (but NotLeaderError and FencedError).
+        """
+        with self.lead(
+            namespace, name, identity=identity, lease_duration=lease_duration,
+            renew_deadline=renew_deadline, retry_period=retry_period,
+        ) as leadership:
+            return leadership.run(work)
+
     @overload
     def send(
         self, request: writer_pb2.GetRequest, fn: None = None, *, timeout: Optional[float] = None
@@ -345,14 +483,21 @@ class Client:
         timeout: Optional[float] = None,
     ) -> Result: ...
 
+    @overload
+    def send(
+        self, request: writer_pb2.DeleteRequest, fn: None = None, *, timeout: Optional[float] = None
+    ) -> DeleteResult: ...
+
     def send(
         self, request: Any, fn: Optional[core.TransactFn] = None, *, timeout: Optional[float] = None
-    ) -> Union[Result, ReadResult]:
+    ) -> Union[Result, ReadResult, DeleteResult]:
         """Sends a request message built by the caller: an ``UpdateWithRetryRequest``
         or ``PatchStatusRequest`` of :mod:`safewrite_client.v1.writer_pb2`, or a
         ``TransactBegin`` with the transaction function ``fn`` (each answered with a
-        :class:`~safewrite_client.Result`), or a ``GetRequest`` (answered with a
-        :class:`~safewrite_client.ReadResult`). Raises as :meth:`update`."""
+        :class:`~safewrite_client.Result`), a ``GetRequest`` (answered with a
+        :class:`~safewrite_client.ReadResult`), or a ``DeleteRequest`` (a
+        :class:`~safewrite_client.DeleteResult`). The message is sent as built: no
+        current fence is added. Raises as :meth:`update`."""
         if isinstance(request, writer_pb2.TransactBegin):
             if fn is None:
                 raise TypeError("send() of a TransactBegin needs fn")
@@ -397,3 +542,227 @@ class Client:
         finally:
             outbox.put(None)
             call.cancel()
+
+
+T = TypeVar("T")
+
+
+class Leadership:
+    """A campaign for a Lease through the sidecar's ``Lead`` stream, made by
+    :meth:`Client.lead`: a context manager, and an iterator of its
+    :class:`~safewrite_client.LeadEvent` s.
+
+    Entering it (or :meth:`start`) opens the stream and waits until the sidecar accepts
+    it, so a refused request raises there; a thread then reads the events and keeps
+    :attr:`fence` current. Leaving it (or :meth:`close`) ends the stream, and the
+    sidecar releases the Lease at once (if this campaign holds it), so another candidate
+    leads within its retry period rather than a lease duration. Safe to share between
+    threads; one thread iterates its events (each event is delivered once).
+
+    The stream has no deadline (not the client's default timeout): it lasts until it is
+    closed, the sidecar ends it, or it fails.
+    """
+
+    def __init__(self, client: Client, request: writer_pb2.LeadRequest) -> None:
+        self._client = client
+        self._campaign = Campaign(request)
+        self._call: Any = None
+        self._reader: Optional[threading.Thread] = None
+        self._events: "queue.Queue[Optional[LeadEvent]]" = queue.Queue()
+        self._changed = threading.Condition()
+        self._closed = False
+
+    @property
+    def fence(self) -> Optional[Fence]:
+        """The :class:`~safewrite_client.Fence` of the current leadership (the Lease and
+        the epoch of the last LEADING event), or None when not leading, before the
+        first event, and once the stream ended."""
+        return self._campaign.fence
+
+    @property
+    def leading(self) -> bool:
+        """Whether the caller leads, as the last event said (see :attr:`fence`)."""
+        return self.fence is not None
+
+    @property
+    def last(self) -> Optional[LeadEvent]:
+        """The last event received, or None before the first."""
+        return self._campaign.last
+
+    def start(self) -> "Leadership":
+        """Opens the stream (once) and waits until the sidecar accepts it.
+
+        Raises:
+            InvalidError: the sidecar refused the request; ``field_violations`` names
+                the field (e.g. ``name``, ``renew_deadline``).
+            PermissionDeniedError: the sidecar's policy does not allow the ``lead``
+                operation on ``coordination.k8s.io/Lease`` in the namespace.
+            UnavailableError, UnauthenticatedError, ...: the call failed.
+        """
+        with self._changed:
+            if self._call is not None:
+                return self
+            kwargs = self._client._settings.call_kwargs(None)
+            kwargs["timeout"] = None
+            self._call = self._client._stub.Lead(self._campaign.request, **kwargs)
+        # The sidecar sends its headers once it accepted the request; a refusal ends the
+        # call without any.
+        self._call.initial_metadata()
+        if self._call.done() and self._call.code() != grpc.StatusCode.OK:
+            self._finish(self._call)
+            raise from_rpc_error(self._call) from None
+        self._reader = threading.Thread(target=self._read, name="safewrite-lead", daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        failure: Optional[grpc.RpcError] = None
+        try:
+            for response in self._call:
+                event = self._campaign.receive(response)
+                with self._changed:
+                    self._events.put(event)
+                    self._changed.notify_all()
+        except grpc.RpcError as err:
+            failure = err
+        finally:
+            self._finish(failure)
+
+    def _finish(self, failure: Optional[grpc.RpcError]) -> None:
+        with self._changed:
+            self._campaign.end(failure, closed=self._closed)
+            self._events.put(None)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """Ends the stream: the sidecar releases the Lease if this campaign holds it.
+        Waiting on the leadership raises :class:`~safewrite_client.CancelledError` after."""
+        with self._changed:
+            self._closed = True
+            call = self._call
+        if call is not None:
+            call.cancel()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join()
+
+    def __enter__(self) -> "Leadership":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[LeadEvent]:
+        return self
+
+    def __next__(self) -> LeadEvent:
+        """The next event. The iteration ends after the stream ended by itself (after a
+        RELEASED event) or was closed.
+
+        Raises:
+            SafewriteError: the stream failed.
+        """
+        self.start()
+        event = self._events.get()
+        if event is None:
+            self._events.put(None)  # ended for every later call too
+            if self._campaign.failed and self._campaign.ended is not None:
+                raise self._campaign.ended
+            raise StopIteration
+        return event
+
+    @overload
+    def wait_leading(self, *, newer_than: Optional[Fence] = None, timeout: None = None) -> Fence: ...
+
+    @overload
+    def wait_leading(
+        self, *, newer_than: Optional[Fence] = None, timeout: float
+    ) -> Optional[Fence]: ...
+
+    def wait_leading(
+        self, *, newer_than: Optional[Fence] = None, timeout: Optional[float] = None
+    ) -> Optional[Fence]:
+        """The fence of the current leadership, once the caller leads: at once when it
+        leads now, else after the next LEADING event; None when ``timeout`` (seconds)
+        passed first. With ``newer_than`` (a fence the caller was refused under, or
+        whose term ended), only a later leadership counts.
+
+        Raises:
+            SafewriteError: the stream ended: failed (its error), ended by the sidecar
+                (UnavailableError), or closed (CancelledError).
+        """
+        self.start()
+        with self._changed:
+            found: List[Fence] = []
+
+            def ready() -> bool:
+                if self._campaign.ended is not None:
+                    return True
+                fence = self._campaign.fence
+                if fence is not None and newer(fence, newer_than):
+                    found.append(fence)
+                    return True
+                return False
+
+            if not self._changed.wait_for(ready, timeout):
+                return None
+            if found:
+                return found[0]
+            assert self._campaign.ended is not None
+            raise self._campaign.ended
+
+    def run(self, work: Callable[[Fence, threading.Event], T]) -> T:
+        """Runs ``work(fence, stop)`` only while leading, in a thread of its own: starts
+        it on a LEADING event; on the next event that ends that leadership
+        (NOT_LEADING), or when the stream ends, sets ``stop`` (a
+        :class:`threading.Event`) and waits for ``work`` to return (a thread cannot be
+        cancelled: ``work`` checks ``stop`` between steps); starts it again on the next
+        LEADING event, with that leadership's fence.
+
+        Inside ``work``, every write of either client made without ``fence=`` carries
+        the term's fence (:func:`~safewrite_client.fenced`); an explicit ``fence=``
+        wins. A write the sidecar refuses because this caller no longer leads
+        (NotLeaderError, FencedError, raised out of ``work``) ends the term as a lost
+        leadership does. What a stopped term returns is dropped.
+
+        Returns:
+            What ``work`` returned, when it returned while leading.
+
+        Raises:
+            SafewriteError: the stream failed or ended (see :meth:`wait_leading`).
+            Exception: what ``work`` raised, but NotLeaderError and FencedError.
+        """
+        done: Optional[Fence] = None
+        while True:
+            fence = self.wait_leading(newer_than=done)
+            stop = threading.Event()
+            outcome: List[Any] = []
+
+            def term(fence: Fence = fence, stop: threading.Event = stop) -> None:
+                try:
+                    outcome.append((True, work(fence, stop)))
+                except BaseException as exc:  # handed to run's thread
+                    outcome.append((False, exc))
+                finally:
+                    with self._changed:
+                        self._changed.notify_all()
+
+            token = _FENCE.set(fence)
+            try:
+                context = contextvars.copy_context()
+            finally:
+                _FENCE.reset(token)
+            thread = threading.Thread(target=context.run, args=(term,), name="safewrite-lead-work")
+            thread.start()
+            try:
+                with self._changed:
+                    self._changed.wait_for(lambda: bool(outcome) or self._campaign.fence != fence)
+                    by_itself = bool(outcome)  # returned (or raised) while leading
+            finally:
+                stop.set()
+                thread.join()
+            ok, value = outcome[0]
+            if not ok and not isinstance(value, (NotLeaderError, FencedError)):
+                raise value
+            if ok and by_itself:
+                return value  # type: ignore[no-any-return]
+            done = fence

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 from dataclasses import dataclass
 import json
@@ -191,6 +192,143 @@ class Fence:
     lease_namespace: str
     lease_name: str
     epoch: int
+
+
+class PropagationPolicy(enum.IntEnum):
+    """What a delete does to the object's dependents (``safewrite.v1.PropagationPolicy``,
+    the API server's ``DeleteOptions.propagationPolicy``)."""
+
+    #: The API server's default for the kind (usually background); what ``None`` sends.
+    UNSPECIFIED = 0
+    #: The object is deleted at once; the garbage collector deletes its dependents after.
+    BACKGROUND = 1
+    #: The object is kept, being deleted (a deletionTimestamp and the
+    #: ``foregroundDeletion`` finalizer), until its blocking dependents are deleted.
+    FOREGROUND = 2
+    #: The object is deleted; its dependents are kept, their owner references to it removed.
+    ORPHAN = 3
+
+
+class DeleteOutcome(enum.IntEnum):
+    """What a successful delete did (``safewrite.v1.DeleteOutcome``)."""
+
+    #: Never sent by safewrite; stands for an outcome this client does not know.
+    UNSPECIFIED = 0
+    #: The API server deleted the object (or, with ``dry_run``, would have).
+    DELETED = 1
+    #: The API server only marked the object for deletion: it has finalizers (or
+    #: foreground propagation added one) and stays readable, with a
+    #: ``deletionTimestamp``, until they are removed.
+    DELETING = 2
+    #: The object was not there: nothing was deleted by this call (another writer, or an
+    #: earlier attempt whose answer was lost, deleted it). An answer, not an error.
+    GONE = 3
+
+    @classmethod
+    def _missing_(cls, value: object) -> "DeleteOutcome":
+        return cls.UNSPECIFIED
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """The result of a successful :meth:`~safewrite_client.Client.delete`.
+
+    Attributes:
+        outcome: What happened (:class:`DeleteOutcome`).
+        object: The object as the API server answered the DELETE (for
+            :attr:`DeleteOutcome.DELETING`, with its ``deletionTimestamp``); empty when
+            it answered with a Status instead, and for :attr:`DeleteOutcome.GONE`.
+        deletion_timestamp: The object's ``metadata.deletionTimestamp``, timezone-aware
+            (UTC); None when it has none.
+        attempts: The number of attempts made, the last included.
+        attempt_records: One :class:`AttemptRecord` per attempt, in order (its
+            ``http_status`` is the DELETE's, or the read's when the read was refused or
+            found nothing).
+        trace_id: The W3C trace id of the sidecar's span, as :attr:`Result.trace_id`.
+    """
+
+    outcome: DeleteOutcome
+    object: Dict[str, Any]
+    deletion_timestamp: Optional[datetime.datetime]
+    attempts: int
+    attempt_records: Tuple[AttemptRecord, ...] = ()
+    trace_id: str = ""
+
+    @property
+    def gone(self) -> bool:
+        """True when the object was not there (:attr:`DeleteOutcome.GONE`)."""
+        return self.outcome == DeleteOutcome.GONE
+
+    @property
+    def deleting(self) -> bool:
+        """True when the object stays, being deleted, until its finalizers are removed
+        (:attr:`DeleteOutcome.DELETING`)."""
+        return self.outcome == DeleteOutcome.DELETING
+
+
+class LeadState(enum.IntEnum):
+    """Whether a ``Lead`` stream's caller leads (``safewrite.v1.LeadState``)."""
+
+    #: Never sent; stands for a state this client does not know.
+    UNSPECIFIED = 0
+    #: The caller holds the Lease and leads, under :attr:`LeadEvent.epoch`.
+    LEADING = 1
+    #: The caller does not hold the Lease; :attr:`LeadEvent.reason` says why.
+    NOT_LEADING = 2
+
+    @classmethod
+    def _missing_(cls, value: object) -> "LeadState":
+        return cls.UNSPECIFIED
+
+
+class NotLeadingReason(enum.IntEnum):
+    """Why a ``Lead`` stream's caller does not lead (``safewrite.v1.NotLeadingReason``)."""
+
+    #: The caller leads (or a reason this client does not know).
+    UNSPECIFIED = 0
+    #: Another holder holds the Lease and it has not expired; :attr:`LeadEvent.holder`
+    #: names it.
+    OTHER_HOLDER = 1
+    #: No renewal succeeded within the renew deadline: stop acting as the leader. The
+    #: campaign goes on, and a later acquisition has a new epoch.
+    LOST_RENEWAL = 2
+    #: The sidecar released the Lease on its own (it is shutting down); the stream ends.
+    RELEASED = 3
+
+    @classmethod
+    def _missing_(cls, value: object) -> "NotLeadingReason":
+        return cls.UNSPECIFIED
+
+
+@dataclass(frozen=True)
+class LeadEvent:
+    """One event of a ``Lead`` stream: a change of the caller's leadership, or of the
+    Lease's holder. Renewals make none.
+
+    Attributes:
+        state: :attr:`LeadState.LEADING` or :attr:`LeadState.NOT_LEADING`.
+        epoch: The epoch of this leadership (LEADING): grows by one with every
+            acquisition of the Lease by anyone; 0 when not leading.
+        holder: The Lease's holder as last read (the caller's identity when it leads);
+            empty when the Lease is free or was never read.
+        reason: Why the caller does not lead (NOT_LEADING).
+        identity: The identity the stream campaigns under (the caller's, or the one the
+            sidecar made).
+        fence: The :class:`Fence` of this leadership (the Lease and :attr:`epoch`) when
+            LEADING, else None: pass it as ``fence=`` to writes only this leader may make.
+    """
+
+    state: LeadState
+    epoch: int
+    holder: str
+    reason: NotLeadingReason
+    identity: str
+    fence: Optional[Fence] = None
+
+    @property
+    def leading(self) -> bool:
+        """True for a LEADING event."""
+        return self.state == LeadState.LEADING
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@
   a write of the handler's own: kopf hands the handlers of one reaction the body of the
   event that started it, so a handler after one that wrote reads that write here,
   without waiting for the watch to bring it.
+- :func:`leading`: a handler's block runs only while this replica leads (kopf's peering
+  is not an election), every safewrite write in it fenced; a deposed replica's handler
+  becomes ``kopf.TemporaryError``. examples/kopf_widget shows the whole recipe: kopf
+  starts handling only once the replica leads, and stops when it no longer does.
 
 Each writes the object the handler was called for (a uid precondition: a deleted and
 recreated object of the same name is never written), maps errors as above, and gives
@@ -40,11 +44,12 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import kopf as _kopf
 
-from ._aio import AsyncClient
+from ._aio import AsyncClient, AsyncLeadership
 from ._core import AtLeast
-from ._errors import SafewriteError, is_retryable
-from ._sync import Client
-from ._types import ObjectRef, Preconditions, ReadResult, Result
+from ._errors import FencedError, NotLeaderError, SafewriteError, is_retryable
+from ._lead import fenced
+from ._sync import Client, Leadership
+from ._types import Fence, ObjectRef, Preconditions, ReadResult, Result
 from .conditions import Condition
 
 __all__ = [
@@ -57,6 +62,7 @@ __all__ = [
     "add_finalizer",
     "get",
     "kopf_errors",
+    "leading",
     "object_ref",
     "patch_status",
     "remove_finalizer",
@@ -90,6 +96,40 @@ def kopf_errors(*, default_delay: float = DEFAULT_DELAY) -> Iterator[None]:
         yield
     except SafewriteError as err:
         raise to_kopf(err, default_delay=default_delay) from err
+
+
+@contextlib.contextmanager
+def leading(
+    leadership: Union[AsyncLeadership, Leadership], *, delay: float = DEFAULT_DELAY
+) -> Iterator[Fence]:
+    """Runs a handler's block only while this replica leads, and fences its writes:
+    every write of a safewrite client in the block made without ``fence=`` (the
+    helpers of this module included) carries the current leadership's fence
+    (:func:`~safewrite_client.fenced`), so a replica deposed in the meantime cannot
+    overwrite its successor's writes. Yields that fence. Works in sync and async
+    handlers.
+
+    Raises:
+        kopf.TemporaryError: this replica does not lead (``delay`` seconds), or it was
+            deposed within the block: a write refused with
+            :class:`~safewrite_client.NotLeaderError` or
+            :class:`~safewrite_client.FencedError` (also as the ``kopf.PermanentError``
+            the helpers make of it). kopf runs the handler again later, and it does its
+            work on the replica that leads then.
+    """
+    fence = leadership.fence
+    if fence is None:
+        raise _kopf.TemporaryError("this replica does not lead; another one handles it", delay=delay)
+    try:
+        with fenced(fence):
+            yield fence
+    except (NotLeaderError, FencedError) as err:
+        raise _kopf.TemporaryError("deposed: %s" % err, delay=delay) from err
+    except _kopf.PermanentError as err:
+        cause = err.__cause__
+        if isinstance(cause, (NotLeaderError, FencedError)):
+            raise _kopf.TemporaryError("deposed: %s" % cause, delay=delay) from cause
+        raise
 
 
 def object_ref(body: Mapping[str, Any]) -> ObjectRef:

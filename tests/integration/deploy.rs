@@ -685,6 +685,18 @@ async fn monitoring_uses_only_exported_metrics() {
         .result
         .expect("a result");
     assert_eq!(result.outcome(), pb::Outcome::Updated);
+    // And one campaign, for the leadership families.
+    let mut campaign = client
+        .lead(pb::LeadRequest {
+            namespace: ns.clone(),
+            name: "metrics".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("a campaign")
+        .into_inner();
+    let first = campaign.message().await.expect("an event").expect("an event");
+    assert_eq!(first.state(), pb::LeadState::Leading);
     let mut exported = exported_names(&sidecar.metrics());
 
     // A family without samples is not rendered at all: the breaker's transitions appear

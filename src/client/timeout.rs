@@ -404,7 +404,11 @@ mod tests {
         let get = http::Request::get("/api/v1/namespaces/a/configmaps/b")
             .body(kube::client::Body::empty())
             .unwrap();
-        layer.layer(slow.clone()).oneshot(by(get, 100)).await.unwrap();
+        layer
+            .layer(slow.clone())
+            .oneshot(by(get, 100))
+            .await
+            .unwrap();
         assert_eq!(calls.load(Ordering::Relaxed), 4);
         // A campaign's Lease write is not held either: it is bounded by its own timeout.
         let mut lease = by(put(), 100);

@@ -695,7 +695,11 @@ async fn monitoring_uses_only_exported_metrics() {
         .await
         .expect("a campaign")
         .into_inner();
-    let first = campaign.message().await.expect("an event").expect("an event");
+    let first = campaign
+        .message()
+        .await
+        .expect("an event")
+        .expect("an event");
     assert_eq!(first.state(), pb::LeadState::Leading);
     let mut exported = exported_names(&sidecar.metrics());
 

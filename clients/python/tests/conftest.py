@@ -59,7 +59,7 @@ def configmap_ref(namespace: str, new_name: Callable[[], str]) -> sw.ObjectRef:
 def counter(client: sw.Client, configmap_ref: sw.ObjectRef) -> sw.ObjectRef:
     """A ConfigMap {"data": {"n": "0"}}, created through the sidecar."""
     result = client.update(
-        configmap_ref, merge_patch={"data": {"n": "0"}}, create_if_missing={"data": {"n": "0"}}
+        configmap_ref, sw.merge_patch({"data": {"n": "0"}}), create_if_missing={"data": {"n": "0"}}
     )
     assert result.outcome == sw.Outcome.CREATED
     return configmap_ref
@@ -73,10 +73,10 @@ def widget(
     is {"count": 0}."""
     ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", namespace, new_name())
     created = client.update(
-        ref, merge_patch={"spec": {"size": 1}}, create_if_missing={"spec": {"size": 1}}
+        ref, sw.merge_patch({"spec": {"size": 1}}), create_if_missing={"spec": {"size": 1}}
     )
     assert created.outcome == sw.Outcome.CREATED
-    status = client.patch_status(ref, merge_patch={"status": {"count": 0}})
+    status = client.patch_status(ref, sw.merge_patch({"status": {"count": 0}}))
     assert status.outcome == sw.Outcome.UPDATED
     return ref
 
@@ -87,7 +87,7 @@ def read(client: sw.Client) -> Callable[[sw.ObjectRef], Dict[str, Any]]:
     nothing and answers with the object as read)."""
 
     def read_(ref: sw.ObjectRef) -> Dict[str, Any]:
-        result = client.update(ref, merge_patch={})
+        result = client.update(ref, sw.merge_patch({}))
         assert result.outcome == sw.Outcome.UNCHANGED
         return result.object
 

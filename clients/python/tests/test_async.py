@@ -20,14 +20,14 @@ Read = Callable[[sw.ObjectRef], Dict[str, Any]]
 def test_async_update_and_patch_status(addr: str, widget: sw.ObjectRef) -> None:
     async def main() -> None:
         async with sw.AsyncClient(addr, timeout=30) as client:
-            spec = await client.update(widget, cel='{"spec": {"size": object.spec.size + 1}}')
+            spec = await client.update(widget, sw.cel('{"spec": {"size": object.spec.size + 1}}'))
             assert spec.outcome == Outcome.UPDATED
             assert spec.object["spec"] == {"size": 2}
             status = await client.patch_status(
-                widget, cel='{"status": {"count": object.status.count + 1}}'
+                widget, sw.cel('{"status": {"count": object.status.count + 1}}')
             )
             assert status.object["status"] == {"count": 1}
-            same = await client.update(widget, merge_patch={"spec": {"size": 2}})
+            same = await client.update(widget, sw.merge_patch({"spec": {"size": 2}}))
             assert same.outcome == Outcome.UNCHANGED
 
     asyncio.run(main())
@@ -100,7 +100,7 @@ def test_async_errors(addr: str, counter: sw.ObjectRef) -> None:
     async def main() -> None:
         async with sw.AsyncClient(addr, timeout=30) as client:
             with pytest.raises(sw.InvalidError) as invalid:
-                await client.update(counter, merge_patch={"metadata": {"labels": {"a": "-bad-"}}})
+                await client.update(counter, sw.merge_patch({"metadata": {"labels": {"a": "-bad-"}}}))
             assert invalid.value.field_violations
             with pytest.raises(sw.PreconditionFailedError) as failed:
                 await client.transact(
@@ -110,7 +110,7 @@ def test_async_errors(addr: str, counter: sw.ObjectRef) -> None:
             assert failed.value.current_object["metadata"]["name"] == counter.name
             await asyncio.sleep(0.2)  # let the shared rate limit refill (see test_errors.py)
             with pytest.raises(sw.DeadlineExceededError) as late:
-                await client.update(counter, cel=INCREMENT, timeout=1e-6)
+                await client.update(counter, sw.cel(INCREMENT), timeout=1e-6)
             assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
         restricted = os.environ["SAFEWRITE_RESTRICTED_ADDR"]
@@ -125,7 +125,7 @@ def test_async_unix_socket(addr: str, counter: sw.ObjectRef) -> None:
     async def main() -> None:
         path = os.environ["SAFEWRITE_UNIX_SOCKET"]
         async with sw.AsyncClient("unix://" + path, timeout=30) as client:
-            result = await client.update(counter, cel=INCREMENT)
+            result = await client.update(counter, sw.cel(INCREMENT))
             assert result.object["data"]["n"] == "1"
 
     asyncio.run(main())

@@ -28,14 +28,14 @@ def test_delete_an_object_then_it_is_gone(client: sw.Client, counter: sw.ObjectR
 def test_an_object_with_a_finalizer_is_deleting_until_it_is_removed(
     client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
-    client.update(counter, add_finalizer="test.safewrite.dev/keep")
+    client.update(counter, sw.add_finalizer("test.safewrite.dev/keep"))
     deleting = client.delete(counter, propagation_policy=sw.PropagationPolicy.BACKGROUND)
     assert deleting.outcome == sw.DeleteOutcome.DELETING and deleting.deleting
     assert isinstance(deleting.deletion_timestamp, datetime.datetime)
     assert deleting.deletion_timestamp.tzinfo is not None
     assert deleting.object["metadata"]["deletionTimestamp"]
     assert read(counter)["metadata"]["deletionTimestamp"]
-    assert client.update(counter, remove_finalizer="test.safewrite.dev/keep").gone
+    assert client.update(counter, sw.remove_finalizer("test.safewrite.dev/keep")).gone
 
 
 def test_a_false_precondition_keeps_the_object(

@@ -21,7 +21,7 @@ def test_invalid_object_has_field_violations(
     client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     with pytest.raises(sw.InvalidError) as info:
-        client.update(counter, merge_patch={"metadata": {"labels": {"app": "-bad-"}}})
+        client.update(counter, sw.merge_patch({"metadata": {"labels": {"app": "-bad-"}}}))
     err = info.value
     assert isinstance(err, sw.SafewriteError)
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT
@@ -38,7 +38,7 @@ def test_invalid_object_has_field_violations(
 
 def test_invalid_request_names_the_field(client: sw.Client, counter: sw.ObjectRef) -> None:
     with pytest.raises(sw.InvalidError) as info:
-        client.update(counter, cel="object.data.n +")  # does not compile
+        client.update(counter, sw.cel("object.data.n +"))  # does not compile
     assert info.value.field_violations
     assert info.value.attempts == 0
 
@@ -48,8 +48,7 @@ def test_precondition_failed_carries_current_object(
 ) -> None:
     with pytest.raises(sw.PreconditionFailedError) as info:
         client.update(
-            counter,
-            cel=INCREMENT,
+            counter, sw.cel(INCREMENT),
             preconditions=sw.Preconditions(uid="00000000-0000-0000-0000-000000000000"),
         )
     err = info.value
@@ -61,7 +60,7 @@ def test_precondition_failed_carries_current_object(
 
     # The uid of the current object satisfies the precondition.
     uid = err.current_object["metadata"]["uid"]
-    ok = client.update(counter, cel=INCREMENT, preconditions=sw.Preconditions(uid=uid))
+    ok = client.update(counter, sw.cel(INCREMENT), preconditions=sw.Preconditions(uid=uid))
     assert ok.object["data"] == {"n": "1"}
 
     # A false CEL precondition fails the same way, in a transaction too.
@@ -79,10 +78,10 @@ def test_conflict_on_strict_resource_version(
     client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     stale = read(counter)["metadata"]["resourceVersion"]
-    client.update(counter, cel=INCREMENT)  # moves the resourceVersion on
+    client.update(counter, sw.cel(INCREMENT))  # moves the resourceVersion on
     with pytest.raises(sw.ConflictError) as info:
         client.update(
-            counter, cel=INCREMENT, preconditions=sw.Preconditions(resource_version=stale)
+            counter, sw.cel(INCREMENT), preconditions=sw.Preconditions(resource_version=stale)
         )
     err = info.value
     assert err.code == grpc.StatusCode.ABORTED
@@ -95,7 +94,7 @@ def test_permission_denied(addr: str, namespace: str, new_name: Callable[[], str
     ref = sw.ObjectRef("v1", "ConfigMap", namespace, new_name())
     with sw.Client(restricted, timeout=30) as client:
         with pytest.raises(sw.PermissionDeniedError) as info:
-            client.update(ref, merge_patch={"data": {"n": "1"}}, create_if_missing={})
+            client.update(ref, sw.merge_patch({"data": {"n": "1"}}), create_if_missing={})
     err = info.value
     assert err.code == grpc.StatusCode.PERMISSION_DENIED
     assert err.reason == "Forbidden"
@@ -104,7 +103,7 @@ def test_permission_denied(addr: str, namespace: str, new_name: Callable[[], str
 
 def test_not_found(client: sw.Client, configmap_ref: sw.ObjectRef) -> None:
     with pytest.raises(sw.NotFoundError) as info:
-        client.update(configmap_ref, cel=INCREMENT)
+        client.update(configmap_ref, sw.cel(INCREMENT))
     assert info.value.code == grpc.StatusCode.NOT_FOUND
     assert info.value.reason == "NotFound"
     # The advice names this client's option, not the proto's field.
@@ -113,8 +112,7 @@ def test_not_found(client: sw.Client, configmap_ref: sw.ObjectRef) -> None:
 
     with pytest.raises(sw.NotFoundError) as kind_info:
         client.update(
-            sw.ObjectRef("test.safewrite.dev/v1", "Gadget", configmap_ref.namespace, "x"),
-            merge_patch={},
+            sw.ObjectRef("test.safewrite.dev/v1", "Gadget", configmap_ref.namespace, "x"), sw.merge_patch({}),
         )
     assert kind_info.value.reason == "UNKNOWN_KIND"
 
@@ -131,7 +129,7 @@ def test_deadline_exceeded(
     # instead; give it a moment to refill.)
     time.sleep(0.2)
     with pytest.raises(sw.DeadlineExceededError) as info:
-        client.update(counter, cel=INCREMENT, timeout=1e-6)
+        client.update(counter, sw.cel(INCREMENT), timeout=1e-6)
     assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
     # A transaction whose function outlasts the timeout writes nothing.
@@ -150,5 +148,5 @@ def test_unavailable_when_nothing_listens(counter: sw.ObjectRef) -> None:
         port = s.getsockname()[1]  # closed again at once: nothing listens there
     with sw.Client("127.0.0.1:%d" % port, timeout=10) as client:
         with pytest.raises(sw.UnavailableError) as info:
-            client.update(counter, cel=INCREMENT)
+            client.update(counter, sw.cel(INCREMENT))
     assert info.value.code == grpc.StatusCode.UNAVAILABLE

@@ -19,7 +19,7 @@ from conftest import INCREMENT
 def test_a_get_after_a_write_is_that_write_from_the_sidecars_copy(
     client: sw.Client, counter: sw.ObjectRef
 ) -> None:
-    written = client.update(counter, cel=INCREMENT)
+    written = client.update(counter, sw.cel(INCREMENT))
     read = client.get(counter, at_least=written)
     assert read.remembered is True
     assert read.resource_version == written.resource_version
@@ -35,8 +35,8 @@ def test_a_get_after_a_write_is_that_write_from_the_sidecars_copy(
 def test_an_older_minimum_gets_the_newer_state_never_an_older_one(
     client: sw.Client, counter: sw.ObjectRef
 ) -> None:
-    first = client.update(counter, cel=INCREMENT)
-    second = client.update(counter, cel=INCREMENT)
+    first = client.update(counter, sw.cel(INCREMENT))
+    second = client.update(counter, sw.cel(INCREMENT))
     read = client.get(counter, at_least=first)
     assert read.resource_version == second.resource_version
     assert read.object["data"] == {"n": "2"}
@@ -48,9 +48,9 @@ def test_a_write_the_sidecar_did_not_see_is_read_live(
     token_addr = os.environ.get("SAFEWRITE_TOKEN_ADDR")
     if not token_addr:
         pytest.skip("SAFEWRITE_TOKEN_ADDR is unset: run through test.sh")
-    mine = client.update(counter, cel=INCREMENT)
+    mine = client.update(counter, sw.cel(INCREMENT))
     with sw.Client(token_addr, timeout=60, token=os.environ["SAFEWRITE_TOKEN"]) as other:
-        theirs = other.update(counter, cel=INCREMENT)  # through another sidecar
+        theirs = other.update(counter, sw.cel(INCREMENT))  # through another sidecar
     # At least as new as my own write: the copy this sidecar remembers will do.
     assert client.get(counter, at_least=mine).object["data"] == {"n": "1"}
     # At least as new as theirs, which this sidecar never saw: a live read.
@@ -66,7 +66,7 @@ def test_a_write_the_sidecar_did_not_see_is_read_live(
 def test_get_on_the_asyncio_client(addr: str, counter: sw.ObjectRef) -> None:
     async def main() -> sw.ReadResult:
         async with sw.AsyncClient(addr, timeout=60) as client:
-            written = await client.update(counter, cel=INCREMENT)
+            written = await client.update(counter, sw.cel(INCREMENT))
             read = await client.get(counter, at_least=written)
             assert read.resource_version == written.resource_version
             return read

@@ -41,13 +41,13 @@ def test_same_key_twice_updates_once(
     client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
     key = new_key()
-    first = client.update(counter, cel=INCREMENT, idempotency_key=key)
+    first = client.update(counter, sw.cel(INCREMENT), idempotency_key=key)
     assert first.outcome == Outcome.UPDATED
     assert first.already_applied is False
     assert first.object["data"] == {"n": "1"}
     assert records_keys(first.object)
 
-    again = client.update(counter, cel=INCREMENT, idempotency_key=key)
+    again = client.update(counter, sw.cel(INCREMENT), idempotency_key=key)
     assert again.outcome == Outcome.UPDATED
     assert again.already_applied is True
     assert again.object["data"] == {"n": "1"}
@@ -55,11 +55,11 @@ def test_same_key_twice_updates_once(
     assert read(counter)["data"] == {"n": "1"}
 
     # Another key is another change.
-    other = client.update(counter, cel=INCREMENT, idempotency_key=new_key())
+    other = client.update(counter, sw.cel(INCREMENT), idempotency_key=new_key())
     assert other.already_applied is False
     assert other.object["data"] == {"n": "2"}
     # A call without a key never reports already_applied.
-    plain = client.update(counter, cel=INCREMENT)
+    plain = client.update(counter, sw.cel(INCREMENT))
     assert plain.already_applied is False
     assert plain.object["data"] == {"n": "3"}
 
@@ -83,7 +83,7 @@ def test_same_key_twice_transacts_once(
     assert read(counter)["data"] == {"n": "1"}
 
     # The key is shared by both RPCs: an update with it finds the transaction's change.
-    via_update = client.update(counter, cel=INCREMENT, idempotency_key=key)
+    via_update = client.update(counter, sw.cel(INCREMENT), idempotency_key=key)
     assert via_update.already_applied
     assert read(counter)["data"] == {"n": "1"}
 
@@ -93,12 +93,12 @@ def test_key_with_create_if_missing(
 ) -> None:
     key = new_key()
     created = client.update(
-        configmap_ref, cel=INCREMENT, create_if_missing={"data": {"n": "0"}}, idempotency_key=key
+        configmap_ref, sw.cel(INCREMENT), create_if_missing={"data": {"n": "0"}}, idempotency_key=key
     )
     assert created.outcome == Outcome.CREATED and not created.already_applied
     assert records_keys(created.object)
     again = client.update(
-        configmap_ref, cel=INCREMENT, create_if_missing={"data": {"n": "0"}}, idempotency_key=key
+        configmap_ref, sw.cel(INCREMENT), create_if_missing={"data": {"n": "0"}}, idempotency_key=key
     )
     assert again.already_applied
     assert read(configmap_ref)["data"] == {"n": "1"}
@@ -109,14 +109,14 @@ def test_malformed_key_is_invalid(
 ) -> None:
     for bad in ("has space", "x" * 129, "ü", 'quote"'):
         with pytest.raises(sw.InvalidError) as info:
-            client.update(counter, cel=INCREMENT, idempotency_key=bad)
+            client.update(counter, sw.cel(INCREMENT), idempotency_key=bad)
         assert_refuses_key(info.value)
     with pytest.raises(sw.InvalidError) as tx_info:
         client.transact(counter, lambda obj: None, idempotency_key="a/b")
     assert_refuses_key(tx_info.value)
     # The longest accepted key, and every accepted character.
-    assert client.update(counter, cel=INCREMENT, idempotency_key="k" * 128).written
-    assert client.update(counter, cel=INCREMENT, idempotency_key="Az09._:-").written
+    assert client.update(counter, sw.cel(INCREMENT), idempotency_key="k" * 128).written
+    assert client.update(counter, sw.cel(INCREMENT), idempotency_key="Az09._:-").written
     assert read(counter)["data"] == {"n": "2"}
 
 
@@ -151,13 +151,12 @@ def test_key_refused_for_status_and_apply(
     # Server-side apply is idempotent already.
     with pytest.raises(sw.InvalidError) as apply_info:
         client.update(
-            widget,
-            apply={
+            widget, sw.apply({
                 "apiVersion": widget.api_version,
                 "kind": widget.kind,
                 "metadata": {"name": widget.name, "namespace": widget.namespace},
                 "spec": {"size": 5},
-            },
+            }),
             field_manager="safewrite-python-test",
             idempotency_key=new_key(),
         )
@@ -178,9 +177,9 @@ def test_async_idempotency_keys(
     async def main() -> None:
         async with sw.AsyncClient(addr, timeout=30) as client:
             key = new_key()
-            first = await client.update(counter, cel=INCREMENT, idempotency_key=key)
+            first = await client.update(counter, sw.cel(INCREMENT), idempotency_key=key)
             assert first.outcome == Outcome.UPDATED and not first.already_applied
-            again = await client.update(counter, cel=INCREMENT, idempotency_key=key)
+            again = await client.update(counter, sw.cel(INCREMENT), idempotency_key=key)
             assert again.outcome == Outcome.UPDATED and again.already_applied
             assert again.object["data"] == {"n": "1"}
 
@@ -191,7 +190,7 @@ def test_async_idempotency_keys(
             assert tx_again.already_applied and tx_again.object["data"] == {"n": "2"}
 
             with pytest.raises(sw.InvalidError) as bad:
-                await client.update(counter, cel=INCREMENT, idempotency_key="not a key")
+                await client.update(counter, sw.cel(INCREMENT), idempotency_key="not a key")
             assert_refuses_key(bad.value)
             with pytest.raises(sw.InvalidError) as bad_tx:
                 await client.transact(counter, bump, idempotency_key="x" * 129)

@@ -354,7 +354,7 @@ def test_the_kopf_example_operator_writes_status_through_safewrite_while_leading
     second waits in its startup; the first stopped releases the Lease, and the second
     leads and reconciles the next change."""
     ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", namespace, new_name())
-    client.update(ref, merge_patch={}, create_if_missing={"spec": {"size": 3}})
+    client.update(ref, sw.merge_patch({}), create_if_missing={"spec": {"size": 3}})
     env = dict(
         os.environ, POD_NAMESPACE=namespace,
         KUBECONFIG=str(kubeconfig(tmp_path / "kubeconfig", control_plane)),
@@ -383,7 +383,7 @@ def test_the_kopf_example_operator_writes_status_through_safewrite_while_leading
         outputs.append(first.stop())  # releases the Lease
         b = second
         wait_for(lambda: {"log": b.output()}, lambda o: "leading " in o["log"], "B leading")
-        client.update(ref, merge_patch={"spec": {"size": 0}})
+        client.update(ref, sw.merge_patch({"spec": {"size": 0}}))
         obj = wait_for(lambda: read(ref), ready_is("False", 2), "Ready=False")
         assert obj["status"]["replicas"] == 0
         assert find_condition(obj, "Ready")["reason"] == "NoReplicas"  # type: ignore[index]

@@ -149,10 +149,10 @@ def test_run_fences_the_writes_of_the_work_without_per_call_code(
 
             async def work(fence: sw.Fence) -> Tuple[sw.Fence, Optional[sw.Fence]]:
                 assert sw.current_fence() == fence
-                await client.update(counter, cel=INCREMENT)
+                await client.update(counter, sw.cel(INCREMENT))
                 with pytest.raises(sw.NotLeaderError):
                     await client.update(
-                        counter, cel=INCREMENT, fence=sw.Fence(fence.lease_namespace, lease, fence.epoch + 7)
+                        counter, sw.cel(INCREMENT), fence=sw.Fence(fence.lease_namespace, lease, fence.epoch + 7)
                     )
                 inner = await asyncio.ensure_future(asyncio.sleep(0, result=sw.current_fence()))
                 return fence, inner
@@ -182,7 +182,7 @@ def test_sync_run_while_leading_returns_what_the_work_returns(
     def work(fence: sw.Fence, stop: threading.Event) -> str:
         terms.append(fence)
         assert not stop.is_set() and sw.current_fence() == fence
-        client.update(counter, cel=INCREMENT)
+        client.update(counter, sw.cel(INCREMENT))
         return "one write"
 
     with sw.Client(peers[1][0], timeout=30) as client:
@@ -233,7 +233,7 @@ def test_two_replicas_one_paused_count_exactly(
             assert lost.reason in (sw.NotLeadingReason.LOST_RENEWAL, sw.NotLeadingReason.OTHER_HOLDER)
             stale = sw.Fence(counter.namespace, lease, old_epoch)
             with pytest.raises((sw.NotLeaderError, sw.FencedError)):
-                await clients[first].update(counter, cel=INCREMENT, fence=stale, timeout=30)
+                await clients[first].update(counter, sw.cel(INCREMENT), fence=stale, timeout=30)
             before = tallies[other].acknowledged
             await until(lambda: tallies[other].acknowledged > before, 10, "the new leader writing on")
             return first, taken[-1].epoch

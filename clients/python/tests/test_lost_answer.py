@@ -47,7 +47,7 @@ def new_counter(
 
     def make() -> sw.ObjectRef:
         ref = sw.ObjectRef("v1", "ConfigMap", namespace, new_name())
-        created = client.update(ref, merge_patch={}, create_if_missing={"data": {"n": "0"}})
+        created = client.update(ref, sw.merge_patch({}), create_if_missing={"data": {"n": "0"}})
         assert created.outcome == Outcome.CREATED
         return ref
 
@@ -75,7 +75,7 @@ def test_a_lost_answer_without_a_key_is_not_retryable_and_was_applied(
 ) -> None:
     updated = new_counter()
     with pytest.raises(sw.OutcomeUnknownError) as lost:
-        lossy.update(updated, cel=INCREMENT)
+        lossy.update(updated, sw.cel(INCREMENT))
     assert_lost_unkeyed(lost.value)
     # The API server committed the increment; only its answer was lost.
     assert read(updated)["data"] == {"n": "1"}
@@ -94,7 +94,7 @@ def test_a_lost_answer_with_a_key_is_found_on_the_object(
     # object, so the call succeeds as already applied, and the change was made once.
     counter = new_counter()
     key = str(uuid.uuid4())
-    result = lossy.update(counter, cel=INCREMENT, idempotency_key=key)
+    result = lossy.update(counter, sw.cel(INCREMENT), idempotency_key=key)
     assert result.outcome == Outcome.UPDATED
     assert result.already_applied is True
     assert result.object["data"] == {"n": "1"}
@@ -102,7 +102,7 @@ def test_a_lost_answer_with_a_key_is_found_on_the_object(
     assert result.attempt_records[0].http_status == 0  # the write whose answer was lost
     assert read(counter)["data"] == {"n": "1"}
     # The same change with the same key, through the normal sidecar: made once.
-    again = client.update(counter, cel=INCREMENT, idempotency_key=key)
+    again = client.update(counter, sw.cel(INCREMENT), idempotency_key=key)
     assert again.already_applied is True and again.object["data"] == {"n": "1"}
 
     calls = []
@@ -127,9 +127,9 @@ def test_the_async_client_says_the_same(
         client = sw.AsyncClient(lossy_addr, timeout=30)
         try:
             with pytest.raises(sw.OutcomeUnknownError) as lost:
-                await client.update(unkeyed, cel=INCREMENT)
+                await client.update(unkeyed, sw.cel(INCREMENT))
             assert_lost_unkeyed(lost.value)
-            result = await client.update(keyed, cel=INCREMENT, idempotency_key=str(uuid.uuid4()))
+            result = await client.update(keyed, sw.cel(INCREMENT), idempotency_key=str(uuid.uuid4()))
             assert result.already_applied is True and result.object["data"] == {"n": "1"}
         finally:
             await client.close()

@@ -1,5 +1,6 @@
-"""The mutation keywords without a sidecar: each builds exactly the Mutation the proto
-describes, and input the sidecar would refuse is refused here, before anything is sent."""
+"""The mutations without a sidecar: each function (sw.cel, sw.set_conditions, ...)
+builds exactly the Mutation the proto describes, and input the sidecar would refuse is
+refused when the mutation is made, before anything is sent."""
 
 from __future__ import annotations
 
@@ -18,33 +19,33 @@ REF = sw.ObjectRef("test.safewrite.dev/v1", "Widget", "ns", "w")
 UTC = datetime.timezone.utc
 
 
-def built(method: str, ref: Any = REF, **kwargs: Any) -> Any:
-    """The call (a ``core.Unary``) ``Client.<method>(ref, **kwargs)`` would send: the
-    public signature's keywords, through the one write code."""
+def built(method: str, mutation: sw.Mutation, ref: Any = REF, **kwargs: Any) -> Any:
+    """The call (a ``core.Unary``) ``Client.<method>(ref, mutation, **kwargs)`` would
+    send: the public signature, through the one write code."""
     client = sw.Client("127.0.0.1:1")
     client._unary = lambda call: call  # type: ignore[assignment, method-assign, return-value]
     try:
-        return getattr(client, method)(ref, **kwargs)
+        return getattr(client, method)(ref, mutation, **kwargs)
     finally:
         client.close()
 
 
-def sent(method: str = "update", **kwargs: Any) -> Dict[str, Any]:
-    """The mutation a call with these keywords sends, in proto3 JSON."""
-    request = built(method, **kwargs).request
+def sent(method: str, mutation: sw.Mutation) -> Dict[str, Any]:
+    """The mutation a call with it sends, in proto3 JSON."""
+    request = built(method, mutation).request
     return json_format.MessageToDict(request.mutation)
 
 
 def test_set_conditions_sends_each_field_and_leaves_the_defaults_to_the_sidecar() -> None:
     ready = sw.Condition("Ready", True, "Reconciled", "3 replicas")
-    assert sent("patch_status", set_conditions=[ready]) == {
+    assert sent("patch_status", sw.set_conditions([ready])) == {
         "setCondition": {
             "conditions": [
                 {"type": "Ready", "status": "True", "reason": "Reconciled", "message": "3 replicas"}
             ]
         }
     }
-    request = built("patch_status", set_conditions=ready).request
+    request = built("patch_status", sw.set_conditions(ready)).request
     condition = request.mutation.set_condition.conditions[0]
     assert not condition.HasField("observed_generation")  # the fresh object's generation
     assert condition.last_transition_time == ""  # the time of the write
@@ -57,7 +58,7 @@ def test_set_conditions_with_every_field_and_a_path() -> None:
                                                tzinfo=datetime.timezone(datetime.timedelta(hours=1))),
     )
     unknown = sw.Condition("Ready", "Unknown", "Starting", last_transition_time="2026-02-02T03:04:05.5+02:00")
-    assert sent("update", set_conditions=(synced, unknown), conditions_path="spec.conditions") == {
+    assert sent("update", sw.set_conditions((synced, unknown), path="spec.conditions")) == {
         "setCondition": {
             "conditions": [
                 {"type": "example.com/Synced", "status": "False", "reason": "Pending",
@@ -71,24 +72,24 @@ def test_set_conditions_with_every_field_and_a_path() -> None:
 
 
 def test_remove_conditions_sends_the_types() -> None:
-    assert sent("patch_status", remove_conditions="Ready") == {"removeCondition": {"types": ["Ready"]}}
-    assert sent("patch_status", remove_conditions=["Ready", "Synced"], conditions_path="status.c") == {
+    assert sent("patch_status", sw.remove_conditions("Ready")) == {"removeCondition": {"types": ["Ready"]}}
+    assert sent("patch_status", sw.remove_conditions(["Ready", "Synced"], path="status.c")) == {
         "removeCondition": {"types": ["Ready", "Synced"], "path": "status.c"}
     }
 
 
 def test_finalizers() -> None:
-    assert sent(add_finalizer="example.com/cleanup") == {
+    assert sent("update", sw.add_finalizer("example.com/cleanup")) == {
         "finalizer": {"finalizer": "example.com/cleanup"}
     }
-    assert sent(remove_finalizer="example.com/cleanup") == {
+    assert sent("update", sw.remove_finalizer("example.com/cleanup")) == {
         "finalizer": {"finalizer": "example.com/cleanup", "remove": True}
     }
 
 
 def test_owner_references_by_fields_and_from_the_owner_object() -> None:
     web = sw.OwnerReference("apps/v1", "Deployment", "web", "u-1", controller=True, block_owner_deletion=True)
-    assert sent(ensure_owner=web) == {
+    assert sent("update", sw.ensure_owner(web)) == {
         "ownerReference": {
             "owner": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u-1",
                       "controller": True, "blockOwnerDeletion": True}
@@ -97,14 +98,14 @@ def test_owner_references_by_fields_and_from_the_owner_object() -> None:
     body = {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "ns", "uid": "u-1"}, "spec": {}}
     plain = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u-1"}
-    assert sent(ensure_owner=body) == {"ownerReference": {"owner": plain}}
-    assert sent(remove_owner=body) == {"ownerReference": {"owner": plain, "remove": True}}
+    assert sent("update", sw.ensure_owner(body)) == {"ownerReference": {"owner": plain}}
+    assert sent("update", sw.remove_owner(body)) == {"ownerReference": {"owner": plain, "remove": True}}
     assert sw.OwnerReference.of(body, controller=True) == sw.OwnerReference(
         "apps/v1", "Deployment", "web", "u-1", controller=True
     )
     # No uid: the sidecar reads the owner by name.
     unread = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}
-    assert sent(ensure_owner=unread) == {
+    assert sent("update", sw.ensure_owner(unread)) == {
         "ownerReference": {"owner": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm"}}
     }
 
@@ -112,67 +113,121 @@ def test_owner_references_by_fields_and_from_the_owner_object() -> None:
 def test_list_entries() -> None:
     parent = sw.ListEntry("status.parents", "controllerName", {"controllerName": "a", "x": None})
     assert parent.keys == ("controllerName",)
-    assert sent(upsert_list_entry=parent) == {
+    assert sent("update", sw.upsert_list_entry(parent)) == {
         "listEntry": {"path": "status.parents", "keys": ["controllerName"],
                       "entryJson": '{"controllerName":"a","x":null}'}
     }
     route = sw.ListEntry("spec.routes", ["name", "port"], '{"name": "r", "port": 80}')
-    assert sent(remove_list_entry=route) == {
+    assert sent("update", sw.remove_list_entry(route)) == {
         "listEntry": {"path": "spec.routes", "keys": ["name", "port"],
                       "entryJson": '{"name": "r", "port": 80}', "remove": True}
     }
 
 
 def test_a_transaction_may_propose_the_new_kinds() -> None:
-    proposal = sw.mutation(add_finalizer="example.com/cleanup")
-    assert proposal == writer_pb2.Mutation(
+    proposal = sw.add_finalizer("example.com/cleanup")
+    assert proposal.to_proto() == writer_pb2.Mutation(
         finalizer=writer_pb2.FinalizerChange(finalizer="example.com/cleanup")
     )
-    with pytest.raises(TypeError, match="unexpected keyword argument 'preconditions'"):
-        sw.mutation(cel="{}", preconditions=None)  # type: ignore[call-arg]
+    fresh = core.Fresh(attempt=2, object={}, resource_version="1", creating=False)
+    tx = core.Transaction(writer_pb2.TransactBegin())
+    assert tx.answer(fresh, proposal).proposal == writer_pb2.TransactProposal(
+        attempt=2, mutation=proposal.to_proto()
+    )
+
+
+def test_the_patches() -> None:
+    assert sent("update", sw.cel('{"data": {}}')) == {"cel": {"expression": '{"data": {}}'}}
+    assert sent("update", sw.merge_patch({"data": {"a": None}})) == {
+        "mergePatch": {"patchJson": '{"data":{"a":null}}'}
+    }
+    assert sent("update", sw.merge_patch('{"data": {}}')) == {"mergePatch": {"patchJson": '{"data": {}}'}}
+    ops = [{"op": "test", "path": "/data/a", "value": "1"}]
+    assert sent("update", sw.json_patch(ops)) == {
+        "jsonPatch": {"patchJson": '[{"op":"test","path":"/data/a","value":"1"}]'}
+    }
+    assert sent("update", sw.apply({"kind": "ConfigMap"})) == {
+        "apply": {"configurationJson": '{"kind":"ConfigMap"}'}
+    }
+    assert sent("update", sw.apply({"kind": "ConfigMap"}, force=True)) == {
+        "apply": {"configurationJson": '{"kind":"ConfigMap"}', "force": True}
+    }
+
+
+def test_a_mutation_is_one_immutable_value_with_a_readable_repr() -> None:
+    finalizer = sw.add_finalizer("example.com/cleanup")
+    assert isinstance(finalizer, sw.Mutation) and finalizer.kind == "add_finalizer"
+    assert repr(finalizer) == "add_finalizer('example.com/cleanup')"
+    assert repr(sw.merge_patch({"data": {"n": "1"}})) == """merge_patch('{"data":{"n":"1"}}')"""
+    assert repr(sw.apply("{}", force=True)) == "apply('{}', force=True)"
+    assert repr(sw.remove_conditions(["Ready", "Synced"], path="status.gates")) == (
+        "remove_conditions(['Ready', 'Synced'], path='status.gates')"
+    )
+    assert len(repr(sw.cel("{" + '"a": 1, ' * 40 + "}"))) <= 90
+    # Equal when they send the same change; usable as keys.
+    assert finalizer == sw.add_finalizer("example.com/cleanup")
+    assert finalizer != sw.remove_finalizer("example.com/cleanup")
+    assert len({finalizer, sw.add_finalizer("example.com/cleanup")}) == 1
+    with pytest.raises(AttributeError, match="immutable"):
+        finalizer._wire = b""  # type: ignore[misc]
+    # Changing what it was made of, or the message it gives, leaves it as it is.
+    patch: Dict[str, Any] = {"data": {"n": "1"}}
+    made = sw.merge_patch(patch)
+    patch["data"]["n"] = "2"
+    made.to_proto().merge_patch.patch_json = "{}"
+    assert made.to_proto().merge_patch.patch_json == '{"data":{"n":"1"}}'
+    with pytest.raises(TypeError, match="make a Mutation with safewrite_client.cel"):
+        sw.Mutation()
+    import pickle
+
+    assert pickle.loads(pickle.dumps(made)) == made and repr(pickle.loads(pickle.dumps(made))) == repr(made)
 
 
 @pytest.mark.parametrize(
-    "kwargs,says",
+    "make,says",
     [
-        ({}, "exactly one mutation"),
-        ({"add_finalizer": "a.b/c", "remove_finalizer": "a.b/c"}, "add_finalizer, remove_finalizer"),
-        ({"merge_patch": {}, "set_conditions": []}, "merge_patch, set_conditions"),
-        ({"add_finalizer": "a.b/c", "conditions_path": "status.x"}, "conditions_path goes with"),
-        ({"set_conditions": [], "force": True}, "force applies only"),
-        ({"set_conditions": []}, "at least one Condition"),
-        ({"remove_conditions": []}, "at least one type"),
-        ({"remove_conditions": ["Ready", ""]}, "non-empty"),
-        ({"add_finalizer": "not/a/qualified name"}, "not a qualified name"),
-        ({"remove_finalizer": ""}, "not a qualified name"),
-        ({"ensure_owner": {"kind": "Deployment", "metadata": {"name": "web"}}}, "api_version is required"),
-        ({"remove_owner": {"apiVersion": "v1", "kind": "ConfigMap"}}, "has metadata"),
+        (lambda: sw.cel(" "), "expression is empty"),
+        (lambda: sw.merge_patch("[1]"), "not a JSON object"),
+        (lambda: sw.merge_patch("{not json"), "not JSON"),
+        (lambda: sw.json_patch('{"op": "add"}'), "not a JSON array"),
+        (lambda: sw.apply("[]"), "not a JSON object"),
+        (lambda: sw.set_conditions([]), "at least one Condition"),
+        (lambda: sw.remove_conditions([]), "at least one type"),
+        (lambda: sw.remove_conditions(["Ready", ""]), "non-empty"),
+        (lambda: sw.add_finalizer("not/a/qualified name"), "not a qualified name"),
+        (lambda: sw.remove_finalizer(""), "not a qualified name"),
+        (lambda: sw.ensure_owner({"kind": "Deployment", "metadata": {"name": "web"}}), "api_version is required"),
+        (lambda: sw.remove_owner({"apiVersion": "v1", "kind": "ConfigMap"}), "has metadata"),
     ],
 )
-def test_bad_mutations_are_refused_before_sending(kwargs: Dict[str, Any], says: str) -> None:
+def test_bad_mutations_are_refused_when_made(make: Any, says: str) -> None:
     with pytest.raises(ValueError, match=says):
-        built("update", **kwargs)
+        make()
 
 
 def test_duplicate_condition_types_are_refused() -> None:
     ready = sw.Condition("Ready", True, "Done")
     with pytest.raises(ValueError, match="'Ready' is given twice"):
-        built("patch_status", set_conditions=[ready, sw.Condition("Ready", False, "No")])
+        sw.set_conditions([ready, sw.Condition("Ready", False, "No")])
 
 
 @pytest.mark.parametrize(
-    "kwargs,says",
+    "make,says",
     [
-        ({"set_conditions": [{"type": "Ready"}]}, "takes safewrite_client.Condition"),
-        ({"add_finalizer": ["a.b/c"]}, "add_finalizer takes a str"),
-        ({"ensure_owner": ("apps/v1", "Deployment", "web")}, "ensure_owner takes"),
-        ({"upsert_list_entry": {"path": "status.parents"}}, "takes a safewrite_client.ListEntry"),
-        ({"remove_conditions": "Ready", "conditions_path": 1}, "conditions_path is a str"),
+        (lambda: sw.cel(42), "cel takes a str"),
+        (lambda: sw.merge_patch(42), "merge_patch takes a dict"),
+        (lambda: sw.merge_patch({"when": object()}), "not JSON-serializable"),
+        (lambda: sw.apply({}, force="yes"), "force is a bool"),
+        (lambda: sw.set_conditions([{"type": "Ready"}]), "takes safewrite_client.Condition"),
+        (lambda: sw.add_finalizer(["a.b/c"]), "add_finalizer takes a str"),
+        (lambda: sw.ensure_owner(("apps/v1", "Deployment", "web")), "ensure_owner takes"),
+        (lambda: sw.upsert_list_entry({"path": "status.parents"}), "takes a safewrite_client.ListEntry"),
+        (lambda: sw.remove_conditions("Ready", path=1), "path is a str"),
     ],
 )
-def test_values_of_the_wrong_type_are_refused(kwargs: Dict[str, Any], says: str) -> None:
+def test_values_of_the_wrong_type_are_refused(make: Any, says: str) -> None:
     with pytest.raises(TypeError, match=says):
-        built("update", **kwargs)
+        make()
 
 
 @pytest.mark.parametrize(

@@ -156,16 +156,24 @@ class FakeRpcError(grpc.RpcError):
 
 
 def test_mutation_arguments_are_checked() -> None:
+    """The mutation is one Mutation value: none, an old-style keyword, a value of
+    another type or a second one are refused before anything is sent."""
     client = sw.Client("127.0.0.1:1")
     try:
-        with pytest.raises(ValueError):
-            client.update(REF)
-        with pytest.raises(ValueError):
-            client.update(REF, cel="{}", merge_patch={})
-        with pytest.raises(ValueError):
-            client.update(REF, merge_patch={}, force=True)
+        with pytest.raises(TypeError, match="missing 1 required positional argument: 'mutation'"):
+            client.update(REF)  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="unexpected keyword argument 'cel'"):
+            client.update(REF, cel="{}")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="safewrite_client.Mutation, made with cel"):
+            client.update(REF, "{}")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="not writer_pb2.Mutation|not Mutation"):
+            client.patch_status(REF, sw.cel("{}").to_proto())  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="takes 2 positional arguments but 3"):
+            client.update(REF, sw.cel("{}"), sw.merge_patch({}))  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="unexpected keyword argument 'force'"):
+            sw.merge_patch({}, force=True)  # type: ignore[call-arg]
         with pytest.raises(TypeError):
-            client.update(("v1", "ConfigMap", "ns", "cm"), cel="{}")  # type: ignore[arg-type]
+            client.update(("v1", "ConfigMap", "ns", "cm"), sw.cel("{}"))  # type: ignore[arg-type]
     finally:
         client.close()
 
@@ -390,10 +398,10 @@ def test_fake_async_transact(fake: Any) -> None:
 
 def test_fake_unary_error_details(fake: Any) -> None:
     with sw.Client(fake.target, timeout=10) as client:
-        ok = client.update(REF, json_patch=[{"op": "add", "path": "/a", "value": 1}])
+        ok = client.update(REF, sw.json_patch([{"op": "add", "path": "/a", "value": 1}]))
         assert ok.object == {"a": 1}
         with pytest.raises(sw.PreconditionFailedError) as info:
-            client.update(REF, cel="{}", preconditions=sw.Preconditions(uid="wrong"))
+            client.update(REF, sw.cel("{}"), preconditions=sw.Preconditions(uid="wrong"))
     assert info.value.current_object == {"n": 1}
     assert info.value.retry_delay == 1.5
     sent = fake.unary[0]
@@ -402,7 +410,7 @@ def test_fake_unary_error_details(fake: Any) -> None:
     async def main() -> None:
         async with sw.AsyncClient(fake.target, timeout=10) as client:
             with pytest.raises(sw.PreconditionFailedError) as ainfo:
-                await client.update(REF, cel="{}", preconditions=sw.Preconditions(uid="wrong"))
+                await client.update(REF, sw.cel("{}"), preconditions=sw.Preconditions(uid="wrong"))
             assert ainfo.value.current_object == {"n": 1}
             assert ainfo.value.attempt_records[0].resource_version_read == "41"
 
@@ -411,12 +419,12 @@ def test_fake_unary_error_details(fake: Any) -> None:
 
 def test_fake_idempotency_key_is_sent_and_already_applied_decoded(fake: Any) -> None:
     with sw.Client(fake.target, timeout=10) as client:
-        first = client.update(REF, cel="{}", idempotency_key="fresh-1")
+        first = client.update(REF, sw.cel("{}"), idempotency_key="fresh-1")
         assert first.already_applied is False
-        again = client.update(REF, cel="{}", idempotency_key="seen")
+        again = client.update(REF, sw.cel("{}"), idempotency_key="seen")
         assert again.already_applied is True
         assert again.outcome == sw.Outcome.UPDATED
-        none = client.update(REF, cel="{}")
+        none = client.update(REF, sw.cel("{}"))
         client.transact(REF, lambda obj: None, idempotency_key="tx:1")
     assert [r.options.idempotency_key for r in fake.unary] == ["fresh-1", "seen", ""]
     assert none.already_applied is False
@@ -425,7 +433,7 @@ def test_fake_idempotency_key_is_sent_and_already_applied_decoded(fake: Any) -> 
     async def main() -> sw.Result:
         async with sw.AsyncClient(fake.target, timeout=10) as client:
             await client.transact(REF, lambda obj: None, idempotency_key="tx:2")
-            return await client.update(REF, merge_patch={}, idempotency_key="seen")
+            return await client.update(REF, sw.merge_patch({}), idempotency_key="seen")
 
     result = asyncio.run(main())
     assert result.already_applied is True
@@ -438,11 +446,11 @@ def test_empty_or_non_string_idempotency_key_is_refused_locally() -> None:
     client = sw.Client("127.0.0.1:1")
     try:
         with pytest.raises(ValueError):
-            client.update(REF, cel="{}", idempotency_key="")
+            client.update(REF, sw.cel("{}"), idempotency_key="")
         with pytest.raises(ValueError):
             client.transact(REF, lambda obj: None, idempotency_key="")
         with pytest.raises(TypeError):
-            client.update(REF, cel="{}", idempotency_key=42)  # type: ignore[arg-type]
+            client.update(REF, sw.cel("{}"), idempotency_key=42)  # type: ignore[arg-type]
     finally:
         client.close()
 
@@ -475,14 +483,14 @@ def remote_span() -> Any:
 def calls_made(target: str, propagate_trace: bool = True, token: Optional[str] = None) -> None:
     """update and transact, sync then async, on fresh clients."""
     with sw.Client(target, timeout=10, propagate_trace=propagate_trace, token=token) as client:
-        client.update(REF, cel="{}")
+        client.update(REF, sw.cel("{}"))
         client.transact(REF, lambda obj: None)
 
     async def main() -> None:
         async with sw.AsyncClient(
             target, timeout=10, propagate_trace=propagate_trace, token=token
         ) as aclient:
-            await aclient.update(REF, cel="{}")
+            await aclient.update(REF, sw.cel("{}"))
             await aclient.transact(REF, lambda obj: None)
 
     asyncio.run(main())
@@ -517,7 +525,7 @@ def test_fake_baggage_travels_with_the_trace(fake: Any) -> None:
         token = context.attach(baggage.set_baggage("tenant", "acme"))
         try:
             with sw.Client(fake.target, timeout=10) as client:
-                client.update(REF, cel="{}")
+                client.update(REF, sw.cel("{}"))
         finally:
             context.detach(token)
     assert fake.metadata[0]["traceparent"] == TRACEPARENT
@@ -675,25 +683,25 @@ def test_unknown_keywords_are_refused_like_python_does(method: str) -> None:
         with pytest.raises(TypeError, match="unexpected keyword argument 'merge_ptch'"):
             getattr(client, method)(REF, merge_ptch={})
         with pytest.raises(TypeError, match="'create_if_missing'"):
-            client.patch_status(REF, merge_patch={}, create_if_missing={})
+            client.patch_status(REF, sw.merge_patch({}), create_if_missing={})
         with pytest.raises(TypeError, match="'write_alone'"):
             client.transact(REF, lambda obj: None, write_alone=True)  # type: ignore[call-arg]
 
 
 def test_write_alone_is_sent(fake: Any) -> None:
     with sw.Client(fake.target, timeout=10) as client:
-        client.update(REF, cel="{}", write_alone=True)
-        client.update(REF, cel="{}")
+        client.update(REF, sw.cel("{}"), write_alone=True)
+        client.update(REF, sw.cel("{}"))
     assert [r.options.write_alone for r in fake.unary] == [True, False]
 
 
 def test_a_fence_is_sent(fake: Any) -> None:
     fence = sw.Fence(lease_namespace="ns", lease_name="leader", epoch=3)
     with sw.Client(fake.target, timeout=10) as client:
-        client.update(REF, cel="{}", fence=fence)
-        client.update(REF, cel="{}")
+        client.update(REF, sw.cel("{}"), fence=fence)
+        client.update(REF, sw.cel("{}"))
         with pytest.raises(TypeError, match="safewrite_client.Fence"):
-            client.update(REF, cel="{}", fence=("ns", "leader", 3))  # type: ignore[arg-type]
+            client.update(REF, sw.cel("{}"), fence=("ns", "leader", 3))  # type: ignore[arg-type]
     sent = [r.options.fence for r in fake.unary]
     assert [(f.lease_namespace, f.lease_name, f.epoch) for f in sent] == [
         ("ns", "leader", 3),
@@ -703,7 +711,7 @@ def test_a_fence_is_sent(fake: Any) -> None:
 
 def test_a_transact_function_may_propose_a_mutation(fake: Any) -> None:
     with sw.Client(fake.target, timeout=10) as client:
-        client.transact(REF, lambda obj: sw.mutation(merge_patch={"n": 1}))
+        client.transact(REF, lambda obj: sw.merge_patch({"n": 1}))
     proposals = [r.proposal for r in fake.requests if r.WhichOneof("message") == "proposal"]
     assert [p.WhichOneof("change") for p in proposals] == ["mutation"] * 3
     assert [p.attempt for p in proposals] == [1, 2, 3]
@@ -825,7 +833,7 @@ def test_the_clients_tell_their_errors_whether_the_call_had_a_key(fake: Any) -> 
     with sw.Client(fake.target, timeout=10) as client:
         for key, retryable in ((None, False), ("k-1", True)):
             with pytest.raises(sw.OutcomeUnknownError) as unary:
-                client.update(REF, cel="{}", preconditions=lost, idempotency_key=key)
+                client.update(REF, sw.cel("{}"), preconditions=lost, idempotency_key=key)
             assert unary.value.retryable is retryable, key
             with pytest.raises(sw.OutcomeUnknownError) as transact:
                 client.transact(REF, fn, preconditions=lost, idempotency_key=key)
@@ -844,7 +852,7 @@ def test_the_clients_tell_their_errors_whether_the_call_had_a_key(fake: Any) -> 
         try:
             for key, retryable in ((None, False), ("k-1", True)):
                 with pytest.raises(sw.OutcomeUnknownError) as unary:
-                    await client.update(REF, cel="{}", preconditions=lost, idempotency_key=key)
+                    await client.update(REF, sw.cel("{}"), preconditions=lost, idempotency_key=key)
                 assert unary.value.retryable is retryable, key
                 with pytest.raises(sw.OutcomeUnknownError) as transact:
                     await client.transact(REF, fn, preconditions=lost, idempotency_key=key)
@@ -934,7 +942,7 @@ def test_get_refuses_what_cannot_be_a_minimum_before_sending() -> None:
 
 def test_fake_get_write_then_read_on_both_clients(fake: Any) -> None:
     with sw.Client(fake.target, timeout=10, token="t") as client:
-        written = client.update(REF, merge_patch={})
+        written = client.update(REF, sw.merge_patch({}))
         fresh = client.get(REF, at_least=sw.Result(written.outcome, {}, "41", 1))
         live = client.get(REF)
         sent = client.send(writer_pb2.GetRequest(target=fake.unary[1].target, min_resource_version="7"))
@@ -1125,9 +1133,9 @@ def test_async_run_cancels_the_work_when_leadership_ends_and_starts_it_again(scr
 
             async def work(fence: sw.Fence) -> str:
                 started.append(fence.epoch)
-                await aclient.update(REF, cel="{}")
+                await aclient.update(REF, sw.cel("{}"))
                 if fence.epoch == 1:
-                    await aclient.update(REF, cel="{}", fence=sw.Fence("ns", "lease", 9))
+                    await aclient.update(REF, sw.cel("{}"), fence=sw.Fence("ns", "lease", 9))
                     scripted.script.put(not_leading(writer_pb2.NOT_LEADING_REASON_LOST_RENEWAL))
                     try:
                         await asyncio.sleep(30)
@@ -1136,7 +1144,7 @@ def test_async_run_cancels_the_work_when_leadership_ends_and_starts_it_again(scr
                         scripted.script.put(leading(2))
                         raise
                 with sw.fenced(None):
-                    await aclient.update(REF, cel="{}")
+                    await aclient.update(REF, sw.cel("{}"))
                 return "term %d" % fence.epoch
 
             scripted.script.put(leading(1))
@@ -1175,7 +1183,7 @@ def test_sync_run_stops_the_work_and_starts_it_again(scripted: Any) -> None:
 
     def work(fence: sw.Fence, stop: threading.Event) -> str:
         terms.append(fence.epoch)
-        client.update(REF, cel="{}")
+        client.update(REF, sw.cel("{}"))
         if fence.epoch == 1:
             scripted.script.put(not_leading(writer_pb2.NOT_LEADING_REASON_OTHER_HOLDER, "other"))
             assert stop.wait(10), "the term was not stopped"

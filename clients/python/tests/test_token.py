@@ -54,7 +54,7 @@ def test_a_call_without_the_sidecars_token_is_refused(
 ) -> None:
     with sw.Client(token_addr, token=token, timeout=30) as refused:
         with pytest.raises(sw.UnauthenticatedError) as unary:
-            refused.update(configmap_ref, merge_patch={"data": {"n": "1"}}, create_if_missing={})
+            refused.update(configmap_ref, sw.merge_patch({"data": {"n": "1"}}), create_if_missing={})
         check_refusal(unary.value, reason)
         with pytest.raises(sw.UnauthenticatedError) as stream:
             refused.transact(configmap_ref, set_n, create_if_missing={})
@@ -63,7 +63,7 @@ def test_a_call_without_the_sidecars_token_is_refused(
             refused.get(configmap_ref)
         check_refusal(read.value, reason)
     with pytest.raises(sw.NotFoundError):  # nothing was written
-        client.update(configmap_ref, merge_patch={})
+        client.update(configmap_ref, sw.merge_patch({}))
 
 
 def test_a_call_with_the_sidecars_token_is_served(
@@ -72,7 +72,7 @@ def test_a_call_with_the_sidecars_token_is_served(
     # As a token file holds it: surrounding whitespace is not part of the token.
     with sw.Client(token_addr, token=sidecar_token + "\n", timeout=30) as client:
         created = client.update(
-            configmap_ref, merge_patch={"data": {"n": "0"}}, create_if_missing={}
+            configmap_ref, sw.merge_patch({"data": {"n": "0"}}), create_if_missing={}
         )
         assert created.outcome == sw.Outcome.CREATED
         assert created.object["data"] == {"n": "0"}
@@ -95,7 +95,7 @@ def test_async_a_call_without_the_sidecars_token_is_refused(
         async with sw.AsyncClient(token_addr, token=token, timeout=30) as refused:
             with pytest.raises(sw.UnauthenticatedError) as unary:
                 await refused.update(
-                    configmap_ref, merge_patch={"data": {"n": "1"}}, create_if_missing={}
+                    configmap_ref, sw.merge_patch({"data": {"n": "1"}}), create_if_missing={}
                 )
             check_refusal(unary.value, reason)
             with pytest.raises(sw.UnauthenticatedError) as stream:
@@ -107,7 +107,7 @@ def test_async_a_call_without_the_sidecars_token_is_refused(
 
     asyncio.run(main())
     with pytest.raises(sw.NotFoundError):  # nothing was written
-        client.update(configmap_ref, merge_patch={})
+        client.update(configmap_ref, sw.merge_patch({}))
 
 
 def test_async_a_call_with_the_sidecars_token_is_served(
@@ -116,7 +116,7 @@ def test_async_a_call_with_the_sidecars_token_is_served(
     async def main() -> None:
         async with sw.AsyncClient(token_addr, token=sidecar_token, timeout=30) as client:
             created = await client.update(
-                configmap_ref, merge_patch={"data": {"n": "0"}}, create_if_missing={}
+                configmap_ref, sw.merge_patch({"data": {"n": "0"}}), create_if_missing={}
             )
             assert created.outcome == sw.Outcome.CREATED
             changed = await client.transact(configmap_ref, set_n)

@@ -30,9 +30,9 @@ def test_update_and_transact_join_the_callers_trace(
     client: sw.Client, counter: sw.ObjectRef, tracer: Any
 ) -> None:
     with tracer.start_as_current_span("reconcile") as span:
-        updated = client.update(counter, cel=INCREMENT)
+        updated = client.update(counter, sw.cel(INCREMENT))
         transacted = client.transact(counter, bump)
-        unchanged = client.update(counter, merge_patch={})
+        unchanged = client.update(counter, sw.merge_patch({}))
     want = trace_id_of(span)
     assert HEX32.match(want)
     assert updated.trace_id == want
@@ -41,7 +41,7 @@ def test_update_and_transact_join_the_callers_trace(
     assert transacted.object["data"] == {"n": "2"}
 
     # Outside any span, each call is the root of a fresh trace.
-    outside = client.update(counter, cel=INCREMENT)
+    outside = client.update(counter, sw.cel(INCREMENT))
     again = client.transact(counter, bump)
     for result in (outside, again):
         assert HEX32.match(result.trace_id), result.trace_id
@@ -52,7 +52,7 @@ def test_update_and_transact_join_the_callers_trace(
 def test_get_joins_the_callers_trace_and_its_errors_carry_it(
     client: sw.Client, counter: sw.ObjectRef, tracer: Any
 ) -> None:
-    written = client.update(counter, cel=INCREMENT)
+    written = client.update(counter, sw.cel(INCREMENT))
     with tracer.start_as_current_span("read") as span:
         remembered = client.get(counter, at_least=written)
         live = client.get(counter)
@@ -66,7 +66,7 @@ def test_patch_status_joins_the_callers_trace(
     client: sw.Client, widget: sw.ObjectRef, tracer: Any
 ) -> None:
     with tracer.start_as_current_span("status") as span:
-        result = client.patch_status(widget, cel='{"status": {"count": object.status.count + 1}}')
+        result = client.patch_status(widget, sw.cel('{"status": {"count": object.status.count + 1}}'))
         transacted = client.transact(
             widget, lambda obj: {**obj, "status": {"count": 5}}, status=True
         )
@@ -80,7 +80,7 @@ def test_errors_carry_the_callers_trace_id(
     with tracer.start_as_current_span("reconcile") as span:
         with pytest.raises(sw.PreconditionFailedError) as failed:
             client.update(
-                counter, cel=INCREMENT, preconditions=sw.Preconditions(uid="wrong")
+                counter, sw.cel(INCREMENT), preconditions=sw.Preconditions(uid="wrong")
             )
         with pytest.raises(sw.PreconditionFailedError) as refused:
             client.transact(counter, bump, preconditions=sw.Preconditions(uid="wrong"))
@@ -99,7 +99,7 @@ def test_each_thread_propagates_its_own_span(
             if i % 2:
                 result = client.transact(counter, bump)
             else:
-                result = client.update(counter, cel=INCREMENT)
+                result = client.update(counter, sw.cel(INCREMENT))
             got[i] = (trace_id_of(span), result.trace_id)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(got))]
@@ -116,7 +116,7 @@ def test_propagation_can_be_turned_off(
 ) -> None:
     with sw.Client(addr, timeout=60, propagate_trace=False) as quiet:
         with tracer.start_as_current_span("reconcile") as span:
-            updated = quiet.update(counter, cel=INCREMENT)
+            updated = quiet.update(counter, sw.cel(INCREMENT))
             transacted = quiet.transact(counter, bump)
     for result in (updated, transacted):
         assert HEX32.match(result.trace_id)
@@ -133,7 +133,7 @@ def test_an_unsampled_callers_trace_is_continued_too(
     tracer = sdk_trace.TracerProvider(sampler=sampling.ALWAYS_OFF).get_tracer("t")
     with tracer.start_as_current_span("dropped") as span:
         assert not span.get_span_context().trace_flags.sampled
-        result = client.update(counter, cel=INCREMENT)
+        result = client.update(counter, sw.cel(INCREMENT))
     assert result.trace_id == trace_id_of(span)
 
 
@@ -147,22 +147,22 @@ def test_async_update_and_transact_join_the_callers_trace(
     async def main() -> None:
         async with sw.AsyncClient(addr, timeout=60) as client:
             with tracer.start_as_current_span("reconcile") as span:
-                updated = await client.update(counter, cel=INCREMENT)
+                updated = await client.update(counter, sw.cel(INCREMENT))
                 transacted = await client.transact(counter, abump)
                 plain = await client.transact(counter, bump)
-                status = await client.patch_status(widget, merge_patch={"status": {"count": 3}})
+                status = await client.patch_status(widget, sw.merge_patch({"status": {"count": 3}}))
             want = trace_id_of(span)
             for result in (updated, transacted, plain, status):
                 assert result.trace_id == want
             assert plain.object["data"] == {"n": "3"}
 
-            outside = await client.update(counter, cel=INCREMENT)
+            outside = await client.update(counter, sw.cel(INCREMENT))
             assert HEX32.match(outside.trace_id) and outside.trace_id != want
 
             with tracer.start_as_current_span("failing") as failing:
                 with pytest.raises(sw.PreconditionFailedError) as failed:
                     await client.update(
-                        counter, cel=INCREMENT, preconditions=sw.Preconditions(uid="x")
+                        counter, sw.cel(INCREMENT), preconditions=sw.Preconditions(uid="x")
                     )
             assert failed.value.trace_id == trace_id_of(failing)
 
@@ -180,7 +180,7 @@ def test_async_tasks_propagate_their_own_spans(
             if i % 2:
                 result = await client.transact(counter, bump)
             else:
-                result = await client.update(counter, cel=INCREMENT)
+                result = await client.update(counter, sw.cel(INCREMENT))
             return trace_id_of(span), result.trace_id
 
     async def main() -> List[Any]:

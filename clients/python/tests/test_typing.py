@@ -1,6 +1,7 @@
 """The package type-checks under mypy --strict, and so do a caller of it (py.typed) and
-the README's examples; every public call names its parameters (no ``**kwargs``), so
-Python itself, help() and a type checker all see them."""
+the README's examples; every public call names its parameters (no ``**kwargs`` that
+help() or a type checker would show), so Python itself, help() and a type checker all
+see them."""
 
 from __future__ import annotations
 
@@ -32,20 +33,20 @@ def main(client: sw.Client) -> int:
     ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
     result: sw.Result = client.transact(ref, bump, timeout=5.0)
     try:
-        client.update(ref, cel="{}", preconditions=sw.Preconditions(uid="u"))
+        client.update(ref, sw.cel("{}"), preconditions=sw.Preconditions(uid="u"))
     except sw.PreconditionFailedError as err:
         current: Any = err.current_object
         print(current, err.retry_delay, err.field_violations, err.attempts)
     key: str = str(uuid.uuid4())
     try:
-        once = client.update(ref, cel="{}", idempotency_key=key)
+        once = client.update(ref, sw.cel("{}"), idempotency_key=key)
         applied: bool = once.already_applied
         print(applied)
     except sw.OutcomeUnknownError as lost:
         reason: Optional[str] = lost.reason
         print(reason == sw.WRITE_OUTCOME_UNKNOWN)
     quiet = sw.Client("127.0.0.1:50051", propagate_trace=False, token="s3cret")
-    trace_id: str = quiet.update(ref, merge_patch={}).trace_id
+    trace_id: str = quiet.update(ref, sw.merge_patch({})).trace_id
     print(trace_id)
     read: sw.ReadResult = client.get(ref, at_least=result, timeout=5.0)
     again = client.get(ref, at_least=read)
@@ -65,7 +66,7 @@ def conditions_and_kopf(client: sw.Client, body: Dict[str, Any]) -> None:
     outcome: sw.Outcome = client.transact(ref, ready, status=True).outcome
     patch_status(client, body, {"phase": "Ready"}, conditions=[ready])
     try:
-        client.update(ref, merge_patch={}, write_alone=True)
+        client.update(ref, sw.merge_patch({}), write_alone=True)
     except sw.SafewriteError as err:
         retryable: bool = err.retryable
         reason: int = err.write_failure_reason
@@ -75,27 +76,27 @@ def conditions_and_kopf(client: sw.Client, body: Dict[str, Any]) -> None:
 def named_changes(client: sw.Client, body: Dict[str, Any]) -> bool:
     from safewrite_client.kopf import add_finalizer, get, remove_finalizer, set_conditions
     fresh: Dict[str, Any] = get(client, body, at_least=client.update(
-        sw.ObjectRef("v1", "ConfigMap", "default", "c"), merge_patch={})).object
+        sw.ObjectRef("v1", "ConfigMap", "default", "c"), sw.merge_patch({}))).object
     print(fresh)
     ref = sw.ObjectRef("test.safewrite.dev/v1", "Widget", "default", "w")
     ready = sw.Condition("Ready", True, "Done", last_transition_time="2026-01-01T00:00:00Z")
-    client.patch_status(ref, set_conditions=[ready], conditions_path="status.conditions")
-    client.patch_status(ref, set_conditions=ready)
-    client.patch_status(ref, remove_conditions="Ready")
-    client.update(ref, add_finalizer="example.com/cleanup")
-    gone: bool = client.update(ref, remove_finalizer="example.com/cleanup").gone
+    client.patch_status(ref, sw.set_conditions([ready], path="status.conditions"), )
+    client.patch_status(ref, sw.set_conditions(ready))
+    client.patch_status(ref, sw.remove_conditions("Ready"))
+    client.update(ref, sw.add_finalizer("example.com/cleanup"))
+    gone: bool = client.update(ref, sw.remove_finalizer("example.com/cleanup")).gone
     try:
-        client.update(ref, ensure_owner=sw.OwnerReference.of(body, controller=True))
+        client.update(ref, sw.ensure_owner(sw.OwnerReference.of(body, controller=True)))
     except sw.AlreadyOwnedError as owned:
         controller: Optional[Dict[str, Any]] = owned.controller
         print(controller)
     except sw.ObjectDeletingError:
         pass
-    client.update(ref, remove_owner=body)
+    client.update(ref, sw.remove_owner(body))
     parent = sw.ListEntry("status.parents", ["controllerName"], {"controllerName": "a"})
-    client.patch_status(ref, upsert_list_entry=parent)
-    client.patch_status(ref, remove_list_entry=parent)
-    proposal = sw.mutation(add_finalizer="example.com/cleanup")
+    client.patch_status(ref, sw.upsert_list_entry(parent))
+    client.patch_status(ref, sw.remove_list_entry(parent))
+    proposal = sw.add_finalizer("example.com/cleanup")
     print(proposal)
     set_conditions(client, body, [ready])
     add_finalizer(client, body, "example.com/cleanup")
@@ -108,7 +109,7 @@ async def amain(client: sw.AsyncClient) -> bool:
     read: sw.ReadResult = await client.get(ref, at_least=result)
     print(read.remembered)
     quiet = sw.AsyncClient("127.0.0.1:50051", propagate_trace=False, token=None)
-    print((await quiet.update(ref, merge_patch={})).trace_id)
+    print((await quiet.update(ref, sw.merge_patch({}))).trace_id)
     return result.already_applied
 
 
@@ -158,16 +159,24 @@ import safewrite_client as sw
 
 def main(client: sw.Client) -> None:
     ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
-    client.update(ref, merge_ptch={})
-    client.patch_status(ref, merge_patch={}, idempotency_key="k")
-    client.update(ref, cel=42)
-    client.update(ref, add_finalizer=["example.com/cleanup"])
+    client.update(ref, sw.merge_patch({}), field_manger="m")
+    client.patch_status(ref, sw.merge_patch({}), idempotency_key="k")
+    sw.cel(42)
+    sw.add_finalizer(["example.com/cleanup"])
     client.get(ref, at_leat=None)
     client.get(ref, min_resource_version=7)
-    client.patch_status(ref, merge_patch={}, create_if_missing={})
+    client.patch_status(ref, sw.merge_patch({}), create_if_missing={})
     client.transact(ref, lambda obj: None, write_alone=True)
     client.update(ref, "{}")
-    sw.mutation(cel="{}", timeout=1.0)
+    client.update(ref, cel="{}")
+    client.update(ref)
+    sw.apply({}, True)
+    sw.set_conditions([], conditions_path="status.gates")
+
+
+async def amain(client: sw.AsyncClient) -> None:
+    ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
+    await client.update(ref, sw.cel("{}"), idempotency_key=7)
 '''
 
 
@@ -181,22 +190,27 @@ def mypy(*paths: Path) -> "subprocess.CompletedProcess[str]":
 
 
 def test_mypy_checks_every_keyword(tmp_path: Path) -> None:
-    """A misspelt keyword, one the method does not take, or a value of the wrong type is
-    a type error, and so is a mutation given by position."""
+    """A misspelt keyword, one the method does not take, a value of the wrong type, a
+    mutation that is not a Mutation or is missing, and an old-style mutation keyword
+    are type errors, in both clients (whose parameters are declared once, in _core)."""
     pytest.importorskip("mypy")
     caller = tmp_path / "wrong.py"
     caller.write_text(WRONG, encoding="utf-8")
     out = mypy(caller).stdout
-    assert '"merge_ptch"' in out, out
-    assert '"idempotency_key"' in out, out
-    assert '"cel"' in out and "int" in out, out
-    assert '"add_finalizer"' in out, out
+    assert 'Unexpected keyword argument "field_manger" for "update" of "Client"' in out, out
+    assert 'Unexpected keyword argument "idempotency_key" for "patch_status" of "Client"' in out, out
+    assert 'Argument 1 to "cel" has incompatible type "int"' in out, out
+    assert 'Argument 1 to "add_finalizer" has incompatible type "list[str]"' in out, out
     assert '"at_leat"' in out, out
     assert '"min_resource_version"' in out, out
     assert 'Unexpected keyword argument "create_if_missing"' in out, out
     assert 'Unexpected keyword argument "write_alone"' in out, out
-    assert "Too many positional arguments" in out, out
-    assert 'Unexpected keyword argument "timeout" for "mutation"' in out, out
+    assert 'Argument 2 to "update" of "Client" has incompatible type "str"; expected "Mutation"' in out, out
+    assert 'Unexpected keyword argument "cel" for "update" of "Client"' in out, out
+    assert 'Missing positional argument "mutation" in call to "update" of "Client"' in out, out
+    assert 'Too many positional arguments for "apply"' in out, out
+    assert 'Unexpected keyword argument "conditions_path" for "set_conditions"' in out, out
+    assert 'Argument "idempotency_key" to "update" of "AsyncClient" has incompatible type "int"' in out, out
 
 
 def test_mypy_strict(tmp_path: Path) -> None:
@@ -261,7 +275,9 @@ PUBLIC_CALLS: Dict[str, Callable[..., Any]] = {
     "AsyncClient.send": sw.AsyncClient.send,
     "Client": sw.Client,
     "AsyncClient": sw.AsyncClient,
-    "mutation": sw.mutation,
+    **{name: getattr(sw, name) for name in ("cel", "merge_patch", "json_patch", "apply",
+       "set_conditions", "remove_conditions", "add_finalizer", "remove_finalizer", "ensure_owner",
+       "remove_owner", "upsert_list_entry", "remove_list_entry")},
     **{"kopf." + name: getattr(sw_kopf, name) for name in sw_kopf.__all__ if callable(getattr(sw_kopf, name))},
 }
 
@@ -287,35 +303,78 @@ def test_every_public_call_names_its_parameters(name: str) -> None:
 def test_help_shows_the_keywords() -> None:
     import pydoc
 
-    text = pydoc.render_doc(sw.Client.update, renderer=pydoc.plaintext)
-    for keyword in ("cel", "merge_patch", "set_conditions", "idempotency_key", "timeout"):
-        assert keyword + ":" in text, text[:2000]
-    assert "**kwargs" not in text
+    for method in (sw.Client.update, sw.AsyncClient.update):
+        text = pydoc.render_doc(method, renderer=pydoc.plaintext)
+        for keyword in ("ref", "mutation", "preconditions", "idempotency_key", "timeout"):
+            assert keyword + ":" in text, text[:2000]
+        assert "**kwargs" not in text and "*args" not in text, text[:2000]
+
+
+def test_python_checks_a_call_against_the_one_signature() -> None:
+    """The methods take ``*args, **kwargs`` and hand them to the one definition in
+    _core, so Python refuses a wrong call there, naming the method."""
+    client = sw.Client("127.0.0.1:1")
+    try:
+        with pytest.raises(TypeError, match=r"update\(\) got an unexpected keyword argument 'cel'"):
+            client.update(sw.ObjectRef("v1", "ConfigMap", "ns", "cm"), cel="{}")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match=r"patch_status\(\) got an unexpected keyword argument 'idempotency_key'"):
+            client.patch_status(  # type: ignore[call-arg]
+                sw.ObjectRef("v1", "ConfigMap", "ns", "cm"), sw.cel("{}"), idempotency_key="k"
+            )
+        with pytest.raises(TypeError, match=r"transact\(\) missing 1 required positional argument: 'fn'"):
+            client.transact(sw.ObjectRef("v1", "ConfigMap", "ns", "cm"))  # type: ignore[call-arg]
+    finally:
+        client.close()
 
 
 def test_the_two_clients_and_the_two_writes_take_the_same_keywords() -> None:
-    """The signatures are written out per method, for help() and type checkers; these
-    are the rules that keep them one shape."""
+    """update, patch_status and transact are declared once (in _core) for both clients;
+    get and delete are written out per client. These are the rules that keep them one
+    shape."""
+    from safewrite_client import _core as core
+
     for method in ("update", "patch_status", "transact", "get", "delete"):
         sync = inspect.signature(getattr(sw.Client, method))
         aio = inspect.signature(getattr(sw.AsyncClient, method))
         assert str(sync) == str(aio), method
+    for method in ("update", "patch_status", "transact"):
+        declared = list(inspect.signature(getattr(core, method)).parameters.values())
+        for client in (sw.Client, sw.AsyncClient):
+            params = list(inspect.signature(getattr(client, method)).parameters.values())
+            assert params[0].name == "self" and params[1:] == declared, (client, method)
     # Leadership: the same keywords; only the return (Leadership / AsyncLeadership) and
     # run's work (a thread's function / a coroutine function) differ.
     for method in ("lead", "run_while_leading"):
         sync_params = inspect.signature(getattr(sw.Client, method)).parameters
         aio_params = inspect.signature(getattr(sw.AsyncClient, method)).parameters
         assert list(sync_params) == list(aio_params), method
-    update = keyword_names(sw.Client.update)
-    mutation = keyword_names(sw.mutation)
-    assert update[: len(mutation)] == mutation
+    # The mutation is one parameter, positional or by name.
+    update = inspect.signature(sw.Client.update).parameters
+    assert list(update)[:3] == ["self", "ref", "mutation"]
+    assert update["mutation"].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+    options = keyword_names(sw.Client.update)
     # The status write: the same keywords but the two a status cannot take.
     assert keyword_names(sw.Client.patch_status) == [
-        k for k in update if k not in ("create_if_missing", "idempotency_key")
+        k for k in options if k not in ("create_if_missing", "idempotency_key")
     ]
     # A transaction: the write options, and not the mutation (its function is).
-    options = update[len(mutation) :]
     assert keyword_names(sw.Client.transact) == ["status"] + [k for k in options if k != "write_alone"]
-    for name, parameter in inspect.signature(sw.Client.update).parameters.items():
-        if name in mutation:
-            assert parameter.default == inspect.signature(sw.mutation).parameters[name].default, name
+
+
+MUTATIONS = ["cel", "merge_patch", "json_patch", "apply", "set_conditions", "remove_conditions",
+             "add_finalizer", "remove_finalizer", "ensure_owner", "remove_owner",
+             "upsert_list_entry", "remove_list_entry"]
+
+
+def test_one_function_per_kind_of_mutation() -> None:
+    """Each kind of mutation is one function returning a Mutation whose kind is its
+    name; the mutation keywords are gone from the writes."""
+    import typing
+
+    assert list(typing.get_args(sw.MutationKind)) == MUTATIONS
+    for name in MUTATIONS:
+        assert getattr(sw, name).__module__ == "safewrite_client._mutation", name
+        assert name in sw.__all__, name
+    for method in ("update", "patch_status"):
+        assert not set(MUTATIONS) & set(inspect.signature(getattr(sw.Client, method)).parameters)
+    assert not hasattr(sw, "mutation")

@@ -17,7 +17,7 @@ Read = Callable[[sw.ObjectRef], Dict[str, Any]]
 
 
 def test_update_with_cel(client: sw.Client, counter: sw.ObjectRef, read: Read) -> None:
-    result = client.update(counter, cel=INCREMENT)
+    result = client.update(counter, sw.cel(INCREMENT))
     assert result.outcome == Outcome.UPDATED
     assert result.written
     assert result.object["data"] == {"n": "1"}
@@ -31,10 +31,10 @@ def test_update_with_cel(client: sw.Client, counter: sw.ObjectRef, read: Read) -
 def test_create_if_missing_applies_the_mutation_once(
     client: sw.Client, configmap_ref: sw.ObjectRef
 ) -> None:
-    created = client.update(configmap_ref, cel=INCREMENT, create_if_missing={"data": {"n": "0"}})
+    created = client.update(configmap_ref, sw.cel(INCREMENT), create_if_missing={"data": {"n": "0"}})
     assert created.outcome == Outcome.CREATED
     assert created.object["data"] == {"n": "1"}
-    again = client.update(configmap_ref, cel=INCREMENT, create_if_missing={"data": {"n": "0"}})
+    again = client.update(configmap_ref, sw.cel(INCREMENT), create_if_missing={"data": {"n": "0"}})
     assert again.outcome == Outcome.UPDATED
     assert again.object["data"] == {"n": "2"}
 
@@ -42,28 +42,25 @@ def test_create_if_missing_applies_the_mutation_once(
 def test_merge_patch_json_patch_and_apply(
     client: sw.Client, counter: sw.ObjectRef
 ) -> None:
-    merged = client.update(counter, merge_patch={"data": {"colour": "blue"}})
+    merged = client.update(counter, sw.merge_patch({"data": {"colour": "blue"}}))
     assert merged.object["data"] == {"n": "0", "colour": "blue"}
 
     patched = client.update(
-        counter,
-        json_patch=[
+        counter, sw.json_patch([
             {"op": "test", "path": "/data/colour", "value": "blue"},
             {"op": "replace", "path": "/data/colour", "value": "green"},
-        ],
+        ]),
     )
     assert patched.object["data"]["colour"] == "green"
 
     applied = client.update(
-        counter,
-        apply={
+        counter, sw.apply({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": counter.name, "namespace": counter.namespace},
             "data": {"owner": "python"},
-        },
+        }, force=True),
         field_manager="safewrite-python-test",
-        force=True,
     )
     assert applied.outcome == Outcome.UPDATED
     assert applied.object["data"]["owner"] == "python"
@@ -72,7 +69,7 @@ def test_merge_patch_json_patch_and_apply(
 
 
 def test_unchanged_writes_nothing(client: sw.Client, counter: sw.ObjectRef) -> None:
-    before = client.update(counter, merge_patch={"data": {"n": "0"}})
+    before = client.update(counter, sw.merge_patch({"data": {"n": "0"}}))
     assert before.outcome == Outcome.UNCHANGED
     assert not before.written
     assert before.object["data"] == {"n": "0"}
@@ -86,22 +83,22 @@ def test_unchanged_writes_nothing(client: sw.Client, counter: sw.ObjectRef) -> N
 def test_dry_run_does_not_persist(
     client: sw.Client, counter: sw.ObjectRef, read: Read
 ) -> None:
-    result = client.update(counter, cel=INCREMENT, dry_run=True)
+    result = client.update(counter, sw.cel(INCREMENT), dry_run=True)
     assert result.outcome == Outcome.UPDATED
     assert result.object["data"] == {"n": "1"}
     assert read(counter)["data"] == {"n": "0"}
 
 
 def test_patch_status(client: sw.Client, widget: sw.ObjectRef, read: Read) -> None:
-    result = client.patch_status(widget, cel='{"status": {"count": object.status.count + 1}}')
+    result = client.patch_status(widget, sw.cel('{"status": {"count": object.status.count + 1}}'))
     assert result.outcome == Outcome.UPDATED
     assert result.object["status"] == {"count": 1}
     # PatchStatus never changes the spec, even when the mutation tries to.
-    again = client.patch_status(widget, merge_patch={"spec": {"size": 99}, "status": {"count": 2}})
+    again = client.patch_status(widget, sw.merge_patch({"spec": {"size": 99}, "status": {"count": 2}}))
     assert again.object["status"] == {"count": 2}
     assert again.object["spec"] == {"size": 1}
     # ...and UpdateWithRetry never changes the status.
-    client.update(widget, merge_patch={"spec": {"size": 2}, "status": {"count": 50}})
+    client.update(widget, sw.merge_patch({"spec": {"size": 2}, "status": {"count": 50}}))
     now = read(widget)
     assert now["spec"] == {"size": 2}
     assert now["status"] == {"count": 2}
@@ -219,7 +216,7 @@ def test_lost_update_threads(client: sw.Client, counter: sw.ObjectRef, read: Rea
 def test_unix_socket(addr: str, counter: sw.ObjectRef) -> None:
     path = os.environ["SAFEWRITE_UNIX_SOCKET"]
     with sw.Client("unix://" + path, timeout=30) as unix:
-        result = unix.update(counter, cel=INCREMENT)
+        result = unix.update(counter, sw.cel(INCREMENT))
         assert result.outcome == Outcome.UPDATED
         assert result.object["data"]["n"] == "1"
         bumped = unix.transact(counter, lambda o: {**o, "data": {"n": "2"}})

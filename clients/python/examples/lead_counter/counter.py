@@ -44,7 +44,7 @@ async def replica(
                 continue  # not leading
             try:
                 # A long deadline: every write gets a definite answer, even across a pause.
-                await client.update(ref, cel=INCREMENT, fence=fence, timeout=30)
+                await client.update(ref, sw.cel(INCREMENT), fence=fence, timeout=30)
                 tally.acknowledged += 1
             except (sw.NotLeaderError, sw.FencedError):
                 tally.refused += 1
@@ -56,7 +56,7 @@ async def main(namespace: str, lease: str, name: str, seconds: float) -> None:
     ref = sw.ObjectRef("v1", "ConfigMap", namespace, name)
     stop, tally = asyncio.Event(), Tally()
     async with sw.AsyncClient() as client:
-        await client.update(ref, merge_patch={}, create_if_missing={"data": {"n": "0"}})
+        await client.update(ref, sw.merge_patch({}), create_if_missing={"data": {"n": "0"}})
         asyncio.get_running_loop().call_later(seconds, stop.set)
         await replica(client, lease, ref, stop, tally)
     print("acknowledged", tally.acknowledged, "refused", tally.refused)

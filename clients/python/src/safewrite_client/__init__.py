@@ -9,7 +9,7 @@ fresh read, within the call's timeout::
 
     with sw.Client() as client:  # the sidecar at $SAFEWRITE_ADDRESS
         ref = sw.ObjectRef("v1", "ConfigMap", "default", "counter")
-        result = client.update(ref, cel='{"data": {"n": string(int(object.data.n) + 1)}}')
+        result = client.update(ref, sw.cel('{"data": {"n": string(int(object.data.n) + 1)}}'))
 
 :class:`Client` blocks; :class:`AsyncClient` is its asyncio twin (one core,
 :mod:`safewrite_client._core`, behind both). Failures raise a :class:`SafewriteError`
@@ -17,9 +17,13 @@ subclass per gRPC status code, carrying safewrite's rich error details and wheth
 sending the same call again may help and is safe (:attr:`SafewriteError.retryable`; a
 write whose outcome is unknown counts only when the call carried an idempotency key).
 
-Besides generic patches, a write may set or remove status conditions
-(:class:`Condition`), a finalizer, an owner reference (:class:`OwnerReference`) or an
-entry of a keyed list (:class:`ListEntry`), each with exact semantics.
+The change is one :class:`Mutation` value: a patch (:func:`cel`, :func:`merge_patch`,
+:func:`json_patch`, :func:`apply`), or a change to one entry of a list with exact
+semantics: status conditions (:func:`set_conditions`, :func:`remove_conditions` of
+:class:`Condition` s), a finalizer (:func:`add_finalizer`, :func:`remove_finalizer`),
+an owner reference (:func:`ensure_owner`, :func:`remove_owner` of an
+:class:`OwnerReference`) or an entry of a keyed list (:func:`upsert_list_entry`,
+:func:`remove_list_entry` of a :class:`ListEntry`).
 :meth:`Client.get` reads an object at least as new as one of your writes (read your own
 writes). :meth:`Client.delete` deletes the object it decided on. :meth:`Client.lead`
 campaigns for a Lease (leader election) and gives the :class:`Fence` that makes writes
@@ -71,7 +75,25 @@ from ._errors import (
     reason_name,
 )
 from ._lead import Seconds, current_fence, fenced
-from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
+from ._mutation import (
+    JsonObject,
+    JsonPatchOps,
+    Mutation,
+    MutationKind,
+    Owner,
+    add_finalizer,
+    apply,
+    cel,
+    ensure_owner,
+    json_patch,
+    merge_patch,
+    remove_conditions,
+    remove_finalizer,
+    remove_list_entry,
+    remove_owner,
+    set_conditions,
+    upsert_list_entry,
+)
 from ._sync import Client, Leadership
 from ._types import (
     Abort,
@@ -132,6 +154,8 @@ __all__ = [
     "LeadState",
     "Leadership",
     "ListEntry",
+    "Mutation",
+    "MutationKind",
     "NotFoundError",
     "NotLeaderError",
     "NotLeadingReason",
@@ -157,13 +181,24 @@ __all__ = [
     "UnavailableError",
     "UnimplementedError",
     "__version__",
+    "add_finalizer",
+    "apply",
+    "cel",
     "channel_options",
     "current_fence",
     "default_target",
+    "ensure_owner",
     "error_class",
     "fenced",
     "from_rpc_error",
     "is_retryable",
-    "mutation",
+    "json_patch",
+    "merge_patch",
     "reason_name",
+    "remove_conditions",
+    "remove_finalizer",
+    "remove_list_entry",
+    "remove_owner",
+    "set_conditions",
+    "upsert_list_entry",
 ]

@@ -27,7 +27,6 @@ from . import _core as core
 from ._core import AtLeast
 from ._errors import FencedError, NotLeaderError, from_rpc_error
 from ._lead import _FENCE, Campaign, Seconds, lead_request, newer
-from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
 from ._types import (
     DeleteResult,
     Fence,
@@ -125,119 +124,29 @@ class AsyncClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def update(
-        self,
-        ref: ObjectRef,
-        *,
-        cel: Optional[str] = None,
-        merge_patch: Optional[JsonObject] = None,
-        json_patch: Optional[JsonPatchOps] = None,
-        apply: Optional[JsonObject] = None,
-        force: bool = False,
-        set_conditions: Union[Condition, Sequence[Condition], None] = None,
-        remove_conditions: Union[str, Sequence[str], None] = None,
-        conditions_path: str = "",
-        add_finalizer: Optional[str] = None,
-        remove_finalizer: Optional[str] = None,
-        ensure_owner: Optional[Owner] = None,
-        remove_owner: Optional[Owner] = None,
-        upsert_list_entry: Optional[ListEntry] = None,
-        remove_list_entry: Optional[ListEntry] = None,
-        preconditions: Optional[Preconditions] = None,
-        retry_policy: Optional[RetryPolicy] = None,
-        field_manager: Optional[str] = None,
-        dry_run: bool = False,
-        write_alone: bool = False,
-        create_if_missing: Optional[JsonObject] = None,
-        idempotency_key: Optional[str] = None,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> Result:
-        """Changes an object's main resource, retried on conflict (``UpdateWithRetry``);
-        see :meth:`safewrite_client.Client.update`."""
-        change = mutation(
-            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
-            set_conditions=set_conditions, remove_conditions=remove_conditions,
-            conditions_path=conditions_path, add_finalizer=add_finalizer,
-            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
-            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
-            remove_list_entry=remove_list_entry,
-        )
-        settings = core.WriteSettings(
-            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, write_alone=write_alone, create_if_missing=create_if_missing,
-            idempotency_key=idempotency_key, fence=fence,
-        )
-        return await self._unary(core.write_call(ref, change, settings, status=False, timeout=timeout))
+    @core.parameters_of(core.update)
+    async def update(self, *args: Any, **kwargs: Any) -> Result:
+        """``update(ref, mutation, *, ...)``: changes an object's main resource,
+        retried on conflict (``UpdateWithRetry``); see
+        :meth:`safewrite_client.Client.update`, whose parameters it takes (declared
+        once, by ``safewrite_client._core.update``)."""
+        return await self._unary(core.update(*args, **kwargs))
 
-    async def patch_status(
-        self,
-        ref: ObjectRef,
-        *,
-        cel: Optional[str] = None,
-        merge_patch: Optional[JsonObject] = None,
-        json_patch: Optional[JsonPatchOps] = None,
-        apply: Optional[JsonObject] = None,
-        force: bool = False,
-        set_conditions: Union[Condition, Sequence[Condition], None] = None,
-        remove_conditions: Union[str, Sequence[str], None] = None,
-        conditions_path: str = "",
-        add_finalizer: Optional[str] = None,
-        remove_finalizer: Optional[str] = None,
-        ensure_owner: Optional[Owner] = None,
-        remove_owner: Optional[Owner] = None,
-        upsert_list_entry: Optional[ListEntry] = None,
-        remove_list_entry: Optional[ListEntry] = None,
-        preconditions: Optional[Preconditions] = None,
-        retry_policy: Optional[RetryPolicy] = None,
-        field_manager: Optional[str] = None,
-        dry_run: bool = False,
-        write_alone: bool = False,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> Result:
-        """Changes an object's status subresource, retried on conflict (``PatchStatus``):
-        :meth:`update`'s write with the status subresource set; see
+    @core.parameters_of(core.patch_status)
+    async def patch_status(self, *args: Any, **kwargs: Any) -> Result:
+        """``patch_status(ref, mutation, *, ...)``: changes an object's status
+        subresource, retried on conflict (``PatchStatus``); see
         :meth:`safewrite_client.Client.patch_status`."""
-        change = mutation(
-            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
-            set_conditions=set_conditions, remove_conditions=remove_conditions,
-            conditions_path=conditions_path, add_finalizer=add_finalizer,
-            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
-            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
-            remove_list_entry=remove_list_entry,
-        )
-        settings = core.WriteSettings(
-            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, write_alone=write_alone, fence=fence,
-        )
-        return await self._unary(core.write_call(ref, change, settings, status=True, timeout=timeout))
+        return await self._unary(core.patch_status(*args, **kwargs))
 
-    async def transact(
-        self,
-        ref: ObjectRef,
-        fn: core.TransactFn,
-        *,
-        status: bool = False,
-        preconditions: Optional[Preconditions] = None,
-        retry_policy: Optional[RetryPolicy] = None,
-        field_manager: Optional[str] = None,
-        dry_run: bool = False,
-        create_if_missing: Optional[JsonObject] = None,
-        idempotency_key: Optional[str] = None,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> Result:
-        """Runs safewrite's retry loop with ``fn`` as the mutation; see
-        :meth:`safewrite_client.Client.transact`. ``fn`` may be a plain function or a
-        coroutine function. Cancelling the task cancels the stream, and safewrite
-        writes nothing after that point."""
-        settings = core.WriteSettings(
-            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, create_if_missing=create_if_missing, idempotency_key=idempotency_key,
-            fence=fence,
-        )
-        return await self._transact(core.begin(ref, settings, status=status), fn, timeout)
+    @core.parameters_of(core.transact)
+    async def transact(self, *args: Any, **kwargs: Any) -> Result:
+        """``transact(ref, fn, *, status=False, ...)``: runs safewrite's retry loop
+        with ``fn`` as the mutation; see :meth:`safewrite_client.Client.transact`.
+        ``fn`` may be a plain function or a coroutine function. Cancelling the task
+        cancels the stream, and safewrite writes nothing after that point."""
+        call = core.transact(*args, **kwargs)
+        return await self._transact(call.begin, call.fn, call.timeout)
 
     async def get(
         self,

@@ -7,10 +7,12 @@ answer becomes a :class:`~safewrite_client.Result`, and the client's side of the
 from __future__ import annotations
 
 import datetime
+import inspect
 import json
 import os
 from dataclasses import dataclass
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -31,7 +33,7 @@ from google.protobuf import duration_pb2
 
 from ._errors import SafewriteError, attempt_record, from_rpc_error
 from ._lead import effective_fence, fence_message
-from ._mutation import JsonObject, dumps
+from ._mutation import JsonObject, Mutation, dumps, mutation_message
 from ._tracing import Injector, Metadata, load_injector, trace_metadata
 from ._types import (
     Abort,
@@ -47,6 +49,13 @@ from ._types import (
     RetryPolicy,
 )
 from .v1 import writer_pb2
+
+if TYPE_CHECKING:
+    # Only for type checkers (typing has them from Python 3.10; mypy ships
+    # typing_extensions' stubs): nothing imports them at run time.
+    from typing_extensions import Concatenate, ParamSpec
+
+    P = ParamSpec("P")
 
 # --- where the sidecar is ----------------------------------------------------------
 
@@ -327,6 +336,124 @@ def write_call(
     return Unary(method, request, timeout, unary_result)
 
 
+# --- the writes' parameters, declared once for both clients -------------------------
+#
+# update, patch_status and transact below are the one definition of what the methods of
+# the same name take, on Client and AsyncClient alike: each method is declared
+# ``@parameters_of(core.update)`` (etc.) with ``*args, **kwargs`` and hands them here, so
+# Python checks a call against this signature, and type checkers and help() see it as
+# the method's own.
+
+Method = TypeVar("Method")
+Returned = TypeVar("Returned")
+
+
+def parameters_of(
+    call: "Callable[P, Any]",
+) -> "Callable[[Callable[..., Returned]], Callable[Concatenate[Method, P], Returned]]":
+    """Makes the decorated method take ``call``'s parameters (after ``self``) and return
+    what it returns: for type checkers through a ParamSpec, and for :mod:`inspect`,
+    :func:`help` and IDEs through its ``__signature__``. The method takes ``*args,
+    **kwargs`` and passes them on to ``call``, which Python checks as any call
+    (``update() got an unexpected keyword argument 'x'``)."""
+
+    def decorate(method: Callable[..., Returned]) -> Callable[..., Returned]:
+        own = inspect.signature(method)
+        self_parameter = next(iter(own.parameters.values()))
+        parameters = [self_parameter, *inspect.signature(call).parameters.values()]
+        setattr(method, "__signature__", own.replace(parameters=parameters))
+        return method
+
+    return decorate
+
+
+def update(
+    ref: ObjectRef,
+    mutation: Mutation,
+    *,
+    preconditions: Optional[Preconditions] = None,
+    retry_policy: Optional[RetryPolicy] = None,
+    field_manager: Optional[str] = None,
+    dry_run: bool = False,
+    write_alone: bool = False,
+    create_if_missing: Optional[JsonObject] = None,
+    idempotency_key: Optional[str] = None,
+    fence: Optional[Fence] = None,
+    timeout: Optional[float] = None,
+) -> Unary[Result]:
+    """The ``UpdateWithRetry`` call of :meth:`~safewrite_client.Client.update` (see
+    there for each parameter).
+
+    Raises:
+        TypeError: a value of the wrong type (e.g. a mutation not made by
+            :func:`~safewrite_client.cel`, ...).
+        ValueError: an empty idempotency key.
+    """
+    settings = WriteSettings(
+        preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+        dry_run=dry_run, write_alone=write_alone, create_if_missing=create_if_missing,
+        idempotency_key=idempotency_key, fence=fence,
+    )
+    return write_call(ref, mutation_message(mutation), settings, status=False, timeout=timeout)
+
+
+def patch_status(
+    ref: ObjectRef,
+    mutation: Mutation,
+    *,
+    preconditions: Optional[Preconditions] = None,
+    retry_policy: Optional[RetryPolicy] = None,
+    field_manager: Optional[str] = None,
+    dry_run: bool = False,
+    write_alone: bool = False,
+    fence: Optional[Fence] = None,
+    timeout: Optional[float] = None,
+) -> Unary[Result]:
+    """The ``PatchStatus`` call of :meth:`~safewrite_client.Client.patch_status`:
+    :func:`update`'s parameters but ``create_if_missing`` (a status cannot be created)
+    and ``idempotency_key`` (a status write cannot record it). Raises as :func:`update`."""
+    settings = WriteSettings(
+        preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+        dry_run=dry_run, write_alone=write_alone, fence=fence,
+    )
+    return write_call(ref, mutation_message(mutation), settings, status=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class TransactCall:
+    """A ``Transact`` stream ready to open: its first message, the caller's function,
+    and the call's timeout (None: the client's default)."""
+
+    begin: writer_pb2.TransactBegin
+    fn: "TransactFn"
+    timeout: Optional[float]
+
+
+def transact(
+    ref: ObjectRef,
+    fn: "TransactFn",
+    *,
+    status: bool = False,
+    preconditions: Optional[Preconditions] = None,
+    retry_policy: Optional[RetryPolicy] = None,
+    field_manager: Optional[str] = None,
+    dry_run: bool = False,
+    create_if_missing: Optional[JsonObject] = None,
+    idempotency_key: Optional[str] = None,
+    fence: Optional[Fence] = None,
+    timeout: Optional[float] = None,
+) -> TransactCall:
+    """The ``Transact`` call of :meth:`~safewrite_client.Client.transact`: the write
+    options of :func:`update` but ``write_alone`` (a transaction always writes alone),
+    and ``status`` for the status subresource. Raises as :func:`update`."""
+    settings = WriteSettings(
+        preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
+        dry_run=dry_run, create_if_missing=create_if_missing, idempotency_key=idempotency_key,
+        fence=fence,
+    )
+    return TransactCall(begin(ref, settings, status=status), fn, timeout)
+
+
 #: What a get's answer must be at least as new as (see :meth:`~safewrite_client.Client.get`).
 AtLeast = Union[Result, ReadResult, Mapping[str, Any]]
 
@@ -565,9 +692,11 @@ class Transaction:
 
     def answer(self, fresh: Fresh, returned: Any) -> writer_pb2.TransactRequest:
         """The proposal for what the function returned for ``fresh``: the new object
-        (a dict, or None when it changed ``fresh.object`` in place), a ``Mutation``
-        message (e.g. from :func:`safewrite_client.mutation`), or a whole
-        ``TransactProposal`` message (its ``attempt`` filled in when 0).
+        (a dict, or None when it changed ``fresh.object`` in place), a
+        :class:`~safewrite_client.Mutation` (e.g. from
+        :func:`safewrite_client.add_finalizer`), or, as built by the caller, a
+        ``safewrite.v1.Mutation`` or a whole ``TransactProposal`` message (its
+        ``attempt`` filled in when 0).
 
         Raises:
             TypeError: anything else; pass it to :meth:`fail`.
@@ -579,6 +708,8 @@ class Transaction:
             proposal.CopyFrom(returned)
             if not proposal.attempt:
                 proposal.attempt = fresh.attempt
+        elif isinstance(returned, Mutation):
+            proposal = writer_pb2.TransactProposal(attempt=fresh.attempt, mutation=returned.to_proto())
         elif isinstance(returned, writer_pb2.Mutation):
             proposal = writer_pb2.TransactProposal(attempt=fresh.attempt, mutation=returned)
         elif isinstance(returned, Mapping):

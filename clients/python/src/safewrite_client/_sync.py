@@ -13,7 +13,6 @@ from . import _core as core
 from ._core import AtLeast
 from ._errors import FencedError, NotLeaderError, from_rpc_error
 from ._lead import _FENCE, Campaign, Seconds, lead_request, newer
-from ._mutation import JsonObject, JsonPatchOps, Owner, mutation
 from ._types import (
     DeleteResult,
     Fence,
@@ -111,40 +110,20 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def update(
-        self,
-        ref: ObjectRef,
-        *,
-        cel: Optional[str] = None,
-        merge_patch: Optional[JsonObject] = None,
-        json_patch: Optional[JsonPatchOps] = None,
-        apply: Optional[JsonObject] = None,
-        force: bool = False,
-        set_conditions: Union[Condition, Sequence[Condition], None] = None,
-        remove_conditions: Union[str, Sequence[str], None] = None,
-        conditions_path: str = "",
-        add_finalizer: Optional[str] = None,
-        remove_finalizer: Optional[str] = None,
-        ensure_owner: Optional[Owner] = None,
-        remove_owner: Optional[Owner] = None,
-        upsert_list_entry: Optional[ListEntry] = None,
-        remove_list_entry: Optional[ListEntry] = None,
-        preconditions: Optional[Preconditions] = None,
-        retry_policy: Optional[RetryPolicy] = None,
-        field_manager: Optional[str] = None,
-        dry_run: bool = False,
-        write_alone: bool = False,
-        create_if_missing: Optional[JsonObject] = None,
-        idempotency_key: Optional[str] = None,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> Result:
-        """Changes an object's main resource, retried on conflict (``UpdateWithRetry``).
+    @core.parameters_of(core.update)
+    def update(self, *args: Any, **kwargs: Any) -> Result:
+        """``update(ref, mutation, *, preconditions=None, retry_policy=None,
+        field_manager=None, dry_run=False, write_alone=False, create_if_missing=None,
+        idempotency_key=None, fence=None, timeout=None)``: changes an object's main
+        resource, retried on conflict (``UpdateWithRetry``).
 
-        Give exactly one mutation, from ``cel`` to ``remove_list_entry`` (each is
-        described at :func:`~safewrite_client.mutation`, which takes the same
-        keywords), with ``force`` for ``apply`` and ``conditions_path`` for the
-        conditions; it is re-applied to the fresh object on every attempt, so
+        ``mutation`` is the change, a :class:`~safewrite_client.Mutation` made by
+        :func:`~safewrite_client.cel`, :func:`~safewrite_client.merge_patch`,
+        :func:`~safewrite_client.json_patch`, :func:`~safewrite_client.apply`,
+        :func:`~safewrite_client.set_conditions`, :func:`~safewrite_client.add_finalizer`,
+        :func:`~safewrite_client.ensure_owner`,
+        :func:`~safewrite_client.upsert_list_entry`, ... (each checks its input when it
+        is made); it is re-applied to the fresh object on every attempt, so
         read-dependent changes are never lost. A mutation that changes nothing writes
         nothing and returns ``Outcome.UNCHANGED``; a finalizer removal that finds the
         object gone, or lets the API server delete it, returns ``Outcome.GONE``
@@ -153,6 +132,7 @@ class Client:
 
         Args:
             ref: The object to change.
+            mutation: The change (positional, or ``mutation=``).
             preconditions: Checked on the fresh object before every write.
             retry_policy: Bounds the retry loop of this call.
             field_manager: The field manager of the write; default ``"safewrite"``.
@@ -174,103 +154,49 @@ class Client:
             timeout: Seconds for the whole call, every attempt and backoff; default the
                 client's.
 
+        The parameters are declared once, by ``safewrite_client._core.update``, for
+        this method and :meth:`AsyncClient.update <safewrite_client.AsyncClient.update>`.
+
         Raises:
             SafewriteError: a subclass per failure, e.g. ConflictError, InvalidError,
                 PreconditionFailedError (ObjectDeletingError, AlreadyOwnedError,
                 FencedError, NotLeaderError),
                 NotFoundError, PermissionDeniedError, OutcomeUnknownError.
-            ValueError: not exactly one mutation, a value the sidecar would refuse
-                (e.g. a finalizer that is not a qualified name), or an empty
-                ``idempotency_key``.
-            TypeError: a value of the wrong type (an unknown keyword is refused by
+            ValueError: an empty ``idempotency_key``.
+            TypeError: a value of the wrong type, e.g. a mutation that is not a
+                :class:`~safewrite_client.Mutation` (an unknown keyword is refused by
                 Python itself).
         """
-        change = mutation(
-            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
-            set_conditions=set_conditions, remove_conditions=remove_conditions,
-            conditions_path=conditions_path, add_finalizer=add_finalizer,
-            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
-            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
-            remove_list_entry=remove_list_entry,
-        )
-        settings = core.WriteSettings(
-            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, write_alone=write_alone, create_if_missing=create_if_missing,
-            idempotency_key=idempotency_key, fence=fence,
-        )
-        return self._unary(core.write_call(ref, change, settings, status=False, timeout=timeout))
+        return self._unary(core.update(*args, **kwargs))
 
-    def patch_status(
-        self,
-        ref: ObjectRef,
-        *,
-        cel: Optional[str] = None,
-        merge_patch: Optional[JsonObject] = None,
-        json_patch: Optional[JsonPatchOps] = None,
-        apply: Optional[JsonObject] = None,
-        force: bool = False,
-        set_conditions: Union[Condition, Sequence[Condition], None] = None,
-        remove_conditions: Union[str, Sequence[str], None] = None,
-        conditions_path: str = "",
-        add_finalizer: Optional[str] = None,
-        remove_finalizer: Optional[str] = None,
-        ensure_owner: Optional[Owner] = None,
-        remove_owner: Optional[Owner] = None,
-        upsert_list_entry: Optional[ListEntry] = None,
-        remove_list_entry: Optional[ListEntry] = None,
-        preconditions: Optional[Preconditions] = None,
-        retry_policy: Optional[RetryPolicy] = None,
-        field_manager: Optional[str] = None,
-        dry_run: bool = False,
-        write_alone: bool = False,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> Result:
-        """Changes an object's status subresource, retried on conflict (``PatchStatus``):
-        :meth:`update`'s write with the status subresource set.
+    @core.parameters_of(core.patch_status)
+    def patch_status(self, *args: Any, **kwargs: Any) -> Result:
+        """``patch_status(ref, mutation, *, preconditions=None, retry_policy=None,
+        field_manager=None, dry_run=False, write_alone=False, fence=None,
+        timeout=None)``: changes an object's status subresource, retried on conflict
+        (``PatchStatus``): :meth:`update`'s write with the status subresource set.
 
-        Takes the keywords of :meth:`update` but ``create_if_missing`` (a status cannot
-        be created) and ``idempotency_key`` (a status write cannot record it). The
-        mutation sees the whole fresh object; only its effect on ``status`` is written.
-        Raises as :meth:`update`.
+        Takes the parameters of :meth:`update` but ``create_if_missing`` (a status
+        cannot be created) and ``idempotency_key`` (a status write cannot record it).
+        The mutation sees the whole fresh object; only its effect on ``status`` is
+        written. Raises as :meth:`update`.
         """
-        change = mutation(
-            cel=cel, merge_patch=merge_patch, json_patch=json_patch, apply=apply, force=force,
-            set_conditions=set_conditions, remove_conditions=remove_conditions,
-            conditions_path=conditions_path, add_finalizer=add_finalizer,
-            remove_finalizer=remove_finalizer, ensure_owner=ensure_owner,
-            remove_owner=remove_owner, upsert_list_entry=upsert_list_entry,
-            remove_list_entry=remove_list_entry,
-        )
-        settings = core.WriteSettings(
-            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, write_alone=write_alone, fence=fence,
-        )
-        return self._unary(core.write_call(ref, change, settings, status=True, timeout=timeout))
+        return self._unary(core.patch_status(*args, **kwargs))
 
-    def transact(
-        self,
-        ref: ObjectRef,
-        fn: core.TransactFn,
-        *,
-        status: bool = False,
-        preconditions: Optional[Preconditions] = None,
-        retry_policy: Optional[RetryPolicy] = None,
-        field_manager: Optional[str] = None,
-        dry_run: bool = False,
-        create_if_missing: Optional[JsonObject] = None,
-        idempotency_key: Optional[str] = None,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> Result:
-        """Runs safewrite's retry loop with ``fn`` as the mutation (``Transact``).
+    @core.parameters_of(core.transact)
+    def transact(self, *args: Any, **kwargs: Any) -> Result:
+        """``transact(ref, fn, *, status=False, preconditions=None, retry_policy=None,
+        field_manager=None, dry_run=False, create_if_missing=None,
+        idempotency_key=None, fence=None, timeout=None)``: runs safewrite's retry loop
+        with ``fn`` as the mutation (``Transact``).
 
         ``fn`` receives the fresh object as a dict and returns the whole new object,
-        or changes the dict in place and returns None (or returns a ``Mutation``, e.g.
-        :func:`safewrite_client.mutation`). safewrite writes it with the
-        resourceVersion it read; on a conflict ``fn`` is called again with the next
-        fresh object, so it must compute its change from the object it is given.
-        Returning the object unchanged writes nothing (``Outcome.UNCHANGED``).
+        or changes the dict in place and returns None (or returns a
+        :class:`~safewrite_client.Mutation`, e.g. ``sw.add_finalizer(...)``). safewrite
+        writes it with the resourceVersion it read; on a conflict ``fn`` is called
+        again with the next fresh object, so it must compute its change from the
+        object it is given. Returning the object unchanged writes nothing
+        (``Outcome.UNCHANGED``).
 
         Raise :class:`~safewrite_client.Abort` to end without writing
         (``Outcome.ABORTED``). Any other exception aborts the transaction and
@@ -287,12 +213,8 @@ class Client:
         Raises:
             SafewriteError: a subclass per failure, as for :meth:`update`.
         """
-        settings = core.WriteSettings(
-            preconditions=preconditions, retry_policy=retry_policy, field_manager=field_manager,
-            dry_run=dry_run, create_if_missing=create_if_missing, idempotency_key=idempotency_key,
-            fence=fence,
-        )
-        return self._transact(core.begin(ref, settings, status=status), fn, timeout)
+        call = core.transact(*args, **kwargs)
+        return self._transact(call.begin, call.fn, call.timeout)
 
     def get(
         self,

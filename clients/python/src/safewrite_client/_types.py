@@ -360,8 +360,8 @@ def _required(owner: str, field: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class OwnerReference:
-    """An owner of an object (``metav1.OwnerReference``), for the ``ensure_owner=`` and
-    ``remove_owner=`` mutations; :meth:`of` makes one from the owner object itself. The
+    """An owner of an object (``metav1.OwnerReference``), for the :func:`~safewrite_client.ensure_owner`
+    and :func:`~safewrite_client.remove_owner` mutations; :meth:`of` makes one from the owner object itself. The
     object's reference to this owner is the one with the same group (of apiVersion, the
     version ignored), kind and name, as controllerutil matches it; the uid is written,
     not compared.
@@ -431,8 +431,8 @@ class OwnerReference:
 class ListEntry:
     """One entry of a list of objects keyed by some of their fields (a list that is, or
     should have been, ``x-kubernetes-list-type: map``, such as a route's
-    ``status.parents``), for the ``upsert_list_entry=`` and ``remove_list_entry=``
-    mutations.
+    ``status.parents``), for the :func:`~safewrite_client.upsert_list_entry` and
+    :func:`~safewrite_client.remove_list_entry` mutations.
 
     Attributes:
         path: Where the list is, as field names joined by dots, e.g.

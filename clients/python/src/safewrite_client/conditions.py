@@ -3,10 +3,10 @@ the semantics of apimachinery's ``meta.SetStatusCondition`` on the fresh object,
 that concurrent writers never lose each other's conditions and a repeated set writes
 nothing.
 
-A :class:`Condition` is what the sidecar's ``set_conditions=`` mutation sets::
+A :class:`Condition` is what the sidecar's ``set_conditions`` mutation sets::
 
     ready = Condition("Ready", True, "Reconciled", "3 replicas")
-    client.patch_status(ref, set_conditions=[ready])
+    client.patch_status(ref, safewrite_client.set_conditions(ready))
 
 The sidecar applies it to the fresh object on every attempt: the entry of that type is
 updated in place (a new type is appended), its ``lastTransitionTime`` changes only when
@@ -167,7 +167,7 @@ def _generation(obj: Dict[str, Any], condition: Condition) -> Optional[int]:
 
 def set_condition(obj: Dict[str, Any], condition: Condition, now: Optional[str] = None) -> bool:
     """Sets ``condition`` on ``obj["status"]["conditions"]`` in place, as the sidecar's
-    ``set_conditions=`` does, and returns whether anything changed.
+    ``set_conditions`` does, and returns whether anything changed.
 
     The entry of the condition's type is updated in place, keeping its other fields and
     its place (a new type is appended); the other entries are kept as they are.

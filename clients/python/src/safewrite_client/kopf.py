@@ -44,6 +44,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import kopf as _kopf
 
+from . import _mutation
 from ._aio import AsyncClient, AsyncLeadership
 from ._core import AtLeast
 from ._errors import FencedError, NotLeaderError, SafewriteError, is_retryable
@@ -265,7 +266,7 @@ def set_conditions(
     with kopf_errors(default_delay=default_delay):
         return client.patch_status(
             object_ref(body),
-            set_conditions=change,
+            _mutation.set_conditions(change),
             preconditions=_same_uid(body),
             field_manager=field_manager,
             timeout=timeout,
@@ -287,7 +288,7 @@ async def aset_conditions(
     with kopf_errors(default_delay=default_delay):
         return await client.patch_status(
             object_ref(body),
-            set_conditions=change,
+            _mutation.set_conditions(change),
             preconditions=_same_uid(body),
             field_manager=field_manager,
             timeout=timeout,
@@ -317,7 +318,7 @@ def add_finalizer(
     with kopf_errors(default_delay=default_delay):
         return client.update(
             object_ref(body),
-            add_finalizer=finalizer,
+            _mutation.add_finalizer(finalizer),
             preconditions=_same_uid(body),
             field_manager=field_manager,
             timeout=timeout,
@@ -338,7 +339,7 @@ async def aadd_finalizer(
     with kopf_errors(default_delay=default_delay):
         return await client.update(
             object_ref(body),
-            add_finalizer=finalizer,
+            _mutation.add_finalizer(finalizer),
             preconditions=_same_uid(body),
             field_manager=field_manager,
             timeout=timeout,
@@ -367,7 +368,7 @@ def remove_finalizer(
     with kopf_errors(default_delay=default_delay):
         return client.update(
             object_ref(body),
-            remove_finalizer=finalizer,
+            _mutation.remove_finalizer(finalizer),
             preconditions=_same_uid(body),
             field_manager=field_manager,
             timeout=timeout,
@@ -388,7 +389,7 @@ async def aremove_finalizer(
     with kopf_errors(default_delay=default_delay):
         return await client.update(
             object_ref(body),
-            remove_finalizer=finalizer,
+            _mutation.remove_finalizer(finalizer),
             preconditions=_same_uid(body),
             field_manager=field_manager,
             timeout=timeout,

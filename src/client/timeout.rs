@@ -7,10 +7,11 @@
 //! JSON documents; nothing here streams), bounded by the request's [`RequestTimeout`]
 //! (the layer's default otherwise) and the RPC's [`Deadline`], whichever comes first.
 //!
-//! A write is sent only while the time left covers what the API server's answers to
-//! writes have lately taken ([`AnswerTime`], which this layer measures); with less it
-//! fails with [`RequestError::TooLate`] and nothing is sent. Lease traffic is not held
-//! to it (a campaign's writes are conditional and bounded by their own timeout).
+//! A write the caller's deadline bounds is sent only while the time left covers what the
+//! API server's answers to writes have lately taken ([`AnswerTime`], which this layer
+//! measures); with less it fails with [`RequestError::TooLate`] and nothing is sent. A
+//! write bounded by its own timeout instead (no deadline, or a later one) is always sent,
+//! and Lease traffic is not held to it (a campaign's writes are conditional).
 //!
 //! It also tells whether a request may have reached the API server. The request body is
 //! watched: the connection polls it only once the request is its to send, so a request
@@ -105,8 +106,13 @@ where
             .get::<RequestTimeout>()
             .map_or(self.default, |t| t.0);
         let mut until = now + bound;
-        if let Some(Deadline(deadline)) = request.extensions().get::<Deadline>().copied() {
-            until = until.min(deadline);
+        // Whether the caller's deadline, not this request's own timeout, ends it.
+        let mut by_deadline = false;
+        if let Some(Deadline(deadline)) = request.extensions().get::<Deadline>().copied()
+            && deadline < until
+        {
+            until = deadline;
+            by_deadline = true;
         }
         let allowed = until.saturating_duration_since(now);
         if allowed.is_zero() {
@@ -118,9 +124,11 @@ where
             .into())));
         }
         let write = is_write(request.method());
-        // A campaign's Lease write is bounded by its own timeout and conditional: one
-        // whose answer comes too late is read again at the next round, never in doubt.
-        let held = write && request.extensions().get::<LeaseTraffic>().is_none();
+        // Held back only for the caller's deadline: a write whose own timeout is the
+        // bound is sent (refusing it would fail a call that set no deadline at all), and
+        // a campaign's Lease write is bounded by its own timeout and conditional (one
+        // whose answer comes too late is read again at the next round, never in doubt).
+        let held = write && by_deadline && request.extensions().get::<LeaseTraffic>().is_none();
         if held {
             let needed = self.answer_time.needed();
             if allowed < needed {
@@ -413,7 +421,14 @@ mod tests {
         // A campaign's Lease write is not held either: it is bounded by its own timeout.
         let mut lease = by(put(), 100);
         lease.extensions_mut().insert(LeaseTraffic);
-        layer.layer(slow).oneshot(lease).await.unwrap();
+        layer.layer(slow.clone()).oneshot(lease).await.unwrap();
         assert_eq!(calls.load(Ordering::Relaxed), 5);
+        // Nor a write whose own timeout, not a caller's deadline, is the bound: the call
+        // set no deadline, and refusing would fail it for nothing.
+        let mut own = put();
+        own.extensions_mut()
+            .insert(RequestTimeout(Duration::from_millis(100)));
+        layer.layer(slow).oneshot(own).await.unwrap();
+        assert_eq!(calls.load(Ordering::Relaxed), 6);
     }
 }

@@ -45,9 +45,9 @@
 //!   measures itself (getrusage over its writing); the kube-rs and safewrite contenders
 //!   run in this bench's binary started again as `<bench> --caller <spec>` (a small
 //!   Rust caller: a tokio runtime, a tonic channel per sidecar or a kube client, the same
-//!   writer tasks), which reads its own /proc/self/stat over its writing. Both exclude
-//!   their setup (connecting; the informer's sync) and include their first requests'
-//!   TLS or HTTP/2 handshakes;
+//!   writer tasks), which reads its own /proc/self/stat over its writing. Both leave out
+//!   their setup (the Rust caller's gRPC connections to the sidecars; the Go informer's
+//!   sync) and count the first API request's TLS handshake (client-go, kube-rs);
 //! - the sidecars, kube-apiserver and etcd: utime + stime from /proc/<pid>/stat just
 //!   before and after the run (the control plane's pids read afresh from the harness's
 //!   env file, which it rewrites on every restart). kube-apiserver's and etcd's idle CPU
@@ -58,8 +58,9 @@
 //!   background drifts (it fell from 247 to 125 ms/s over one run of five scenarios on
 //!   a busy 2-core machine) and comes in bursts, so in a row with few writes the API
 //!   server's share per write is noisy (and ticks are 10 ms): longer runs
-//!   (`SAFEWRITE_BENCH_SECONDS`) steady it. In the +outside rows the API server's and etcd's share includes
-//!   the outside writer's patches (20 a second, the same for every contender).
+//!   (`SAFEWRITE_BENCH_SECONDS`) steady it. In the +outside rows the API server's and
+//!   etcd's share includes the outside writer's patches (20 a second, the same for every
+//!   contender).
 //!
 //! `SAFEWRITE_BENCH_SECONDS` sets the time per run (default 4);
 //! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside,64/1+huge,36/1,36/1+3sidecars"` picks scenarios

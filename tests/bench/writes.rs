@@ -29,12 +29,38 @@
 //! requests per successful increment (the API server's own `apiserver_request_total`
 //! for configmaps, less the outside writer's own), attempts per increment (mean and
 //! most, for kube-rs and safewrite), p50/p99 latency, CPU time per
-//! successful increment and peak RSS (the sidecar's for safewrite, the Go process's for
-//! the Go contenders), the sidecar's memory hit rate and stale copies, the final
+//! successful increment and peak RSS (the sidecar's for safewrite, the caller process's
+//! for the others), the sidecar's memory hit rate and stale copies, the final
 //! counters against the successes counted, and each safewrite row's ratio to the best
 //! client-go variant and to the controller-runtime style. It asserts only correctness
 //! (no lost or doubled update, the outside writer's key included); speed is measured
 //! and printed, never asserted.
+//!
+//! Under each scenario a second table gives the whole system's CPU time per successful
+//! write, process by process: the caller, the sidecar(s), kube-apiserver, etcd, and
+//! their sum ("system"), with each safewrite row's system over the lowest of the two
+//! client-go variants' (DefaultRetry, DefaultBackoff). How each is measured:
+//!
+//! - the caller is always a process of its own, so its CPU is its own: the Go program
+//!   measures itself (getrusage over its writing); the kube-rs and safewrite contenders
+//!   run in this bench's binary started again as `<bench> --caller <spec>` (a small
+//!   Rust caller: a tokio runtime, a tonic channel per sidecar or a kube client, the same
+//!   writer tasks), which reads its own /proc/self/stat over its writing. Both leave out
+//!   their setup (the Rust caller's gRPC connections to the sidecars; the Go informer's
+//!   sync) and count the first API request's TLS handshake (client-go, kube-rs);
+//! - the sidecars, kube-apiserver and etcd: utime + stime from /proc/<pid>/stat just
+//!   before and after the run (the control plane's pids read afresh from the harness's
+//!   env file, which it rewrites on every restart). kube-apiserver's and etcd's idle CPU
+//!   (measured before each scenario over the longer of the run time and 10 s, with
+//!   every sidecar up and nothing written: their own loops and the sidecars' readiness
+//!   checks; printed with the scenario's table, and once more after the last) times the
+//!   window is subtracted, so that a row is charged only for what its writes cost. That
+//!   background drifts (it fell from 247 to 125 ms/s over one run of five scenarios on
+//!   a busy 2-core machine) and comes in bursts, so in a row with few writes the API
+//!   server's share per write is noisy (and ticks are 10 ms): longer runs
+//!   (`SAFEWRITE_BENCH_SECONDS`) steady it. In the +outside rows the API server's and
+//!   etcd's share includes the outside writer's patches (20 a second, the same for every
+//!   contender).
 //!
 //! `SAFEWRITE_BENCH_SECONDS` sets the time per run (default 4);
 //! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside,64/1+huge,36/1,36/1+3sidecars"` picks scenarios
@@ -250,8 +276,8 @@ struct Run {
     attempts: Option<(f64, u32)>,
     p50_ms: f64,
     p99_ms: f64,
-    /// The Go process's CPU time over its writing, and its peak RSS.
-    process: Option<(f64, u64)>,
+    /// The caller process's CPU time over its writing (seconds), and its peak RSS (KiB).
+    caller: (f64, u64),
     /// On the huge object: the answers that were not their serial result (a blob not
     /// intact, a number told twice), and the answers checked.
     answers: Option<(u64, u64)>,
@@ -282,12 +308,21 @@ struct Bench {
     /// The sidecar that remembers objects, and the one started with `--no-memory`.
     remembering: Sidecar,
     forgetting: Sidecar,
-    remembering_client: WriterServiceClient<Channel>,
-    forgetting_client: WriterServiceClient<Channel>,
     /// More sidecars that remember, for the rows spread over several.
-    more: Vec<(Sidecar, WriterServiceClient<Channel>)>,
+    more: Vec<Sidecar>,
     clientgo: PathBuf,
     seconds: f64,
+    /// kube-apiserver's and etcd's CPU seconds per second with nothing written (the
+    /// sidecars' readiness checks, the API server's own loops), subtracted from theirs.
+    idle: (f64, f64),
+}
+
+/// What a caller process writes through: the API server (kube-rs direct, no sidecars) or
+/// the sidecars (writer `w` through the `w % len`-th).
+struct Callers {
+    api: Api<ConfigMap>,
+    ns: String,
+    clients: Vec<WriterServiceClient<Channel>>,
 }
 
 /// A CEL increment, retried as long as the deadline allows (the contention is the point).
@@ -595,34 +630,173 @@ fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
     (denominator > 0.0).then(|| numerator / denominator)
 }
 
+/// kube-apiserver's and etcd's CPU seconds so far (the running processes': a restart
+/// starts others).
+fn control_plane_cpu(cp: &ControlPlane) -> (f64, f64) {
+    let apiserver = cp.apiserver_pid().expect("kube-apiserver running");
+    let etcd = cp.etcd_pid().expect("etcd running");
+    (cpu_seconds(apiserver), cpu_seconds(etcd))
+}
+
+/// kube-apiserver's and etcd's CPU seconds per second while nothing is written (every
+/// sidecar up: their readiness checks are in it), over the longer of `seconds` and 10 s:
+/// the API server's own loops come in bursts (36 to 176 ms/s in 3 s slices of an idle
+/// control plane on the 2-core machine, about 80 on average), so a short window is noisy.
+async fn idle(cp: &ControlPlane, seconds: f64) -> (f64, f64) {
+    let (started, before) = (Instant::now(), control_plane_cpu(cp));
+    tokio::time::sleep(Duration::from_secs_f64(seconds.max(10.0))).await;
+    let after = control_plane_cpu(cp);
+    let elapsed = started.elapsed().as_secs_f64();
+    (
+        (after.0 - before.0) / elapsed,
+        (after.1 - before.1) / elapsed,
+    )
+}
+
+/// One contender's row of a scenario's CPU table: CPU seconds over its run.
+struct CpuRow {
+    contender: Contender,
+    /// Successful writes (at least one, to divide by).
+    successes: f64,
+    /// The caller process's CPU seconds and peak RSS (KiB).
+    caller: (f64, u64),
+    /// The sidecars' (summed), for safewrite.
+    sidecar: Option<f64>,
+    /// kube-apiserver's and etcd's, less their idle CPU over the same time.
+    apiserver: f64,
+    etcd: f64,
+}
+
+impl CpuRow {
+    /// Whole-system CPU seconds per successful write: caller, sidecar, API server, etcd.
+    fn system(&self) -> f64 {
+        (self.caller.0 + self.sidecar.unwrap_or(0.0) + self.apiserver + self.etcd) / self.successes
+    }
+}
+
+/// Prints a scenario's CPU table: per contender, the CPU per successful write of each
+/// process on the write's path and their sum, and each safewrite row's sum over the
+/// lowest client-go variant's.
+fn print_breakdown(rows: &[CpuRow], idle: (f64, f64)) {
+    if rows.is_empty() {
+        return;
+    }
+    let best_clientgo = rows
+        .iter()
+        .filter(|r| {
+            r.contender
+                .go_flags()
+                .is_some_and(|(_, read)| read == "live")
+        })
+        .map(CpuRow::system)
+        .min_by(f64::total_cmp);
+    println!(
+        "  {:<25} {:>8} {:>8} {:>9} {:>8} {:>8} {:>7} {:>10}",
+        "CPU µs per write:",
+        "caller",
+        "sidecar",
+        "apiserver",
+        "etcd",
+        "system",
+        "vs cg",
+        "caller MiB"
+    );
+    println!(
+        "    (idle subtracted, measured before this scenario: kube-apiserver {:.1} ms/s, etcd {:.1} ms/s)",
+        idle.0 * 1e3,
+        idle.1 * 1e3
+    );
+    for row in rows {
+        let micros = |seconds: f64| seconds * 1e6 / row.successes;
+        let versus = match (row.contender.safewrite(), best_clientgo) {
+            (Some(_), Some(best)) => ratio(row.system(), best),
+            _ => None,
+        };
+        println!(
+            "  {:<25} {:>8.0} {:>8} {:>9.0} {:>8.0} {:>8.0} {:>7} {:>10.1}",
+            row.contender.label(),
+            micros(row.caller.0),
+            or_dash(row.sidecar.map(micros), 0),
+            micros(row.apiserver),
+            micros(row.etcd),
+            row.system() * 1e6,
+            or_dash(versus, 2),
+            row.caller.1 as f64 / 1024.0,
+        );
+    }
+}
+
 impl Bench {
     /// The sidecars a safewrite contender writes through in `scenario`.
     fn sidecars(&self, memory: bool, scenario: Scenario) -> Vec<&Sidecar> {
         if !memory {
             return vec![&self.forgetting];
         }
-        let more = self.more.iter().map(|(sidecar, _)| sidecar);
         std::iter::once(&self.remembering)
-            .chain(more)
+            .chain(&self.more)
             .take(scenario.sidecars)
             .collect()
-    }
-
-    /// The client writer `w` of a safewrite contender writes through.
-    fn client(&self, memory: bool, sidecars: usize, w: usize) -> WriterServiceClient<Channel> {
-        if !memory {
-            return self.forgetting_client.clone();
-        }
-        match w % sidecars {
-            0 => self.remembering_client.clone(),
-            n => self.more[n - 1].1.clone(),
-        }
     }
 
     async fn run(&self, contender: Contender, names: &[String], scenario: Scenario) -> Run {
         match contender.go_flags() {
             Some((backoff, read)) => self.go(backoff, read, names, scenario.writers).await,
-            None => self.in_process(contender, names, scenario).await,
+            None => self.caller(contender, names, scenario).await,
+        }
+    }
+
+    /// Runs a Rust contender (kube-rs direct, safewrite) in a caller process of its own:
+    /// this bench's binary again, with `--caller <spec>` (see [`caller_main`]), so that
+    /// its CPU and memory are its own, as the Go program's are.
+    async fn caller(&self, contender: Contender, names: &[String], scenario: Scenario) -> Run {
+        let endpoints: Vec<String> = match contender.safewrite() {
+            Some(safewrite) => self
+                .sidecars(safewrite.memory, scenario)
+                .iter()
+                .map(|s| s.endpoint())
+                .collect(),
+            None => Vec::new(),
+        };
+        let spec = json!({
+            "contender": contender.slug(),
+            "kubeconfig": self.cp.admin_kubeconfig(),
+            "namespace": self.ns,
+            "names": names,
+            "writers": scenario.writers,
+            "huge": scenario.huge,
+            "seconds": self.seconds,
+            "endpoints": endpoints,
+        });
+        let mut command = Command::new(std::env::current_exe().expect("this bench's path"));
+        command.arg("--caller").arg(spec.to_string());
+        // On a blocking thread, so that the outside writer keeps its pace meanwhile.
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .expect("run the caller process");
+        assert!(
+            output.status.success(),
+            "{} caller: {}",
+            contender.label(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        eprint!("{}", String::from_utf8_lossy(&output.stderr));
+        let line: serde_json::Value = serde_json::from_slice(&output.stdout).expect("its JSON");
+        let pair = |key: &str| {
+            let v = &line[key];
+            v.as_array()
+                .map(|a| (a[0].as_f64().unwrap(), a[1].as_u64().unwrap()))
+        };
+        Run {
+            successes: line["successes"].as_u64().unwrap(),
+            failures: line["failures"].as_u64().unwrap(),
+            attempts: pair("attempts").map(|(mean, most)| (mean, most as u32)),
+            p50_ms: line["p50_ms"].as_f64().unwrap(),
+            p99_ms: line["p99_ms"].as_f64().unwrap(),
+            caller: pair("caller").expect("the caller's CPU and RSS"),
+            answers: line["answers"]
+                .as_array()
+                .map(|a| (a[0].as_u64().unwrap(), a[1].as_u64().unwrap())),
         }
     }
 
@@ -656,22 +830,35 @@ impl Bench {
             p99_ms: line["p99_ms"].as_f64().unwrap(),
             attempts: None,
             answers: None,
-            process: Some((
+            caller: (
                 line["cpu_seconds"].as_f64().unwrap(),
                 line["max_rss_kib"].as_u64().unwrap(),
-            )),
+            ),
         }
     }
+}
 
-    async fn in_process(&self, contender: Contender, names: &[String], scenario: Scenario) -> Run {
-        let (writers, huge) = (scenario.writers, scenario.huge);
-        let until = Instant::now() + Duration::from_secs_f64(self.seconds);
+impl Callers {
+    /// `writers` writers of `contender` (not a Go one) on `names` for `seconds`, in this
+    /// process; the caller's CPU and RSS are filled in by [`caller_main`].
+    async fn write(
+        &self,
+        contender: Contender,
+        names: &[String],
+        writers: usize,
+        huge: bool,
+        seconds: f64,
+    ) -> Run {
+        let until = Instant::now() + Duration::from_secs_f64(seconds);
         let safewrite = contender.safewrite();
-        let memory = safewrite.is_none_or(|s| s.memory);
         let mut tasks = Vec::new();
         for w in 0..writers {
             let name = names[w % names.len()].clone();
-            let mut client = self.client(memory, scenario.sidecars, w);
+            // None for kube-rs direct, which writes to the API server.
+            let mut client = match self.clients.len() {
+                0 => None,
+                n => Some(self.clients[w % n].clone()),
+            };
             let (api, ns) = (self.api.clone(), self.ns.clone());
             tasks.push(tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed(w as u64);
@@ -686,7 +873,8 @@ impl Bench {
                     let made = match safewrite {
                         None => direct_increment(&api, &name, &mut rng).await,
                         Some(Safewrite { transact: true, .. }) => {
-                            transact_increment(&mut client, &ns, &name).await
+                            let client = client.as_mut().expect("a sidecar");
+                            transact_increment(client, &ns, &name).await
                         }
                         Some(Safewrite { alone, merge, .. }) => {
                             let request = if merge {
@@ -694,6 +882,7 @@ impl Bench {
                             } else {
                                 increment(&ns, &name, alone)
                             };
+                            let client = client.as_mut().expect("a sidecar");
                             client.update_with_retry(request).await.map_or_else(
                                 |status| failed(&status),
                                 |r| {
@@ -747,10 +936,71 @@ impl Bench {
             attempts: Some((mean, most)),
             p50_ms: percentile(&latencies, 0.5),
             p99_ms: percentile(&latencies, 0.99),
-            process: None,
+            caller: (0.0, 0),
             answers: (huge && safewrite.is_some()).then_some((broken, checked)),
         }
     }
+}
+
+/// The caller process of a Rust contender (`<this bench> --caller <spec>`, spawned by
+/// [`Bench::caller`]): connects to the sidecars and the API server, writes, and prints
+/// one JSON line, like the Go program: the run's counts and its own CPU time over the
+/// writing (from /proc/self/stat, connecting excluded as the Go program's informer sync
+/// is) and peak RSS.
+async fn caller_main(spec: &str) {
+    let spec: serde_json::Value = serde_json::from_str(spec).expect("a caller spec");
+    let contender = Contender::ALL
+        .into_iter()
+        .find(|c| c.slug() == spec["contender"].as_str().unwrap())
+        .expect("a contender's slug");
+    let strings = |key: &str| -> Vec<String> {
+        spec[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let kubeconfig = PathBuf::from(spec["kubeconfig"].as_str().unwrap());
+    let mut clients = Vec::new();
+    for endpoint in strings("endpoints") {
+        let channel = tonic::transport::Endpoint::from_shared(endpoint)
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect to safewrite");
+        clients.push(WriterServiceClient::new(channel));
+    }
+    let callers = Callers {
+        api: Api::namespaced(
+            support::client_from(&kubeconfig).await,
+            spec["namespace"].as_str().unwrap(),
+        ),
+        ns: spec["namespace"].as_str().unwrap().to_string(),
+        clients,
+    };
+    let me = std::process::id();
+    let before = cpu_seconds(me);
+    let run = callers
+        .write(
+            contender,
+            &strings("names"),
+            spec["writers"].as_u64().unwrap() as usize,
+            spec["huge"].as_bool().unwrap(),
+            spec["seconds"].as_f64().unwrap(),
+        )
+        .await;
+    let cpu = cpu_seconds(me) - before;
+    let line = json!({
+        "successes": run.successes,
+        "failures": run.failures,
+        "attempts": run.attempts.map(|(mean, most)| json!([mean, most])),
+        "p50_ms": run.p50_ms,
+        "p99_ms": run.p99_ms,
+        "caller": [cpu, peak_rss_kib(me)],
+        "answers": run.answers.map(|(broken, checked)| json!([broken, checked])),
+    });
+    println!("{line}");
 }
 
 /// The comma-separated values of environment variable `var`, when it is set.
@@ -761,8 +1011,12 @@ fn chosen(var: &str) -> Option<Vec<String>> {
 
 #[tokio::main]
 async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--caller") {
+        return caller_main(&args[at + 1]).await;
+    }
     // `cargo bench` passes --bench; `cargo test` builds benches but must not run this.
-    if !std::env::args().any(|a| a == "--bench") {
+    if !args.iter().any(|a| a == "--bench") {
         return;
     }
     let seconds: f64 = std::env::var("SAFEWRITE_BENCH_SECONDS")
@@ -796,26 +1050,18 @@ async fn main() {
     .concat();
     let remembering = Sidecar::start(&flags);
     let forgetting = Sidecar::start(&[&flags[..], &["--no-memory"][..]].concat());
-    let remembering_client = WriterServiceClient::new(remembering.channel().await);
-    let forgetting_client = WriterServiceClient::new(forgetting.channel().await);
     let spread = scenarios.iter().map(|s| s.sidecars).max().unwrap_or(1);
-    let mut more = Vec::new();
-    for _ in 1..spread {
-        let sidecar = Sidecar::start(&flags);
-        let client = WriterServiceClient::new(sidecar.channel().await);
-        more.push((sidecar, client));
-    }
-    let bench = Bench {
+    let more: Vec<Sidecar> = (1..spread).map(|_| Sidecar::start(&flags)).collect();
+    let mut bench = Bench {
         cp,
         ns,
         api,
         remembering,
         forgetting,
-        remembering_client,
-        forgetting_client,
         more,
         clientgo,
         seconds,
+        idle: (0.0, 0.0),
     };
     // Warm every path (connections, discovery, the Go runtime's first start).
     for &contender in &contenders {
@@ -831,8 +1077,13 @@ async fn main() {
     );
     println!(
         "req/write: the API server's configmap requests per successful increment (the outside writer's own excluded), GET/w the reads among them; att/max: attempts per successful increment, mean/most (where the contender tells); \
-         CPU and RSS: the sidecar's for safewrite (RSS: its peak during the run), the Go process's for the Go contenders; \
-         hit: the sidecar's memory hits / lookups; vs: goodput over the best client-go variant (cg) and the controller-runtime style (cr)\n"
+         CPU and RSS: the sidecar's for safewrite (RSS: its peak during the run), the caller process's for the others; \
+         hit: the sidecar's memory hits / lookups; vs: goodput over the best client-go variant (cg) and the controller-runtime style (cr)"
+    );
+    println!(
+        "CPU µs per write (the table under each scenario): CPU time per successful write of the caller (the Go program, or for kube-rs and safewrite a Rust caller process of its own), \
+         the sidecar(s), kube-apiserver and etcd (less their idle CPU, measured before each scenario with every sidecar up), \
+         their sum (system), and for safewrite its system over the lowest client-go variant's (vs cg); caller MiB: the caller's peak RSS\n"
     );
     println!(
         "{:<27} {:>9} {:>7} {:>9} {:>6} {:>8} {:>8} {:>8} {:>13} {:>7} {:>7} {:>8} {:>6} {:>6} {:>8} {:>9}",
@@ -858,8 +1109,12 @@ async fn main() {
     // several to be set against.
     let mut on_one = std::collections::HashMap::new();
     for scenario in scenarios {
+        // The control plane's background drifts (it fell by half over one bench run):
+        // measured again before each scenario.
+        bench.idle = idle(bench.cp, seconds).await;
         println!("{}", scenario.title());
         let (mut best_clientgo, mut controller_runtime) = (0.0f64, 0.0f64);
+        let mut breakdown: Vec<CpuRow> = Vec::new();
         for &contender in &contenders {
             // A row spread over sidecars is safewrite's own (the others write as in
             // the row with one), and the extra sidecars remember.
@@ -894,6 +1149,7 @@ async fn main() {
                 !sidecars.is_empty() && sidecars.iter().all(|s| reset_peak_rss(s.pid()));
             let before = apiserver_requests(bench.cp).await;
             let sidecar_before = sampled(&sidecars);
+            let (window, control_before) = (Instant::now(), control_plane_cpu(bench.cp));
             let stop = Arc::new(AtomicBool::new(false));
             let outside = scenario.outside.then(|| {
                 tokio::spawn(outside_writer(
@@ -908,6 +1164,8 @@ async fn main() {
                 Some(task) => Some(task.await.unwrap()),
                 None => None,
             };
+            let control_after = control_plane_cpu(bench.cp);
+            let window = window.elapsed().as_secs_f64();
             let sidecar_after = sampled(&sidecars);
             let after = apiserver_requests(bench.cp).await;
 
@@ -926,16 +1184,22 @@ async fn main() {
             let per_write =
                 (after.0 + after.1 - before.0 - before.1 - outside_requests) / successes;
             // Over several sidecars: their CPU summed, the highest peak.
-            let (cpu, rss_kib) = match (&sidecar_before, &sidecar_after) {
-                (Some(b), Some(a)) => (
-                    Some(a.cpu_seconds - b.cpu_seconds),
-                    sidecars.iter().map(|s| peak_rss_kib(s.pid())).max(),
-                ),
-                _ => match run.process {
-                    Some((cpu, rss)) => (Some(cpu), Some(rss)),
-                    None => (None, None),
-                },
+            let sidecar_cpu = match (&sidecar_before, &sidecar_after) {
+                (Some(b), Some(a)) => Some(a.cpu_seconds - b.cpu_seconds),
+                _ => None,
             };
+            let (cpu, rss_kib) = match sidecar_cpu {
+                Some(cpu) => (cpu, sidecars.iter().map(|s| peak_rss_kib(s.pid())).max()),
+                None => (run.caller.0, Some(run.caller.1)),
+            };
+            breakdown.push(CpuRow {
+                contender,
+                successes,
+                caller: run.caller,
+                sidecar: sidecar_cpu,
+                apiserver: control_after.0 - control_before.0 - bench.idle.0 * window,
+                etcd: control_after.1 - control_before.1 - bench.idle.1 * window,
+            });
             let (hit, stale) = match (&sidecar_before, &sidecar_after) {
                 (Some(b), Some(a)) => {
                     let hits = a.hits - b.hits;
@@ -989,7 +1253,7 @@ async fn main() {
                 format!("{total}/{}", run.successes),
                 or_dash(versus_clientgo, 2),
                 or_dash(versus_cr, 2),
-                or_dash(cpu.map(|c| c * 1e6 / successes), 0),
+                or_dash(Some(cpu * 1e6 / successes), 0),
                 or_dash(hit, 1),
                 or_dash(stale, 0),
                 rss,
@@ -1035,7 +1299,17 @@ async fn main() {
                 );
             }
         }
+        print_breakdown(&breakdown, bench.idle);
     }
+    // Measured again, so that a drift of the control plane's background shows.
+    let (apiserver_idle, etcd_idle) = idle(bench.cp, seconds).await;
+    println!(
+        "\nIdle CPU after the runs: kube-apiserver {:.1} ms/s, etcd {:.1} ms/s (before the last scenario: {:.1} and {:.1}).",
+        apiserver_idle * 1e3,
+        etcd_idle * 1e3,
+        bench.idle.0 * 1e3,
+        bench.idle.1 * 1e3,
+    );
     if lifetime_rss {
         println!(
             "\nRSS marked * is the sidecar's lifetime peak (its peak could not be reset before the run)."

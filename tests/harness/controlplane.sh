@@ -15,7 +15,8 @@
 #   ready <dir>
 #
 # <dir> holds admin.kubeconfig, restricted.kubeconfig, env (KEY=VALUE lines: ports,
-# pids, tokens, server URL) and the logs. The control plane lives until this script's
+# pids, tokens, server URL; rewritten after every stop and start command below, so its
+# pids are the running processes') and the logs. The control plane lives until this script's
 # standard input reaches end-of-file or it gets SIGTERM/SIGINT/SIGHUP; then both
 # processes are stopped and <dir> is removed. Whoever starts it keeps a pipe to its
 # stdin: when that process ends, however it ends (panic, SIGKILL), the pipe closes and
@@ -228,7 +229,11 @@ YAML
 kubeconfig admin "$admin_token" > "$dir/admin.kubeconfig"
 kubeconfig restricted "$restricted_token" > "$dir/restricted.kubeconfig"
 kubeconfig writer "$writer_token" > "$dir/writer.kubeconfig"
-cat > "$dir/env" <<ENV
+# write_env: (re)writes <dir>/env whole, by a rename, so that a reader never sees half of
+# it. Called again after every stop and start below: APISERVER_PID and ETCD_PID are the
+# running processes' (empty while one is stopped), read afresh by whoever measures them.
+write_env() {
+cat > "$dir/env.new" <<ENV
 SERVER=$server
 API_PORT=$api_port
 ETCD_PORT=$etcd_port
@@ -239,6 +244,9 @@ ADMIN_TOKEN=$admin_token
 RESTRICTED_TOKEN=$restricted_token
 CA_FILE=$pki/ca.crt
 ENV
+mv "$dir/env.new" "$dir/env"
+}
+write_env
 
 echo "ready $dir"
 
@@ -275,15 +283,19 @@ while true; do
     command=$partial$chunk
     partial=""
   fi
+  # The env file is rewritten before the answer, so it names the running pids once the
+  # answer is read.
   case "$command" in
-    stop-apiserver) stop_apiserver; echo "apiserver stopped" ;;
+    stop-apiserver) stop_apiserver; write_env; echo "apiserver stopped" ;;
     start-apiserver)
       [ -n "$apiserver_pid" ] || { start_apiserver; wait_apiserver_ready; }
+      write_env
       echo "apiserver started"
       ;;
-    stop-etcd) stop_etcd; echo "etcd stopped" ;;
+    stop-etcd) stop_etcd; write_env; echo "etcd stopped" ;;
     start-etcd)
       [ -n "$etcd_pid" ] || start_etcd
+      write_env
       echo "etcd started"
       ;;
     "") ;;

@@ -88,6 +88,8 @@ pub fn run_script(script: &str, vars: &[(&str, &str)]) -> Started {
 /// A running control plane. Dropping it (or ending the process) tears it down.
 pub struct ControlPlane {
     pub dir: PathBuf,
+    /// `<dir>/env` as it was at start; the pids in it are the first processes'
+    /// ([`Self::apiserver_pid`] and [`Self::etcd_pid`] read the running ones).
     pub env: HashMap<String, String>,
     child: Mutex<Child>,
     // Closing stdin is the stop signal; lines on it are the script's commands, each
@@ -172,6 +174,29 @@ impl ControlPlane {
 
     pub fn api_port(&self) -> u16 {
         self.env["API_PORT"].parse().expect("port")
+    }
+
+    /// The running kube-apiserver's process id, read afresh from `<dir>/env` (`env`
+    /// holds the first one's: a restart starts another); none while it is stopped.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        self.current_pid("APISERVER_PID")
+    }
+
+    /// The running etcd's process id, read afresh like [`Self::apiserver_pid`].
+    pub fn etcd_pid(&self) -> Option<u32> {
+        self.current_pid("ETCD_PID")
+    }
+
+    /// Pid `key` of `<dir>/env` as it is now: the script rewrites it (by a rename) after
+    /// each stop and start, before answering, so under the control lock no command is
+    /// half done.
+    fn current_pid(&self, key: &str) -> Option<u32> {
+        let _control = self.control.lock().expect("control pipes");
+        let env = std::fs::read_to_string(self.dir.join("env")).expect("read env");
+        env.lines()
+            .filter_map(|l| l.split_once('='))
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.parse().ok())
     }
 
     /// A client for the admin identity (group system:masters).

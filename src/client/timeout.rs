@@ -81,6 +81,34 @@ pub struct Timeout<S> {
     answer_time: Arc<AnswerTime>,
 }
 
+/// When an exchange must end, and whether the caller's deadline (not the request's own
+/// timeout) is what ends it.
+struct Ends {
+    until: Instant,
+    by_deadline: bool,
+}
+
+impl<S> Timeout<S> {
+    /// The end of an exchange starting `now`: its [`RequestTimeout`] (this layer's default
+    /// otherwise), or the caller's [`Deadline`] when that comes first.
+    fn ends(&self, extensions: &http::Extensions, now: Instant) -> Ends {
+        let bound = extensions
+            .get::<RequestTimeout>()
+            .map_or(self.default, |t| t.0);
+        let until = now + bound;
+        match extensions.get::<Deadline>().copied() {
+            Some(Deadline(deadline)) if deadline < until => Ends {
+                until: deadline,
+                by_deadline: true,
+            },
+            _ => Ends {
+                until,
+                by_deadline: false,
+            },
+        }
+    }
+}
+
 impl<S, B, R> Service<http::Request<B>> for Timeout<S>
 where
     S: Service<http::Request<Handoff<B>>, Response = http::Response<R>> + Clone + Send + 'static,
@@ -101,19 +129,7 @@ where
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let mut inner = take_ready(&mut self.inner);
         let now = Instant::now();
-        let bound = request
-            .extensions()
-            .get::<RequestTimeout>()
-            .map_or(self.default, |t| t.0);
-        let mut until = now + bound;
-        // Whether the caller's deadline, not this request's own timeout, ends it.
-        let mut by_deadline = false;
-        if let Some(Deadline(deadline)) = request.extensions().get::<Deadline>().copied()
-            && deadline < until
-        {
-            until = deadline;
-            by_deadline = true;
-        }
+        let Ends { until, by_deadline } = self.ends(request.extensions(), now);
         let allowed = until.saturating_duration_since(now);
         if allowed.is_zero() {
             // The deadline has passed: not even one poll of the connection.

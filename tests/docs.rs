@@ -37,7 +37,7 @@ fn serve_flags_page() -> String {
     let command = LogArgs::augment_args(ServeArgs::augment_args(clap::Command::new("serve")));
     let mut page = String::from(
         "# `safewrite serve` flags\n\n\
-         <!-- Generated from the code (src/runtime/config.rs, src/client/connect.rs, \
+         <!-- Generated from the code (src/runtime/config.rs, crates/client/src/connect.rs, \
          src/telemetry.rs) by tests/docs.rs: do not edit by hand; run \
          `SAFEWRITE_BLESS=1 cargo test --test docs` after changing a flag. -->\n\n\
          Every flag can also be set from the environment variable beside it; a flag wins \
@@ -131,17 +131,19 @@ struct Family {
 /// been recorded (so that the labels of labelled families show).
 fn metrics_page() -> String {
     use std::time::Duration;
-    let metrics = safewrite::metrics::get();
+    let metrics = safewrite::metrics::Metrics::new();
     let tick = Duration::from_millis(1);
     metrics.rpc_done("UpdateWithRetry", "main", tonic::Code::Ok, None, 1, tick);
     metrics.outcome("updated", "main");
-    metrics.batch(1);
-    metrics.conflict();
-    metrics.memory(true);
-    metrics.memory_stale();
-    metrics.api_request("get", "200", tick);
-    metrics.breaker(0, "closed");
-    metrics.ratelimit_wait(tick);
+    let engine = metrics.engine();
+    engine.batch(1);
+    engine.conflict();
+    engine.memory(true);
+    engine.memory_stale();
+    let client = metrics.client();
+    client.api_request("get", "200", tick);
+    client.breaker(safewrite_client::metrics::BreakerState::Closed);
+    client.ratelimit_wait(tick);
     drop(metrics.in_flight());
     metrics.large_answer(true);
     metrics.sending(0);
@@ -196,7 +198,7 @@ fn metrics_page() -> String {
 
     let mut page = String::from(
         "# Metrics\n\n\
-         <!-- Generated from the metrics registry (src/metrics/mod.rs, src/process.rs) by \
+         <!-- Generated from the metrics registry (src/metrics/mod.rs, crates/engine/src/metrics.rs, crates/client/src/metrics.rs, src/process.rs) by \
          tests/docs.rs: do not edit by hand; run \
          `SAFEWRITE_BLESS=1 cargo test --test docs` after changing a metric. -->\n\n\
          Served as `GET /metrics` on `--metrics-listen` (default `127.0.0.1:9464`) in the \

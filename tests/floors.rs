@@ -1,4 +1,10 @@
-//! The house's floors, checked from the source text of `src/`:
+//! The house's floors, checked from the source text of every crate of the workspace:
+//! the sidecar's `src/` and the crates below it (`crates/*/src/`). The compiler keeps the
+//! crates in their order (a crate cannot import from one that depends on it); this test
+//! checks what it does not. It reads the workspace as one tree: the sidecar's `src/` is
+//! the root, and each crate below it is a wing of its own name (`crates/engine/src/` is
+//! `engine/`, its `lib.rs` is `engine/mod.rs`, and `safewrite_engine::x` and, inside it,
+//! `crate::x` both name `engine::x`). Over that tree:
 //!
 //! - the top-level wings keep the order declared in the drawing of `docs/layout.md`
 //!   (top floor first): every wing is declared, every declared wing exists, and no
@@ -13,7 +19,8 @@
 //! An import is a path: `crate::a::b` (a `use`, a path in code, a doc link or a path named
 //! in a comment, each item of a `crate::{a, b::c}` group), `super::` and `self::` paths (relative to the file's
 //! module), a path through one of the file's own child modules (`child::X` after
-//! `mod child;`), and in `main.rs` a `safewrite::` path. It points at the file of the
+//! `mod child;`), a path into a crate of the workspace (`safewrite_engine::X`), and in
+//! `main.rs` a `safewrite::` path. It points at the file of the
 //! deepest module its path names (`a/b.rs` or `a/b/mod.rs`, else the module above it), so
 //! `use super::*` imports the parent module's file. A module's re-export of its own
 //! descendants (`pub use child::X`) is a façade, not an import: tower's
@@ -30,8 +37,18 @@ const MAX_LINES: usize = 400;
 /// The most lines of one function, its `fn` line to its closing brace.
 const MAX_FN_LINES: usize = 80;
 
+/// The crates of the workspace: each one's name in paths, its `src/` folder, and the
+/// wing it is in the one tree (`""`: the root, the sidecar).
+const CRATES: &[(&str, &str, &str)] = &[
+    ("safewrite", "src", ""),
+    ("safewrite_api", "crates/api/src", "api"),
+    ("safewrite_mutation", "crates/mutation/src", "mutation"),
+    ("safewrite_client", "crates/client/src", "client"),
+    ("safewrite_engine", "crates/engine/src", "engine"),
+];
+
 struct Source {
-    /// The path under `src/`, with `/` separators.
+    /// The path in the one tree, with `/` separators (`engine/write/run.rs`).
     path: String,
     /// Its code, without its tests; line numbers are the file's own.
     code: String,
@@ -91,25 +108,47 @@ fn without_tests(text: &str) -> String {
     lines[..end].join("\n")
 }
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The path in the one tree of `file` (under the `src/` folder of the crate whose wing
+/// is `wing`).
+fn in_tree(wing: &str, file: &str) -> String {
+    match (wing, file) {
+        ("", _) => file.to_string(),
+        (_, "lib.rs") => format!("{wing}/mod.rs"),
+        _ => format!("{wing}/{file}"),
+    }
+}
+
+/// The file in the repository of `path`, a path in the one tree.
+fn real(path: &str) -> String {
+    for (_, src, wing) in CRATES.iter().filter(|(_, _, wing)| !wing.is_empty()) {
+        if path == format!("{wing}/mod.rs") {
+            return format!("{src}/lib.rs");
+        }
+        if let Some(rest) = path.strip_prefix(&format!("{wing}/")) {
+            return format!("{src}/{rest}");
+        }
+    }
+    format!("src/{path}")
 }
 
 fn sources() -> Vec<Source> {
-    let src = src();
-    let mut paths = Vec::new();
-    files(&src, &mut paths);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut texts = BTreeMap::new();
-    for path in paths {
-        let name = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        texts.insert(
-            name,
-            std::fs::read_to_string(&path).expect("read a source file"),
-        );
+    for (_, src, wing) in CRATES {
+        let src = root.join(src);
+        let mut paths = Vec::new();
+        files(&src, &mut paths);
+        for path in paths {
+            let file = path
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            texts.insert(
+                in_tree(wing, &file),
+                std::fs::read_to_string(&path).expect("read a source file"),
+            );
+        }
     }
     let tests: BTreeSet<String> = texts
         .iter()
@@ -311,8 +350,20 @@ fn group_or_path(
 
 /// The module path `segments` names, written in the file whose module is `module`.
 fn absolute(module: &[String], segments: &[String]) -> Option<Vec<String>> {
-    let mut path: Vec<String> = match segments.first()?.as_str() {
-        "crate" | "safewrite" => Vec::new(),
+    let first = segments.first()?.as_str();
+    if let Some((_, _, wing)) = CRATES.iter().find(|(name, _, _)| *name == first) {
+        let mut path = wing_path(wing);
+        path.extend(segments[1..].iter().cloned());
+        return Some(path);
+    }
+    let mut path: Vec<String> = match first {
+        // `crate::` in a crate below the sidecar names that crate's wing.
+        "crate" => match module.first() {
+            Some(wing) if CRATES.iter().any(|(_, _, w)| !w.is_empty() && w == wing) => {
+                vec![wing.clone()]
+            }
+            _ => Vec::new(),
+        },
         "self" => module.to_vec(),
         "super" => {
             let ups = segments.iter().take_while(|s| *s == "super").count();
@@ -330,6 +381,15 @@ fn absolute(module: &[String], segments: &[String]) -> Option<Vec<String>> {
     };
     path.extend(segments[1..].iter().cloned());
     Some(path)
+}
+
+/// The module path of a crate's wing (`[]` for the root).
+fn wing_path(wing: &str) -> Vec<String> {
+    if wing.is_empty() {
+        Vec::new()
+    } else {
+        vec![wing.to_string()]
+    }
 }
 
 /// The file that defines the deepest module of `path` among `files`.
@@ -363,8 +423,9 @@ fn arrows(sources: &[Source]) -> Vec<Arrow> {
         let kids = children(&source.code);
         let mut roots = vec!["crate", "super", "self"];
         roots.extend(kids.iter().map(String::as_str));
+        roots.extend(CRATES.iter().skip(1).map(|(name, _, _)| *name));
         if source.path == "main.rs" {
-            roots = vec!["safewrite"];
+            roots.push("safewrite");
         }
         for name in named(&source.code, &roots) {
             let Some(path) = absolute(&module, &name.segments) else {
@@ -462,10 +523,10 @@ fn cycle_report(arrows: &[Arrow]) -> Vec<String> {
                 && seen.insert((arrow.from.clone(), arrow.line, arrow.to.clone()))
             {
                 text.push_str(&format!(
-                    "\n  src/{}:{} -> src/{} ({})",
-                    arrow.from,
+                    "\n  {}:{} -> {} ({})",
+                    real(&arrow.from),
                     arrow.line,
-                    arrow.to,
+                    real(&arrow.to),
                     arrow.path.join("::")
                 ));
             }
@@ -515,7 +576,8 @@ fn floors(layout: &str) -> Result<Vec<Vec<String>>, String> {
     Ok(floors)
 }
 
-/// The wings of the crate: its top-level modules and `main`.
+/// The wings of the tree: the sidecar's top-level modules, `main`, and the crates below
+/// it.
 fn crate_wings(lib: &str) -> BTreeSet<String> {
     let mut wings: BTreeSet<String> = lib
         .lines()
@@ -528,6 +590,12 @@ fn crate_wings(lib: &str) -> BTreeSet<String> {
         })
         .collect();
     wings.insert("main".to_string());
+    wings.extend(
+        CRATES
+            .iter()
+            .filter(|(_, _, wing)| !wing.is_empty())
+            .map(|(_, _, wing)| wing.to_string()),
+    );
     wings
 }
 
@@ -536,23 +604,23 @@ fn declared(
     floors: &[Vec<String>],
     wings: &BTreeSet<String>,
     lib: &str,
+    files: &BTreeSet<String>,
 ) -> (BTreeMap<String, usize>, Vec<String>) {
-    let src = src();
     let mut floor_of = BTreeMap::new();
     let mut wrong = Vec::new();
     for (floor, names) in floors.iter().enumerate() {
         for written in names {
             let (name, exists) = if let Some(name) = written.strip_suffix('/') {
-                (name, src.join(name).join("mod.rs").is_file())
+                (name, files.contains(&format!("{name}/mod.rs")))
             } else if let Some(name) = written.strip_suffix(".rs") {
-                (name, src.join(written).is_file())
+                (name, files.contains(written))
             } else {
                 let inline = format!("mod {written} {{");
                 (written.as_str(), lib.lines().any(|l| l.contains(&inline)))
             };
             if !exists || !wings.contains(name) {
                 wrong.push(format!(
-                    "docs/layout.md declares the wing `{written}`, which src/ does not have: \
+                    "docs/layout.md declares the wing `{written}`, which the workspace does not have: \
                      remove its line or add the module"
                 ));
             }
@@ -564,7 +632,7 @@ fn declared(
     for wing in wings {
         if !floor_of.contains_key(wing) {
             wrong.push(format!(
-                "src/ has the wing `{wing}`, which the drawing in docs/layout.md does not \
+                "the workspace has the wing `{wing}`, which the drawing in docs/layout.md does not \
                  declare: give it a line on its floor"
             ));
         }
@@ -592,8 +660,8 @@ fn upward(arrows: &[Arrow], floor_of: &BTreeMap<String, usize>) -> Vec<String> {
                 "above it"
             };
             wrong.push(format!(
-                "src/{}:{}: wing `{from}` imports `{}` of wing `{to}`, declared {where_}",
-                arrow.from,
+                "{}:{}: wing `{from}` imports `{}` of wing `{to}`, declared {where_}",
+                real(&arrow.from),
                 arrow.line,
                 arrow.path.join("::")
             ));
@@ -673,8 +741,10 @@ fn the_wings_keep_the_declared_order() {
     let floors = floors(&read("docs/layout.md")).unwrap_or_else(|e| panic!("{e}"));
     let wings = crate_wings(&lib);
     assert!(wings.len() > 10, "found only {wings:?}");
-    let (floor_of, mut wrong) = declared(&floors, &wings, &lib);
-    let arrows = arrows(&sources());
+    let sources = sources();
+    let files: BTreeSet<String> = sources.iter().map(|s| s.path.clone()).collect();
+    let (floor_of, mut wrong) = declared(&floors, &wings, &lib, &files);
+    let arrows = arrows(&sources);
     wrong.extend(upward(&arrows, &floor_of));
     assert!(
         wrong.is_empty(),
@@ -698,7 +768,7 @@ fn no_import_cycle_between_any_two_files() {
     let report = cycle_report(&arrows);
     assert!(
         report.is_empty(),
-        "{} import cycles between files of src/ (move what both sides need into a file \
+        "{} import cycles between files of the workspace (move what both sides need into a file \
          of its own below them):\n{}",
         report.len(),
         report.join("\n")
@@ -721,11 +791,17 @@ fn no_file_is_over_400_lines_of_code() {
         .iter()
         .filter(|(lines, _)| *lines > MAX_LINES)
         .map(|(lines, path)| {
-            format!("src/{path}: {lines} lines of code, over {MAX_LINES}: split it")
+            format!(
+                "{}: {lines} lines of code, over {MAX_LINES}: split it",
+                real(path)
+            )
         })
         .collect();
     let (lines, path) = sized.last().expect("a file");
-    eprintln!("the largest file, src/{path}, has {lines} lines of code");
+    eprintln!(
+        "the largest file, {}, has {lines} lines of code",
+        real(path)
+    );
     assert!(over.is_empty(), "{}", over.join("\n"));
 }
 
@@ -734,7 +810,7 @@ fn no_function_is_over_80_lines() {
     let mut all: Vec<(usize, String)> = Vec::new();
     for source in sources() {
         for (name, line, length) in functions(&source.code) {
-            all.push((length, format!("src/{}:{line} fn {name}", source.path)));
+            all.push((length, format!("{}:{line} fn {name}", real(&source.path))));
         }
     }
     all.sort_by(|a, b| b.cmp(a));
@@ -784,7 +860,7 @@ fn no_two_wings_name_a_type_alike() {
                 .entry(name)
                 .or_default()
                 .entry(wing.clone())
-                .or_insert_with(|| format!("src/{}:{line}", source.path));
+                .or_insert_with(|| format!("{}:{line}", real(&source.path)));
         }
     }
     let clashes: Vec<String> = defined

@@ -16,9 +16,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::Value;
+
+// An API server's own request count, shared with the tests and the bench.
+#[path = "../../tests/support/requests.rs"]
+mod requests;
 
 const INCREMENT: &str = r#"{"data": {"count": string(int(object.data.count) + 1)}}"#;
 
@@ -50,7 +54,7 @@ fn increment(namespace: &str) -> pb::UpdateWithRetryRequest {
 
 /// The API server's own count of requests for configmaps, reads and writes.
 async fn configmap_requests(kube: &kube::Client) -> Result<f64, Box<dyn std::error::Error>> {
-    use safewrite::requests::{READS, WRITES, count};
+    use requests::{READS, WRITES, count};
     let text = kube
         .request_text(http::Request::get("/metrics").body(Vec::new())?)
         .await?;

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use safewrite::mutation::CelError;
-use safewrite::mutation::cel::Cel;
+use safewrite_mutation::CelError;
+use safewrite_mutation::cel::Cel;
 use std::sync::LazyLock;
 
 #[path = "common.rs"]

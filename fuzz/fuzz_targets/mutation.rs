@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use safewrite::mutation::Mutation;
-use safewrite::pb;
+use safewrite_mutation::Mutation;
+use safewrite_api::pb;
 
 #[path = "common.rs"]
 mod common;

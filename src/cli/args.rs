@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use clap::Args;
 
+use safewrite_api::pb;
+
 use super::fail::Fail;
 use super::output::Output;
 use crate::health::Address;
-use crate::pb;
 
 /// The help text after the flags: exit codes and examples.
 const AFTER_HELP: &str = "\

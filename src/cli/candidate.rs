@@ -10,13 +10,15 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::target::ResourcePath;
+use safewrite_client::ClientMetrics;
+
 use super::fail::{Fail, one_line};
 use crate::health::Address;
 use crate::lease::{Campaign, LeaseEvent, NotLeading};
-use crate::pb;
-use crate::pb::writer_service_client::WriterServiceClient;
 use crate::service::lead::LeadSpec;
-use crate::target::ResourcePath;
 
 /// How long reaching the sidecar or the API server may take before the campaign starts.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,7 +56,7 @@ impl Candidate {
             }
             Mode::Local(kubeconfig, context) => {
                 let serve = super::local::settings(kubeconfig, context)?;
-                let client = crate::client::connect(&serve.client)
+                let client = safewrite_client::connect(&serve.client, ClientMetrics::default())
                     .await
                     .map_err(|e| Fail::invalid(one_line(&e)))?;
                 may_read(&client, &spec).await?;
@@ -144,13 +146,13 @@ fn event(answer: &pb::LeadResponse) -> LeaseEvent {
 /// Reads the Lease once before campaigning, so that missing permissions and an
 /// unreachable API server end the command (exit 6, 7) instead of a campaign that never
 /// leads.
-async fn may_read(client: &crate::client::ApiClient, spec: &LeadSpec) -> Result<(), Fail> {
+async fn may_read(client: &safewrite_client::ApiClient, spec: &LeadSpec) -> Result<(), Fail> {
     let path = ResourcePath::new("coordination.k8s.io", "v1", "leases")
         .expect("a well-formed resource path")
         .object(&spec.lease.namespace, &spec.lease.name);
     let lease = format!("{}/{}", spec.lease.namespace, spec.lease.name);
     let answer =
-        crate::client::apiserver::send(client, path.get(None), Some(CONNECT_TIMEOUT), None)
+        safewrite_client::apiserver::send(client, path.get(None), Some(CONNECT_TIMEOUT), None)
             .await
             .map_err(|e| {
                 Fail::unavailable(format!(

@@ -9,11 +9,12 @@
 
 use serde_json::{Map, Value};
 
+use safewrite_api::pb;
+use safewrite_api::pb::mutation::Kind as M;
+
 use super::args::{ChangeFlags, ChangeOptions};
 use super::fail::Fail;
 use super::kinds;
-use crate::pb;
-use crate::pb::mutation::Kind as M;
 
 /// The flag of the change given, or `None` when none is (clap lets at most one through).
 pub fn flag(change: &ChangeFlags) -> Option<&'static str> {
@@ -289,7 +290,7 @@ fn entry_fields(
         Ok(Value::Object(entry)) => Ok(entry),
         Ok(other) => Err(bad(&format!(
             "the JSON after the = is {}, not an object of the entry's fields",
-            crate::mutation::type_name(&other)
+            safewrite_mutation::type_name(&other)
         ))),
         Err(error) => Err(bad(&format!(
             "the JSON after the = does not parse ({error}); quote the whole value in single quotes"

@@ -12,12 +12,13 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use safewrite_api::deadline::CallDeadline;
+use safewrite_api::pb;
+
 use super::args::{ConnectArgs, FenceArgs};
 use super::fail::{Fail, one_line};
 use super::output::Output;
 use super::{kinds, local, sidecar};
-use crate::deadline::CallDeadline;
-use crate::pb;
 use crate::service::respond;
 
 /// The help text after the flags: exit codes and examples.

@@ -68,7 +68,7 @@ fn run_blocking(command: &str, input: Vec<u8>) -> Proposal {
         Ok(object @ Value::Object(_)) => Proposal::Object(object),
         Ok(other) => Proposal::Invalid(format!(
             "the --exec command printed {}, not the object: it must print the whole new object as JSON",
-            crate::mutation::type_name(&other)
+            safewrite_mutation::type_name(&other)
         )),
         Err(error) => Proposal::Invalid(format!(
             "the --exec command's output is not one JSON object ({error}): it must print the whole new object as JSON"

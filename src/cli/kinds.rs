@@ -6,8 +6,9 @@
 
 use serde_json::Value;
 
+use safewrite_client::{ApiClient, apiserver};
+
 use super::fail::Fail;
-use crate::client::{ApiClient, apiserver};
 
 /// What the command line names: the resource part of `KIND/NAME`, split at its first dot.
 #[derive(Debug, Clone, PartialEq, Eq)]

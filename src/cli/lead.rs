@@ -11,12 +11,13 @@ use clap::Args;
 use rustix::process::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 
+use safewrite_api::pb;
+
 use super::args::ConnectArgs;
 use super::candidate::{Candidate, Mode};
 use super::child::{self, Running};
 use super::fail::{Class, Fail};
 use crate::lease::{LeaseEvent, NotLeading};
-use crate::pb;
 use crate::service::lead::{LeadSpec, validate};
 
 /// The help text after the flags: exit codes, environment and an example.

@@ -8,15 +8,16 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use safewrite_api::deadline::CallDeadline;
+use safewrite_api::pb;
+use safewrite_client::{ApiClient, ClientMetrics};
+use safewrite_engine::{Change, Engine, EngineMetrics, Failure, Mutator, Subresource};
+use safewrite_mutation::FieldViolation;
+
 use super::args::ConnectArgs;
 use super::exec::{self, Proposal};
 use super::fail::{Class, Fail, one_line};
 use super::request::{Request, WriteKind};
-use crate::client::ApiClient;
-use crate::deadline::CallDeadline;
-use crate::engine::{Change, Engine, Failure, Mutator, Subresource};
-use crate::mutation::FieldViolation;
-use crate::pb;
 use crate::service::respond;
 use crate::service::validate::{RequestParts, validate_parts};
 
@@ -66,10 +67,14 @@ pub fn settings(
 /// A kubeconfig that cannot be found or used, or a bad `SAFEWRITE_*` setting.
 pub async fn engine(args: &ConnectArgs) -> Result<(ApiClient, Engine), Fail> {
     let serve = serve_settings(args)?;
-    let client = crate::client::connect(&serve.client)
+    let client = safewrite_client::connect(&serve.client, ClientMetrics::default())
         .await
         .map_err(|e| Fail::invalid(one_line(&e)))?;
-    let engine = Engine::new(client.clone(), crate::runtime::engine_config(&serve));
+    let engine = Engine::new(
+        client.clone(),
+        crate::runtime::engine_config(&serve),
+        EngineMetrics::default(),
+    );
     Ok((client, engine))
 }
 

@@ -26,7 +26,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use crate::pb;
+use safewrite_api::pb;
 
 pub use args::{ChangeFlags, ChangeOptions, ConnectArgs, FenceArgs, WriteArgs};
 pub use delete::{DeleteArgs, run as delete};

@@ -4,10 +4,11 @@
 
 use serde_json::Value;
 
+use safewrite_api::pb;
+
 use super::args::WriteArgs;
 use super::fail::Fail;
 use super::kinds;
-use crate::pb;
 
 /// Which write: the main resource or the status subresource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +105,7 @@ pub fn read_object(flag: &str, file: &str) -> Result<Value, Fail> {
     if !value.is_object() {
         return Err(Fail::invalid(format!(
             "{flag} {file}: must hold one object (a mapping), not {}",
-            crate::mutation::type_name(&value)
+            safewrite_mutation::type_name(&value)
         )));
     }
     Ok(value)

@@ -5,16 +5,17 @@
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+use safewrite_client::{ApiClient, ClientMetrics};
+
 use super::args::{ConnectArgs, WriteArgs};
 use super::exec::{self, Proposal};
 use super::fail::{Class, Fail, one_line};
 use super::kinds;
 use super::local::serve_settings;
 use super::request::{Request, WriteKind};
-use crate::client::ApiClient;
 use crate::health::Address;
-use crate::pb;
-use crate::pb::writer_service_client::WriterServiceClient;
 
 /// A client for discovery, when a kubeconfig (or in-cluster configuration) is at hand:
 /// for kinds the built-in table does not know, and for the default namespace.
@@ -28,7 +29,9 @@ async fn discovery_client(args: &ConnectArgs) -> Option<ApiClient> {
     {
         return None;
     }
-    crate::client::connect(&serve.client).await.ok()
+    safewrite_client::connect(&serve.client, ClientMetrics::default())
+        .await
+        .ok()
 }
 
 /// The discovery client, made at most once and only when first needed.

@@ -17,6 +17,7 @@
 //! `safewrite_lease_transitions_total`), the end of a leading campaign included.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -25,12 +26,13 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument as _, Span};
 
+use safewrite_api::target::{ObjectPath, ResourcePath, Verb, WriteParams};
+use safewrite_client::{ApiClient, LeaseTraffic, apiserver};
+use safewrite_engine::fence::{Holding, Holdings};
+
 use super::record::{self, Claim};
 use super::timing::{LeaseName, LeaseTimings};
-use crate::client::{ApiClient, LeaseTraffic, apiserver};
-use crate::engine::fence::{Holding, Holdings};
-use crate::target::{ObjectPath, ResourcePath, Verb, WriteParams};
-use std::sync::Arc;
+use crate::metrics::Metrics;
 
 /// Why the caller does not lead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,8 @@ pub struct Campaign {
     client: ApiClient,
     /// Where this campaign publishes its leadership for fenced writes, under `id`.
     holdings: Option<(Arc<Holdings>, u64)>,
+    /// Where its changes between leading and not are counted (none in the CLI).
+    metrics: Option<Arc<Metrics>>,
     lease: LeaseName,
     path: ObjectPath,
     identity: String,
@@ -112,6 +116,7 @@ impl Campaign {
         Self {
             client,
             holdings: None,
+            metrics: None,
             lease,
             path,
             identity,
@@ -122,6 +127,12 @@ impl Campaign {
     /// Publishes this campaign's leadership in `holdings`, which fenced writes check.
     pub fn publishing_to(mut self, holdings: Arc<Holdings>) -> Self {
         self.holdings = Some((holdings, fastrand::u64(..)));
+        self
+    }
+
+    /// Counts this campaign's changes between leading and not in `metrics`.
+    pub fn recording_to(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -283,9 +294,11 @@ impl Campaign {
 
     /// Counts a change of this campaign between leading and not leading, if there was one.
     fn count_leadership(&self, was_leading: bool, leading: bool) {
-        if was_leading != leading {
+        if let Some(metrics) = &self.metrics
+            && was_leading != leading
+        {
             let lease = format!("{}/{}", &*self.lease.namespace, &*self.lease.name);
-            crate::metrics::get().leadership(&lease, leading);
+            metrics.leadership(&lease, leading);
         }
     }
 

@@ -15,10 +15,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use safewrite_client::breaker::BreakerConfig;
+use safewrite_client::timeout::Handoff;
+use safewrite_client::{ClientMetrics, StackConfig, apiserver, over};
+
 use super::*;
-use crate::client::breaker::BreakerConfig;
-use crate::client::timeout::Handoff;
-use crate::client::{StackConfig, apiserver, over};
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases/l";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
@@ -155,7 +156,7 @@ async fn campaign_until(
         },
         request_timeout: Duration::from_secs(10),
     };
-    let client = over(connection, settings, "default");
+    let client = over(connection, settings, ClientMetrics::default(), "default");
     // A write's fault: it takes the limiter's one slot and opens the breaker.
     let write = http::Request::put("/fault").body(Vec::new()).unwrap();
     let answer = apiserver::send(&client, write, None, None).await.unwrap();

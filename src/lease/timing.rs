@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use crate::target::{FieldViolation, Name, Namespace, is_dns1123_label, is_dns1123_subdomain};
+use safewrite_api::target::{
+    FieldViolation, Name, Namespace, is_dns1123_label, is_dns1123_subdomain,
+};
 
 /// client-go's default lease duration.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);

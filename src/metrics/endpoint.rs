@@ -20,9 +20,9 @@ use tracing::debug;
 
 use crate::listen::{Pool, Tracked};
 
-use super::get;
+use super::Metrics;
 
-/// Serves `GET /metrics`, `/livez` and `/readyz` (from `health`, the server's
+/// Serves `GET /metrics` (`metrics`), `/livez` and `/readyz` (from `health`, the server's
 /// grpc.health.v1 status) on `listener` until `stop` turns true, over HTTP/1
 /// connections held to `pool`'s cap and timeouts; hyper also bounds the time to read
 /// each request head (the pool's handshake timeout).
@@ -30,6 +30,7 @@ pub async fn serve(
     listener: TcpListener,
     pool: Arc<Pool>,
     health: HealthService,
+    metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
     let health = Arc::new(health);
@@ -48,11 +49,13 @@ pub async fn serve(
         let activity = conn.activity();
         let builder = builder.clone();
         let health = health.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
                 // In flight until the response body is written.
                 let active = Some(activity.start());
                 let health = health.clone();
+                let metrics = metrics.clone();
                 async move {
                     let text = |status: http::StatusCode, body: &'static str| {
                         http::Response::builder()
@@ -66,7 +69,7 @@ pub async fn serve(
                                 http::header::CONTENT_TYPE,
                                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                             )
-                            .body(Full::new(Bytes::from(get().render()))),
+                            .body(Full::new(Bytes::from(metrics.render()))),
                         "/livez" => text(http::StatusCode::OK, "ok\n"),
                         "/readyz" => {
                             if serving(&health).await {

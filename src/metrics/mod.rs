@@ -1,4 +1,4 @@
-//! Metrics: one process-wide registry, rendered in the OpenMetrics text format on a
+//! Metrics: one registry, built by `safewrite serve` and handed to what records, rendered in the OpenMetrics text format on a
 //! separate port (`--metrics-listen`, path `/metrics`) for Prometheus to scrape. RPCs
 //! that tonic refuses before a handler runs (too large, malformed, unauthenticated) are
 //! counted too. The same port answers `/livez` (200 while the process serves) and
@@ -12,7 +12,6 @@
 //! the leadership metrics, `leadership`) is `namespace/name` for the first 64 Leases
 //! campaigned for, then `other`.
 
-use std::sync::OnceLock;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
@@ -31,6 +30,8 @@ mod endpoint;
 mod leadership;
 
 use leadership::LeadershipMetrics;
+use safewrite_client::ClientMetrics;
+use safewrite_engine::EngineMetrics;
 
 pub use endpoint::serve;
 
@@ -44,58 +45,41 @@ fn attempts() -> Histogram {
     Histogram::new([1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 50.0, 100.0])
 }
 
-fn batch_sizes() -> Histogram {
-    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
-}
-
 /// Every metric safewrite keeps.
 pub struct Metrics {
     registry: Registry,
-    batch_size: Histogram,
     rpcs: Family<Labels, Counter>,
     rpc_duration: Histograms,
     rpc_attempts: Histograms,
     outcomes: Family<Labels, Counter>,
-    conflicts: Counter,
-    memory_lookups: Family<Labels, Counter>,
-    memory_stale: Counter,
-    api_requests: Family<Labels, Counter>,
-    api_duration: Histograms,
-    breaker_state: Gauge,
-    breaker_transitions: Family<Labels, Counter>,
-    ratelimit_wait: Histogram,
     in_flight: Gauge<i64, AtomicI64>,
     large_answers: Family<Labels, Counter>,
     sending_bytes: Gauge<i64, AtomicI64>,
     leadership: LeadershipMetrics,
+    engine: EngineMetrics,
+    client: ClientMetrics,
 }
 
 impl Metrics {
-    fn new() -> Self {
+    /// Every metric, registered once; the process's registry.
+    pub fn new() -> Self {
         let mut metrics = Self {
             registry: Registry::default(),
-            batch_size: batch_sizes(),
             rpcs: Family::default(),
             rpc_duration: Family::new_with_constructor(latency),
             rpc_attempts: Family::new_with_constructor(attempts),
             outcomes: Family::default(),
-            conflicts: Counter::default(),
-            memory_lookups: Family::default(),
-            memory_stale: Counter::default(),
-            api_requests: Family::default(),
-            api_duration: Family::new_with_constructor(latency),
-            breaker_state: Gauge::default(),
-            breaker_transitions: Family::default(),
-            ratelimit_wait: latency(),
             in_flight: Gauge::default(),
             large_answers: Family::default(),
             sending_bytes: Gauge::default(),
             leadership: LeadershipMetrics::default(),
+            engine: EngineMetrics::default(),
+            client: ClientMetrics::default(),
         };
         // In this order, which is the order of the exposition and of docs/metrics.md.
         metrics.register_writes();
         metrics.leadership.register(&mut metrics.registry);
-        metrics.register_api_client();
+        metrics.client.register(&mut metrics.registry);
         metrics.register_process();
         metrics
     }
@@ -124,58 +108,7 @@ impl Metrics {
             "Successful RPCs by outcome",
             self.outcomes.clone(),
         );
-        registry.register(
-            "safewrite_batch_size",
-            "Requests carried by each write of a group commit",
-            self.batch_size.clone(),
-        );
-        registry.register(
-            "safewrite_conflicts",
-            "409 Conflict answers met (one for each write refused, however many requests it carried)",
-            self.conflicts.clone(),
-        );
-        registry.register(
-            "safewrite_memory_lookups",
-            "Writes that looked for a remembered copy of their object, by result",
-            self.memory_lookups.clone(),
-        );
-        registry.register(
-            "safewrite_memory_stale",
-            "Remembered copies that turned out stale",
-            self.memory_stale.clone(),
-        );
-    }
-
-    /// The requests to the API server and the layers they pass.
-    fn register_api_client(&mut self) {
-        let registry = &mut self.registry;
-        registry.register(
-            "safewrite_api_requests",
-            "Requests to the API server by verb and HTTP code",
-            self.api_requests.clone(),
-        );
-        registry.register_with_unit(
-            "safewrite_api_request_duration",
-            "API request latency by verb (rate-limit waits excluded)",
-            Unit::Seconds,
-            self.api_duration.clone(),
-        );
-        registry.register(
-            "safewrite_breaker_state",
-            "Circuit breaker state: 0 closed, 1 half-open, 2 open",
-            self.breaker_state.clone(),
-        );
-        registry.register(
-            "safewrite_breaker_transitions",
-            "Circuit breaker state changes, by the state entered",
-            self.breaker_transitions.clone(),
-        );
-        registry.register_with_unit(
-            "safewrite_ratelimit_wait",
-            "Time requests waited for the shared rate limiter (waits > 0 only)",
-            Unit::Seconds,
-            self.ratelimit_wait.clone(),
-        );
+        self.engine.register(registry);
     }
 
     /// The process: its RPCs in flight, its build and the standard `process_*` metrics.
@@ -246,29 +179,6 @@ impl Metrics {
             .inc();
     }
 
-    /// A group commit's write carried `members` requests.
-    pub fn batch(&self, members: usize) {
-        self.batch_size.observe(members as f64);
-    }
-
-    /// A 409 Conflict was met.
-    pub fn conflict(&self) {
-        self.conflicts.inc();
-    }
-
-    /// A write looked for a remembered copy of its object.
-    pub fn memory(&self, hit: bool) {
-        let result = if hit { "hit" } else { "miss" };
-        self.memory_lookups
-            .get_or_create(&vec![("result", result.to_string())])
-            .inc();
-    }
-
-    /// A remembered copy turned out stale.
-    pub fn memory_stale(&self) {
-        self.memory_stale.inc();
-    }
-
     /// A campaign for `lease` (`namespace/name`) started (`true`) or stopped leading.
     /// Called once per change of a campaign's state, so that `safewrite_lease_leading`
     /// counts the campaigns leading each Lease: 1 or 0, 2 for a moment at most (a
@@ -286,33 +196,6 @@ impl Metrics {
         self.leadership.fence_refused(reason);
     }
 
-    /// A request to the API server ended; `code` is the HTTP code, `error` or
-    /// `circuit_open`.
-    pub fn api_request(&self, verb: &'static str, code: &str, took: Duration) {
-        self.api_requests
-            .get_or_create(&vec![
-                ("verb", verb.to_string()),
-                ("code", code.to_string()),
-            ])
-            .inc();
-        self.api_duration
-            .get_or_create(&vec![("verb", verb.to_string())])
-            .observe(took.as_secs_f64());
-    }
-
-    /// The breaker entered `state` (0 closed, 1 half-open, 2 open).
-    pub fn breaker(&self, state: i64, name: &'static str) {
-        self.breaker_state.set(state);
-        self.breaker_transitions
-            .get_or_create(&vec![("to", name.to_string())])
-            .inc();
-    }
-
-    /// A request waited `wait` for the rate limiter.
-    pub fn ratelimit_wait(&self, wait: Duration) {
-        self.ratelimit_wait.observe(wait.as_secs_f64());
-    }
-
     /// A large answer got its share of the send budget (`true`) or waited it out.
     pub fn large_answer(&self, shared: bool) {
         let share = if shared { "held" } else { "waited_out" };
@@ -327,9 +210,19 @@ impl Metrics {
     }
 
     /// One more RPC in flight; the guard counts it out when dropped.
-    pub fn in_flight(&'static self) -> InFlight {
+    pub fn in_flight(&self) -> InFlight {
         self.in_flight.inc();
-        InFlight(self)
+        InFlight(self.in_flight.clone())
+    }
+
+    /// The client stack's metrics, to hand to the stack.
+    pub fn client(&self) -> &ClientMetrics {
+        &self.client
+    }
+
+    /// The write loop's metrics, to hand to the engine.
+    pub fn engine(&self) -> &EngineMetrics {
+        &self.engine
     }
 
     /// The OpenMetrics text of every metric.
@@ -340,12 +233,24 @@ impl Metrics {
     }
 }
 
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Counts an RPC as in flight until dropped.
-pub struct InFlight(&'static Metrics);
+pub struct InFlight(Gauge<i64, AtomicI64>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.dec();
+        self.0.dec();
     }
 }
 
@@ -374,14 +279,14 @@ pub fn code_name(code: tonic::Code) -> &'static str {
 }
 
 /// The `reason` label of an ErrorInfo reason: the reason itself when it is one the
-/// sidecar sends ([`crate::reasons::REASONS`]: its own, the Kubernetes Status reasons,
+/// sidecar sends ([`safewrite_api::reasons::REASONS`]: its own, the Kubernetes Status reasons,
 /// `HTTP_<code>` for common codes), `none` when there is none (success, or a status
 /// without details), `other` for anything else, so that the label's values stay a
 /// bounded set whatever an API server or a proxy answers.
 pub fn reason_label(reason: Option<&str>) -> &'static str {
     match reason {
         None | Some("") => "none",
-        Some(reason) => crate::reasons::REASONS
+        Some(reason) => safewrite_api::reasons::REASONS
             .iter()
             .find(|known| **known == reason)
             .copied()
@@ -408,81 +313,12 @@ fn build_labels() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The process-wide metrics.
-pub fn get() -> &'static Metrics {
-    static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(Metrics::new)
-}
-
-/// The Kubernetes verb of a request, from its method and path.
-pub fn verb(method: &http::Method, path: &str) -> &'static str {
-    match *method {
-        http::Method::GET if is_discovery(path) => "discovery",
-        http::Method::GET if path.starts_with("/api") && is_collection(path) => "list",
-        http::Method::GET => "get",
-        http::Method::PUT => "update",
-        http::Method::POST => "create",
-        http::Method::PATCH => "patch",
-        http::Method::DELETE => "delete",
-        _ => "other",
-    }
-}
-
-/// Discovery documents: `/api`, `/api/v1`, `/apis`, `/apis/group`, `/apis/group/version`.
-fn is_discovery(path: &str) -> bool {
-    let mut segments = path.split('/').filter(|s| !s.is_empty());
-    let first = segments.next();
-    let n = 1 + segments.count();
-    match first {
-        Some("api") => n <= 2,
-        Some("apis") => n <= 3,
-        _ => false,
-    }
-}
-
-/// Collections are lists.
-fn is_collection(path: &str) -> bool {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let n = segments.len();
-    match segments.first() {
-        // /api, /api/v1, /api/v1/nodes, /api/v1/namespaces/a/configmaps
-        Some(&"api") => n <= 3 || (n == 5 && segments[2] == "namespaces"),
-        // /apis, /apis/g, /apis/g/v, /apis/g/v/widgets, /apis/g/v/namespaces/a/widgets
-        Some(&"apis") => n <= 4 || (n == 6 && segments[3] == "namespaces"),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn verbs_follow_kubernetes() {
-        let get = http::Method::GET;
-        assert_eq!(verb(&get, "/api/v1/namespaces/a/configmaps/b"), "get");
-        assert_eq!(verb(&get, "/api/v1/namespaces/a/configmaps"), "list");
-        assert_eq!(
-            verb(&get, "/apis/apps/v1/namespaces/a/deployments/d"),
-            "get"
-        );
-        assert_eq!(verb(&get, "/apis/apps/v1"), "discovery");
-        assert_eq!(verb(&get, "/api/v1"), "discovery");
-        assert_eq!(verb(&get, "/apis/apps/v1/deployments"), "list");
-        assert_eq!(verb(&get, "/api/v1/nodes/n"), "get");
-        assert_eq!(
-            verb(&http::Method::PUT, "/api/v1/namespaces/a/configmaps/b"),
-            "update"
-        );
-        assert_eq!(
-            verb(&http::Method::POST, "/api/v1/namespaces/a/configmaps"),
-            "create"
-        );
-    }
-
-    #[test]
     fn rendering_names_every_metric() {
-        // Its own metrics: other tests count requests in the process-wide ones.
         let m = &Metrics::new();
         m.rpc_done(
             "UpdateWithRetry",
@@ -501,8 +337,8 @@ mod tests {
             Duration::from_millis(5),
         );
         m.outcome("updated", "status");
-        m.api_request("update", "409", Duration::from_millis(1));
-        m.breaker(2, "open");
+        m.client
+            .api_request("update", "409", Duration::from_millis(1));
         let text = m.render();
         for name in [
             "safewrite_rpcs_total{method=\"UpdateWithRetry\",code=\"ABORTED\",reason=\"Conflict\",subresource=\"main\"} 1",
@@ -510,7 +346,7 @@ mod tests {
             "safewrite_rpc_attempts_bucket{le=\"2.0\",method=\"Transact\",subresource=\"status\"} 1",
             "safewrite_write_outcomes_total{outcome=\"updated\",subresource=\"status\"} 1",
             "safewrite_api_requests_total{verb=\"update\",code=\"409\"} 1",
-            "safewrite_breaker_state 2",
+            "safewrite_breaker_state 0",
             "safewrite_rpcs_in_flight 0",
             "safewrite_build_info{version=\"",
             "process_cpu_seconds_total ",

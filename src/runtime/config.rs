@@ -57,7 +57,7 @@ pub struct ServeArgs {
 
     /// How the API server is reached and paced.
     #[command(flatten)]
-    pub client: crate::client::connect::ClientArgs,
+    pub client: safewrite_client::connect::ClientArgs,
 
     /// How long in-flight RPCs may take to finish after SIGTERM/SIGINT before they are
     /// cut off. A second signal cuts them off at once.
@@ -191,7 +191,7 @@ pub struct ServeArgs {
 
     /// Field manager recorded for writes whose request names none.
     #[arg(long, env = "SAFEWRITE_FIELD_MANAGER", default_value = "safewrite", value_parser = parse_field_manager)]
-    pub field_manager: crate::target::FieldManager,
+    pub field_manager: safewrite_api::target::FieldManager,
 
     /// How often to check that the API server is ready (health is NOT_SERVING until it is).
     #[arg(long, env = "SAFEWRITE_READINESS_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
@@ -228,8 +228,8 @@ fn parse_rule(value: &str) -> Result<crate::service::policy::Rule, String> {
     crate::service::policy::Rule::parse(value).map_err(|e| e.to_string())
 }
 
-fn parse_field_manager(value: &str) -> Result<crate::target::FieldManager, String> {
-    crate::target::FieldManager::parse("--field-manager", value).map_err(|v| v.description)
+fn parse_field_manager(value: &str) -> Result<safewrite_api::target::FieldManager, String> {
+    safewrite_api::target::FieldManager::parse("--field-manager", value).map_err(|v| v.description)
 }
 
 fn parse_metrics_listen(value: &str) -> Result<MetricsListen, String> {

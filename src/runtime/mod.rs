@@ -18,10 +18,12 @@ pub mod unix_socket;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use config::{MetricsListen, ServeArgs};
+use shutdown::Signals;
 use tokio::net::{TcpListener, UnixListener};
-
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -32,25 +34,24 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tower::layer::util::{Identity, Stack};
 use tracing::{info, warn};
+use unix_socket::SocketError;
+
+use safewrite_api::backoff::Backoff;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_server::WriterServiceServer;
+use safewrite_client::ConnectError;
+use safewrite_client::readiness;
+use safewrite_engine::{Engine, EngineConfig};
 
 use crate::auth::{Token, TokenError};
-use crate::backoff::Backoff;
-use crate::client::readiness;
-use crate::client::{self as kube_client, ConnectError};
-use crate::engine::{Engine, EngineConfig};
 use crate::listen::{self, ConnectionLimits, Pool, TrackLayer};
-use crate::metrics;
-use crate::pb;
-use crate::pb::writer_service_server::WriterServiceServer;
+use crate::metrics::{self, Metrics};
 use crate::service::WriterService;
 use crate::service::edge::Edge;
 use crate::service::policy::{AllowList, PolicyError};
 use crate::service::receive::{self, ReceiveLayer};
 use crate::service::send::{self, SendLayer};
 use crate::service::transact;
-use config::{MetricsListen, ServeArgs};
-use shutdown::Signals;
-use unix_socket::SocketError;
 
 /// Why the server could not start or stopped with an error. Each is a configuration or
 /// environment problem reported in one line by `main`.
@@ -106,7 +107,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .as_deref()
         .map(unix_socket::resolve_group)
         .transpose()?;
-    let client = kube_client::connect(&args.client).await?;
+    let metrics = Arc::new(Metrics::new());
+    let client = safewrite_client::connect(&args.client, metrics.client().clone()).await?;
     let listeners = Listeners::bind(&args, socket_group).await?;
 
     // Configuration that fails ends the process with one line; from here on it serves.
@@ -123,18 +125,18 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         stop_rx.clone(),
     ));
 
-    let engine = Engine::new(client, engine_config(&args));
-    let routes = grpc_routes(
-        &args,
-        (engine, policy),
-        token.clone(),
-        Routes::new(health),
-        stop_rx.clone(),
-    )?;
+    let engine = Engine::new(client, engine_config(&args), metrics.engine().clone());
+    let served = Served {
+        engine,
+        policy,
+        token: token.clone(),
+        metrics: metrics.clone(),
+    };
+    let routes = grpc_routes(&args, served, Routes::new(health), stop_rx.clone())?;
     if let Some(token) = token {
         tokio::spawn(token.reload(stop_rx.clone()));
     }
-    let servers = start_servers(&args, listeners, routes, &reporter, &stop_rx);
+    let servers = start_servers(&args, listeners, routes, &reporter, metrics, &stop_rx);
     drain(&args, &mut signals, servers, &reporter, stop_tx).await
 }
 
@@ -189,16 +191,30 @@ impl Listeners {
     }
 }
 
+/// What the writer service is built from.
+struct Served {
+    engine: Engine,
+    policy: AllowList,
+    /// The shared token calls must carry, if one was given.
+    token: Option<Token>,
+    metrics: Arc<Metrics>,
+}
+
 /// The gRPC services added to `routes` (which holds grpc.health.v1): the writer
 /// service behind its edge (the token, refusals before a handler), whose Lead campaigns
 /// end when `stop` turns true, and server reflection.
 fn grpc_routes(
     args: &ServeArgs,
-    (engine, policy): (Engine, AllowList),
-    token: Option<Token>,
+    served: Served,
     routes: Routes,
     stop: watch::Receiver<bool>,
 ) -> Result<Routes, ServeError> {
+    let Served {
+        engine,
+        policy,
+        token,
+        metrics,
+    } = served;
     let writer = WriterService::new(
         engine,
         args.max_in_flight as usize,
@@ -207,7 +223,8 @@ fn grpc_routes(
             max_request_bytes: args.max_request_bytes as usize,
         },
         policy,
-        send::Budget::new(args.max_sending_bytes as usize),
+        send::Budget::new(args.max_sending_bytes as usize, metrics.clone()),
+        metrics.clone(),
     )
     .campaigning_at_most(args.max_campaigns as usize)
     .stopping_on(stop);
@@ -231,6 +248,7 @@ fn grpc_routes(
             WriterServiceServer::new(writer).max_decoding_message_size(max_request_bytes),
             max_request_bytes,
             token,
+            metrics,
         ))
         .prepare())
 }
@@ -243,6 +261,7 @@ fn start_servers(
     listeners: Listeners,
     routes: Routes,
     reporter: &HealthReporter,
+    metrics: Arc<Metrics>,
     stop_rx: &watch::Receiver<bool>,
 ) -> JoinSet<Result<(), tonic::transport::Error>> {
     // One budget for the request bytes in flight on both gRPC listeners.
@@ -253,7 +272,13 @@ fn start_servers(
     if let Some((listener, address)) = listeners.metrics {
         let pool = Pool::new("metrics", metrics_limits);
         let health = tonic_health::server::HealthService::from_health_reporter(reporter.clone());
-        tokio::spawn(metrics::serve(listener, pool, health, stop_rx.clone()));
+        tokio::spawn(metrics::serve(
+            listener,
+            pool,
+            health,
+            metrics,
+            stop_rx.clone(),
+        ));
         info!(%address, transport = "http", path = "/metrics", "metrics listening");
     }
     let mut servers = JoinSet::new();

@@ -45,8 +45,8 @@ pub async fn log(args: &ServeArgs, policy: &AllowList, token: Option<&Token>) {
         "config: serving"
     );
     info!(
-        qps = args.client.qps.unwrap_or(crate::client::connect::DEFAULT_QPS),
-        burst = args.client.burst.unwrap_or(crate::client::connect::DEFAULT_BURST),
+        qps = args.client.qps.unwrap_or(safewrite_client::connect::DEFAULT_QPS),
+        burst = args.client.burst.unwrap_or(safewrite_client::connect::DEFAULT_BURST),
         qps_steps_aside_for_apf = args.client.qps.is_none() && args.client.burst.is_none(),
         max_attempts = args.max_attempts,
         backoff = %format!("{}..{}", humantime::format_duration(args.initial_backoff), humantime::format_duration(args.max_backoff)),

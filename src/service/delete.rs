@@ -2,11 +2,12 @@
 //! target, preconditions and retry policy exactly as a write's), and a finished delete
 //! made into its answer.
 
-use crate::engine::{self, DeleteOutcome, Deleted, EngineConfig, Propagation, Subresource};
-use crate::pb;
+use safewrite_api::pb;
+use safewrite_api::target::FieldViolation;
+use safewrite_engine::{DeleteOutcome, Deleted, EngineConfig, Propagation, Subresource};
+
 use crate::service::respond;
 use crate::service::validate::{RequestParts, validate_parts};
-use crate::target::FieldViolation;
 
 /// A validated Delete: the target and its conditions as a write's, dry run, and the
 /// propagation policy when the caller chose one.
@@ -16,7 +17,7 @@ use crate::target::FieldViolation;
 pub fn validate(
     body: &pb::DeleteRequest,
     config: &EngineConfig,
-) -> Result<(engine::WriteSpec, Option<Propagation>), FieldViolation> {
+) -> Result<(safewrite_engine::WriteSpec, Option<Propagation>), FieldViolation> {
     if body.target.is_none() {
         return Err(FieldViolation::new(
             "target",

@@ -3,7 +3,7 @@
 //! count in `safewrite_rpcs_total`. They are calls without the shared token (when
 //! `--token-file` is set: checked here first, so nothing else runs for them), calls
 //! whose deadline is shorter than the sidecar needs to answer (under
-//! [`crate::deadline::MIN_ANSWER_MARGIN`]: DEADLINE_EXCEEDED at once, ahead of the gRPC
+//! [`safewrite_api::deadline::MIN_ANSWER_MARGIN`]: DEADLINE_EXCEEDED at once, ahead of the gRPC
 //! server's own timeout and its bare CANCELLED), and what tonic refuses: a message over `--max-request-bytes` or one that does not decode (unary
 //! RPCs decode their message before the handler is called; INVALID_ARGUMENT, not
 //! tonic's INTERNAL, for a malformed message), an unknown method, an unsupported
@@ -24,12 +24,14 @@ use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic_types::StatusExt as _;
 
+use safewrite_api::deadline::CallDeadline;
+
 use super::receive;
 use super::respond;
 use super::rpc::grpc_timeout_of;
 use crate::auth::Token;
-use crate::deadline::CallDeadline;
-use crate::{metrics, telemetry};
+use crate::metrics::Metrics;
+use crate::telemetry;
 
 /// Wraps the tonic service of `safewrite.v1.WriterService`; see the module docs.
 #[derive(Clone)]
@@ -37,16 +39,23 @@ pub struct Edge<S> {
     inner: S,
     max_request_bytes: usize,
     token: Option<Token>,
+    metrics: Arc<Metrics>,
 }
 
 impl<S> Edge<S> {
     /// `inner`, whose decoder refuses messages over `max_request_bytes`; with `token`,
-    /// calls must carry it.
-    pub fn new(inner: S, max_request_bytes: usize, token: Option<Token>) -> Self {
+    /// calls must carry it; refusals counted in `metrics`.
+    pub fn new(
+        inner: S,
+        max_request_bytes: usize,
+        token: Option<Token>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
             inner,
             max_request_bytes,
             token,
+            metrics,
         }
     }
 }
@@ -110,6 +119,7 @@ fn trace_context(headers: &http::HeaderMap) -> MetadataMap {
 
 /// Records a refusal made at the edge on `span` and in the metrics.
 fn record_refusal(
+    metrics: &Metrics,
     span: &tracing::Span,
     method: &'static str,
     status: &tonic::Status,
@@ -118,7 +128,7 @@ fn record_refusal(
     let reason = status.get_details_error_info().map(|info| info.reason);
     telemetry::record_rpc_end(span, status.code(), reason.as_deref());
     span.record("safewrite.attempts", 0i64);
-    metrics::get().rpc_done(
+    metrics.rpc_done(
         method,
         method_subresource(method),
         status.code(),
@@ -157,7 +167,7 @@ where
         if let Some(Err(refusal)) = self.token.as_ref().map(|t| t.check(request.headers())) {
             let span = telemetry::rpc_span(method, &trace_context(request.headers()));
             let status = span.in_scope(|| respond::unauthenticated(refusal));
-            record_refusal(&span, method, &status, started);
+            record_refusal(&self.metrics, &span, method, &status, started);
             // Answered once the first message is in (a begin, at most 64 KiB of it, within
             // a second): grpc.aio reports a Transact whose begin is cut off by the answer
             // as INTERNAL instead of the answer.
@@ -169,11 +179,11 @@ where
         }
         let timeout = grpc_timeout_of(request.headers());
         if let Some(timeout) = timeout
-            && timeout < crate::deadline::MIN_ANSWER_MARGIN
+            && timeout < safewrite_api::deadline::MIN_ANSWER_MARGIN
         {
             let span = telemetry::rpc_span(method, &trace_context(request.headers()));
             let status = span.in_scope(|| respond::no_time(timeout));
-            record_refusal(&span, method, &status, started);
+            record_refusal(&self.metrics, &span, method, &status, started);
             return Box::pin(std::future::ready(Ok(status.into_http())));
         }
         let reached = Reached::default();
@@ -184,6 +194,7 @@ where
         // Only the trace context is needed, and only for a refusal.
         let trace = trace_context(request.headers());
         let max_request_bytes = self.max_request_bytes;
+        let metrics = self.metrics.clone();
         // The clone that was made ready serves this call.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -210,7 +221,7 @@ where
                 respond::unread_message(&refused, max_request_bytes, &[])
                     .unwrap_or_else(|| respond::refused_request(&refused))
             });
-            record_refusal(&span, method, &status, started);
+            record_refusal(&metrics, &span, method, &status, started);
             Ok(status.into_http())
         })
     }

@@ -12,9 +12,10 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
+use safewrite_api::pb;
+use safewrite_api::target::FieldViolation;
+
 use crate::lease::{self, Campaign, LeaseEvent, LeaseName, LeaseTimings, NotLeading};
-use crate::pb;
-use crate::target::FieldViolation;
 
 /// The stream a Lead call answers with.
 pub type LeadStream = Pin<Box<dyn Stream<Item = Result<pb::LeadResponse, Status>> + Send>>;
@@ -72,14 +73,11 @@ fn made_identity() -> String {
 /// drains): it then releases the Lease, says RELEASED and ends the stream, so that a
 /// drain does not wait for callers to close their streams.
 pub fn start(
-    client: crate::client::ApiClient,
-    holdings: std::sync::Arc<crate::engine::fence::Holdings>,
-    (spec, place): (LeadSpec, tokio::sync::OwnedSemaphorePermit),
+    campaign: Campaign,
+    identity: String,
+    place: tokio::sync::OwnedSemaphorePermit,
     stop: Option<watch::Receiver<bool>>,
 ) -> LeadStream {
-    let identity = spec.identity.clone();
-    let campaign =
-        Campaign::new(client, spec.lease, spec.identity, spec.timings).publishing_to(holdings);
     let (events, received) = mpsc::channel(16);
     let stop = async move {
         let stopping = match stop {

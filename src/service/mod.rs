@@ -30,14 +30,15 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
-use crate::deadline::CallDeadline;
-use crate::engine::{self, Engine, Subresource};
-use crate::metrics;
-use crate::pb;
+use crate::lease::Campaign;
+use crate::metrics::Metrics;
 use crate::service::edge::Reached;
 use crate::service::policy::{AllowList, Operation};
 use crate::telemetry;
 use rpc::permit;
+use safewrite_api::deadline::CallDeadline;
+use safewrite_api::pb;
+use safewrite_engine::{Engine, Subresource};
 
 /// Lead campaigns at once when the service is not told (`--max-campaigns`'s default).
 const DEFAULT_MAX_CAMPAIGNS: usize = 64;
@@ -56,20 +57,22 @@ pub struct WriterService {
     /// A place for each Lead campaign running; none left refuses a new Lead.
     campaigns: Arc<Semaphore>,
     max_campaigns: usize,
+    metrics: Arc<Metrics>,
 }
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
 
 impl WriterService {
     /// A service that runs at most `max_in_flight` RPCs at once, holds transactions'
-    /// callers to `transact`, writes only what `policy` allows, and makes large answers
-    /// within the `sending` budget.
+    /// callers to `transact`, writes only what `policy` allows, makes large answers
+    /// within the `sending` budget, and counts its RPCs in `metrics`.
     pub fn new(
         engine: Engine,
         max_in_flight: usize,
         transact: transact::TransactLimits,
         policy: AllowList,
         sending: send::Budget,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             engine,
@@ -81,6 +84,7 @@ impl WriterService {
             stop: None,
             campaigns: Arc::new(Semaphore::new(DEFAULT_MAX_CAMPAIGNS)),
             max_campaigns: DEFAULT_MAX_CAMPAIGNS,
+            metrics,
         }
     }
 
@@ -107,7 +111,8 @@ impl WriterService {
             .map_err(|_| respond::overloaded(self.max_in_flight))?;
         Ok(Admission {
             _permit: permit,
-            _gauge: metrics::get().in_flight(),
+            _gauge: self.metrics.in_flight(),
+            metrics: self.metrics.clone(),
         })
     }
 
@@ -145,7 +150,14 @@ impl WriterService {
         .instrument(span.clone())
         .await;
         let answered = result.as_ref().map(|(answer, _)| answer);
-        finish_rpc(&span, method, Some(subresource), started, answered);
+        finish_rpc(
+            &self.metrics,
+            &span,
+            method,
+            Some(subresource),
+            started,
+            answered,
+        );
         result
     }
 }
@@ -212,7 +224,7 @@ impl pb::writer_service_server::WriterService for WriterService {
         let result = async {
             let _admission = self.admit()?;
             if body.target.is_none() {
-                let required = crate::target::FieldViolation::new(
+                let required = safewrite_api::target::FieldViolation::new(
                     "target",
                     "required: the object to read (api_version, kind, namespace, name)",
                 );
@@ -230,7 +242,7 @@ impl pb::writer_service_server::WriterService for WriterService {
             let min = match body.min_resource_version.as_str() {
                 "" => None,
                 given => Some(
-                    crate::target::opaque("min_resource_version", given)
+                    safewrite_api::target::opaque("min_resource_version", given)
                         .map_err(|v| respond::invalid_request(&v))?,
                 ),
             };
@@ -243,10 +255,13 @@ impl pb::writer_service_server::WriterService for WriterService {
                 .map_err(|err| respond::read_to_status(&err))?;
             let share = self
                 .sending
-                .share(engine::json_len(&got.object), deadline.answer_by())
+                .share(
+                    safewrite_engine::json_len(&got.object),
+                    deadline.answer_by(),
+                )
                 .await;
             let answer = pb::GetResponse {
-                resource_version: engine::resource_version(&got.object),
+                resource_version: safewrite_engine::resource_version(&got.object),
                 object_json: got.object.to_string(),
                 remembered: got.remembered,
                 trace_id: telemetry::trace_id(&span),
@@ -259,7 +274,14 @@ impl pb::writer_service_server::WriterService for WriterService {
             let outcome = if got.remembered { "remembered" } else { "read" };
             (outcome, u32::from(!got.remembered))
         });
-        end_rpc(&span, "Get", Some(Subresource::Main), started, ended);
+        end_rpc(
+            &self.metrics,
+            &span,
+            "Get",
+            Some(Subresource::Main),
+            started,
+            ended,
+        );
         result.map(|(answer, share)| send::answer(answer, share))
     }
 
@@ -284,7 +306,8 @@ impl pb::writer_service_server::WriterService for WriterService {
                 .await
                 .map_err(|err| respond::to_status(&err))?;
             let outcome = deleted.outcome.name();
-            metrics::get().outcome(outcome, subresource_label(Some(Subresource::Main)));
+            self.metrics
+                .outcome(outcome, subresource_label(Some(Subresource::Main)));
             Ok((
                 delete::response(deleted, telemetry::trace_id(&span)),
                 outcome,
@@ -295,7 +318,14 @@ impl pb::writer_service_server::WriterService for WriterService {
         let ended = result
             .as_ref()
             .map(|(answer, outcome)| (*outcome, answer.attempts));
-        end_rpc(&span, "Delete", Some(Subresource::Main), started, ended);
+        end_rpc(
+            &self.metrics,
+            &span,
+            "Delete",
+            Some(Subresource::Main),
+            started,
+            ended,
+        );
         result.map(|(answer, _)| Response::new(answer))
     }
 
@@ -328,15 +358,22 @@ impl pb::writer_service_server::WriterService for WriterService {
         };
         // The RPC is recorded as it opens: the campaign's stream may last for hours.
         let ended = opened.as_ref().map(|_| ("campaigning", 0));
-        end_rpc(&span, "Lead", None, started, ended);
+        end_rpc(&self.metrics, &span, "Lead", None, started, ended);
         let (spec, place) = opened?;
         tracing::info!(parent: &span, identity = %spec.identity, "campaign started");
-        let client = self.engine.client().clone();
-        let holdings = self.engine.holdings().clone();
+        let identity = spec.identity.clone();
+        let campaign = Campaign::new(
+            self.engine.client().clone(),
+            spec.lease,
+            spec.identity,
+            spec.timings,
+        )
+        .publishing_to(self.engine.holdings().clone())
+        .recording_to(self.metrics.clone());
         Ok(Response::new(lead::start(
-            client,
-            holdings,
-            (spec, place),
+            campaign,
+            identity,
+            place,
             self.stop.clone(),
         )))
     }
@@ -383,7 +420,14 @@ impl pb::writer_service_server::WriterService for WriterService {
         let (spec, inbound, deadline, admission) = match opened {
             Ok(opened) => opened,
             Err((status, subresource)) => {
-                finish_rpc(&span, "Transact", subresource, started, Err(&status));
+                finish_rpc(
+                    &self.metrics,
+                    &span,
+                    "Transact",
+                    subresource,
+                    started,
+                    Err(&status),
+                );
                 return Err(status);
             }
         };

@@ -2,6 +2,7 @@
 //! in flight, the policy's word on it, its span's fields, its metrics when it ends, its
 //! result message, and the caller's deadline from `grpc-timeout`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -9,24 +10,34 @@ use tonic::Status;
 use tonic_types::StatusExt as _;
 use tracing::Span;
 
+use safewrite_api::pb;
+use safewrite_engine::{Subresource, Written};
+
 use super::policy::{AllowList, Operation};
 use super::respond;
-use crate::engine::{self, Subresource, Written};
-use crate::metrics;
-use crate::pb;
+use crate::metrics::{InFlight, Metrics};
 use crate::telemetry;
 
 /// An RPC's place among those in flight; it is given back when dropped.
 pub struct Admission {
     pub(super) _permit: OwnedSemaphorePermit,
-    pub(super) _gauge: metrics::InFlight,
+    pub(super) _gauge: InFlight,
+    /// Where the RPC is counted when it ends.
+    pub(super) metrics: Arc<Metrics>,
+}
+
+impl Admission {
+    /// Where the RPC is counted when it ends.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
 }
 
 /// Whether `policy` allows `operation` of the validated write; PERMISSION_DENIED
 /// (reason `POLICY_DENIED`) before anything is sent when it does not.
 pub(super) fn permit(
     policy: &AllowList,
-    spec: &engine::WriteSpec,
+    spec: &safewrite_engine::WriteSpec,
     operation: Operation,
 ) -> Result<(), Status> {
     policy.check(spec, operation).map_err(|denied| {
@@ -59,14 +70,14 @@ pub fn write_result(written: Written, span: &Span) -> pb::WriteResult {
 }
 
 /// A short lowercase name of a result's outcome, for spans and metrics.
-/// The names are the engine's ([`engine::Outcome::name`]).
+/// The names are the engine's ([`safewrite_engine::Outcome::name`]).
 pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str {
     let outcome = match outcome {
-        pb::Outcome::Updated => engine::Outcome::Updated,
-        pb::Outcome::Unchanged => engine::Outcome::Unchanged,
-        pb::Outcome::Created => engine::Outcome::Created,
-        pb::Outcome::Aborted => engine::Outcome::Aborted,
-        pb::Outcome::Gone => engine::Outcome::Gone,
+        pb::Outcome::Updated => safewrite_engine::Outcome::Updated,
+        pb::Outcome::Unchanged => safewrite_engine::Outcome::Unchanged,
+        pb::Outcome::Created => safewrite_engine::Outcome::Created,
+        pb::Outcome::Aborted => safewrite_engine::Outcome::Aborted,
+        pb::Outcome::Gone => safewrite_engine::Outcome::Gone,
         pb::Outcome::Unspecified => return "unspecified",
     };
     outcome.name(already_applied)
@@ -74,7 +85,7 @@ pub fn outcome_name(outcome: pb::Outcome, already_applied: bool) -> &'static str
 
 /// Records the target's identity (never its contents) on the RPC span. Only a validated
 /// target is recorded: a caller's raw strings never reach spans or logs.
-pub fn record_target(span: &Span, target: &crate::target::Target) {
+pub fn record_target(span: &Span, target: &safewrite_api::target::Target) {
     if !target.namespace.is_empty() {
         span.record("k8s.namespace.name", &*target.namespace);
     }
@@ -95,6 +106,7 @@ pub fn subresource_label(subresource: Option<Subresource>) -> &'static str {
 /// Records a finished write RPC on `subresource` (when it is known): its code, outcome
 /// and attempts on its span, and in the metrics.
 pub fn finish_rpc(
+    metrics: &Metrics,
     span: &Span,
     method: &'static str,
     subresource: Option<Subresource>,
@@ -104,22 +116,22 @@ pub fn finish_rpc(
     let result = result.map(|result| {
         let outcome = outcome_name(result.outcome(), result.already_applied);
         span.record("safewrite.already_applied", result.already_applied);
-        metrics::get().outcome(outcome, subresource_label(subresource));
+        metrics.outcome(outcome, subresource_label(subresource));
         (outcome, result.attempts)
     });
-    end_rpc(span, method, subresource, started, result);
+    end_rpc(metrics, span, method, subresource, started, result);
 }
 
 /// Records a finished RPC: its code, outcome (`Ok`: its name and the attempts made) and
 /// attempts on its span, and in the metrics.
 pub fn end_rpc(
+    metrics: &Metrics,
     span: &Span,
     method: &'static str,
     subresource: Option<Subresource>,
     started: std::time::Instant,
     result: Result<(&'static str, u32), &Status>,
 ) {
-    let metrics = metrics::get();
     let subresource = subresource_label(subresource);
     let (code, reason, attempts) = match result {
         Ok((outcome, attempts)) => {

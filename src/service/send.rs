@@ -10,7 +10,7 @@
 //! of at most [`PIECE`] bytes, each handed to HTTP/2 once the caller's window has room;
 //! the share is given back when the last piece has gone (or the caller has gone). A
 //! share waits at most half the time left before the answer is due (a little before the
-//! caller's deadline, [`crate::deadline::CallDeadline::answer_by`]), so that the answer
+//! caller's deadline, [`safewrite_api::deadline::CallDeadline::answer_by`]), so that the answer
 //! still has time to leave, and never longer than [`MAX_WAIT`]: a caller that stops
 //! reading its answers delays the others by no more than that, and an answer that could
 //! not get a share goes without one.
@@ -30,7 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tonic::body::Body;
 
-use crate::metrics;
+use crate::metrics::Metrics;
 
 /// The largest piece of an answer handed to HTTP/2 at once, and the smallest answer
 /// that takes a share of the budget.
@@ -44,6 +44,7 @@ pub const MAX_WAIT: Duration = Duration::from_secs(5);
 pub struct Budget {
     bytes: Arc<Semaphore>,
     limit: usize,
+    metrics: Arc<Metrics>,
 }
 
 /// An answer's share of the [`Budget`], carried in the response's extensions from the
@@ -58,32 +59,35 @@ pub struct Share {
 struct Held {
     _permit: OwnedSemaphorePermit,
     bytes: i64,
+    metrics: Arc<Metrics>,
 }
 
 impl Held {
-    fn new(permit: OwnedSemaphorePermit) -> Held {
+    fn new(permit: OwnedSemaphorePermit, metrics: Arc<Metrics>) -> Held {
         let bytes = i64::try_from(permit.num_permits()).unwrap_or(i64::MAX);
-        metrics::get().sending(bytes);
+        metrics.sending(bytes);
         Held {
             _permit: permit,
             bytes,
+            metrics,
         }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        metrics::get().sending(-self.bytes);
+        self.metrics.sending(-self.bytes);
     }
 }
 
 impl Budget {
-    /// A budget of `limit` bytes.
-    pub fn new(limit: usize) -> Budget {
+    /// A budget of `limit` bytes, its use counted in `metrics`.
+    pub fn new(limit: usize, metrics: Arc<Metrics>) -> Budget {
         let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
         Budget {
             bytes: Arc::new(Semaphore::new(limit)),
             limit,
+            metrics,
         }
     }
 
@@ -109,11 +113,11 @@ impl Budget {
         let acquire = self.bytes.clone().acquire_many_owned(wanted);
         let share = match tokio::time::timeout_at(until, acquire).await {
             Ok(Ok(permit)) => Some(Share {
-                _held: Arc::new(Held::new(permit)),
+                _held: Arc::new(Held::new(permit, self.metrics.clone())),
             }),
             Ok(Err(_)) | Err(_) => None,
         };
-        metrics::get().large_answer(share.is_some());
+        self.metrics.large_answer(share.is_some());
         share
     }
 }
@@ -254,7 +258,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_leaves_in_pieces_and_gives_its_share_back_after_the_last() {
-        let budget = Budget::new(1 << 20);
+        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
         let share = budget.share(300_000, None).await.expect("a share");
         assert_eq!(budget.available(), (1 << 20) - 300_000);
         let response = in_pieces(http(answer(body_of(300_000), Some(share))));
@@ -279,7 +283,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_caller_that_leaves_gives_the_share_back() {
-        let budget = Budget::new(1 << 20);
+        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
         let share = budget.share(300_000, None).await;
         let response = in_pieces(http(answer(body_of(300_000), share)));
         let mut body = response.into_body();
@@ -291,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn small_answers_take_no_share_and_large_ones_at_most_the_budget() {
-        let budget = Budget::new(1 << 20);
+        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
         assert!(budget.share(PIECE - 1, None).await.is_none());
         let whole = budget
             .share(10 << 20, None)
@@ -304,7 +308,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_share_waits_half_the_time_left_or_max_wait_then_the_answer_goes_without() {
-        let budget = Budget::new(1 << 20);
+        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
         let held = budget.share(1 << 20, None).await.expect("all of it");
         let started = Instant::now();
         let due = started + Duration::from_secs(2);

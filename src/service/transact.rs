@@ -19,14 +19,15 @@ use tokio::time::Instant;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
+use tracing::{Instrument as _, Span};
+
+use safewrite_api::deadline::CallDeadline;
+use safewrite_api::pb;
+use safewrite_engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
+use safewrite_mutation::{FieldViolation, Mutation};
 
 use super::rpc::{Admission, finish_rpc, write_result};
-use crate::deadline::CallDeadline;
-use crate::engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
-use crate::mutation::{self, FieldViolation, Mutation};
-use crate::pb;
 use crate::service::respond;
-use tracing::{Instrument as _, Span};
 
 /// The bounds a transaction's caller must keep.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +76,7 @@ pub fn run(
     let closed = tx.clone();
     let task_span = span.clone();
     let task = async move {
-        let _admission = admission; // the transaction counts as in flight until its task ends
+        let admission = admission; // the transaction counts as in flight until its task ends
         let refused = Arc::new(Mutex::new(None));
         let mutator = StreamMutator {
             inbound,
@@ -89,7 +90,7 @@ pub fn run(
             // The caller is gone: stop wherever the loop is (reading, backing off).
             _ = closed.closed() => {
                 let gone = Status::cancelled("the caller went away; nothing was written after that");
-                finish_rpc(&span, "Transact", Some(spec.subresource), started, Err(&gone));
+                finish_rpc(admission.metrics(), &span, "Transact", Some(spec.subresource), started, Err(&gone));
                 return;
             }
         };
@@ -108,6 +109,7 @@ pub fn run(
                     None => respond::to_status(&err),
                 });
         finish_rpc(
+            admission.metrics(),
             &span,
             "Transact",
             Some(spec.subresource),
@@ -154,7 +156,7 @@ impl Mutator for StreamMutator {
             message: Some(pb::transact_response::Message::Fresh(pb::FreshObject {
                 attempt,
                 object_json: fresh.to_string(),
-                resource_version: crate::engine::resource_version(fresh),
+                resource_version: safewrite_engine::resource_version(fresh),
                 creating,
             })),
         };
@@ -234,8 +236,8 @@ async fn proposed_change(
     use pb::transact_proposal::Change as Proposed;
     match change {
         Some(Proposed::ObjectJson(text)) => {
-            let object =
-                mutation::parse_json("proposal.object_json", &text).map_err(Failure::Invalid)?;
+            let object = safewrite_mutation::parse_json("proposal.object_json", &text)
+                .map_err(Failure::Invalid)?;
             if !object.is_object() {
                 return Err(Failure::Invalid(FieldViolation::new(
                     "proposal.object_json",

@@ -1,7 +1,7 @@
 //! The request boundary: a write request is parsed here, once, into a validated
 //! [`WriteSpec`] of typed values before anything runs. Everything that can be known to
 //! be wrong without the API server is refused here with INVALID_ARGUMENT naming the
-//! field: identities that break Kubernetes' naming rules (see [`crate::target`]),
+//! field: identities that break Kubernetes' naming rules (see [`safewrite_api::target`]),
 //! over-long strings, malformed JSON, CEL that does not compile, option combinations
 //! that cannot work. Nothing downstream sees the request's raw strings.
 
@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::backoff::Backoff;
-use crate::engine::idempotency;
-use crate::engine::{EngineConfig, Preconditions, RetryPolicy, Subresource, WriteSpec};
-use crate::mutation::{self, Cel, FieldViolation, Mutation};
-use crate::pb;
-use crate::target::{self, ApiVersion, FieldManager, Kind, Name, Namespace, Target};
+use safewrite_api::backoff::Backoff;
+use safewrite_api::pb;
+use safewrite_api::target::{self, ApiVersion, FieldManager, Kind, Name, Namespace, Target};
+use safewrite_engine::idempotency;
+use safewrite_engine::{EngineConfig, Preconditions, RetryPolicy, Subresource, WriteSpec};
+use safewrite_mutation::{Cel, FieldViolation, Mutation};
 
 /// The most attempts a request's retry policy may ask for.
 pub const MAX_ATTEMPTS: u32 = 1000;
@@ -36,20 +36,6 @@ impl<'a> From<&'a pb::UpdateWithRetryRequest> for RequestParts<'a> {
             preconditions: body.preconditions.as_ref(),
             retry_policy: body.retry_policy.as_ref(),
             options: body.options.as_ref(),
-        }
-    }
-}
-
-/// A PatchStatus request carries the fields of an UpdateWithRetry one, for the status
-/// subresource.
-impl From<pb::PatchStatusRequest> for pb::UpdateWithRetryRequest {
-    fn from(body: pb::PatchStatusRequest) -> Self {
-        pb::UpdateWithRetryRequest {
-            target: body.target,
-            mutation: body.mutation,
-            preconditions: body.preconditions,
-            retry_policy: body.retry_policy,
-            options: body.options,
         }
     }
 }
@@ -99,7 +85,7 @@ pub fn validate_parts(
         }
         text => {
             let field = "options.create_if_missing_json";
-            let mut object = mutation::parse_json(field, text)?;
+            let mut object = safewrite_mutation::parse_json(field, text)?;
             if !object.is_object() {
                 return Err(FieldViolation::new(field, "must be a JSON object"));
             }
@@ -155,7 +141,7 @@ pub fn validate_parts(
 pub fn parse_fence(
     field: &str,
     fence: Option<&pb::Fence>,
-) -> Result<Option<crate::engine::fence::Fence>, FieldViolation> {
+) -> Result<Option<safewrite_engine::fence::Fence>, FieldViolation> {
     let Some(fence) = fence else {
         return Ok(None);
     };
@@ -167,7 +153,7 @@ pub fn parse_fence(
             "required: the epoch rpc Lead answered (LeadResponse.epoch)",
         ));
     }
-    Ok(Some(crate::engine::fence::Fence {
+    Ok(Some(safewrite_engine::fence::Fence {
         namespace: lease.namespace,
         name: lease.name,
         epoch: fence.epoch,

@@ -79,8 +79,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, Sidecar, cpu_seconds};
 use tonic::transport::Channel;
@@ -594,7 +594,7 @@ fn sampled(sidecars: &[&Sidecar]) -> Option<SidecarSample> {
 /// The API server's own counts of requests for configmaps, reads (GET, LIST, WATCH) and
 /// writes (the verbs of `apiserver_request_total` are HTTP methods: PUT, POST, PATCH).
 async fn apiserver_requests(cp: &ControlPlane) -> (f64, f64) {
-    use safewrite::requests::{READS, WRITES};
+    use support::requests::{READS, WRITES};
     (
         support::apiserver_requests(cp, READS, "configmaps").await,
         support::apiserver_requests(cp, WRITES, "configmaps").await,

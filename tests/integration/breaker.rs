@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use prost::Message;
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::faults::HttpFaultProxy;
 use support::{ControlPlane, FaultProxy, Sidecar};
@@ -103,7 +103,7 @@ async fn an_unreachable_api_server_opens_the_breaker_and_recovery_closes_it() {
         match reason(&err).as_str() {
             "CIRCUIT_OPEN" => {
                 // Failed fast: nothing was sent (that it takes no time is tested in
-                // paused time in src/engine/tests.rs).
+                // paused time in crates/engine/src/tests.rs).
                 assert!(err.message().contains("nothing was sent"), "{err:?}");
                 open += 1;
             }

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::faults::{Fault, HttpFaultProxy};
 use support::{ControlPlane, Sidecar, error_reason};
@@ -183,7 +183,7 @@ async fn without_http2_a_thousand_rpcs_in_flight_use_a_capped_pool() {
     );
     let most = connections_at_1024_in_flight(&proxy, &sidecar, &ns).await;
     assert!(
-        most <= safewrite::client::transport::MAX_HTTP1_CONNECTIONS,
+        most <= safewrite_client::transport::MAX_HTTP1_CONNECTIONS,
         "1,024 RPCs in flight over {most} HTTP/1.1 connections"
     );
 }

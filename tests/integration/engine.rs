@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use prost::Message;
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, FaultProxy, Sidecar, install_crd};
 use tonic::Code;
@@ -1082,7 +1082,7 @@ async fn transport_faults_are_retried_then_unavailable_and_deadlines_are_never_s
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     // The sidecar's own answer, before the caller's deadline (a late one would be the
     // caller's bare DEADLINE_EXCEEDED, without the attempts); that no backoff passes the
-    // deadline is tested in paused time in src/engine/tests.rs.
+    // deadline is tested in paused time in crates/engine/src/tests.rs.
     assert!(
         !details(&err).failure.unwrap().attempt_records.is_empty(),
         "attempts so far are reported"

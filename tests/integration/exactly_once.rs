@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use prost::Message;
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::faults::{Fault, HttpFaultProxy};
 use support::{ControlPlane, Sidecar};
@@ -379,7 +379,7 @@ async fn callers_that_leave_a_group_cost_no_one_else_their_write() {
         .expect("a number");
     let applied = keys
         .iter()
-        .filter(|(key, _)| safewrite::engine::idempotency::applied(&object, key))
+        .filter(|(key, _)| safewrite_engine::idempotency::applied(&object, key))
         .count() as u64;
     let (ok, dropped, ended) = (
         ok.load(Ordering::Relaxed),
@@ -392,7 +392,7 @@ async fn callers_that_leave_a_group_cost_no_one_else_their_write() {
     for (key, answered_ok) in &keys {
         if *answered_ok {
             assert!(
-                safewrite::engine::idempotency::applied(&object, key),
+                safewrite_engine::idempotency::applied(&object, key),
                 "{key} was answered OK but is not on the object"
             );
         }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use support::faults::HttpFaultProxy;
 use support::{ControlPlane, Sidecar};
 use tonic::Code;

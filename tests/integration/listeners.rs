@@ -11,10 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use prost::Message as _;
-use safewrite::pb;
-use safewrite::pb::transact_request::Message as Req;
-use safewrite::pb::transact_response::Message as Resp;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::transact_request::Message as Req;
+use safewrite_api::pb::transact_response::Message as Resp;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use support::{ControlPlane, Sidecar};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;

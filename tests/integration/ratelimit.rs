@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use prost::Message;
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, Sidecar, apiserver_requests};
 use tonic::Code;
@@ -117,7 +117,7 @@ async fn the_api_server_never_sees_more_than_the_configured_rate() {
     let err = client.update_with_retry(request).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     // Refused at once, not after a wait that would pass the deadline (the decision is
-    // tested in paused time in src/client/ratelimit.rs): the sidecar's own answer.
+    // tested in paused time in crates/client/src/ratelimit.rs): the sidecar's own answer.
     assert_eq!(support::error_reason(&err), "RATE_LIMITED", "{err:?}");
     let details = tonic_types::pb::Status::decode(err.details()).unwrap();
     let retry = details

@@ -8,8 +8,8 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use safewrite::pb;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use support::{ControlPlane, Sidecar, run_safewrite, tool_dir};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -395,7 +395,7 @@ fn every_flag_can_be_set_from_the_environment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_max_in_flight_rpcs_are_shed_and_oversized_requests_refused() {
-    use safewrite::pb::transact_request::Message as Req;
+    use safewrite_api::pb::transact_request::Message as Req;
     let cp = ControlPlane::shared();
     let ns = cp.namespace("shed").await;
     let sidecar = Sidecar::start(&[

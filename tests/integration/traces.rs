@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use safewrite::pb;
-use safewrite::pb::transact_proposal::Change as Proposed;
-use safewrite::pb::transact_request::Message as Req;
-use safewrite::pb::transact_response::Message as Resp;
-use safewrite::pb::writer_service_client::WriterServiceClient;
+use safewrite_api::pb;
+use safewrite_api::pb::transact_proposal::Change as Proposed;
+use safewrite_api::pb::transact_request::Message as Req;
+use safewrite_api::pb::transact_response::Message as Resp;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::jaeger::{Jaeger, parent_span_id, service_of, tag};
 use support::{ControlPlane, Sidecar};

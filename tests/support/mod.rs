@@ -515,6 +515,7 @@ pub fn run_safewrite(args: &[&str]) -> (ExitStatus, String) {
 pub mod faults;
 pub mod jaeger;
 pub mod linearizability;
+pub mod requests;
 
 /// A TCP proxy in front of the real API server that can pass traffic or reset every
 /// connection (existing ones included): the transport faults of the classification
@@ -597,7 +598,7 @@ pub async fn apiserver_requests(cp: &ControlPlane, verbs: &[&str], resource: &st
         .body(Vec::new())
         .expect("request");
     let text = client.request_text(request).await.expect("GET /metrics");
-    safewrite::requests::count(&text, resource, verbs)
+    requests::count(&text, resource, verbs)
 }
 
 /// Installs `<plural>.test.safewrite.dev` (namespaced, with a status subresource) and
@@ -657,8 +658,8 @@ pub fn keyed_increment(
     ns: &str,
     name: &str,
     key: Option<String>,
-) -> safewrite::pb::UpdateWithRetryRequest {
-    use safewrite::pb;
+) -> safewrite_api::pb::UpdateWithRetryRequest {
+    use safewrite_api::pb;
     pb::UpdateWithRetryRequest {
         target: Some(pb::ObjectRef {
             api_version: "v1".into(),

@@ -39,7 +39,7 @@ pub use file::PolicyError;
 pub use rule::{Operation, Rule, RuleError};
 use rule::{group_kind, is_secret, subresource_name};
 
-use crate::engine::{Subresource, WriteSpec};
+use safewrite_engine::{Subresource, WriteSpec};
 
 /// What callers may write.
 #[derive(Debug, Clone)]
@@ -292,24 +292,38 @@ mod tests {
 
     #[test]
     fn a_fenced_write_needs_lead_on_its_lease() {
-        use crate::engine::fence::Fence;
-        let fenced = |namespace: &str| {
-            let merge = crate::mutation::Mutation::MergePatch(serde_json::json!({}));
-            let policy = crate::engine::RetryPolicy {
+        use safewrite_api::target::{ApiVersion, FieldManager, Kind, Name, Namespace};
+        use safewrite_engine::fence::Fence;
+        use safewrite_engine::{Preconditions, RetryPolicy, Subresource, Target, WriteSpec};
+        let fenced = |namespace: &str| WriteSpec {
+            target: Target {
+                api_version: ApiVersion::parse("v", "v1").unwrap(),
+                kind: Kind::parse("k", "ConfigMap").unwrap(),
+                namespace: Namespace::parse("n", "team-a").unwrap(),
+                name: Name::parse("n", "o").unwrap(),
+            },
+            subresource: Subresource::Main,
+            mutation: Some(safewrite_mutation::Mutation::MergePatch(serde_json::json!(
+                {}
+            ))),
+            preconditions: Preconditions::default(),
+            policy: RetryPolicy {
                 max_attempts: 1,
-                backoff: crate::backoff::Backoff {
+                backoff: safewrite_api::backoff::Backoff {
                     initial: std::time::Duration::from_millis(10),
                     max: std::time::Duration::from_secs(1),
                 },
-            };
-            let mut spec = crate::engine::configmap_write(merge, policy);
-            spec.target.namespace = crate::target::Namespace::parse("f", "team-a").unwrap();
-            spec.fence = Some(Fence {
-                namespace: crate::target::Namespace::parse("f", namespace).unwrap(),
-                name: crate::target::Name::parse("f", "l").unwrap(),
+            },
+            field_manager: FieldManager::parse("f", "safewrite").unwrap(),
+            dry_run: false,
+            create_if_missing: None,
+            idempotency_key: None,
+            write_alone: false,
+            fence: Some(Fence {
+                namespace: Namespace::parse("f", namespace).unwrap(),
+                name: Name::parse("f", "l").unwrap(),
                 epoch: 1,
-            });
-            spec
+            }),
         };
         let p = policy(&[
             "core/ConfigMap:team-a:main:update,delete",

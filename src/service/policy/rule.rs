@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::engine::Subresource;
+use safewrite_engine::Subresource;
 
 /// What a caller asks to do to its target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,7 +322,7 @@ pub(super) fn parse_group_kind(text: &str) -> Result<(Pattern, Pattern), RuleErr
     let group = match group {
         "*" => Pattern::Any,
         "" | "core" | "v1" => Pattern::Is(String::new()),
-        g if crate::target::is_dns1123_subdomain(g) => Pattern::Is(g.to_string()),
+        g if safewrite_api::target::is_dns1123_subdomain(g) => Pattern::Is(g.to_string()),
         g => {
             return Err(RuleError(format!(
                 "group {g:?} is not a DNS-1123 subdomain (use core for the core group, or *)"
@@ -332,7 +332,7 @@ pub(super) fn parse_group_kind(text: &str) -> Result<(Pattern, Pattern), RuleErr
     let kind = match kind {
         "*" => Pattern::Any,
         k => {
-            crate::target::Kind::parse("kind", k)
+            safewrite_api::target::Kind::parse("kind", k)
                 .map_err(|v| RuleError(format!("kind {k:?}: {}", v.description)))?;
             Pattern::Is(k.to_string())
         }
@@ -364,7 +364,7 @@ pub(super) fn parse_namespaces(
                     return Err(bad());
                 }
                 Ok(NamespacePattern::Prefix(prefix.to_string()))
-            } else if crate::target::is_dns1123_label(item) {
+            } else if safewrite_api::target::is_dns1123_label(item) {
                 Ok(NamespacePattern::Is(item.clone()))
             } else {
                 Err(bad())

@@ -6,7 +6,7 @@
 //! outside the write loop (overload, invalid requests, messages tonic could not read,
 //! idle transactions, writes the policy denies, calls without the shared token).
 //!
-//! [`REASONS`] (in `crate::reasons`) lists every ErrorInfo reason an answer can carry:
+//! [`REASONS`] (in `safewrite_api::reasons`) lists every ErrorInfo reason an answer can carry:
 //! the bounded set of the `reason` label of `safewrite_rpcs_total`.
 
 use std::time::Duration;
@@ -16,9 +16,9 @@ use prost_types::Any;
 use tonic::Code;
 use tonic_types::pb as rpc;
 
-use crate::engine::{AttemptRecord, Outcome};
-use crate::mutation::FieldViolation;
-use crate::pb;
+use safewrite_api::pb;
+use safewrite_engine::{AttemptRecord, Outcome};
+use safewrite_mutation::FieldViolation;
 
 mod refusal;
 mod write;
@@ -32,7 +32,7 @@ pub use write::{read_to_status, to_status};
 /// The ErrorInfo domain of every error safewrite returns.
 pub const DOMAIN: &str = "safewrite.dev";
 
-pub use crate::reasons::REASONS;
+pub use safewrite_api::reasons::REASONS;
 
 /// The details to attach, beside code and message.
 #[derive(Default)]
@@ -157,7 +157,8 @@ fn build(
     // A RetryInfo says "the same call may succeed after this delay": only what the
     // proto's retry options call RETRY_LATER may carry one.
     debug_assert!(
-        details.retry_after.is_none() || crate::reasons::advice(reason, code) == pb::Retry::Later,
+        details.retry_after.is_none()
+            || safewrite_api::reasons::advice(reason, code) == pb::Retry::Later,
         "a RetryInfo on {:?} ({code:?}), which no retry alone can fix",
         details.reason
     );

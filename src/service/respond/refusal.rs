@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use tonic::Code;
 
+use safewrite_api::pb::Reason;
+use safewrite_engine::{AttemptRecord, Failure, WriteError};
+use safewrite_mutation::FieldViolation;
+
 use super::Reply;
-use crate::engine::{AttemptRecord, Failure, WriteError};
-use crate::mutation::FieldViolation;
-use crate::pb::Reason;
 use crate::service::receive::Refused;
 
 /// DEADLINE_EXCEEDED (no attempts) for a call whose deadline, `timeout`, is shorter than
-/// the sidecar needs to answer it ([`crate::deadline::MIN_ANSWER_MARGIN`]): answered before
+/// the sidecar needs to answer it ([`safewrite_api::deadline::MIN_ANSWER_MARGIN`]): answered before
 /// anything else, so that the gRPC server's own timeout (a bare CANCELLED "Timeout
 /// expired") does not come first.
 pub fn no_time(timeout: Duration) -> tonic::Status {
@@ -22,7 +23,7 @@ pub fn no_time(timeout: Duration) -> tonic::Status {
             attempts: 0,
             last: format!(
                 "the call's deadline ({timeout:?}) is shorter than the {:?} safewrite needs to answer; nothing was sent",
-                crate::deadline::MIN_ANSWER_MARGIN
+                safewrite_api::deadline::MIN_ANSWER_MARGIN
             ),
         },
         attempts: Vec::new(),

@@ -6,11 +6,12 @@ use std::time::Duration;
 use serde_json::Value;
 use tonic::Code;
 
+use safewrite_api::pb::Reason;
+use safewrite_engine::classify::Decision;
+use safewrite_engine::{Failure, WriteError};
+use safewrite_mutation::{ApplyError, CelError, FieldViolation};
+
 use super::Reply;
-use crate::engine::classify::Decision;
-use crate::engine::{Failure, WriteError};
-use crate::mutation::{ApplyError, CelError, FieldViolation};
-use crate::pb::Reason;
 
 /// Maps a failed write to its gRPC status. The one place codes are chosen for writes.
 pub fn to_status(err: &WriteError) -> tonic::Status {

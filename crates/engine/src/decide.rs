@@ -1,0 +1,311 @@
+//! The decisions of the loop, as functions of what happened: how an attempt ended
+//! ([`Step`]) and whether to go on after a retryable one and how long to wait first
+//! ([`after`]). Nothing here sends, sleeps or reads the clock.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use safewrite_client::apiserver::Answer;
+
+use super::error::Failure;
+use super::result::Done;
+use super::spec::{RetryPolicy, WriteSpec};
+use crate::classify::{Decision, INTERNAL_ERROR_RETRIES};
+
+/// What one attempt decided.
+pub(super) enum Step {
+    Done(Done),
+    Retry(Decision, Failure),
+    Fail(Failure),
+}
+
+impl Step {
+    pub(super) fn from_failure(failure: Failure, decision: Decision) -> Step {
+        if decision.is_retryable() {
+            Step::Retry(decision, failure)
+        } else {
+            Step::Fail(failure)
+        }
+    }
+
+    /// A non-success answer: retry it or end with it. With `strict` (the caller's exact
+    /// resourceVersion) a conflict is a compare-and-swap failure, never retried.
+    pub(super) fn from_answer(answer: &Answer, strict: Option<&str>) -> Step {
+        let decision = crate::classify::decision(answer);
+        if let Some(expected) = strict
+            && decision == Decision::Conflict
+        {
+            return Step::Fail(Failure::ResourceVersionMismatch {
+                expected: expected.to_string(),
+                actual: format!("newer than {expected}"),
+                current: None,
+            });
+        }
+        let failure = Failure::Api {
+            decision: decision.clone(),
+            code: answer.code,
+            reason: answer.reason(),
+            message: answer.message(),
+            status: answer.status().map(Box::new),
+        };
+        Step::from_failure(failure, decision)
+    }
+
+    /// A write (PUT or POST) that got no answer. When it may have reached the API
+    /// server and the request cannot be retried safely (no idempotency key), whether it
+    /// was applied is unknown and a retry could apply a read-dependent change twice: the
+    /// loop stops. With a key (or a dry run) the next attempt's read tells, and the fault
+    /// is retried.
+    pub(super) fn unanswered_write(
+        spec: &WriteSpec,
+        failure: Failure,
+        decision: Decision,
+        maybe_sent: bool,
+    ) -> Step {
+        let safe = spec.retry_is_safe();
+        match failure {
+            Failure::Unreachable { last } if maybe_sent && !safe => {
+                Step::Fail(Failure::OutcomeUnknown { last })
+            }
+            Failure::Deadline { attempts, last } => {
+                Step::Fail(deadline(spec, maybe_sent, attempts, last))
+            }
+            failure => Step::from_failure(failure, decision),
+        }
+    }
+
+    /// A write the API server answered with an error. A timeout answer (504, reason
+    /// Timeout) to a write may come after the change was stored, so without an
+    /// idempotency key it is not retried either.
+    pub(super) fn write_refused(spec: &WriteSpec, answer: &Answer) -> Step {
+        if is_ambiguous(answer) && !spec.retry_is_safe() {
+            return Step::Fail(Failure::OutcomeUnknown {
+                last: format!("HTTP {}: {}", answer.code, answer.message()),
+            });
+        }
+        Step::from_answer(answer, spec.preconditions.resource_version.as_deref())
+    }
+}
+
+/// The failure of a write whose deadline passed. When a write of it may have been sent
+/// and not answered (`in_doubt`) and it carries no idempotency key, its outcome is what
+/// the caller must act on, not the deadline: DEADLINE_EXCEEDED means no write is in
+/// doubt (see the proto's retry options). The one place this rule is made.
+pub(super) fn deadline(spec: &WriteSpec, in_doubt: bool, attempts: u32, last: String) -> Failure {
+    if in_doubt && !spec.retry_is_safe() {
+        Failure::OutcomeUnknown {
+            last: format!(
+                "the deadline passed after {attempts} attempt(s) with a write in flight; {last}"
+            ),
+        }
+    } else {
+        Failure::Deadline { attempts, last }
+    }
+}
+
+/// An answer to a write that may come after the change was stored.
+pub(super) fn is_ambiguous(answer: &Answer) -> bool {
+    answer.code == 504 || answer.reason() == "Timeout"
+}
+
+/// Where a request's loop stands when an attempt ended retryably.
+pub(super) struct Standing<'a> {
+    pub policy: &'a RetryPolicy,
+    pub deadline: Option<Instant>,
+    /// Attempts made so far, the one that just ended included.
+    pub made: u32,
+    /// Retries of internal errors made so far.
+    pub internal_retries: u32,
+}
+
+/// Whether to go on after an attempt ended with `decision` (its failure `last`), and how
+/// long to wait first: `Ok(wait)`, or the failure to end with. Faults (throttling,
+/// unavailability, internal errors) draw on the shared retry budget through `withdraw`;
+/// conflicts are contention, not amplification, and are bounded by the policy alone.
+/// Never plans a wait that ends at or past the deadline.
+pub(super) fn after(
+    decision: &Decision,
+    last: Failure,
+    standing: &Standing<'_>,
+    now: Instant,
+    rng: &mut fastrand::Rng,
+    withdraw: &mut dyn FnMut() -> bool,
+) -> Result<Duration, Failure> {
+    if !decision.is_retryable() {
+        return Err(last);
+    }
+    if matches!(decision, Decision::Internal) && standing.internal_retries >= INTERNAL_ERROR_RETRIES
+    {
+        return Err(last);
+    }
+    if standing.made >= standing.policy.max_attempts {
+        return Err(last);
+    }
+    let fault = matches!(
+        decision,
+        Decision::Throttled { .. } | Decision::Unavailable { .. } | Decision::Internal
+    );
+    if fault && !withdraw() {
+        return Err(Failure::RetryBudget {
+            last: last.to_string(),
+        });
+    }
+    let wait = match decision {
+        // The object appeared between our read and our create, or the remembered copy
+        // was stale: read it at once.
+        Decision::AlreadyExists | Decision::Stale => Duration::ZERO,
+        _ => standing
+            .policy
+            .backoff
+            .delay(standing.made, decision.retry_after(), rng),
+    };
+    if let Some(deadline) = standing.deadline
+        && now + wait >= deadline
+    {
+        return Err(Failure::Deadline {
+            attempts: standing.made,
+            last: last.to_string(),
+        });
+    }
+    Ok(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use safewrite_api::backoff::Backoff;
+
+    const POLICY: RetryPolicy = RetryPolicy {
+        max_attempts: 5,
+        backoff: Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        },
+    };
+
+    fn conflict() -> Failure {
+        Failure::Cancelled("last".into())
+    }
+
+    fn standing(made: u32, deadline: Option<Instant>) -> Standing<'static> {
+        Standing {
+            policy: &POLICY,
+            deadline,
+            made,
+            internal_retries: 0,
+        }
+    }
+
+    fn decide(decision: Decision, standing: &Standing<'_>) -> Result<Duration, Failure> {
+        let mut rng = fastrand::Rng::with_seed(3);
+        after(
+            &decision,
+            conflict(),
+            standing,
+            Instant::now(),
+            &mut rng,
+            &mut || true,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_conflict_waits_within_the_backoff_ceiling() {
+        let wait = decide(Decision::Conflict, &standing(1, None)).unwrap();
+        assert!(wait <= Duration::from_millis(100), "{wait:?}");
+        let wait = decide(Decision::Conflict, &standing(4, None)).unwrap();
+        assert!(wait <= Duration::from_millis(800), "{wait:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn attempts_run_out_at_the_policy() {
+        let stop = decide(Decision::Conflict, &standing(5, None)).unwrap_err();
+        assert!(matches!(stop, Failure::Cancelled(_)), "the last failure");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_final_answer_is_not_retried() {
+        assert!(decide(Decision::NotFound, &standing(1, None)).is_err());
+        assert!(decide(Decision::Unexpected, &standing(1, None)).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_wait_reaches_the_deadline() {
+        let deadline = Instant::now() + Duration::from_millis(5);
+        let throttled = Decision::Throttled {
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        let stop = decide(throttled, &standing(1, Some(deadline))).unwrap_err();
+        assert!(
+            matches!(stop, Failure::Deadline { attempts: 1, .. }),
+            "{stop:?}"
+        );
+        // Time passing brings the deadline closer: the same plan later is refused.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        assert!(decide(Decision::Conflict, &standing(1, Some(deadline))).is_ok());
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let mut rng = fastrand::Rng::with_seed(3);
+        let late = after(
+            &Decision::Conflict,
+            conflict(),
+            &standing(1, Some(deadline)),
+            Instant::now(),
+            &mut rng,
+            &mut || true,
+        );
+        assert!(matches!(late, Err(Failure::Deadline { .. })));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_hint_is_a_floor() {
+        let throttled = Decision::Throttled {
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        let wait = decide(throttled, &standing(1, None)).unwrap();
+        assert!(wait >= Duration::from_secs(1), "{wait:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn faults_draw_on_the_budget_and_conflicts_do_not() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        let mut asked = 0;
+        let mut empty = || {
+            asked += 1;
+            false
+        };
+        let unavailable = Decision::Unavailable { retry_after: None };
+        let stop = after(
+            &unavailable,
+            conflict(),
+            &standing(1, None),
+            Instant::now(),
+            &mut rng,
+            &mut empty,
+        );
+        assert!(matches!(stop, Err(Failure::RetryBudget { .. })));
+        let go_on = after(
+            &Decision::Conflict,
+            conflict(),
+            &standing(1, None),
+            Instant::now(),
+            &mut rng,
+            &mut empty,
+        );
+        assert!(go_on.is_ok());
+        assert_eq!(asked, 1, "only the fault asked the budget");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn internal_errors_are_retried_a_few_times_only() {
+        let mut s = standing(1, None);
+        assert!(decide(Decision::Internal, &s).is_ok());
+        s.internal_retries = INTERNAL_ERROR_RETRIES;
+        assert!(decide(Decision::Internal, &s).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_race_to_create_reads_again_at_once() {
+        let wait = decide(Decision::AlreadyExists, &standing(1, None)).unwrap();
+        assert_eq!(wait, Duration::ZERO);
+    }
+}

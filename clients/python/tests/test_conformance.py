@@ -277,9 +277,9 @@ def test_the_clients_get_makes_the_cases_requests(step: Dict[str, Any]) -> None:
     step = substitute(step, {"$NS": "ns", "$NAME": "name", "$RV": "1234"})
     want = json_format.ParseDict(step["request"], writer_pb2.GetRequest())
     ref, minimum = get_keywords(want)
-    assert core.get_call(ref, None, minimum.get("min_resource_version"), None).request == want
+    assert core.get(ref, min_resource_version=minimum.get("min_resource_version")).request == want
     written = sw.Result(sw.Outcome.UPDATED, {}, want.min_resource_version, 1)
-    assert core.get_call(ref, written, None, None).request == want
+    assert core.get(ref, at_least=written).request == want
 
 
 def test_the_get_cases_are_found() -> None:

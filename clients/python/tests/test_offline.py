@@ -934,7 +934,7 @@ def test_get_refuses_what_cannot_be_a_minimum_before_sending() -> None:
     with pytest.raises(TypeError, match="ObjectRef"):
         from safewrite_client import _core as core
 
-        core.get_call(("v1", "ConfigMap", "ns", "cm"), None, None, None)  # type: ignore[arg-type]
+        core.get(("v1", "ConfigMap", "ns", "cm"))  # type: ignore[arg-type]
     with sw.Client("127.0.0.1:1") as client:
         with pytest.raises(TypeError, match="unexpected keyword argument 'atleast'"):
             client.get(REF, atleast=written)  # type: ignore[call-arg]
@@ -1235,9 +1235,6 @@ def test_delete_request_and_result(scripted: Any) -> None:
 
 
 def test_a_delete_is_always_safe_to_send_again() -> None:
-    call = sw._core.delete_call(
-        REF, preconditions=None, propagation_policy=None, dry_run=False, retry_policy=None,
-        fence=None, timeout=None,
-    )
+    call = sw._core.delete(REF)
     err = call.error(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "cut off", None))
     assert err.idempotent and err.retryable

@@ -323,22 +323,37 @@ def test_python_checks_a_call_against_the_one_signature() -> None:
             )
         with pytest.raises(TypeError, match=r"transact\(\) missing 1 required positional argument: 'fn'"):
             client.transact(sw.ObjectRef("v1", "ConfigMap", "ns", "cm"))  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match=r"get\(\) got an unexpected keyword argument 'atleast'"):
+            client.get(sw.ObjectRef("v1", "ConfigMap", "ns", "cm"), atleast=None)  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match=r"delete\(\) takes 1 positional argument but 2 were given"):
+            client.delete(sw.ObjectRef("v1", "ConfigMap", "ns", "cm"), None)  # type: ignore[misc]
+        with pytest.raises(TypeError, match=r"lead\(\) missing 1 required positional argument: 'name'"):
+            client.lead("ns")  # type: ignore[call-arg]
     finally:
         client.close()
 
 
-def test_the_two_clients_and_the_two_writes_take_the_same_keywords() -> None:
-    """update, patch_status and transact are declared once (in _core) for both clients;
-    get and delete are written out per client. These are the rules that keep them one
-    shape."""
+def declarations() -> Dict[str, Callable[..., Any]]:
+    """The one definition of each method's parameters that both clients share."""
     from safewrite_client import _core as core
+    from safewrite_client import _lead
 
+    return {
+        "update": core.update, "patch_status": core.patch_status, "transact": core.transact,
+        "get": core.get, "delete": core.delete, "lead": _lead.lead,
+    }
+
+
+def test_the_two_clients_and_the_two_writes_take_the_same_keywords() -> None:
+    """update, patch_status, transact, get and delete are declared once (in _core), and
+    lead once (in _lead), for both clients. These are the rules that keep them one
+    shape."""
     for method in ("update", "patch_status", "transact", "get", "delete"):
         sync = inspect.signature(getattr(sw.Client, method))
         aio = inspect.signature(getattr(sw.AsyncClient, method))
         assert str(sync) == str(aio), method
-    for method in ("update", "patch_status", "transact"):
-        declared = list(inspect.signature(getattr(core, method)).parameters.values())
+    for method, declaration in declarations().items():
+        declared = list(inspect.signature(declaration).parameters.values())
         for client in (sw.Client, sw.AsyncClient):
             params = list(inspect.signature(getattr(client, method)).parameters.values())
             assert params[0].name == "self" and params[1:] == declared, (client, method)
@@ -359,6 +374,23 @@ def test_the_two_clients_and_the_two_writes_take_the_same_keywords() -> None:
     ]
     # A transaction: the write options, and not the mutation (its function is).
     assert keyword_names(sw.Client.transact) == ["status"] + [k for k in options if k != "write_alone"]
+
+
+def test_the_type_hints_are_the_declarations() -> None:
+    """typing.get_type_hints of a method declared once sees the declaration's parameters
+    (resolved where it is written) and the method's own return."""
+    import typing
+
+    leadership = {sw.Client: sw.Leadership, sw.AsyncClient: sw.AsyncLeadership}
+    returns = {"get": sw.ReadResult, "delete": sw.DeleteResult}
+    for method, declaration in declarations().items():
+        declared = typing.get_type_hints(declaration)
+        del declared["return"]
+        for client in (sw.Client, sw.AsyncClient):
+            hints = typing.get_type_hints(getattr(client, method))
+            want = leadership[client] if method == "lead" else returns.get(method, sw.Result)
+            assert hints.pop("return") is want, (client, method)
+            assert hints == declared, (client, method)
 
 
 MUTATIONS = ["cel", "merge_patch", "json_patch", "apply", "set_conditions", "remove_conditions",

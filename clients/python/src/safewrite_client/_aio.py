@@ -24,20 +24,16 @@ import grpc
 import grpc.aio
 
 from . import _core as core
-from ._core import AtLeast
+from . import _lead
 from ._errors import FencedError, NotLeaderError, from_rpc_error
-from ._lead import _FENCE, Campaign, Seconds, lead_request, newer
+from ._lead import _FENCE, Campaign, Seconds, newer
 from ._types import (
     DeleteResult,
     Fence,
     LeadEvent,
     ListEntry,
-    ObjectRef,
-    Preconditions,
-    PropagationPolicy,
     ReadResult,
     Result,
-    RetryPolicy,
 )
 from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
@@ -148,55 +144,25 @@ class AsyncClient:
         call = core.transact(*args, **kwargs)
         return await self._transact(call.begin, call.fn, call.timeout)
 
-    async def get(
-        self,
-        ref: ObjectRef,
-        *,
-        at_least: Optional[AtLeast] = None,
-        min_resource_version: Optional[str] = None,
-        timeout: Optional[float] = None,
-    ) -> ReadResult:
+    @core.parameters_of(core.get)
+    async def get(self, *args: Any, **kwargs: Any) -> ReadResult:
         """Reads an object at least as new as a write of yours (``at_least=`` its
         result, or ``min_resource_version=``); see
         :meth:`safewrite_client.Client.get`."""
-        return await self._unary(core.get_call(ref, at_least, min_resource_version, timeout))
+        return await self._unary(core.get(*args, **kwargs))
 
-    async def delete(
-        self,
-        ref: ObjectRef,
-        *,
-        preconditions: Optional[Preconditions] = None,
-        propagation_policy: Optional[PropagationPolicy] = None,
-        dry_run: bool = False,
-        retry_policy: Optional[RetryPolicy] = None,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> DeleteResult:
+    @core.parameters_of(core.delete)
+    async def delete(self, *args: Any, **kwargs: Any) -> DeleteResult:
         """Deletes an object, conditioned on the object it decided on (``Delete``); see
         :meth:`safewrite_client.Client.delete`."""
-        return await self._unary(
-            core.delete_call(
-                ref, preconditions=preconditions, propagation_policy=propagation_policy,
-                dry_run=dry_run, retry_policy=retry_policy, fence=fence, timeout=timeout,
-            )
-        )
+        return await self._unary(core.delete(*args, **kwargs))
 
-    def lead(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        identity: Optional[str] = None,
-        lease_duration: Optional[Seconds] = None,
-        renew_deadline: Optional[Seconds] = None,
-        retry_period: Optional[Seconds] = None,
-    ) -> "AsyncLeadership":
+    @core.parameters_of(_lead.lead)
+    def lead(self, *args: Any, **kwargs: Any) -> "AsyncLeadership":
         """Campaigns for leadership through the Lease ``namespace/name`` (``Lead``); see
         :meth:`safewrite_client.Client.lead`. Use the result as ``async with
         client.lead(...) as leadership:``; leaving the block releases the Lease."""
-        return AsyncLeadership(self, lead_request(
-            namespace, name, identity, lease_duration, renew_deadline, retry_period
-        ))
+        return AsyncLeadership(self, _lead.lead(*args, **kwargs))
 
     async def run_while_leading(
         self,

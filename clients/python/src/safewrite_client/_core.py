@@ -26,6 +26,7 @@ from typing import (
     TypeVar,
     Union,
     cast,
+    get_type_hints,
 )
 
 import grpc
@@ -336,13 +337,13 @@ def write_call(
     return Unary(method, request, timeout, unary_result)
 
 
-# --- the writes' parameters, declared once for both clients -------------------------
+# --- the calls' parameters, declared once for both clients --------------------------
 #
-# update, patch_status and transact below are the one definition of what the methods of
-# the same name take, on Client and AsyncClient alike: each method is declared
-# ``@parameters_of(core.update)`` (etc.) with ``*args, **kwargs`` and hands them here, so
-# Python checks a call against this signature, and type checkers and help() see it as
-# the method's own.
+# update, patch_status, transact, get and delete below (and lead, in _lead) are the one
+# definition of what the methods of the same name take, on Client and AsyncClient alike:
+# each method is declared ``@parameters_of(core.update)`` (etc.) with ``*args,
+# **kwargs`` and hands them here, so Python checks a call against this signature, and
+# type checkers, help() and typing.get_type_hints see it as the method's own.
 
 Method = TypeVar("Method")
 Returned = TypeVar("Returned")
@@ -352,8 +353,10 @@ def parameters_of(
     call: "Callable[P, Any]",
 ) -> "Callable[[Callable[..., Returned]], Callable[Concatenate[Method, P], Returned]]":
     """Makes the decorated method take ``call``'s parameters (after ``self``) and return
-    what it returns: for type checkers through a ParamSpec, and for :mod:`inspect`,
-    :func:`help` and IDEs through its ``__signature__``. The method takes ``*args,
+    what it returns: for type checkers through a ParamSpec, for :mod:`inspect`,
+    :func:`help` and IDEs through its ``__signature__``, and for
+    :func:`typing.get_type_hints` through its ``__annotations__`` (``call``'s, resolved
+    where ``call`` is defined, and the method's own return). The method takes ``*args,
     **kwargs`` and passes them on to ``call``, which Python checks as any call
     (``update() got an unexpected keyword argument 'x'``)."""
 
@@ -362,6 +365,11 @@ def parameters_of(
         self_parameter = next(iter(own.parameters.values()))
         parameters = [self_parameter, *inspect.signature(call).parameters.values()]
         setattr(method, "__signature__", own.replace(parameters=parameters))
+        hints = get_type_hints(call)
+        annotations = {name: hint for name, hint in hints.items() if name != "return"}
+        if "return" in method.__annotations__:
+            annotations["return"] = method.__annotations__["return"]
+        method.__annotations__ = annotations
         return method
 
     return decorate
@@ -489,13 +497,15 @@ def _min_resource_version(at_least: Optional[AtLeast], given: Optional[str]) -> 
     )
 
 
-def get_call(
+def get(
     ref: ObjectRef,
-    at_least: Optional[AtLeast],
-    min_resource_version: Optional[str],
-    timeout: Optional[float],
+    *,
+    at_least: Optional[AtLeast] = None,
+    min_resource_version: Optional[str] = None,
+    timeout: Optional[float] = None,
 ) -> Unary[ReadResult]:
-    """The ``Get`` call of :meth:`~safewrite_client.Client.get`.
+    """The ``Get`` call of :meth:`~safewrite_client.Client.get` (see there for each
+    parameter).
 
     Raises:
         TypeError: a value of the wrong type.
@@ -507,18 +517,19 @@ def get_call(
     return Unary("Get", request, timeout, read_result)
 
 
-def delete_call(
+def delete(
     ref: ObjectRef,
     *,
-    preconditions: Optional[Preconditions],
-    propagation_policy: Optional[PropagationPolicy],
-    dry_run: bool,
-    retry_policy: Optional[RetryPolicy],
-    fence: Optional[Fence],
-    timeout: Optional[float],
+    preconditions: Optional[Preconditions] = None,
+    propagation_policy: Optional[PropagationPolicy] = None,
+    dry_run: bool = False,
+    retry_policy: Optional[RetryPolicy] = None,
+    fence: Optional[Fence] = None,
+    timeout: Optional[float] = None,
 ) -> Unary[DeleteResult]:
-    """The ``Delete`` call of :meth:`~safewrite_client.Client.delete`; without
-    ``fence`` it carries the current one (:func:`~safewrite_client.fenced`).
+    """The ``Delete`` call of :meth:`~safewrite_client.Client.delete` (see there for
+    each parameter); without ``fence`` it carries the current one
+    (:func:`~safewrite_client.fenced`).
 
     Raises:
         TypeError: a value of the wrong type.

@@ -1,4 +1,5 @@
-"""Leadership without I/O, shared by both clients: the ``Lead`` request, its events as
+"""Leadership without I/O, shared by both clients: the ``Lead`` request (whose
+:func:`lead` declares the parameters of both clients' ``lead``), its events as
 :class:`~safewrite_client.LeadEvent` s, the state a campaign keeps (the current fence),
 and the fence of the running code (:func:`fenced`, a :class:`contextvars.ContextVar`
 every write reads when it is given no ``fence=``)."""
@@ -88,16 +89,20 @@ def _duration(field: str, value: Optional[Seconds]) -> Optional[duration_pb2.Dur
     return duration_pb2.Duration(seconds=sign * whole, nanos=sign * nanos)
 
 
-def lead_request(
+def lead(
     namespace: str,
     name: str,
-    identity: Optional[str],
-    lease_duration: Optional[Seconds],
-    renew_deadline: Optional[Seconds],
-    retry_period: Optional[Seconds],
+    *,
+    identity: Optional[str] = None,
+    lease_duration: Optional[Seconds] = None,
+    renew_deadline: Optional[Seconds] = None,
+    retry_period: Optional[Seconds] = None,
 ) -> writer_pb2.LeadRequest:
-    """The ``LeadRequest``. Only types are checked here; the sidecar checks the values
-    (names, bounds, lease > renew > 1.2 x retry) and names the field it refuses.
+    """The ``LeadRequest`` of :meth:`~safewrite_client.Client.lead` (see there for each
+    parameter), whose parameters this declares for both clients, as
+    :func:`safewrite_client._core.update` does for the writes. Only types are checked
+    here; the sidecar checks the values (names, bounds, lease > renew > 1.2 x retry)
+    and names the field it refuses.
 
     Raises:
         TypeError: a value of the wrong type.

@@ -10,20 +10,16 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Typ
 import grpc
 
 from . import _core as core
-from ._core import AtLeast
+from . import _lead
 from ._errors import FencedError, NotLeaderError, from_rpc_error
-from ._lead import _FENCE, Campaign, Seconds, lead_request, newer
+from ._lead import _FENCE, Campaign, Seconds, newer
 from ._types import (
     DeleteResult,
     Fence,
     LeadEvent,
     ListEntry,
-    ObjectRef,
-    Preconditions,
-    PropagationPolicy,
     ReadResult,
     Result,
-    RetryPolicy,
 )
 from .conditions import Condition
 from .v1 import writer_pb2, writer_pb2_grpc
@@ -216,14 +212,8 @@ class Client:
         call = core.transact(*args, **kwargs)
         return self._transact(call.begin, call.fn, call.timeout)
 
-    def get(
-        self,
-        ref: ObjectRef,
-        *,
-        at_least: Optional[AtLeast] = None,
-        min_resource_version: Optional[str] = None,
-        timeout: Optional[float] = None,
-    ) -> ReadResult:
+    @core.parameters_of(core.get)
+    def get(self, *args: Any, **kwargs: Any) -> ReadResult:
         """Reads an object at least as new as a write of yours (``Get``): read your own
         writes, e.g. when an informer's cache may still hold the object from before it.
 
@@ -264,19 +254,10 @@ class Client:
             ValueError: both ``at_least`` and ``min_resource_version``.
             TypeError: a value of the wrong type.
         """
-        return self._unary(core.get_call(ref, at_least, min_resource_version, timeout))
+        return self._unary(core.get(*args, **kwargs))
 
-    def delete(
-        self,
-        ref: ObjectRef,
-        *,
-        preconditions: Optional[Preconditions] = None,
-        propagation_policy: Optional[PropagationPolicy] = None,
-        dry_run: bool = False,
-        retry_policy: Optional[RetryPolicy] = None,
-        fence: Optional[Fence] = None,
-        timeout: Optional[float] = None,
-    ) -> DeleteResult:
+    @core.parameters_of(core.delete)
+    def delete(self, *args: Any, **kwargs: Any) -> DeleteResult:
         """Deletes an object, conditioned on the object it decided on (``Delete``).
 
         Every attempt reads the object live, checks ``preconditions`` on it, and sends
@@ -316,23 +297,10 @@ class Client:
                 ``delete`` of the target), NotFoundError (reason ``UNKNOWN_KIND``), ...
             TypeError: a value of the wrong type.
         """
-        return self._unary(
-            core.delete_call(
-                ref, preconditions=preconditions, propagation_policy=propagation_policy,
-                dry_run=dry_run, retry_policy=retry_policy, fence=fence, timeout=timeout,
-            )
-        )
+        return self._unary(core.delete(*args, **kwargs))
 
-    def lead(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        identity: Optional[str] = None,
-        lease_duration: Optional[Seconds] = None,
-        renew_deadline: Optional[Seconds] = None,
-        retry_period: Optional[Seconds] = None,
-    ) -> "Leadership":
+    @core.parameters_of(_lead.lead)
+    def lead(self, *args: Any, **kwargs: Any) -> "Leadership":
         """Campaigns for leadership through the ``coordination.k8s.io/v1`` Lease
         ``namespace/name`` (``Lead``), the way client-go's leader election does: use the
         result as ``with client.lead(...) as leadership:``, iterate its
@@ -359,9 +327,7 @@ class Client:
         Raises:
             TypeError: a value of the wrong type.
         """
-        return Leadership(self, lead_request(
-            namespace, name, identity, lease_duration, renew_deadline, retry_period
-        ))
+        return Leadership(self, _lead.lead(*args, **kwargs))
 
     def run_while_leading(
         self,

@@ -15,7 +15,7 @@ use safewrite_client::discovery::{self, Discovery};
 use safewrite_client::{ApiClient, AwaitsVersion};
 
 use super::body::resource_version;
-use super::decide::Step;
+use super::decide::Failed;
 use super::error::{Failure, request_failure};
 use super::memory::{Event, Lesson, Memory, Source};
 use super::metrics::EngineMetrics;
@@ -67,7 +67,7 @@ pub(crate) enum Read {
     Missing(Answer),
     /// The read ended the attempt: refused (with the answer, for the record) or
     /// unanswered.
-    Ended(Option<Answer>, Step),
+    Ended(Option<Answer>, Failed),
 }
 
 /// What a live read made of a decision taken on the remembered copy.
@@ -77,7 +77,7 @@ pub(crate) enum Confirmed {
     /// The copy was stale: decide again on a live read.
     Stale,
     /// The read ended the attempt: refused (with the answer) or unanswered.
-    Ended(Option<Answer>, Step),
+    Ended(Option<Answer>, Failed),
 }
 
 impl Api {
@@ -113,10 +113,7 @@ impl Api {
                         Err(why) => why,
                     },
                     Read::Missing(_) => "the Lease does not exist".to_string(),
-                    Read::Ended(_, Step::Fail(failure) | Step::Retry(_, failure)) => {
-                        return Err(failure);
-                    }
-                    Read::Ended(_, Step::Done(_)) => "the Lease could not be read".to_string(),
+                    Read::Ended(_, failed) => return Err(failed.into_failure()),
                 }
             }
         };
@@ -189,7 +186,7 @@ impl Api {
         let key = request.as_str();
         match self.send(get, deadline, made).await {
             Sent::Failed(failure, decision, _) => {
-                Read::Ended(None, Step::from_failure(failure, decision))
+                Read::Ended(None, Failed::from_failure(failure, decision))
             }
             Sent::Answer(answer) if answer.code == 404 => {
                 self.memory.learn(key, Event::Missing);
@@ -197,8 +194,8 @@ impl Api {
             }
             Sent::Answer(answer) if answer.code != 200 => {
                 // The read itself was refused (429, 5xx, 403...): the record says so.
-                let step = Step::from_answer(&answer, None);
-                Read::Ended(Some(answer), step)
+                let failed = Failed::from_answer(&answer, None);
+                Read::Ended(Some(answer), failed)
             }
             Sent::Answer(answer) => match answer.object() {
                 Ok(object) => {
@@ -207,7 +204,7 @@ impl Api {
                         .learn(key, Event::Read(&object, answer.body.len()));
                     Read::Found(object)
                 }
-                Err(err) => Read::Ended(None, Step::Fail(Failure::BadAnswer(err.to_string()))),
+                Err(err) => Read::Ended(None, Failed::End(Failure::BadAnswer(err.to_string()))),
             },
         }
     }

@@ -1,5 +1,5 @@
 //! The decisions of the loop, as functions of what happened: how an attempt ended
-//! ([`Step`]) and whether to go on after a retryable one and how long to wait first
+//! ([`Step`], and [`Failed`] for one that failed) and whether to go on after a retryable one and how long to wait first
 //! ([`after`]). Nothing here sends, sleeps or reads the clock.
 
 use std::time::Duration;
@@ -13,30 +13,54 @@ use super::result::Done;
 use super::spec::{RetryPolicy, WriteSpec};
 use crate::classify::{Decision, INTERNAL_ERROR_RETRIES};
 
-/// What one attempt decided.
+/// What one attempt decided: it finished the write, or it failed ([`Failed`]'s two
+/// arms).
 pub(super) enum Step {
     Done(Done),
     Retry(Decision, Failure),
     Fail(Failure),
 }
 
-impl Step {
-    pub(super) fn from_failure(failure: Failure, decision: Decision) -> Step {
+impl From<Failed> for Step {
+    fn from(failed: Failed) -> Step {
+        match failed {
+            Failed::Retry(decision, failure) => Step::Retry(decision, failure),
+            Failed::End(failure) => Step::Fail(failure),
+        }
+    }
+}
+
+/// What an attempt that failed decided: retry after the decision's backoff, or end the
+/// write with the failure. A failure never finishes a write, so there is no third arm.
+pub(super) enum Failed {
+    Retry(Decision, Failure),
+    End(Failure),
+}
+
+impl Failed {
+    pub(super) fn from_failure(failure: Failure, decision: Decision) -> Failed {
         if decision.is_retryable() {
-            Step::Retry(decision, failure)
+            Failed::Retry(decision, failure)
         } else {
-            Step::Fail(failure)
+            Failed::End(failure)
+        }
+    }
+
+    /// The failure, retryable or not, for a caller that does not retry it itself.
+    pub(super) fn into_failure(self) -> Failure {
+        match self {
+            Failed::Retry(_, failure) | Failed::End(failure) => failure,
         }
     }
 
     /// A non-success answer: retry it or end with it. With `strict` (the caller's exact
     /// resourceVersion) a conflict is a compare-and-swap failure, never retried.
-    pub(super) fn from_answer(answer: &Answer, strict: Option<&str>) -> Step {
+    pub(super) fn from_answer(answer: &Answer, strict: Option<&str>) -> Failed {
         let decision = crate::classify::decision(answer);
         if let Some(expected) = strict
             && decision == Decision::Conflict
         {
-            return Step::Fail(Failure::ResourceVersionMismatch {
+            return Failed::End(Failure::ResourceVersionMismatch {
                 expected: expected.to_string(),
                 actual: format!("newer than {expected}"),
                 current: None,
@@ -49,7 +73,7 @@ impl Step {
             message: answer.message(),
             status: answer.status().map(Box::new),
         };
-        Step::from_failure(failure, decision)
+        Failed::from_failure(failure, decision)
     }
 
     /// A write (PUT or POST) that got no answer. When it may have reached the API
@@ -62,29 +86,29 @@ impl Step {
         failure: Failure,
         decision: Decision,
         maybe_sent: bool,
-    ) -> Step {
+    ) -> Failed {
         let safe = spec.retry_is_safe();
         match failure {
             Failure::Unreachable { last } if maybe_sent && !safe => {
-                Step::Fail(Failure::OutcomeUnknown { last })
+                Failed::End(Failure::OutcomeUnknown { last })
             }
             Failure::Deadline { attempts, last } => {
-                Step::Fail(deadline(spec, maybe_sent, attempts, last))
+                Failed::End(deadline(spec, maybe_sent, attempts, last))
             }
-            failure => Step::from_failure(failure, decision),
+            failure => Failed::from_failure(failure, decision),
         }
     }
 
     /// A write the API server answered with an error. A timeout answer (504, reason
     /// Timeout) to a write may come after the change was stored, so without an
     /// idempotency key it is not retried either.
-    pub(super) fn write_refused(spec: &WriteSpec, answer: &Answer) -> Step {
+    pub(super) fn write_refused(spec: &WriteSpec, answer: &Answer) -> Failed {
         if is_ambiguous(answer) && !spec.retry_is_safe() {
-            return Step::Fail(Failure::OutcomeUnknown {
+            return Failed::End(Failure::OutcomeUnknown {
                 last: format!("HTTP {}: {}", answer.code, answer.message()),
             });
         }
-        Step::from_answer(answer, spec.preconditions.resource_version.as_deref())
+        Failed::from_answer(answer, spec.preconditions.resource_version.as_deref())
     }
 }
 

@@ -15,7 +15,7 @@ use safewrite_client::apiserver::Answer;
 use super::api::{Api, Read, Sent};
 use super::attempts::Attempts;
 use super::body::{delete_options, resource_version};
-use super::decide::Step;
+use super::decide::Failed;
 use super::error::{Failure, WriteError};
 use super::memory::Event;
 use super::result::AttemptRecord;
@@ -64,15 +64,11 @@ enum Ended {
     Fail(Failure),
 }
 
-impl From<Step> for Ended {
-    fn from(step: Step) -> Self {
-        match step {
-            Step::Retry(decision, failure) => Ended::Retry(decision, failure),
-            Step::Fail(failure) => Ended::Fail(failure),
-            // Only a write's success is a Done step; a refusal or fault never is.
-            Step::Done(_) => Ended::Fail(Failure::BadAnswer(
-                "a refused request was taken for a finished write".into(),
-            )),
+impl From<Failed> for Ended {
+    fn from(failed: Failed) -> Self {
+        match failed {
+            Failed::Retry(decision, failure) => Ended::Retry(decision, failure),
+            Failed::End(failure) => Ended::Fail(failure),
         }
     }
 }
@@ -172,7 +168,7 @@ async fn attempt(
         // one was applied, the next read finds the object gone or being deleted.
         Sent::Failed(failure, decision, _) => {
             api.memory.learn(request.as_str(), Event::AnswerLost);
-            Step::from_failure(failure, decision).into()
+            Failed::from_failure(failure, decision).into()
         }
     }
 }
@@ -199,7 +195,7 @@ fn answered(api: &Api, spec: &WriteSpec, request: &ObjectPath, answer: &Answer) 
                 // The object changed since the read that was just remembered.
                 api.memory.learn(request.as_str(), Event::Contradicted);
             }
-            Step::from_answer(answer, spec.preconditions.resource_version.as_deref()).into()
+            Failed::from_answer(answer, spec.preconditions.resource_version.as_deref()).into()
         }
     }
 }

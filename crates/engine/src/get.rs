@@ -20,7 +20,7 @@ use safewrite_api::target::ObjectPath;
 use super::api::{Api, Read};
 use super::attempts::Attempts;
 use super::body::resource_version;
-use super::decide::Step;
+use super::decide::Failed;
 use super::error::WriteError;
 
 /// An object read for a caller.
@@ -66,13 +66,9 @@ pub(super) async fn get(
         }
         Read::Missing(answer) | Read::Ended(Some(answer), _) => {
             attempts.current().note(&answer);
-            match Step::from_answer(&answer, None) {
-                Step::Fail(failure) | Step::Retry(_, failure) => failure,
-                Step::Done(_) => unreachable!("a refused read does not finish"),
-            }
+            Failed::from_answer(&answer, None).into_failure()
         }
-        Read::Ended(None, Step::Fail(failure) | Step::Retry(_, failure)) => failure,
-        Read::Ended(None, Step::Done(_)) => unreachable!("a read does not finish a write"),
+        Read::Ended(None, failed) => failed.into_failure(),
     };
     Err(attempts.fail(failure))
 }

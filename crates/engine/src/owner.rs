@@ -10,7 +10,7 @@ use safewrite_api::target::{Namespace, ResourcePath, Verb, WriteParams};
 use safewrite_mutation::{EntryChange, FieldViolation, Mutation};
 
 use super::api::{Api, Sent};
-use super::decide::Step;
+use super::decide::Failed;
 use super::error::{Failure, Unresolved, WriteError, unresolved};
 use super::spec::WriteSpec;
 
@@ -109,10 +109,7 @@ impl Api {
             });
         }
         if answer.code != 200 {
-            return Err(match Step::from_answer(&answer, None) {
-                Step::Fail(failure) | Step::Retry(_, failure) => failure,
-                Step::Done(_) => unreachable!("a refused read does not finish a write"),
-            });
+            return Err(Failed::from_answer(&answer, None).into_failure());
         }
         let object = answer
             .object()

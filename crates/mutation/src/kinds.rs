@@ -41,9 +41,6 @@ impl Mutation {
                 "a mutation is required: set one of json_patch, merge_patch, apply, cel, set_condition, remove_condition, finalizer, owner_reference or list_entry",
             )
         })?;
-        if let Some(entry) = EntryChange::from_proto(field, kind) {
-            return entry.map(Mutation::Entry);
-        }
         match kind {
             Kind::JsonPatch(p) => {
                 let field = format!("{field}.json_patch.patch_json");
@@ -91,11 +88,15 @@ impl Mutation {
                 &format!("{field}.cel.expression"),
                 &c.expression,
             )?)),
-            Kind::SetCondition(_)
-            | Kind::RemoveCondition(_)
-            | Kind::Finalizer(_)
-            | Kind::OwnerReference(_)
-            | Kind::ListEntry(_) => unreachable!("taken by EntryChange::from_proto"),
+            Kind::SetCondition(set) => EntryChange::set_condition(field, set).map(Mutation::Entry),
+            Kind::RemoveCondition(remove) => {
+                EntryChange::remove_condition(field, remove).map(Mutation::Entry)
+            }
+            Kind::Finalizer(change) => EntryChange::finalizer(field, change).map(Mutation::Entry),
+            Kind::OwnerReference(change) => {
+                EntryChange::owner_reference(field, change).map(Mutation::Entry)
+            }
+            Kind::ListEntry(change) => EntryChange::list_entry(field, change).map(Mutation::Entry),
         }
     }
 

@@ -11,7 +11,7 @@ use safewrite_api::target::{ObjectPath, Verb};
 use crate::api::{AfterWrite, Api, Read, Sent};
 use crate::attempts::Attempts;
 use crate::body::resource_version;
-use crate::decide::Step;
+use crate::decide::{Failed, Step};
 use crate::error::{Failure, mutation_failure};
 use crate::idempotency;
 use crate::memory::Source;
@@ -92,9 +92,9 @@ pub(crate) async fn create<M: Mutator>(
     }
     match sent {
         Sent::Failed(failure, decision, maybe_sent) => {
-            Step::unanswered_write(spec, failure, decision, maybe_sent)
+            Failed::unanswered_write(spec, failure, decision, maybe_sent).into()
         }
-        Sent::Answer(answer) => Step::write_refused(spec, &answer),
+        Sent::Answer(answer) => Failed::write_refused(spec, &answer).into(),
     }
 }
 
@@ -111,11 +111,11 @@ pub(crate) async fn apply(
     attempts: &mut Attempts,
 ) -> Step {
     let fresh = match api.read(request, attempts.deadline, attempts.made()).await {
-        Read::Ended(answer, step) => {
+        Read::Ended(answer, failed) => {
             if let Some(answer) = answer {
                 attempts.current().note(&answer);
             }
-            return step;
+            return failed.into();
         }
         Read::Found(object) => Some(Arc::unwrap_or_clone(object)),
         Read::Missing(_) => None,
@@ -158,11 +158,13 @@ pub(crate) async fn apply(
     .await;
     let after = api.after_write(spec, request, Source::Live, &sent);
     let answer = match sent {
-        Sent::Failed(failure, decision, _) => return Step::from_failure(failure, decision),
+        Sent::Failed(failure, decision, _) => {
+            return Failed::from_failure(failure, decision).into();
+        }
         Sent::Answer(answer) => answer,
     };
     let AfterWrite::Written(object) = after else {
-        return Step::from_answer(&answer, spec.preconditions.resource_version.as_deref());
+        return Failed::from_answer(&answer, spec.preconditions.resource_version.as_deref()).into();
     };
     let object = match object {
         Ok(object) => object,

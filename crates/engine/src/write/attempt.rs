@@ -20,7 +20,7 @@ use super::fold::{Verdict, fold};
 use super::member::Member;
 use crate::api::{AfterWrite, Api, Confirmed, Read, Sent};
 use crate::body::resource_version;
-use crate::decide::{Step, is_ambiguous};
+use crate::decide::{Failed, is_ambiguous};
 use crate::memory::Source;
 use crate::spec::Subresource;
 
@@ -35,7 +35,7 @@ pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
         let deadline = latest_deadline(members.iter());
         let made = members[0].attempts.made();
         if let Err(failure) = api.held(fence, deadline, made).await {
-            return End::Read(Step::Fail(failure));
+            return End::Read(Failed::End(failure));
         }
     }
     // Server-side apply is merged by the API server: always alone, its own attempt.
@@ -189,9 +189,9 @@ async fn record_epoch_first(
         (AfterWrite::Written(Err(failure)), _) => Err(End::BadAnswer(failure)),
         (AfterWrite::Stale, _) => Err(End::Stale),
         (_, Sent::Answer(answer)) if answer.code == 409 => Err(End::Stale),
-        (_, Sent::Answer(answer)) => Err(End::Read(Step::from_answer(&answer, None))),
+        (_, Sent::Answer(answer)) => Err(End::Read(Failed::from_answer(&answer, None))),
         (_, Sent::Failed(failure, decision, _)) => {
-            Err(End::Read(Step::from_failure(failure, decision)))
+            Err(End::Read(Failed::from_failure(failure, decision)))
         }
     }
 }

@@ -17,7 +17,7 @@ use super::member::{Maker, Member, OwnCode};
 use crate::api::{Api, Confirmed, stale_copy};
 use crate::body::resource_version;
 use crate::classify::Decision;
-use crate::decide::{Step, is_ambiguous};
+use crate::decide::{Failed, Step, is_ambiguous};
 use crate::error::Failure;
 use crate::result::{Done, Object, Outcome, Serial};
 use crate::spec::WriteSpec;
@@ -40,7 +40,7 @@ pub(crate) enum End {
     Stale,
     /// A read ended it (refused or unanswered; its answer is noted in the records of
     /// the members it answered).
-    Read(Step),
+    Read(Failed),
     /// The object does not exist: the read's 404.
     Missing(Answer),
     /// Nothing changed, so nothing was written; `confirmed` is what a live read made of
@@ -249,16 +249,15 @@ fn stale(mut members: Vec<Member>) -> Attempted {
 
 /// A read that ended the attempt (refused or unanswered): every
 /// member retries or fails with it.
-fn end_all(members: Vec<Member>, step: Step) -> Attempted {
-    match step {
-        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
-        Step::Fail(failure) => {
+fn end_all(members: Vec<Member>, failed: Failed) -> Attempted {
+    match failed {
+        Failed::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
+        Failed::End(failure) => {
             for member in members {
                 member.answer(Err(failure.clone()));
             }
             Attempted::Answered
         }
-        Step::Done(_) => unreachable!("a read does not finish a write"),
     }
 }
 
@@ -282,10 +281,7 @@ async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted 
             member.answer(Ok(Done::new(Outcome::Gone, Value::Null)));
             continue;
         }
-        match Step::from_answer(answer, None) {
-            Step::Fail(failure) | Step::Retry(_, failure) => member.answer(Err(failure)),
-            Step::Done(_) => unreachable!("a 404 does not finish a write"),
-        }
+        member.answer(Err(Failed::from_answer(answer, None).into_failure()));
     }
     let Some(mut creator) = creator else {
         return Attempted::Answered;
@@ -345,9 +341,9 @@ fn refused(
         // it carried is what the same answer would make of it alone.
         return settle(members, verdicts, |member, changed| {
             if changed {
-                Step::write_refused(&member.spec, answer)
+                Failed::write_refused(&member.spec, answer)
             } else {
-                Step::from_answer(answer, None)
+                Failed::from_answer(answer, None)
             }
         });
     }
@@ -356,10 +352,9 @@ fn refused(
         [member] => member.spec.preconditions.resource_version.clone(),
         _ => None,
     };
-    match Step::from_answer(answer, strict.as_deref()) {
-        Step::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
-        Step::Done(_) => unreachable!("a refusal does not finish a write"),
-        Step::Fail(failure) if changed == 1 => {
+    match Failed::from_answer(answer, strict.as_deref()) {
+        Failed::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
+        Failed::End(failure) if changed == 1 => {
             let mut back = Vec::new();
             for (member, verdict) in members.into_iter().zip(verdicts) {
                 if matches!(verdict, Verdict::Changed(_)) {
@@ -374,7 +369,7 @@ fn refused(
                 Attempted::SendBack(back)
             }
         }
-        Step::Fail(_) => Attempted::SendBack(
+        Failed::End(_) => Attempted::SendBack(
             members
                 .into_iter()
                 .map(|mut m| {
@@ -387,7 +382,7 @@ fn refused(
 }
 
 /// The batch's write got no answer. If it may have reached the API server, each member
-/// whose change it carried is what [`Step::unanswered_write`] makes of it alone (an
+/// whose change it carried is what [`Failed::unanswered_write`] makes of it alone (an
 /// unknown outcome without an idempotency key); the rest retry when the failure is
 /// retryable (the next read tells what was applied).
 fn unanswered(
@@ -398,7 +393,7 @@ fn unanswered(
     maybe_sent: bool,
 ) -> Attempted {
     settle(members, verdicts, |member, changed| {
-        Step::unanswered_write(
+        Failed::unanswered_write(
             &member.spec,
             failure.clone(),
             decision.clone(),
@@ -413,17 +408,16 @@ fn unanswered(
 fn settle(
     members: Vec<Member>,
     verdicts: &[Verdict],
-    step_of: impl Fn(&Member, bool) -> Step,
+    failed_of: impl Fn(&Member, bool) -> Failed,
 ) -> Attempted {
     let (mut retry, mut going_on) = (None, Vec::new());
     for (member, verdict) in members.into_iter().zip(verdicts) {
-        match step_of(&member, matches!(verdict, Verdict::Changed(_))) {
-            Step::Retry(decision, failure) => {
+        match failed_of(&member, matches!(verdict, Verdict::Changed(_))) {
+            Failed::Retry(decision, failure) => {
                 retry.get_or_insert((decision, failure));
                 going_on.push(member);
             }
-            Step::Fail(failure) => member.answer(Err(failure)),
-            Step::Done(_) => unreachable!("a failure does not finish a write"),
+            Failed::End(failure) => member.answer(Err(failure)),
         }
     }
     match retry {

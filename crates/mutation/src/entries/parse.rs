@@ -52,38 +52,57 @@ impl FieldPath {
 }
 
 impl EntryChange {
-    /// Validates one of the list-entry kinds of `pb::mutation::Kind`; `field` is the
-    /// mutation's place in the request. `None` for the other kinds.
-    pub fn from_proto(
+    /// Validates a `set_condition` mutation; `field` is the mutation's place in the
+    /// request.
+    pub(crate) fn set_condition(
         field: &str,
-        kind: &pb::mutation::Kind,
-    ) -> Option<Result<Self, FieldViolation>> {
-        use pb::mutation::Kind;
-        Some(match kind {
-            Kind::SetCondition(set) => set_conditions(&format!("{field}.set_condition"), set),
-            Kind::RemoveCondition(remove) => {
-                remove_conditions(&format!("{field}.remove_condition"), remove)
-            }
-            Kind::Finalizer(change) => {
-                let field = format!("{field}.finalizer.finalizer");
-                qualified_name(&field, &change.finalizer, 253 + 1 + 63).map(|()| {
-                    EntryChange::Finalizer {
-                        value: change.finalizer.clone(),
-                        remove: change.remove,
-                    }
-                })
-            }
-            Kind::OwnerReference(change) => owner(
-                &format!("{field}.owner_reference.owner"),
-                change.owner.as_ref(),
-            )
-            .map(|owner| EntryChange::Owner {
-                owner,
-                remove: change.remove,
-            }),
-            Kind::ListEntry(change) => list_entry(&format!("{field}.list_entry"), change),
-            _ => return None,
+        set: &pb::SetCondition,
+    ) -> Result<Self, FieldViolation> {
+        set_conditions(&format!("{field}.set_condition"), set)
+    }
+
+    /// Validates a `remove_condition` mutation.
+    pub(crate) fn remove_condition(
+        field: &str,
+        remove: &pb::RemoveCondition,
+    ) -> Result<Self, FieldViolation> {
+        remove_conditions(&format!("{field}.remove_condition"), remove)
+    }
+
+    /// Validates a `finalizer` mutation.
+    pub(crate) fn finalizer(
+        field: &str,
+        change: &pb::FinalizerChange,
+    ) -> Result<Self, FieldViolation> {
+        let field = format!("{field}.finalizer.finalizer");
+        qualified_name(&field, &change.finalizer, 253 + 1 + 63)?;
+        Ok(EntryChange::Finalizer {
+            value: change.finalizer.clone(),
+            remove: change.remove,
         })
+    }
+
+    /// Validates an `owner_reference` mutation.
+    pub(crate) fn owner_reference(
+        field: &str,
+        change: &pb::OwnerReferenceChange,
+    ) -> Result<Self, FieldViolation> {
+        let owner = owner(
+            &format!("{field}.owner_reference.owner"),
+            change.owner.as_ref(),
+        )?;
+        Ok(EntryChange::Owner {
+            owner,
+            remove: change.remove,
+        })
+    }
+
+    /// Validates a `list_entry` mutation.
+    pub(crate) fn list_entry(
+        field: &str,
+        change: &pb::ListEntryChange,
+    ) -> Result<Self, FieldViolation> {
+        list_entry(&format!("{field}.list_entry"), change)
     }
 }
 

@@ -15,7 +15,11 @@ fn at(seconds: u64) -> SystemTime {
 }
 
 fn change(kind: pb::mutation::Kind) -> Result<EntryChange, FieldViolation> {
-    EntryChange::from_proto("mutation", &kind).expect("a list-entry kind")
+    let mutation = pb::Mutation { kind: Some(kind) };
+    match crate::Mutation::from_proto("mutation", Some(&mutation))? {
+        crate::Mutation::Entry(change) => Ok(change),
+        _ => panic!("not a list-entry kind"),
+    }
 }
 
 fn set(conditions: Vec<pb::Condition>) -> EntryChange {

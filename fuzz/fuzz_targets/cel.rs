@@ -4,6 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use safewrite_api::deadline::AnswerBy;
 use safewrite_mutation::CelError;
 use safewrite_mutation::cel::Cel;
 use std::sync::LazyLock;
@@ -28,11 +29,12 @@ fuzz_target!(|data: &[u8]| {
     match Cel::compile("mutation.cel.expression", source) {
         Err(violation) => common::check_violation(&violation),
         Ok(cel) => {
-            let selected = common::block_on(cel.evaluate(&OBJECT, None));
+            let selected = common::block_on(cel.evaluate(&OBJECT, AnswerBy::NONE));
             if let Err(error) = &selected {
                 common::check_apply_error(&error.clone().into());
             }
-            let whole = common::block_on(cel.given_whole_object().evaluate(&OBJECT, None));
+            let whole =
+                common::block_on(cel.given_whole_object().evaluate(&OBJECT, AnswerBy::NONE));
             // Stopped by a time or step bound: when is not the program's answer.
             let stopped = |r: &Result<_, CelError>| {
                 matches!(

@@ -8,8 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use safewrite_mutation::Mutation;
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::pb;
+use safewrite_mutation::Mutation;
 
 #[path = "common.rs"]
 mod common;
@@ -82,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
     match Mutation::from_proto("mutation", Some(&mutation)) {
         Err(violation) => common::check_violation(&violation),
         Ok(mutation) => {
-            if let Err(error) = common::block_on(mutation.apply(&object, None)) {
+            if let Err(error) = common::block_on(mutation.apply(&object, AnswerBy::NONE)) {
                 common::check_apply_error(&error);
             }
         }

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
-use safewrite_api::backoff::Backoff;
-use safewrite_engine::{EngineConfig, Subresource};
-use safewrite_api::pb;
 use safewrite::service::validate::{RequestParts, validate};
+use safewrite_api::backoff::Backoff;
+use safewrite_api::pb;
 use safewrite_api::target::FieldManager;
+use safewrite_engine::{EngineConfig, Subresource};
 
 #[path = "common.rs"]
 mod common;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::pb;
 use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use safewrite_api::target::ResourcePath;
@@ -151,15 +152,19 @@ async fn may_read(client: &safewrite_client::ApiClient, spec: &LeadSpec) -> Resu
         .expect("a well-formed resource path")
         .object(&spec.lease.namespace, &spec.lease.name);
     let lease = format!("{}/{}", spec.lease.namespace, spec.lease.name);
-    let answer =
-        safewrite_client::apiserver::send(client, path.get(None), Some(CONNECT_TIMEOUT), None)
-            .await
-            .map_err(|e| {
-                Fail::unavailable(format!(
-                    "cannot read the Lease {lease} from the API server: {}",
-                    one_line(&e)
-                ))
-            })?;
+    let answer = safewrite_client::apiserver::send(
+        client,
+        path.get(None),
+        Some(CONNECT_TIMEOUT),
+        AnswerBy::NONE,
+    )
+    .await
+    .map_err(|e| {
+        Fail::unavailable(format!(
+            "cannot read the Lease {lease} from the API server: {}",
+            one_line(&e)
+        ))
+    })?;
     match answer.code {
         200 | 404 => Ok(()),
         401 | 403 => Err(Fail::denied(format!(

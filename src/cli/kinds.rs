@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_client::{ApiClient, apiserver};
 
 use super::fail::Fail;
@@ -290,7 +291,7 @@ async fn fetch(client: &ApiClient, root: &str) -> Result<Value, Fail> {
         .header(http::header::ACCEPT, AGGREGATED)
         .body(Vec::new())
         .map_err(|e| Fail::invalid(e.to_string()))?;
-    let answer = apiserver::send(client, request, None, None)
+    let answer = apiserver::send(client, request, None, AnswerBy::NONE)
         .await
         .map_err(|e| Fail::unavailable(format!("API discovery ({root}) failed: {e}")))?;
     if answer.code >= 300 {

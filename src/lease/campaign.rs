@@ -33,6 +33,7 @@ use safewrite_engine::fence::{Holding, Holdings};
 use super::record::{self, Claim};
 use super::timing::{LeaseName, LeaseTimings};
 use crate::metrics::Metrics;
+use safewrite_api::deadline::AnswerBy;
 
 /// Why the caller does not lead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -430,7 +431,7 @@ impl Campaign {
         let timeout = self.bound(state)?;
         let mut request = request;
         request.extensions_mut().insert(LeaseTraffic);
-        apiserver::send(&self.client, request, Some(timeout), None)
+        apiserver::send(&self.client, request, Some(timeout), AnswerBy::NONE)
             .await
             .ok()
     }

@@ -20,6 +20,7 @@ use safewrite_client::timeout::Handoff;
 use safewrite_client::{ClientMetrics, StackConfig, apiserver, over};
 
 use super::*;
+use safewrite_api::deadline::AnswerBy;
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases/l";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
@@ -159,7 +160,9 @@ async fn campaign_until(
     let client = over(connection, settings, ClientMetrics::default(), "default");
     // A write's fault: it takes the limiter's one slot and opens the breaker.
     let write = http::Request::put("/fault").body(Vec::new()).unwrap();
-    let answer = apiserver::send(&client, write, None, None).await.unwrap();
+    let answer = apiserver::send(&client, write, None, AnswerBy::NONE)
+        .await
+        .unwrap();
     assert_eq!(answer.code, 503);
     fake.log();
     let lease = LeaseName::parse("default", "l").unwrap();

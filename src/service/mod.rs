@@ -143,7 +143,7 @@ impl WriterService {
             // The object is made into the answer only once the answer has its share.
             let share = self
                 .sending
-                .share(written.object.json_len(), deadline.answer_by())
+                .share(written.object.json_len(), deadline.answer_by().instant())
                 .await;
             Ok((write_result(written, &span), share))
         }
@@ -257,7 +257,7 @@ impl pb::writer_service_server::WriterService for WriterService {
                 .sending
                 .share(
                     safewrite_engine::json_len(&got.object),
-                    deadline.answer_by(),
+                    deadline.answer_by().instant(),
                 )
                 .await;
             let answer = pb::GetResponse {

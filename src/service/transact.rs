@@ -28,6 +28,7 @@ use safewrite_mutation::{FieldViolation, Mutation};
 
 use super::rpc::{Admission, finish_rpc, write_result};
 use crate::service::respond;
+use safewrite_api::deadline::AnswerBy;
 
 /// The bounds a transaction's caller must keep.
 #[derive(Debug, Clone, Copy)]
@@ -257,7 +258,7 @@ async fn proposed_change(
             }
             let current = if creating { Value::Null } else { fresh.clone() };
             mutation
-                .apply(fresh, deadline)
+                .apply(fresh, AnswerBy::at(deadline))
                 .await
                 .map(Change::Object)
                 .map_err(|e| mutation_failure(e, current))

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use tokio::time::Instant;
+use safewrite_api::deadline::AnswerBy;
 
 pub use super::answer::{Answer, RequestError, parse_retry_after};
 use super::context::{Deadline, RequestTimeout};
@@ -24,9 +24,9 @@ pub async fn send(
     client: &ApiClient,
     mut request: http::Request<Vec<u8>>,
     timeout: Option<Duration>,
-    deadline: Option<Instant>,
+    deadline: AnswerBy,
 ) -> Result<Answer, RequestError> {
-    if let Some(deadline) = deadline {
+    if let Some(deadline) = deadline.instant() {
         request.extensions_mut().insert(Deadline(deadline));
     }
     if let Some(timeout) = timeout {

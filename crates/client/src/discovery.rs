@@ -23,6 +23,8 @@ use kube::discovery::ApiResource;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use safewrite_api::deadline::AnswerBy;
+
 use super::answer::{Answer, RequestError};
 use super::apiserver;
 use super::handle::ApiClient;
@@ -129,7 +131,7 @@ impl Discovery {
         &self,
         api_version: &str,
         kind: &str,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
     ) -> Result<Arc<Resolved>, DiscoveryError> {
         let path = list_path(api_version)?;
         if let Some(known) = self
@@ -153,7 +155,7 @@ impl Discovery {
         &self,
         api_version: &str,
         kind: &str,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         fresh: Duration,
     ) -> Result<Arc<Resolved>, DiscoveryError> {
         let path = list_path(api_version)?;
@@ -178,7 +180,7 @@ impl Discovery {
         &self,
         api_version: &str,
         path: &str,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         fresh: Duration,
     ) -> Result<Arc<Listing>, DiscoveryError> {
         let asked = Instant::now();
@@ -189,7 +191,7 @@ impl Discovery {
             .entry(api_version.to_string())
             .or_default()
             .clone();
-        let _reading = match deadline {
+        let _reading = match deadline.instant() {
             Some(deadline) => tokio::time::timeout_at(deadline, lock.lock())
                 .await
                 .map_err(|_| DiscoveryError::Request {

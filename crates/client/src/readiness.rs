@@ -21,6 +21,8 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
 
+use safewrite_api::deadline::AnswerBy;
+
 use super::apiserver;
 use super::context::Readiness;
 use super::handle::ApiClient;
@@ -77,7 +79,7 @@ pub async fn probe(client: &ApiClient, timeout: Duration) -> Result<(), String> 
         .body(Vec::new())
         .map_err(|err| err.to_string())?;
     request.extensions_mut().insert(Readiness);
-    let answer = apiserver::send(client, request, Some(timeout), None)
+    let answer = apiserver::send(client, request, Some(timeout), AnswerBy::NONE)
         .await
         .map_err(|err| err.to_string())?;
     let body = String::from_utf8_lossy(&answer.body);

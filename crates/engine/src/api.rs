@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tower::retry::budget::TpsBudget;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::resource_version::WellFormed;
 use safewrite_api::target::ObjectPath;
 use safewrite_client::apiserver::{self, Answer};
@@ -87,7 +88,7 @@ impl Api {
     pub async fn held(
         &self,
         fence: &super::fence::Fence,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         made: u32,
     ) -> Result<(), Failure> {
         let not_leader = |why: String| Failure::NotLeader {
@@ -128,7 +129,7 @@ impl Api {
     pub async fn send(
         &self,
         request: http::Request<Vec<u8>>,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         made: u32,
     ) -> Sent {
         let group_version = discovery::group_version_of(request.uri().path());
@@ -147,7 +148,7 @@ impl Api {
             }
             Err(error) => {
                 let maybe_sent = error.maybe_sent();
-                let (failure, decision) = request_failure(error, deadline, made);
+                let (failure, decision) = request_failure(error, deadline.instant(), made);
                 Sent::Failed(failure, decision, maybe_sent)
             }
         }
@@ -155,7 +156,7 @@ impl Api {
 
     /// Reads the fresh object live: found (and remembered), missing (with the 404
     /// answer), or the step that ends this attempt (a retryable or final failure).
-    pub async fn read(&self, request: &ObjectPath, deadline: Option<Instant>, made: u32) -> Read {
+    pub async fn read(&self, request: &ObjectPath, deadline: AnswerBy, made: u32) -> Read {
         self.read_with(request, request.get(None), deadline, made)
             .await
     }
@@ -167,7 +168,7 @@ impl Api {
         &self,
         request: &ObjectPath,
         min: &WellFormed,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         made: u32,
     ) -> Read {
         let mut get = request.get(Some(min));
@@ -180,7 +181,7 @@ impl Api {
         &self,
         request: &ObjectPath,
         get: http::Request<Vec<u8>>,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         made: u32,
     ) -> Read {
         let key = request.as_str();
@@ -216,7 +217,7 @@ impl Api {
         &self,
         request: &ObjectPath,
         version: &str,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         made: u32,
     ) -> Confirmed {
         match self.read(request, deadline, made).await {

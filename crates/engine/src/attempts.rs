@@ -1,6 +1,8 @@
 //! The state one request threads through its loop: the record of every attempt, the
 //! retries of internal errors made, its random source, deadline and policy.
 
+use safewrite_api::deadline::AnswerBy;
+
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -17,7 +19,7 @@ pub(crate) struct Attempts {
     pub records: Vec<AttemptRecord>,
     internal_retries: u32,
     rng: fastrand::Rng,
-    pub deadline: Option<Instant>,
+    pub deadline: AnswerBy,
     policy: RetryPolicy,
     /// The next attempt reads the object live rather than from memory: the remembered
     /// copy has just turned out stale, and the live copy is what to decide on.
@@ -25,7 +27,7 @@ pub(crate) struct Attempts {
 }
 
 impl Attempts {
-    pub fn new(policy: RetryPolicy, deadline: Option<Instant>) -> Self {
+    pub fn new(policy: RetryPolicy, deadline: AnswerBy) -> Self {
         Attempts {
             records: Vec::new(),
             internal_retries: 0,
@@ -60,7 +62,7 @@ impl Attempts {
     /// for anything, so that it comes before the gRPC server's own timeout (a bare
     /// CANCELLED "Timeout expired").
     pub fn late_from_the_start(&self) -> Option<Failure> {
-        let deadline = self.deadline?;
+        let deadline = self.deadline.instant()?;
         (self.records.is_empty() && Instant::now() >= deadline).then(|| Failure::Deadline {
             attempts: 0,
             last: "the call's deadline left no time for an attempt; nothing was sent".into(),

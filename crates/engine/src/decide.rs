@@ -2,6 +2,8 @@
 //! ([`Step`], and [`Failed`] for one that failed) and whether to go on after a retryable one and how long to wait first
 //! ([`after`]). Nothing here sends, sleeps or reads the clock.
 
+use safewrite_api::deadline::AnswerBy;
+
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -136,7 +138,7 @@ pub(super) fn is_ambiguous(answer: &Answer) -> bool {
 /// Where a request's loop stands when an attempt ended retryably.
 pub(super) struct Standing<'a> {
     pub policy: &'a RetryPolicy,
-    pub deadline: Option<Instant>,
+    pub deadline: AnswerBy,
     /// Attempts made so far, the one that just ended included.
     pub made: u32,
     /// Retries of internal errors made so far.
@@ -184,7 +186,7 @@ pub(super) fn after(
             .backoff
             .delay(standing.made, decision.retry_after(), rng),
     };
-    if let Some(deadline) = standing.deadline
+    if let Some(deadline) = standing.deadline.instant()
         && now + wait >= deadline
     {
         return Err(Failure::Deadline {
@@ -212,7 +214,7 @@ mod tests {
         Failure::Cancelled("last".into())
     }
 
-    fn standing(made: u32, deadline: Option<Instant>) -> Standing<'static> {
+    fn standing(made: u32, deadline: AnswerBy) -> Standing<'static> {
         Standing {
             policy: &POLICY,
             deadline,
@@ -235,22 +237,22 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_conflict_waits_within_the_backoff_ceiling() {
-        let wait = decide(Decision::Conflict, &standing(1, None)).unwrap();
+        let wait = decide(Decision::Conflict, &standing(1, AnswerBy::NONE)).unwrap();
         assert!(wait <= Duration::from_millis(100), "{wait:?}");
-        let wait = decide(Decision::Conflict, &standing(4, None)).unwrap();
+        let wait = decide(Decision::Conflict, &standing(4, AnswerBy::NONE)).unwrap();
         assert!(wait <= Duration::from_millis(800), "{wait:?}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn attempts_run_out_at_the_policy() {
-        let stop = decide(Decision::Conflict, &standing(5, None)).unwrap_err();
+        let stop = decide(Decision::Conflict, &standing(5, AnswerBy::NONE)).unwrap_err();
         assert!(matches!(stop, Failure::Cancelled(_)), "the last failure");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_final_answer_is_not_retried() {
-        assert!(decide(Decision::NotFound, &standing(1, None)).is_err());
-        assert!(decide(Decision::Unexpected, &standing(1, None)).is_err());
+        assert!(decide(Decision::NotFound, &standing(1, AnswerBy::NONE)).is_err());
+        assert!(decide(Decision::Unexpected, &standing(1, AnswerBy::NONE)).is_err());
     }
 
     #[tokio::test(start_paused = true)]
@@ -259,20 +261,26 @@ mod tests {
         let throttled = Decision::Throttled {
             retry_after: Some(Duration::from_secs(2)),
         };
-        let stop = decide(throttled, &standing(1, Some(deadline))).unwrap_err();
+        let stop = decide(throttled, &standing(1, AnswerBy::at(Some(deadline)))).unwrap_err();
         assert!(
             matches!(stop, Failure::Deadline { attempts: 1, .. }),
             "{stop:?}"
         );
         // Time passing brings the deadline closer: the same plan later is refused.
         let deadline = Instant::now() + Duration::from_secs(10);
-        assert!(decide(Decision::Conflict, &standing(1, Some(deadline))).is_ok());
+        assert!(
+            decide(
+                Decision::Conflict,
+                &standing(1, AnswerBy::at(Some(deadline)))
+            )
+            .is_ok()
+        );
         tokio::time::advance(Duration::from_secs(10)).await;
         let mut rng = fastrand::Rng::with_seed(3);
         let late = after(
             &Decision::Conflict,
             conflict(),
-            &standing(1, Some(deadline)),
+            &standing(1, AnswerBy::at(Some(deadline))),
             Instant::now(),
             &mut rng,
             &mut || true,
@@ -285,7 +293,7 @@ mod tests {
         let throttled = Decision::Throttled {
             retry_after: Some(Duration::from_secs(2)),
         };
-        let wait = decide(throttled, &standing(1, None)).unwrap();
+        let wait = decide(throttled, &standing(1, AnswerBy::NONE)).unwrap();
         assert!(wait >= Duration::from_secs(1), "{wait:?}");
     }
 
@@ -301,7 +309,7 @@ mod tests {
         let stop = after(
             &unavailable,
             conflict(),
-            &standing(1, None),
+            &standing(1, AnswerBy::NONE),
             Instant::now(),
             &mut rng,
             &mut empty,
@@ -310,7 +318,7 @@ mod tests {
         let go_on = after(
             &Decision::Conflict,
             conflict(),
-            &standing(1, None),
+            &standing(1, AnswerBy::NONE),
             Instant::now(),
             &mut rng,
             &mut empty,
@@ -321,7 +329,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn internal_errors_are_retried_a_few_times_only() {
-        let mut s = standing(1, None);
+        let mut s = standing(1, AnswerBy::NONE);
         assert!(decide(Decision::Internal, &s).is_ok());
         s.internal_retries = INTERNAL_ERROR_RETRIES;
         assert!(decide(Decision::Internal, &s).is_err());
@@ -329,7 +337,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_lost_race_to_create_reads_again_at_once() {
-        let wait = decide(Decision::AlreadyExists, &standing(1, None)).unwrap();
+        let wait = decide(Decision::AlreadyExists, &standing(1, AnswerBy::NONE)).unwrap();
         assert_eq!(wait, Duration::ZERO);
     }
 }

@@ -3,8 +3,8 @@
 //! the object's own namespace; a cluster-scoped object cannot have one.
 
 use serde_json::Value;
-use tokio::time::Instant;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::deadline::CallDeadline;
 use safewrite_api::target::{Namespace, ResourcePath, Verb, WriteParams};
 use safewrite_mutation::{EntryChange, FieldViolation, Mutation};
@@ -49,7 +49,7 @@ impl Api {
         &self,
         spec: &WriteSpec,
         owner: &safewrite_mutation::entries::Owner,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
     ) -> Result<String, Failure> {
         let resolved = match self
             .discovery
@@ -58,7 +58,7 @@ impl Api {
         {
             Ok(resolved) => resolved,
             Err(error) => {
-                return Err(match unresolved(error, deadline, 1) {
+                return Err(match unresolved(error, deadline.instant(), 1) {
                     Unresolved::Invalid(
                         unknown @ (Failure::UnknownKind { .. } | Failure::BadApiVersion(_)),
                     ) => Failure::Invalid(FieldViolation::new(

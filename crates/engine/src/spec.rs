@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::time::Instant;
 
 use super::body::resource_version;
 use super::error::{Failure, mutation_failure};
 use safewrite_api::backoff::Backoff;
+use safewrite_api::deadline::AnswerBy;
 pub use safewrite_api::target::Target;
 use safewrite_api::target::{FieldManager, WriteParams};
 use safewrite_mutation::{Cel, Mutation};
@@ -81,7 +81,7 @@ impl Preconditions {
 
     /// Checks uid, exact resourceVersion and the CEL condition on the fresh object (the
     /// condition evaluated no later than `deadline`).
-    pub async fn check(&self, fresh: &Value, deadline: Option<Instant>) -> Result<(), Failure> {
+    pub async fn check(&self, fresh: &Value, deadline: AnswerBy) -> Result<(), Failure> {
         if let Some(uid) = &self.uid {
             let actual = fresh["metadata"]["uid"].as_str().unwrap_or_default();
             if actual != uid {
@@ -205,7 +205,7 @@ pub trait Mutator: Send {
 }
 
 /// A declarative mutation as a [`Mutator`], evaluated no later than the deadline.
-pub(super) struct Declarative<'a>(pub &'a Mutation, pub Option<Instant>);
+pub(super) struct Declarative<'a>(pub &'a Mutation, pub AnswerBy);
 
 impl Mutator for Declarative<'_> {
     async fn mutate(&mut self, _: u32, fresh: &Value, creating: bool) -> Result<Change, Failure> {

@@ -445,7 +445,7 @@ async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
             let engine = engine_over(&fake, 5);
             fake.writes(&[Fault::Hang]);
             let deadline = Instant::now() + Duration::from_secs(2);
-            let answer_by = CallDeadline::at(Some(deadline)).answer_by().unwrap();
+            let answer_by = CallDeadline::at(Some(deadline)).answer_by().instant().unwrap();
             let error = write(&engine, way, &spec, Some(deadline))
                 .await
                 .unwrap_err();
@@ -470,7 +470,7 @@ async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
         fake.writes(&[Fault::Outside; 10]);
         let started = Instant::now();
         let deadline = started + Duration::from_millis(700);
-        let answer_by = CallDeadline::at(Some(deadline)).answer_by().unwrap();
+        let answer_by = CallDeadline::at(Some(deadline)).answer_by().instant().unwrap();
         let error = write(&engine, way, &set_m(), Some(deadline))
             .await
             .unwrap_err();

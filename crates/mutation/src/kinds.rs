@@ -2,8 +2,8 @@
 //! then applied to the fresh object on every attempt ([`Mutation::apply`]).
 
 use serde_json::Value;
-use tokio::time::Instant;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::pb;
 use safewrite_api::target::FieldViolation;
 
@@ -103,11 +103,7 @@ impl Mutation {
     /// Applies the mutation to a copy of `fresh` and returns the new object. Not for
     /// server-side apply, which the API server performs. A CEL mutation waits for an
     /// evaluation slot and evaluates no later than `deadline`.
-    pub async fn apply(
-        &self,
-        fresh: &Value,
-        deadline: Option<Instant>,
-    ) -> Result<Value, ApplyError> {
+    pub async fn apply(&self, fresh: &Value, deadline: AnswerBy) -> Result<Value, ApplyError> {
         match self {
             Mutation::JsonPatch(patch) => {
                 let mut doc = fresh.clone();
@@ -162,6 +158,7 @@ mod tests {
     use super::Mutation;
     use crate::cel::{Cel, CelError};
     use crate::error::ApplyError;
+    use safewrite_api::deadline::AnswerBy;
     use safewrite_api::pb;
 
     fn cel(expression: &str) -> Option<pb::Mutation> {
@@ -188,7 +185,7 @@ mod tests {
         )
         .unwrap();
         let fresh = json!({"data": {"n": "41", "keep": "x"}});
-        let new = m.apply(&fresh, None).await.unwrap();
+        let new = m.apply(&fresh, AnswerBy::NONE).await.unwrap();
         assert_eq!(new, json!({"data": {"n": "42", "keep": "x"}}));
     }
 
@@ -197,11 +194,11 @@ mod tests {
         let expr = r#"{"spec": {"items": "b" in object.spec.items ? object.spec.items : object.spec.items + ["b"]}}"#;
         let m = Mutation::from_proto("mutation", cel(expr).as_ref()).unwrap();
         let once = m
-            .apply(&json!({"spec": {"items": ["a"]}}), None)
+            .apply(&json!({"spec": {"items": ["a"]}}), AnswerBy::NONE)
             .await
             .unwrap();
         assert_eq!(once, json!({"spec": {"items": ["a", "b"]}}));
-        let twice = m.apply(&once, None).await.unwrap();
+        let twice = m.apply(&once, AnswerBy::NONE).await.unwrap();
         assert_eq!(twice, once);
     }
 
@@ -213,7 +210,7 @@ mod tests {
         )
         .unwrap();
         let new = m
-            .apply(&json!({"status": {"count": 0}}), None)
+            .apply(&json!({"status": {"count": 0}}), AnswerBy::NONE)
             .await
             .unwrap();
         assert_eq!(new, json!({"status": {"count": 1}}));
@@ -230,12 +227,12 @@ mod tests {
     async fn cel_that_is_not_a_map_or_fails_on_the_object_is_an_apply_error() {
         let m = Mutation::from_proto("m", cel("1 + 1").as_ref()).unwrap();
         assert!(matches!(
-            m.apply(&json!({}), None).await,
+            m.apply(&json!({}), AnswerBy::NONE).await,
             Err(ApplyError::CelNotAMap(_))
         ));
         let m = Mutation::from_proto("m", cel("{'a': object.missing.key}").as_ref()).unwrap();
         assert!(matches!(
-            m.apply(&json!({}), None).await,
+            m.apply(&json!({}), AnswerBy::NONE).await,
             Err(ApplyError::Cel(CelError::Failed(_)))
         ));
     }
@@ -248,11 +245,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            m.apply(&json!({"a": 1}), None).await.unwrap(),
+            m.apply(&json!({"a": 1}), AnswerBy::NONE).await.unwrap(),
             json!({"a": 2})
         );
         assert_eq!(
-            m.apply(&json!({"a": 5}), None).await.unwrap_err(),
+            m.apply(&json!({"a": 5}), AnswerBy::NONE).await.unwrap_err(),
             ApplyError::TestFailed {
                 index: 0,
                 path: "/a".into()
@@ -296,18 +293,26 @@ mod tests {
             json_patch(&format!(r#"[{{"op": "remove", "path": "/{long}"}}]"#)).as_ref(),
         )
         .unwrap();
-        let err = m.apply(&json!({}), None).await.unwrap_err();
+        let err = m.apply(&json!({}), AnswerBy::NONE).await.unwrap_err();
         assert!(err.to_string().len() < 600, "{err}");
     }
 
     #[tokio::test]
     async fn cel_conditions_must_return_bool() {
         let c = Cel::compile("c", "object.spec.size > 2").unwrap();
-        assert!(c.holds(&json!({"spec": {"size": 3}}), None).await.unwrap());
-        assert!(!c.holds(&json!({"spec": {"size": 1}}), None).await.unwrap());
+        assert!(
+            c.holds(&json!({"spec": {"size": 3}}), AnswerBy::NONE)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !c.holds(&json!({"spec": {"size": 1}}), AnswerBy::NONE)
+                .await
+                .unwrap()
+        );
         let c = Cel::compile("c", "'yes'").unwrap();
         assert!(matches!(
-            c.holds(&json!({}), None).await,
+            c.holds(&json!({}), AnswerBy::NONE).await,
             Err(CelError::NotABool(_))
         ));
     }

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::time::Instant;
 use tracing::Span;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::target::{ObjectPath, Verb};
 use safewrite_mutation::Mutation;
 
@@ -82,7 +82,7 @@ pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
 /// place in the loop.
 struct Started {
     request: ObjectPath,
-    deadline: Option<Instant>,
+    deadline: AnswerBy,
     made: u32,
     fresh: Arc<Value>,
     source: Source,
@@ -312,7 +312,7 @@ async fn write(
 /// Whether a fold that changed nothing must be confirmed on a live read (it was made
 /// on the remembered copy, and some member's answer depends on the object), and the
 /// latest deadline of the members whose answer does.
-fn deciding(members: &[Member], verdicts: &[Verdict], source: Source) -> (bool, Option<Instant>) {
+fn deciding(members: &[Member], verdicts: &[Verdict], source: Source) -> (bool, AnswerBy) {
     let mut deciding = members
         .iter()
         .zip(verdicts)
@@ -325,14 +325,6 @@ fn deciding(members: &[Member], verdicts: &[Verdict], source: Source) -> (bool, 
 
 /// The latest of the members' deadlines (none if one has none): the batch's requests
 /// may take that long; each member's own wait ends at its own deadline.
-fn latest_deadline<'a>(members: impl Iterator<Item = &'a Member>) -> Option<Instant> {
-    let mut latest = None;
-    for member in members {
-        match (latest, member.attempts.deadline) {
-            (_, None) => return None,
-            (None, Some(d)) => latest = Some(d),
-            (Some(l), Some(d)) => latest = Some(d.max(l)),
-        }
-    }
-    latest
+fn latest_deadline<'a>(members: impl Iterator<Item = &'a Member>) -> AnswerBy {
+    AnswerBy::latest(members.map(|member| member.attempts.deadline))
 }

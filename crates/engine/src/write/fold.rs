@@ -147,6 +147,7 @@ mod tests {
     use crate::spec::configmap_write;
     use crate::write::member::Maker;
     use safewrite_api::backoff::Backoff;
+    use safewrite_api::deadline::AnswerBy;
     use safewrite_mutation::{Cel, Mutation};
 
     fn spec(mutation: Mutation, cel: Option<Cel>, key: Option<&str>) -> WriteSpec {
@@ -210,7 +211,7 @@ mod tests {
                 maker: Maker {
                     spec,
                     own: None,
-                    deadline: None,
+                    deadline: AnswerBy::NONE,
                 },
             })
             .collect();

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 use tracing::Span;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::target::ObjectPath;
 use safewrite_client::apiserver::Answer;
 use safewrite_client::discovery::Resolved;
@@ -132,7 +132,7 @@ impl<M: Mutator> OwnCode for M {
 pub(crate) struct Maker<'a> {
     pub spec: &'a WriteSpec,
     pub own: Option<&'a mut dyn OwnCode>,
-    pub deadline: Option<Instant>,
+    pub deadline: AnswerBy,
 }
 
 impl Mutator for Maker<'_> {

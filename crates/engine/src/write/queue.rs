@@ -132,7 +132,7 @@ impl Batcher {
             run(api, own, &Alone).await;
             drop(handoff);
         }
-        let answered = match deadline {
+        let answered = match deadline.instant() {
             Some(deadline) => tokio::time::timeout_at(deadline, answered).await,
             None => Ok(answered.await),
         };

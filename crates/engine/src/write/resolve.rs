@@ -103,13 +103,13 @@ pub(crate) async fn resolve(
         .discovery
         .resolve(api_version, kind, deadline)
         .await
-        .map_err(|error| unresolved(error, deadline, attempt))?;
+        .map_err(|error| unresolved(error, deadline.instant(), attempt))?;
     if spec.subresource == Subresource::Status && !resolved.has_status {
         resolved = api
             .discovery
             .refresh(api_version, kind, deadline, STALE_AFTER)
             .await
-            .map_err(|error| unresolved(error, deadline, attempt))?;
+            .map_err(|error| unresolved(error, deadline.instant(), attempt))?;
     }
     let invalid = |field, message: String| {
         Err(Unresolved::Invalid(Failure::Invalid(FieldViolation::new(

@@ -52,7 +52,7 @@ pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Compa
         members.retain(|member| !member.gone());
         let (late, staying): (Vec<_>, Vec<_>) = members
             .into_iter()
-            .partition(|member| member.attempts.deadline.is_some_and(|d| now >= d));
+            .partition(|member| member.attempts.deadline.instant().is_some_and(|d| now >= d));
         for member in late {
             let attempts = member.attempts.made();
             member.finish(Err(Failure::Deadline {

@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::target::FieldViolation;
 
 use super::ast::{Reads, depth, object_reads};
@@ -115,11 +116,7 @@ impl Cel {
     /// the limit (nothing is evaluated); [`CelError::TooSlow`] /
     /// [`CelError::Deadline`] / [`CelError::TooManySteps`] when the evaluation
     /// was stopped; [`CelError::Failed`] when it failed on the object.
-    pub async fn evaluate(
-        &self,
-        fresh: &Value,
-        deadline: Option<Instant>,
-    ) -> Result<Value, CelError> {
+    pub async fn evaluate(&self, fresh: &Value, deadline: AnswerBy) -> Result<Value, CelError> {
         self.evaluate_within(fresh, deadline, CelLimits::DEFAULT)
             .await
     }
@@ -128,9 +125,10 @@ impl Cel {
     pub async fn evaluate_within(
         &self,
         fresh: &Value,
-        deadline: Option<Instant>,
+        deadline: AnswerBy,
         limits: CelLimits,
     ) -> Result<Value, CelError> {
+        let deadline = deadline.instant();
         let fresh = if self.reads.any() {
             fresh
         } else {
@@ -200,7 +198,7 @@ impl Cel {
     }
 
     /// Evaluates a condition: it must return a bool.
-    pub async fn holds(&self, fresh: &Value, deadline: Option<Instant>) -> Result<bool, CelError> {
+    pub async fn holds(&self, fresh: &Value, deadline: AnswerBy) -> Result<bool, CelError> {
         match self.evaluate(fresh, deadline).await? {
             Value::Bool(b) => Ok(b),
             other => Err(CelError::NotABool(type_name(&other).into())),

@@ -9,6 +9,7 @@ use safewrite_api::target::FieldViolation;
 use super::eval::POOL;
 use super::limits::VALUE;
 use super::*;
+use safewrite_api::deadline::AnswerBy;
 
 /// A limit that only the runtime bounds enforce.
 fn unbounded_cost(time: Duration) -> CelLimits {
@@ -131,7 +132,10 @@ async fn a_costly_loop_over_the_object_is_refused_before_evaluating() {
     let cel = Cel::compile("c", "{'n': object.xs.map(x, object.xs)}").unwrap();
     let xs: Vec<i64> = (0..2_600).collect();
     let started = std::time::Instant::now();
-    let err = cel.evaluate(&json!({"xs": xs}), None).await.unwrap_err();
+    let err = cel
+        .evaluate(&json!({"xs": xs}), AnswerBy::NONE)
+        .await
+        .unwrap_err();
     assert!(matches!(err, CelError::TooCostly { .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(1));
     // The quadratic shape over a big object too.
@@ -141,11 +145,16 @@ async fn a_costly_loop_over_the_object_is_refused_before_evaluating() {
     )
     .unwrap();
     let xs: Vec<i64> = (0..200_000).collect();
-    let err = cel.evaluate(&json!({"xs": xs}), None).await.unwrap_err();
+    let err = cel
+        .evaluate(&json!({"xs": xs}), AnswerBy::NONE)
+        .await
+        .unwrap_err();
     assert!(matches!(err, CelError::TooCostly { .. }), "{err}");
     // The same shape over a small object is fine.
     let xs: Vec<i64> = (0..20).collect();
-    cel.evaluate(&json!({"xs": xs}), None).await.unwrap();
+    cel.evaluate(&json!({"xs": xs}), AnswerBy::NONE)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -168,7 +177,7 @@ async fn ordinary_loops_over_a_big_object_are_cheap_enough() {
         "{'more': object.spec.items + [{'name': 'new', 'n': -1}]}",
     ] {
         let cel = Cel::compile("c", source).unwrap();
-        let result = cel.evaluate_within(&object, None, generous).await;
+        let result = cel.evaluate_within(&object, AnswerBy::NONE, generous).await;
         assert!(result.is_ok(), "{source}: {result:?}");
     }
 }
@@ -188,7 +197,7 @@ async fn the_time_limit_stops_loops_that_do_not_read_object() {
         let cel = Cel::compile_within("c", &source, limits).unwrap();
         let started = std::time::Instant::now();
         let err = cel
-            .evaluate_within(&json!({}), None, limits)
+            .evaluate_within(&json!({}), AnswerBy::NONE, limits)
             .await
             .unwrap_err();
         let took = started.elapsed();
@@ -206,7 +215,7 @@ async fn the_callers_deadline_stops_an_evaluation() {
     let deadline = Instant::now() + Duration::from_millis(50);
     let started = std::time::Instant::now();
     let err = cel
-        .evaluate_within(&json!({}), Some(deadline), limits)
+        .evaluate_within(&json!({}), AnswerBy::at(Some(deadline)), limits)
         .await;
     assert_eq!(err.unwrap_err(), CelError::Deadline);
     assert!(started.elapsed() < Duration::from_millis(500));
@@ -223,14 +232,16 @@ async fn the_step_budget_stops_a_loop() {
     let cel =
         Cel::compile_within("c", &format!("{}.map(x, x)", literal_list(2_000)), limits).unwrap();
     let err = cel
-        .evaluate_within(&json!({}), None, limits)
+        .evaluate_within(&json!({}), AnswerBy::NONE, limits)
         .await
         .unwrap_err();
     assert_eq!(err, CelError::TooManySteps(1_000));
     // Under the budget, the same loop runs.
     let cel =
         Cel::compile_within("c", &format!("{}.map(x, x)", literal_list(500)), limits).unwrap();
-    cel.evaluate_within(&json!({}), None, limits).await.unwrap();
+    cel.evaluate_within(&json!({}), AnswerBy::NONE, limits)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +253,7 @@ async fn waiting_for_a_slot_honours_the_deadline() {
     let hogs: Vec<_> = (0..cel_concurrency())
         .map(|_| {
             let hog = hog.clone();
-            tokio::spawn(async move { hog.evaluate_within(&json!({}), None, slow).await })
+            tokio::spawn(async move { hog.evaluate_within(&json!({}), AnswerBy::NONE, slow).await })
         })
         .collect();
     // Let them take their slots.
@@ -253,7 +264,10 @@ async fn waiting_for_a_slot_honours_the_deadline() {
     // A cheap program runs on the caller's task: no slot needed.
     let cheap = Cel::compile("c", "1 + 1").unwrap();
     let value = cheap
-        .evaluate(&json!({}), Some(Instant::now() + Duration::from_millis(50)))
+        .evaluate(
+            &json!({}),
+            AnswerBy::at(Some(Instant::now() + Duration::from_millis(50))),
+        )
         .await;
     assert_eq!(value, Ok(json!(2)));
     // One deeper than that goes to the pool, and waits for a slot.
@@ -262,14 +276,14 @@ async fn waiting_for_a_slot_honours_the_deadline() {
     let started = std::time::Instant::now();
     let deadline = Instant::now() + Duration::from_millis(50);
     let err = quick
-        .evaluate(&json!({}), Some(deadline))
+        .evaluate(&json!({}), AnswerBy::at(Some(deadline)))
         .await
         .unwrap_err();
     assert_eq!(err, CelError::Busy);
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(45) && waited < Duration::from_millis(300));
     // Without a deadline, it waits for a slot and runs.
-    let value = quick.evaluate(&json!({}), None).await.unwrap();
+    let value = quick.evaluate(&json!({}), AnswerBy::NONE).await.unwrap();
     assert_eq!(value, json!(INLINE_MAX_DEPTH as i64 + 1));
     for hog in hogs {
         assert_eq!(hog.await.unwrap(), Err(CelError::TooSlow(slow.time)));
@@ -303,7 +317,7 @@ fn compile_errors_quote_a_short_excerpt() {
 async fn evaluation_errors_quote_a_short_excerpt() {
     let cel = Cel::compile("c", "{'a': object.s + 1}").unwrap();
     let err = cel
-        .evaluate(&json!({"s": "x".repeat(100_000)}), None)
+        .evaluate(&json!({"s": "x".repeat(100_000)}), AnswerBy::NONE)
         .await
         .unwrap_err();
     assert!(matches!(err, CelError::Failed(_)), "{err}");
@@ -326,10 +340,10 @@ async fn results_are_bounded_by_the_object_they_are_merged_into() {
     let xs: Vec<i64> = (0..5_000).collect();
     let object = json!({"xs": xs});
     let cel = Cel::compile("c", "{'n': object.xs.map(x, [x, x, x, x, x, x, x, x])}").unwrap();
-    let err = cel.evaluate(&object, None).await.unwrap_err();
+    let err = cel.evaluate(&object, AnswerBy::NONE).await.unwrap_err();
     assert!(matches!(err, CelError::ResultTooLarge { .. }), "{err}");
     let cel = Cel::compile("c", "{'xs': object.xs + object.xs}").unwrap();
-    cel.evaluate(&object, None).await.unwrap();
+    cel.evaluate(&object, AnswerBy::NONE).await.unwrap();
 }
 
 #[test]
@@ -373,7 +387,9 @@ async fn map_and_filter_still_append_in_place() {
         "{'n': object.xs.filter(x, x % 2 == 0).size()}",
     ] {
         let cel = Cel::compile("c", source).unwrap();
-        cel.evaluate_within(&object, None, limits).await.unwrap();
+        cel.evaluate_within(&object, AnswerBy::NONE, limits)
+            .await
+            .unwrap();
     }
 }
 
@@ -423,7 +439,7 @@ fn cheap_expressions_fit_a_worker_stack() {
                 assert!(cel.inline, "{source}");
                 let estimated = cel.estimated_cost(Some(&object));
                 assert!(estimated <= INLINE_MAX_COST, "{source}: {estimated}");
-                let result = runtime.block_on(cel.evaluate(&object, None));
+                let result = runtime.block_on(cel.evaluate(&object, AnswerBy::NONE));
                 assert!(result.is_ok(), "{source}: {result:?}");
             }
         })
@@ -506,8 +522,8 @@ async fn an_absolute_object_is_the_object() {
         let absolute = Cel::compile("c", absolute).unwrap();
         let plain = Cel::compile("c", plain).unwrap();
         assert_eq!(
-            absolute.evaluate(&object, None).await,
-            plain.evaluate(&object, None).await
+            absolute.evaluate(&object, AnswerBy::NONE).await,
+            plain.evaluate(&object, AnswerBy::NONE).await
         );
     }
     // Estimated as the object, not as a scalar: the cost bound holds for both spellings.

@@ -18,7 +18,7 @@ use safewrite_client::{ApiClient, AwaitsVersion};
 use super::body::resource_version;
 use super::decide::Failed;
 use super::error::{Failure, request_failure};
-use super::memory::{Event, Lesson, Memory, Source};
+use super::memory::{Event, Learned, Memory, Source};
 use super::metrics::EngineMetrics;
 use super::spec::{EngineConfig, WriteSpec};
 use crate::classify::Decision;
@@ -263,8 +263,8 @@ impl Api {
                     strict: spec.preconditions.resource_version.is_some(),
                 };
                 match self.memory.learn(key, refused) {
-                    Lesson::CopyWasStale => AfterWrite::Stale,
-                    Lesson::Noted => AfterWrite::Refused,
+                    Learned::CopyWasStale => AfterWrite::Stale,
+                    Learned::Noted => AfterWrite::Refused,
                 }
             }
             Sent::Failed(..) => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{Span, debug};
 
-use super::decide::{self, Standing};
+use super::decide::{self, Progress};
 use super::error::{Failure, WriteError};
 use super::result::{AttemptRecord, Done, Written};
 use super::spec::RetryPolicy;
@@ -92,7 +92,7 @@ impl Attempts {
         span: &Span,
         withdraw: &mut dyn FnMut() -> bool,
     ) -> Result<Duration, Failure> {
-        let standing = Standing {
+        let standing = Progress {
             policy: &self.policy,
             deadline: self.deadline,
             made: self.made(),

@@ -136,7 +136,7 @@ pub(super) fn is_ambiguous(answer: &Answer) -> bool {
 }
 
 /// Where a request's loop stands when an attempt ended retryably.
-pub(super) struct Standing<'a> {
+pub(super) struct Progress<'a> {
     pub policy: &'a RetryPolicy,
     pub deadline: AnswerBy,
     /// Attempts made so far, the one that just ended included.
@@ -153,7 +153,7 @@ pub(super) struct Standing<'a> {
 pub(super) fn after(
     decision: &Decision,
     last: Failure,
-    standing: &Standing<'_>,
+    standing: &Progress<'_>,
     now: Instant,
     rng: &mut fastrand::Rng,
     withdraw: &mut dyn FnMut() -> bool,
@@ -214,8 +214,8 @@ mod tests {
         Failure::Cancelled("last".into())
     }
 
-    fn standing(made: u32, deadline: AnswerBy) -> Standing<'static> {
-        Standing {
+    fn standing(made: u32, deadline: AnswerBy) -> Progress<'static> {
+        Progress {
             policy: &POLICY,
             deadline,
             made,
@@ -223,7 +223,7 @@ mod tests {
         }
     }
 
-    fn decide(decision: Decision, standing: &Standing<'_>) -> Result<Duration, Failure> {
+    fn decide(decision: Decision, standing: &Progress<'_>) -> Result<Duration, Failure> {
         let mut rng = fastrand::Rng::with_seed(3);
         after(
             &decision,

@@ -52,7 +52,7 @@ use tower::retry::budget::TpsBudget;
 
 use self::api::Api;
 use self::memory::Memory;
-use self::write::{Batcher, OwnCode};
+use self::write::{Batcher, OwnCode, Sharing};
 use safewrite_client::ApiClient;
 use safewrite_client::discovery::Discovery;
 use safewrite_mutation::FieldViolation;
@@ -131,16 +131,18 @@ impl Engine {
     ) -> Result<Written, WriteError> {
         // Without a declarative mutation (refused there) or when it may not share.
         if !(self.api.config.group_commit && spec.may_group()) {
-            return self.write_alone(spec, deadline).await;
+            return self.write_unshared(spec, deadline).await;
         }
         let with_owner = self.api.with_owner_uid(spec, deadline).await?;
         let spec = with_owner.as_ref().unwrap_or(spec);
         let start = write::begin(&self.api, spec, deadline).await?;
-        self.batcher.join(&self.api, spec, None, false, start).await
+        self.batcher
+            .join(&self.api, spec, None, Sharing::Grouped, start)
+            .await
     }
 
     /// Runs the loop for `spec`'s declarative mutation alone: a batch of one.
-    pub(crate) async fn write_alone(
+    pub(crate) async fn write_unshared(
         &self,
         spec: &WriteSpec,
         deadline: CallDeadline,
@@ -154,7 +156,7 @@ impl Engine {
         let with_owner = self.api.with_owner_uid(spec, deadline).await?;
         let spec = with_owner.as_ref().unwrap_or(spec);
         let start = write::begin(&self.api, spec, deadline).await?;
-        write::write_alone(&self.api, spec, start).await
+        write::write_unshared(&self.api, spec, start).await
     }
 
     /// Runs the loop with `mutator`, the caller's own code (Transact, `--exec`),
@@ -168,13 +170,18 @@ impl Engine {
         mutator: M,
         deadline: CallDeadline,
     ) -> Result<Written, WriteError> {
-        let alone = !self.api.config.group_commit
+        let sharing = if !self.api.config.group_commit
             || spec.write_alone
-            || spec.preconditions.resource_version.is_some();
+            || spec.preconditions.resource_version.is_some()
+        {
+            Sharing::Isolated
+        } else {
+            Sharing::Grouped
+        };
         let start = write::begin(&self.api, spec, deadline).await?;
         let own: Box<dyn OwnCode> = Box::new(mutator);
         self.batcher
-            .join(&self.api, spec, Some(own), alone, start)
+            .join(&self.api, spec, Some(own), sharing, start)
             .await
     }
 

@@ -19,7 +19,7 @@
 //!   the next write reads live.
 //! - **A stale copy costs one 409 (or 404), never a wrong answer.** Every write made from
 //!   a copy is conditional on its resourceVersion; a 409 or 404 to it proves the copy
-//!   stale ([`Lesson::CopyWasStale`]) and the retry reads live at once. A write with the
+//!   stale ([`Learned::CopyWasStale`]) and the retry reads live at once. A write with the
 //!   caller's exact resourceVersion or a create that lost its race proves nothing about
 //!   the copy.
 //! - **No answer but a successful write is given on a copy alone.** UNCHANGED,
@@ -124,7 +124,7 @@ pub enum Event<'a> {
 
 /// What the memory learned from an [`Event`] that the loop must act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lesson {
+pub enum Learned {
     Noted,
     /// The write was made from a copy that was stale: the next attempt reads live, at
     /// once.
@@ -146,7 +146,7 @@ impl Memory {
     /// Takes in what happened to the object at `key` (its request path): the one place
     /// that decides what the memory keeps, refreshes or forgets (the rules are in the
     /// module's header).
-    pub fn learn(&self, key: &str, event: Event<'_>) -> Lesson {
+    pub fn learn(&self, key: &str, event: Event<'_>) -> Learned {
         match event {
             Event::Read(object, size) => self.remember(key, object.clone(), size),
             Event::Missing | Event::AnswerLost => self.forget(key),
@@ -181,11 +181,11 @@ impl Memory {
                 let proves_stale = matches!(code, 404 | 409) && !already_exists && !strict;
                 if from == Source::Remembered && proves_stale {
                     self.stale(key);
-                    return Lesson::CopyWasStale;
+                    return Learned::CopyWasStale;
                 }
             }
         }
-        Lesson::Noted
+        Learned::Noted
     }
 
     /// Whether objects at `key` (an object's request path) may be kept at all.
@@ -491,7 +491,10 @@ mod tests {
     #[test]
     fn what_the_api_server_said_is_kept_and_doubt_forgets() {
         let memory = Memory::new(1 << 20, false, EngineMetrics::default());
-        assert_eq!(memory.learn(CM, Event::Read(&object(1), 10)), Lesson::Noted);
+        assert_eq!(
+            memory.learn(CM, Event::Read(&object(1), 10)),
+            Learned::Noted
+        );
         assert_eq!(memory.recall(CM).unwrap()["data"]["n"], 1);
         memory.learn(CM, written(Source::Remembered, Some(&object(2)), false));
         assert_eq!(
@@ -531,18 +534,24 @@ mod tests {
         let cases = [
             (
                 refused(Source::Remembered, 409, false, false),
-                Lesson::CopyWasStale,
+                Learned::CopyWasStale,
             ),
             (
                 refused(Source::Remembered, 404, false, false),
-                Lesson::CopyWasStale,
+                Learned::CopyWasStale,
             ),
-            (refused(Source::Live, 409, false, false), Lesson::Noted),
-            (refused(Source::Remembered, 409, true, false), Lesson::Noted),
-            (refused(Source::Remembered, 409, false, true), Lesson::Noted),
+            (refused(Source::Live, 409, false, false), Learned::Noted),
+            (
+                refused(Source::Remembered, 409, true, false),
+                Learned::Noted,
+            ),
+            (
+                refused(Source::Remembered, 409, false, true),
+                Learned::Noted,
+            ),
             (
                 refused(Source::Remembered, 422, false, false),
-                Lesson::Noted,
+                Learned::Noted,
             ),
         ];
         for (event, lesson) in cases {

@@ -276,11 +276,11 @@ impl Mutator for Own {
 #[derive(Debug, Clone, Copy)]
 enum Way {
     Grouped,
-    Alone,
+    Unshared,
     Own,
 }
 
-const WAYS: [Way; 3] = [Way::Grouped, Way::Alone, Way::Own];
+const WAYS: [Way; 3] = [Way::Grouped, Way::Unshared, Way::Own];
 
 async fn write(
     engine: &Engine,
@@ -291,7 +291,7 @@ async fn write(
     let deadline = CallDeadline::at(deadline);
     match way {
         Way::Grouped => engine.write(spec, deadline).await,
-        Way::Alone => engine.write_alone(spec, deadline).await,
+        Way::Unshared => engine.write_unshared(spec, deadline).await,
         Way::Own => {
             let mut spec = spec.clone();
             spec.mutation = None;
@@ -445,7 +445,10 @@ async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
             let engine = engine_over(&fake, 5);
             fake.writes(&[Fault::Hang]);
             let deadline = Instant::now() + Duration::from_secs(2);
-            let answer_by = CallDeadline::at(Some(deadline)).answer_by().instant().unwrap();
+            let answer_by = CallDeadline::at(Some(deadline))
+                .answer_by()
+                .instant()
+                .unwrap();
             let error = write(&engine, way, &spec, Some(deadline))
                 .await
                 .unwrap_err();
@@ -470,7 +473,10 @@ async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
         fake.writes(&[Fault::Outside; 10]);
         let started = Instant::now();
         let deadline = started + Duration::from_millis(700);
-        let answer_by = CallDeadline::at(Some(deadline)).answer_by().instant().unwrap();
+        let answer_by = CallDeadline::at(Some(deadline))
+            .answer_by()
+            .instant()
+            .unwrap();
         let error = write(&engine, way, &set_m(), Some(deadline))
             .await
             .unwrap_err();

@@ -14,10 +14,10 @@ use safewrite_api::deadline::AnswerBy;
 use safewrite_api::target::{ObjectPath, Verb};
 use safewrite_mutation::Mutation;
 
-use super::alone;
 use super::ends::{End, is_own_failure};
 use super::fold::{Verdict, fold};
 use super::member::Member;
+use super::unfolded;
 use crate::api::{AfterWrite, Api, Confirmed, Read, Sent};
 use crate::body::resource_version;
 use crate::decide::{Failed, is_ambiguous};
@@ -45,7 +45,7 @@ pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
             force,
         }) = &member.spec.mutation
     {
-        let step = alone::apply(
+        let step = unfolded::apply(
             api,
             &member.spec,
             &member.request,
@@ -80,7 +80,7 @@ pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
 
 /// What an attempt starts from: the object (read live or remembered) and the request's
 /// place in the loop.
-struct Started {
+struct AttemptInput {
     request: ObjectPath,
     deadline: AnswerBy,
     made: u32,
@@ -91,7 +91,7 @@ struct Started {
 
 /// The object the batch's attempt starts from: the remembered copy unless a member
 /// must read live, else a live read; or the end of the attempt when the read ends it.
-async fn start(api: &Api, members: &mut [Member]) -> Result<Started, End> {
+async fn start(api: &Api, members: &mut [Member]) -> Result<AttemptInput, End> {
     let deadline = latest_deadline(members.iter());
     let made = members[0].attempts.made();
     let request = members[0].request.clone();
@@ -129,7 +129,7 @@ async fn start(api: &Api, members: &mut [Member]) -> Result<Started, End> {
     for member in members.iter_mut() {
         member.attempts.current().resource_version_read = version.clone();
     }
-    Ok(Started {
+    Ok(AttemptInput {
         request,
         deadline,
         made,
@@ -148,7 +148,7 @@ async fn start(api: &Api, members: &mut [Member]) -> Result<Started, End> {
 async fn record_epoch_first(
     api: &Api,
     members: &mut [Member],
-    started: &mut Started,
+    started: &mut AttemptInput,
 ) -> Result<(), End> {
     let spec = &members[0].spec;
     let Some(fence) = spec.fence.as_ref() else {
@@ -202,10 +202,10 @@ async fn record_epoch_first(
 async fn unwritten(
     api: &Api,
     members: &mut [Member],
-    started: Started,
+    started: AttemptInput,
     verdicts: Vec<Verdict>,
 ) -> End {
-    let Started {
+    let AttemptInput {
         request,
         made,
         fresh,
@@ -239,10 +239,10 @@ async fn unwritten(
 async fn write(
     api: &Api,
     members: &mut [Member],
-    started: Started,
+    started: AttemptInput,
     (body, verdicts, changed): (Value, Vec<Verdict>, usize),
 ) -> End {
-    let Started {
+    let AttemptInput {
         request,
         deadline,
         made,

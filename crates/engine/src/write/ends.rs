@@ -11,9 +11,9 @@ use tracing::Span;
 use safewrite_client::apiserver::Answer;
 use safewrite_mutation::{Mutation, entries};
 
-use super::alone;
 use super::fold::{Verdict, verdict_of_the_object};
-use super::member::{Maker, Member, OwnCode};
+use super::member::{Member, MemberMutator, OwnCode};
+use super::unfolded;
 use crate::api::{Api, Confirmed, stale_copy};
 use crate::body::resource_version;
 use crate::classify::Decision;
@@ -301,12 +301,12 @@ async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted 
             .create_if_missing
             .as_ref()
             .expect("a creator has a template");
-        let mut maker = Maker {
+        let mut maker = MemberMutator {
             spec,
             own: own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
             deadline: attempts.deadline,
         };
-        alone::create(api, spec, request, template, &mut maker, attempts).await
+        unfolded::create(api, spec, request, template, &mut maker, attempts).await
     };
     match step {
         Step::Done(done) => creator.answer(Ok(done)),
@@ -373,7 +373,7 @@ fn refused(
             members
                 .into_iter()
                 .map(|mut m| {
-                    m.alone = true;
+                    m.isolated = true;
                     m
                 })
                 .collect(),

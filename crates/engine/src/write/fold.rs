@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::member::Turn;
+use super::member::FoldEntry;
 use crate::body::{main_body, resource_version, status_body};
 use crate::error::Failure;
 use crate::idempotency;
@@ -53,7 +53,7 @@ pub(crate) fn verdict_of_the_object(failure: &Failure) -> bool {
 pub(crate) async fn fold(
     fresh: &Value,
     has_status: bool,
-    turns: &mut [Turn<'_>],
+    turns: &mut [FoldEntry<'_>],
 ) -> (Value, Vec<Verdict>) {
     let version = resource_version(fresh);
     // The object as read until a member changes it: a write made alone copies it at
@@ -80,7 +80,7 @@ pub(crate) async fn fold(
 /// One member's verdict on the running result, and the new running result when it
 /// changed it.
 async fn apply_member(
-    turn: &mut Turn<'_>,
+    turn: &mut FoldEntry<'_>,
     running: &Value,
     has_status: bool,
     version: &str,
@@ -145,7 +145,7 @@ mod tests {
     use crate::result::{Object, Serial};
     use crate::spec::WriteSpec;
     use crate::spec::configmap_write;
-    use crate::write::member::Maker;
+    use crate::write::member::MemberMutator;
     use safewrite_api::backoff::Backoff;
     use safewrite_api::deadline::AnswerBy;
     use safewrite_mutation::{Cel, Mutation};
@@ -204,11 +204,11 @@ mod tests {
 
     /// Folds `specs` (declarative members) over `fresh`.
     async fn fold_specs(fresh: &Value, specs: &[&WriteSpec]) -> (Value, Vec<Verdict>) {
-        let mut turns: Vec<Turn> = specs
+        let mut turns: Vec<FoldEntry> = specs
             .iter()
-            .map(|spec| Turn {
+            .map(|spec| FoldEntry {
                 attempt: 1,
-                maker: Maker {
+                maker: MemberMutator {
                     spec,
                     own: None,
                     deadline: AnswerBy::NONE,

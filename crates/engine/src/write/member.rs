@@ -35,7 +35,7 @@ pub(crate) struct Member {
     answer: oneshot::Sender<Result<Written, WriteError>>,
     /// Must be written on its own (a create, isolating an offender, or a write that
     /// may not share).
-    pub alone: bool,
+    pub isolated: bool,
 }
 
 /// The answer of a member, once its batch has one for it.
@@ -57,7 +57,7 @@ impl Member {
             attempts: start.attempts,
             span: Span::current(),
             answer,
-            alone: false,
+            isolated: false,
         };
         (member, answered)
     }
@@ -67,10 +67,10 @@ impl Member {
     }
 
     /// What makes this member's change in its current attempt.
-    pub(crate) fn turn(&mut self) -> Turn<'_> {
-        Turn {
+    pub(crate) fn turn(&mut self) -> FoldEntry<'_> {
+        FoldEntry {
             attempt: self.attempts.made(),
-            maker: Maker {
+            maker: MemberMutator {
                 spec: &self.spec,
                 own: self.own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
                 deadline: self.attempts.deadline,
@@ -129,13 +129,13 @@ impl<M: Mutator> OwnCode for M {
 }
 
 /// What makes one member's change: its declarative mutation, or the caller's own code.
-pub(crate) struct Maker<'a> {
+pub(crate) struct MemberMutator<'a> {
     pub spec: &'a WriteSpec,
     pub own: Option<&'a mut dyn OwnCode>,
     pub deadline: AnswerBy,
 }
 
-impl Mutator for Maker<'_> {
+impl Mutator for MemberMutator<'_> {
     async fn mutate(
         &mut self,
         attempt: u32,
@@ -157,7 +157,7 @@ impl Mutator for Maker<'_> {
 }
 
 /// One member's turn in a fold: its attempt's number and what makes its change.
-pub(crate) struct Turn<'a> {
+pub(crate) struct FoldEntry<'a> {
     pub attempt: u32,
-    pub maker: Maker<'a>,
+    pub maker: MemberMutator<'a>,
 }

@@ -18,7 +18,6 @@
 //! down to `alone`, `retry`, `resolve` and the engine's rooms below (`api`, `memory`,
 //! `decide`).
 
-mod alone;
 mod attempt;
 mod ends;
 mod fold;
@@ -27,10 +26,11 @@ mod queue;
 mod resolve;
 mod retry;
 mod run;
+mod unfolded;
 
 pub(super) use member::OwnCode;
-pub(super) use queue::Batcher;
 pub use queue::MAX_MEMBERS;
+pub(super) use queue::{Batcher, Sharing};
 pub(super) use resolve::{Start, begin};
 pub(super) use retry::back_off;
-pub(super) use run::write_alone;
+pub(super) use run::write_unshared;

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 
 use super::member::{Member, OwnCode};
 use super::resolve::Start;
-use super::run::{Alone, Company, run};
+use super::run::{BatchSource, Unshared, run};
 use crate::api::Api;
 use crate::error::{Failure, WriteError};
 use crate::fence::Fence;
@@ -65,7 +65,7 @@ struct Queue<'a> {
     pub key: &'a Key,
 }
 
-impl Company for Queue<'_> {
+impl BatchSource for Queue<'_> {
     fn top_up(&self, members: &mut Vec<Member>) {
         self.batcher.top_up(self.key, members);
     }
@@ -82,16 +82,26 @@ pub(crate) struct Batcher {
     queues: Mutex<HashMap<Key, VecDeque<Member>>>,
 }
 
+/// Whether a write may share a batch with concurrent writes to its object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sharing {
+    /// It may: group commit.
+    Grouped,
+    /// It may not: group commit is off, or the write asked to be written alone
+    /// (`write_alone`, or an exact resourceVersion).
+    Isolated,
+}
+
 impl Batcher {
     /// Queues the write (made by the caller's `own` code, or by the spec's mutation)
-    /// and waits for its answer; `alone` when it may not share a batch. The first write
-    /// to an object goes at once, on the caller's task.
+    /// and waits for its answer, in a batch with others or in one of its own as
+    /// `sharing` says. The first write to an object goes at once, on the caller's task.
     pub(crate) async fn join(
         self: &Arc<Self>,
         api: &Api,
         spec: &WriteSpec,
         own: Option<Box<dyn OwnCode>>,
-        alone: bool,
+        sharing: Sharing,
         start: Start,
     ) -> Result<Written, WriteError> {
         let deadline = start.attempts.deadline;
@@ -104,7 +114,7 @@ impl Batcher {
             fence: spec.fence.clone(),
         };
         let (mut member, answered) = Member::new(spec.clone(), own, start);
-        member.alone = alone;
+        member.isolated = sharing == Sharing::Isolated;
         let start = {
             let mut queues = self.queues.lock().expect("batch queues");
             match queues.get_mut(&key) {
@@ -122,14 +132,14 @@ impl Batcher {
             // Nobody else is writing the object: this write goes at once, on the RPC's
             // own task (no hand-off to a driver). Writes that arrive meanwhile queue, and
             // a driver task takes them over when it ends, or when this RPC is dropped.
-            // Alone: a batch of one is never sent back (only a batch of several is split).
+            // Unshared: a batch of one is never sent back (only a batch of several is split).
             let handoff = DriverOnDrop {
                 api,
                 batcher: self,
                 key: &key,
             };
             let own = self.next_own(&key);
-            run(api, own, &Alone).await;
+            run(api, own, &Unshared).await;
             drop(handoff);
         }
         let answered = match deadline.instant() {
@@ -169,7 +179,7 @@ impl Batcher {
             return None;
         };
         let mut batch = vec![first];
-        if !batch[0].alone {
+        if !batch[0].isolated {
             self.top_up_locked(queue, &mut batch);
         }
         Some(batch)
@@ -205,7 +215,7 @@ impl Batcher {
     }
 
     fn top_up_locked(&self, queue: &mut VecDeque<Member>, batch: &mut Vec<Member>) {
-        while batch.len() < MAX_MEMBERS && queue.front().is_some_and(|m| !m.alone) {
+        while batch.len() < MAX_MEMBERS && queue.front().is_some_and(|m| !m.isolated) {
             batch.extend(queue.pop_front());
         }
     }
@@ -263,8 +273,8 @@ async fn drive(api: Api, batcher: Arc<Batcher>, key: Key) {
         done: false,
     };
     while let Some(batch) = batcher.next(&key) {
-        if batch[0].alone {
-            run(&api, batch, &Alone).await;
+        if batch[0].isolated {
+            run(&api, batch, &Unshared).await;
         } else {
             let queue = Queue {
                 batcher: &batcher,

@@ -23,7 +23,7 @@ use crate::spans::{attempt_span, record_failure};
 use crate::spec::WriteSpec;
 
 /// Where a batch's members come from between attempts, and where those sent back go.
-pub(crate) trait Company: Sync {
+pub(crate) trait BatchSource: Sync {
     /// Adds the members that arrived since the batch was taken.
     fn top_up(&self, members: &mut Vec<Member>);
     /// Takes back members that go after the others (a create, isolating an offender);
@@ -32,9 +32,9 @@ pub(crate) trait Company: Sync {
 }
 
 /// A write made alone: nobody joins it.
-pub(crate) struct Alone;
+pub(crate) struct Unshared;
 
-impl Company for Alone {
+impl BatchSource for Unshared {
     fn top_up(&self, _: &mut Vec<Member>) {}
 
     fn send_back(&self, members: Vec<Member>) -> Vec<Member> {
@@ -44,7 +44,7 @@ impl Company for Alone {
 
 /// Runs one batch until every member has its answer, has gone back to `company`, or
 /// has left.
-pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Company) {
+pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn BatchSource) {
     loop {
         // Those whose caller went away or whose deadline passed leave now: nothing is
         // written on their behalf after this point.
@@ -108,13 +108,13 @@ impl Waiting for Member {
 }
 
 /// Writes one request on its own: a batch of one that nothing joins.
-pub(crate) async fn write_alone(
+pub(crate) async fn write_unshared(
     api: &Api,
     spec: &WriteSpec,
     start: Start,
 ) -> Result<Written, WriteError> {
     let (member, answered) = Member::new(spec.clone(), None, start);
-    run(api, vec![member], &Alone).await;
+    run(api, vec![member], &Unshared).await;
     answered.await.unwrap_or_else(|_| {
         Err(WriteError {
             failure: Failure::Cancelled(

@@ -21,7 +21,7 @@ use crate::spec::{Change, Mutator, Subresource, WriteSpec};
 /// Sends `body` as `verb` (a create, replace or apply; to the status subresource when
 /// the spec writes status), a write that carries this request alone, and notes the
 /// answer in the attempt's record.
-async fn send_alone(
+async fn send_unfolded(
     api: &Api,
     spec: &WriteSpec,
     request: &ObjectPath,
@@ -86,7 +86,7 @@ pub(crate) async fn create<M: Mutator>(
         }
         fence.record(&mut object);
     }
-    let sent = send_alone(api, spec, request, Verb::Create, false, &object, attempts).await;
+    let sent = send_unfolded(api, spec, request, Verb::Create, false, &object, attempts).await;
     if let AfterWrite::Written(object) = api.after_write(spec, request, Source::Live, &sent) {
         return done(Outcome::Created, object);
     }
@@ -146,7 +146,7 @@ pub(crate) async fn apply(
         }
         configuration["metadata"]["resourceVersion"] = Value::String(read_version.clone());
     }
-    let sent = send_alone(
+    let sent = send_unfolded(
         api,
         spec,
         request,

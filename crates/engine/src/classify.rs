@@ -281,7 +281,8 @@ mod tests {
         s
     }
 
-    /// One row per line of the classification table in DESIGN.md.
+    /// One row per line of the classification table (docs/contract.md, "What is retried,
+    /// what is not").
     #[test]
     fn every_row_of_the_classification_table() {
         let secs = |s| Some(Duration::from_secs(s));

@@ -65,8 +65,8 @@ pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
     }
     let has_status = members[0].resolved.has_status;
     let (body, verdicts) = {
-        let mut turns: Vec<_> = members.iter_mut().map(Member::turn).collect();
-        fold(&started.fresh, has_status, &mut turns).await
+        let mut entries: Vec<_> = members.iter_mut().map(Member::fold_entry).collect();
+        fold(&started.fresh, has_status, &mut entries).await
     };
     let changed = verdicts
         .iter()
@@ -75,7 +75,20 @@ pub(super) async fn attempt(api: &Api, members: &mut [Member]) -> End {
     if changed == 0 {
         return unwritten(api, members, started, verdicts).await;
     }
-    write(api, members, started, (body, verdicts, changed)).await
+    let folded = Folded {
+        body,
+        verdicts,
+        changed,
+    };
+    write(api, members, started, folded).await
+}
+
+/// What the fold made of the members' changes: the body to write, each member's
+/// verdict (in the members' order), and how many of them changed the object.
+struct Folded {
+    body: Value,
+    verdicts: Vec<Verdict>,
+    changed: usize,
 }
 
 /// What an attempt starts from: the object (read live or remembered) and the request's
@@ -236,12 +249,12 @@ async fn unwritten(
 /// Writes the fold's body (`changed` members' changes) in one PUT and says how that
 /// ended. A refusal of what a remembered copy made (a 422 on a field since changed)
 /// stands only once a live read shows the copy current.
-async fn write(
-    api: &Api,
-    members: &mut [Member],
-    started: AttemptInput,
-    (body, verdicts, changed): (Value, Vec<Verdict>, usize),
-) -> End {
+async fn write(api: &Api, members: &mut [Member], started: AttemptInput, folded: Folded) -> End {
+    let Folded {
+        body,
+        verdicts,
+        changed,
+    } = folded;
     let AttemptInput {
         request,
         deadline,

@@ -301,12 +301,12 @@ async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted 
             .create_if_missing
             .as_ref()
             .expect("a creator has a template");
-        let mut maker = MemberMutator {
+        let mut mutator = MemberMutator {
             spec,
             own: own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
             deadline: attempts.deadline,
         };
-        unfolded::create(api, spec, request, template, &mut maker, attempts).await
+        unfolded::create(api, spec, request, template, &mut mutator, attempts).await
     };
     match step {
         Step::Done(done) => creator.answer(Ok(done)),

@@ -15,7 +15,7 @@ use crate::spec::{Change, Mutator, Subresource};
 #[derive(Debug)]
 pub(crate) enum Verdict {
     /// Its change is in the body to write. The patch undoes it: applied to the running
-    /// result right after this member's turn, it gives the result right before, so each
+    /// result right after this member's entry, it gives the result right before, so each
     /// member's own state can be produced from the written object when it is answered
     /// (`ends::answer_each`) instead of being kept.
     Changed(json_patch::Patch),
@@ -47,23 +47,23 @@ pub(crate) fn verdict_of_the_object(failure: &Failure) -> bool {
 
 /// Applies each member's idempotency check, preconditions and mutation, in order, to
 /// the running result that starts as `fresh`: each member sees the effect of those
-/// before it, exactly as if each had been written in turn. The body to write (with the
+/// before it, exactly as if each had been written in entry. The body to write (with the
 /// keys of the members that changed it) and each member's verdict. A failure's current
-/// object is left empty here: `ends::answer_each` gives it the state at the member's turn.
+/// object is left empty here: `ends::answer_each` gives it the state at the member's entry.
 pub(crate) async fn fold(
     fresh: &Value,
     has_status: bool,
-    turns: &mut [FoldEntry<'_>],
+    entries: &mut [FoldEntry<'_>],
 ) -> (Value, Vec<Verdict>) {
     let version = resource_version(fresh);
     // The object as read until a member changes it: a write made alone copies it at
     // most once (its change), never to start the fold.
     let mut running = std::borrow::Cow::Borrowed(fresh);
-    let mut verdicts = Vec::with_capacity(turns.len());
-    for (index, turn) in turns.iter_mut().enumerate() {
+    let mut verdicts = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter_mut().enumerate() {
         // The first member's change is never undone: no member before it needs a state.
         let undo = index > 0;
-        let (mut verdict, body) = apply_member(turn, &running, has_status, &version, undo).await;
+        let (mut verdict, body) = apply_member(entry, &running, has_status, &version, undo).await;
         if let Some(body) = body {
             running = std::borrow::Cow::Owned(body);
         }
@@ -80,13 +80,13 @@ pub(crate) async fn fold(
 /// One member's verdict on the running result, and the new running result when it
 /// changed it.
 async fn apply_member(
-    turn: &mut FoldEntry<'_>,
+    entry: &mut FoldEntry<'_>,
     running: &Value,
     has_status: bool,
     version: &str,
     undo: bool,
 ) -> (Verdict, Option<Value>) {
-    let spec = turn.maker.spec;
+    let spec = entry.mutator.spec;
     if let Some(key) = &spec.idempotency_key
         && idempotency::applied(running, key)
     {
@@ -97,11 +97,11 @@ async fn apply_member(
     {
         return (Verdict::Failed(failure), None);
     }
-    let deadline = turn.maker.deadline;
+    let deadline = entry.mutator.deadline;
     if let Err(failure) = spec.preconditions.check(running, deadline).await {
         return (Verdict::Failed(failure), None);
     }
-    let mutated = match turn.maker.mutate(turn.attempt, running, false).await {
+    let mutated = match entry.mutator.mutate(entry.attempt, running, false).await {
         Ok(Change::Object(mutated)) => mutated,
         Ok(Change::Abort) => return (Verdict::Aborted, None),
         Err(failure) => return (Verdict::Failed(failure), None),
@@ -204,18 +204,18 @@ mod tests {
 
     /// Folds `specs` (declarative members) over `fresh`.
     async fn fold_specs(fresh: &Value, specs: &[&WriteSpec]) -> (Value, Vec<Verdict>) {
-        let mut turns: Vec<FoldEntry> = specs
+        let mut entries: Vec<FoldEntry> = specs
             .iter()
             .map(|spec| FoldEntry {
                 attempt: 1,
-                maker: MemberMutator {
+                mutator: MemberMutator {
                     spec,
                     own: None,
                     deadline: AnswerBy::NONE,
                 },
             })
             .collect();
-        fold(fresh, false, &mut turns).await
+        fold(fresh, false, &mut entries).await
     }
 
     /// Each member's state as `ends::answer_each` gives it: the object as read before the
@@ -275,7 +275,7 @@ mod tests {
 
             // One at a time: each member reads what the one before it wrote.
             // One at a time: each member reads what the one before it wrote, and its
-            // answer is the object right after its turn.
+            // answer is the object right after its entry.
             let mut state = fresh.clone();
             let mut one_by_one = Vec::new();
             let mut own_states = Vec::new();

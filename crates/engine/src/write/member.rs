@@ -67,10 +67,10 @@ impl Member {
     }
 
     /// What makes this member's change in its current attempt.
-    pub(crate) fn turn(&mut self) -> FoldEntry<'_> {
+    pub(crate) fn fold_entry(&mut self) -> FoldEntry<'_> {
         FoldEntry {
             attempt: self.attempts.made(),
-            maker: MemberMutator {
+            mutator: MemberMutator {
                 spec: &self.spec,
                 own: self.own.as_deref_mut().map(|own| own as &mut dyn OwnCode),
                 deadline: self.attempts.deadline,
@@ -159,5 +159,5 @@ impl Mutator for MemberMutator<'_> {
 /// One member's turn in a fold: its attempt's number and what makes its change.
 pub(crate) struct FoldEntry<'a> {
     pub attempt: u32,
-    pub maker: MemberMutator<'a>,
+    pub mutator: MemberMutator<'a>,
 }

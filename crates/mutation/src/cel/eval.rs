@@ -159,7 +159,8 @@ pub(super) fn estimate(
 /// end of the object's conversion; the caller's deadline (`caller_at`) stops it in any
 /// case.
 pub(super) fn evaluate(
-    (program, reads): (&IdedExpr, &Reads),
+    program: &IdedExpr,
+    reads: &Reads,
     fresh: &Value,
     limits: CelLimits,
     caller_at: Option<std::time::Instant>,

@@ -147,7 +147,7 @@ impl Cel {
                     std::time::Instant::now() + deadline.saturating_duration_since(Instant::now())
                 });
                 return std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    evaluate((&self.program, &self.reads), fresh, limits, caller_at)
+                    evaluate(&self.program, &self.reads, fresh, limits, caller_at)
                 }))
                 .unwrap_or_else(|_| Err(CelError::Failed(EVALUATOR_PANICKED.into())));
             }
@@ -174,7 +174,7 @@ impl Cel {
             let _permit = permit; // the slot is busy until the evaluation really ends
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 estimate(&program, &fresh, limits)
-                    .and_then(|_| evaluate((&program, &reads), &fresh, limits, caller_at))
+                    .and_then(|_| evaluate(&program, &reads, &fresh, limits, caller_at))
             }))
             .unwrap_or_else(|_| Err(CelError::Failed(EVALUATOR_PANICKED.into())));
             let _ = tx.send(result);

@@ -564,9 +564,8 @@ async fn a_program_answers_the_same_on_the_fields_it_selects_as_on_the_whole_obj
         assert!(!cel.reads.whole, "{source} reads only some fields");
         for object in &objects {
             let selected =
-                super::eval::evaluate((&cel.program, &cel.reads), object, CelLimits::DEFAULT, None);
-            let all =
-                super::eval::evaluate((&cel.program, &whole), object, CelLimits::DEFAULT, None);
+                super::eval::evaluate(&cel.program, &cel.reads, object, CelLimits::DEFAULT, None);
+            let all = super::eval::evaluate(&cel.program, &whole, object, CelLimits::DEFAULT, None);
             assert_eq!(
                 format!("{selected:?}"),
                 format!("{all:?}"),

@@ -35,6 +35,8 @@ async fn the_demos_request_count_is_the_sidecars_own() {
             .expect("run cargo");
         assert!(built.success(), "build the demo's writers");
     }
+    // The readiness probe's first request is made as the sidecar starts: count after it.
+    sidecar.wait_ready(std::time::Duration::from_secs(30));
     let before = sidecar_requests(&sidecar.metrics());
     let addr = sidecar.endpoint().trim_start_matches("http://").to_string();
     let out = Command::new(&contend)

@@ -452,6 +452,27 @@ impl Sidecar {
         String::from_utf8(out.stdout).expect("utf-8")
     }
 
+    /// Waits (at most `within`) for `/readyz` to say 200: the readiness probe has
+    /// answered, so its requests are behind whoever counts the sidecar's requests next.
+    pub fn wait_ready(&self, within: std::time::Duration) {
+        let until = std::time::Instant::now() + within;
+        let url = format!("http://{}/readyz", self.metrics_addr());
+        loop {
+            let out = Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &url])
+                .output()
+                .expect("run curl");
+            if out.stdout == b"200" {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "the sidecar was not ready within {within:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use safewrite_client::apiserver::Answer;
 
-use super::error::Failure;
+use super::error::{Failure, Fault};
 use super::result::Done;
 use super::spec::{RetryPolicy, WriteSpec};
 use crate::classify::{Decision, INTERNAL_ERROR_RETRIES};
@@ -66,7 +66,7 @@ impl Step {
         let safe = spec.retry_is_safe();
         match failure {
             Failure::Unreachable { last } if maybe_sent && !safe => {
-                Step::Fail(Failure::OutcomeUnknown { last })
+                Step::Fail(Failure::OutcomeUnknown { last: last.into() })
             }
             Failure::Deadline { attempts, last } => {
                 Step::Fail(deadline(spec, maybe_sent, attempts, last))
@@ -81,7 +81,10 @@ impl Step {
     pub(super) fn write_refused(spec: &WriteSpec, answer: &Answer) -> Step {
         if is_ambiguous(answer) && !spec.retry_is_safe() {
             return Step::Fail(Failure::OutcomeUnknown {
-                last: format!("HTTP {}: {}", answer.code, answer.message()),
+                last: Fault::Answer {
+                    code: answer.code,
+                    message: answer.message(),
+                },
             });
         }
         Step::from_answer(answer, spec.preconditions.resource_version.as_deref())
@@ -92,15 +95,19 @@ impl Step {
 /// and not answered (`in_doubt`) and it carries no idempotency key, its outcome is what
 /// the caller must act on, not the deadline: DEADLINE_EXCEEDED means no write is in
 /// doubt (see the proto's retry options). The one place this rule is made.
-pub(super) fn deadline(spec: &WriteSpec, in_doubt: bool, attempts: u32, last: String) -> Failure {
+pub(super) fn deadline(
+    spec: &WriteSpec,
+    in_doubt: bool,
+    attempts: u32,
+    last: Option<Fault>,
+) -> Failure {
+    let deadline = Failure::Deadline { attempts, last };
     if in_doubt && !spec.retry_is_safe() {
         Failure::OutcomeUnknown {
-            last: format!(
-                "the deadline passed after {attempts} attempt(s) with a write in flight; {last}"
-            ),
+            last: deadline.into(),
         }
     } else {
-        Failure::Deadline { attempts, last }
+        deadline
     }
 }
 
@@ -148,7 +155,7 @@ pub(super) fn after(
     );
     if fault && !withdraw() {
         return Err(Failure::RetryBudget {
-            last: last.to_string(),
+            last: Box::new(last),
         });
     }
     let wait = match decision {
@@ -165,7 +172,7 @@ pub(super) fn after(
     {
         return Err(Failure::Deadline {
             attempts: standing.made,
-            last: last.to_string(),
+            last: Some(last.into()),
         });
     }
     Ok(wait)
@@ -185,7 +192,7 @@ mod tests {
     };
 
     fn conflict() -> Failure {
-        Failure::Cancelled("last".into())
+        Failure::Cancelled(crate::Cancel::CallerGone)
     }
 
     fn standing(made: u32, deadline: Option<Instant>) -> Standing<'static> {

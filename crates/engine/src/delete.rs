@@ -69,10 +69,9 @@ impl From<Step> for Ended {
         match step {
             Step::Retry(decision, failure) => Ended::Retry(decision, failure),
             Step::Fail(failure) => Ended::Fail(failure),
-            // Only a write's success is a Done step; a refusal or fault never is.
-            Step::Done(_) => Ended::Fail(Failure::BadAnswer(
-                "a refused request was taken for a finished write".into(),
-            )),
+            // Only a write's success is a Done step; a refusal or fault never is: a
+            // delete that got one has no answer of its own.
+            Step::Done(_) => Ended::Fail(Failure::Cancelled(crate::error::Cancel::Unanswered)),
         }
     }
 }

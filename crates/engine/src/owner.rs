@@ -114,9 +114,7 @@ impl Api {
                 Step::Done(_) => unreachable!("a refused read does not finish a write"),
             });
         }
-        let object = answer
-            .object()
-            .map_err(|err| Failure::BadAnswer(err.to_string()))?;
+        let object = answer.object().map_err(Failure::BadAnswer)?;
         match object["metadata"]["uid"].as_str() {
             Some(uid) if !uid.is_empty() => Ok(uid.to_string()),
             _ => Err(Failure::Invalid(FieldViolation::new(

@@ -67,6 +67,10 @@ impl Fail {
         let mut message = status
             .message()
             .replace(" (the current object is in the WriteFailure detail)", "");
+        // Nor does it see the RetryInfo: its delay is said instead.
+        if let Some(delay) = retry_delay(status) {
+            message = message.replace("the RetryInfo delay", &delay);
+        }
         for (field, flag) in FLAGS {
             message = name_flag(&message, field, &flag.replace(CHANGE, change));
         }
@@ -75,6 +79,13 @@ impl Fail {
         }
         Fail::new(class, message)
     }
+}
+
+/// The delay of a status's RetryInfo detail, in words ("1s", "250ms").
+fn retry_delay(status: &tonic::Status) -> Option<String> {
+    use tonic_types::StatusExt as _;
+    let delay = status.get_details_retry_info()?.retry_delay?;
+    Some(humantime::format_duration(delay).to_string())
 }
 
 /// An error with its causes, in one line (as `safewrite health` says it).
@@ -109,6 +120,7 @@ const CHANGE: &str = "{change}";
 const COMMANDS: &[(&str, &str)] = &[
     ("UpdateWithRetry", "safewrite update"),
     ("PatchStatus", "safewrite patch-status"),
+    ("rpc Lead", "safewrite lead"),
 ];
 
 /// The request fields an answer may name, and the flags that set them; a field that
@@ -213,6 +225,20 @@ mod tests {
         assert_eq!(
             said("mutation.list_entry.keys[1]: twice", "--upsert-entry"),
             "--upsert-entry KEY: twice"
+        );
+        // A shell sees no RetryInfo: its delay is said.
+        let open = crate::service::respond::to_status(&safewrite_engine::WriteError {
+            failure: safewrite_engine::Failure::CircuitOpen {
+                retry_after: std::time::Duration::from_secs(2),
+            },
+            attempts: Vec::new(),
+        });
+        assert!(
+            Fail::status(&open, "--merge")
+                .message
+                .ends_with("; retry after 2s"),
+            "{}",
+            Fail::status(&open, "--merge").message
         );
         // An index that is not one stays.
         assert_eq!(name_flag("a.b[x]", "a.b", "--f"), "--f[x]");

@@ -23,7 +23,9 @@ use tracing::{Instrument as _, Span};
 
 use safewrite_api::deadline::CallDeadline;
 use safewrite_api::pb;
-use safewrite_engine::{Change, Engine, Failure, Mutator, WriteSpec, mutation_failure};
+use safewrite_engine::{
+    Cancel, Change, Engine, Failure, Fault, Mutator, WriteSpec, mutation_failure,
+};
 use safewrite_mutation::{FieldViolation, Mutation};
 
 use super::rpc::{Admission, finish_rpc, write_result};
@@ -162,7 +164,7 @@ impl Mutator for StreamMutator {
             })),
         };
         if self.outbound.send(Ok(offer)).await.is_err() {
-            return Err(Failure::Cancelled("the caller went away".into()));
+            return Err(Failure::Cancelled(Cancel::CallerGone));
         }
         let proposal = self.proposal(attempt).await?;
         proposed_change(proposal.change, fresh, creating, self.deadline).await
@@ -180,15 +182,12 @@ impl StreamMutator {
             Err(_) if until < idle_until => {
                 return Err(Failure::Deadline {
                     attempts: attempt,
-                    last: "the caller did not answer the fresh object in time".into(),
+                    last: Some(Fault::CallerSilent),
                 });
             }
             Err(_) => {
                 *self.refused.lock().expect("refused") = Some(Refused::Idle);
-                return Err(Failure::Cancelled(
-                    "the caller did not answer the fresh object within --transact-idle-timeout"
-                        .into(),
-                ));
+                return Err(Failure::Cancelled(Cancel::CallerIdle));
             }
         };
         let proposal = match answer {
@@ -202,13 +201,10 @@ impl StreamMutator {
                 )));
             }
             Ok(None) => {
-                return Err(Failure::Cancelled(
-                    "the caller closed its stream without answering the fresh object".into(),
-                ));
+                return Err(Failure::Cancelled(Cancel::CallerClosed));
             }
             Err(status) => {
-                let failure =
-                    Failure::Cancelled(format!("the caller's stream failed: {}", status.message()));
+                let failure = Failure::Cancelled(Cancel::CallerStream(Arc::new(status.clone())));
                 *self.refused.lock().expect("refused") = Some(Refused::Stream(status));
                 return Err(failure);
             }

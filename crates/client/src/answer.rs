@@ -4,6 +4,7 @@
 //! [`WouldExceedDeadline`]). A leaf of `client/`: the layers, the fault rule and the
 //! request helpers all read it, and it reads none of them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -51,7 +52,7 @@ impl Answer {
 
     /// The body as a JSON object (for successful answers).
     pub fn object(&self) -> Result<Value, RequestError> {
-        serde_json::from_slice(&self.body).map_err(|e| RequestError::Decode(e.to_string()))
+        serde_json::from_slice(&self.body).map_err(|e| RequestError::Decode(Arc::new(e)))
     }
 
     /// The Kubernetes reason, or empty.
@@ -68,6 +69,11 @@ impl Answer {
     }
 }
 
+/// The error below a [`RequestError`] (hyper's, rustls', an I/O error...), kept as the
+/// typed value it is and shared, so that the request error stays `Clone` (the breaker
+/// and the loop each keep it).
+pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A request that got no usable answer. Every error of the client stack is one of these;
 /// each says whether the request may have reached the API server.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -75,12 +81,12 @@ pub enum RequestError {
     /// The request never left the process: no connection could be made (refused, TLS
     /// handshake failed, credentials could not be refreshed) or it failed before it was
     /// handed to a connection.
-    #[error("failed to connect to the API server: {0}; nothing was sent")]
-    Connect(String),
+    #[error("failed to connect to the API server")]
+    Connect(#[source] Cause),
     /// The connection failed after the request was handed to it (reset, closed before
     /// the answer, or the answer's body cut short): it may have been received.
-    #[error("failed to reach the API server: {0}")]
-    Transport(String),
+    #[error("connection to the API server failed")]
+    Transport(#[source] Cause),
     /// No whole answer within the time allowed (the per-request bound or the RPC's
     /// deadline, whichever came first). `sent` tells whether the request had been handed
     /// to a connection by then.
@@ -111,8 +117,8 @@ pub enum RequestError {
     #[error("{0}")]
     CircuitOpen(CircuitOpen),
     /// A 2xx answer whose body is not the JSON object expected.
-    #[error("failed to decode the API server's answer: {0}")]
-    Decode(String),
+    #[error("failed to decode the API server's answer")]
+    Decode(#[source] Arc<serde_json::Error>),
 }
 
 fn timeout_message(after: Duration, sent: bool) -> String {
@@ -154,17 +160,32 @@ impl RequestError {
         }
     }
 
-    /// The `RequestError` in a boxed error of the stack, or a connect failure for an
-    /// error of a layer below the timeout's that fails before sending (credentials).
-    pub fn from_boxed(error: &(dyn std::error::Error + 'static)) -> RequestError {
+    /// The `RequestError` in a boxed error of the stack, or a connect failure caused by
+    /// `error` for an error of a layer below the timeout's that fails before sending
+    /// (credentials).
+    pub fn from_boxed(error: tower::BoxError) -> RequestError {
+        match RequestError::find(error.as_ref()) {
+            Some(found) => found.clone(),
+            None => RequestError::Connect(Arc::from(error)),
+        }
+    }
+
+    /// The `RequestError` in an error of the stack, if it holds one.
+    pub fn find<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a RequestError> {
         let mut source = Some(error);
         while let Some(err) = source {
             if let Some(found) = err.downcast_ref::<RequestError>() {
-                return found.clone();
+                return Some(found);
             }
             source = err.source();
         }
-        RequestError::Connect(error.to_string())
+        None
+    }
+
+    /// The [`kind`](Self::kind) of an error of the stack: a connect failure's for one
+    /// that holds no `RequestError` (see [`from_boxed`](Self::from_boxed)).
+    pub fn kind_of(error: &(dyn std::error::Error + 'static)) -> &'static str {
+        RequestError::find(error).map_or("connect", RequestError::kind)
     }
 }
 

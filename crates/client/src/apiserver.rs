@@ -3,6 +3,7 @@
 //! would drop the header and blur reasons, so the engine speaks HTTP through the stack
 //! directly.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::BodyExt;
@@ -35,14 +36,14 @@ pub async fn send(
     let response = client
         .exchange(request.map(kube::client::Body::from))
         .await
-        .map_err(|error| RequestError::from_boxed(error.as_ref()))?;
+        .map_err(RequestError::from_boxed)?;
     let code = response.status().as_u16();
     let (parts, body) = response.into_parts();
     // The stack has read the whole body already (under the timeout); this only moves it.
     let body = body
         .collect()
         .await
-        .map_err(|e| RequestError::Transport(e.to_string()))?
+        .map_err(|e| RequestError::Transport(Arc::new(e)))?
         .to_bytes();
     Ok(Answer::new(code, &parts.headers, body))
 }

@@ -347,8 +347,8 @@ where
 fn never_sent<B>(result: &Result<http::Response<B>, BoxError>) -> bool {
     result.as_ref().is_err_and(|error| {
         matches!(
-            RequestError::from_boxed(error.as_ref()),
-            RequestError::TooLate { .. }
+            RequestError::find(error.as_ref()),
+            Some(RequestError::TooLate { .. })
         )
     })
 }
@@ -359,8 +359,8 @@ fn about_the_minimum<B>(result: &Result<http::Response<B>, BoxError>) -> bool {
     match result {
         Ok(response) => matches!(response.status().as_u16(), 500 | 504),
         Err(error) => matches!(
-            RequestError::from_boxed(error.as_ref()),
-            RequestError::Timeout { .. }
+            RequestError::find(error.as_ref()),
+            Some(RequestError::Timeout { .. })
         ),
     }
 }
@@ -525,7 +525,7 @@ mod tests {
         for n in 1..=CONFIG.failures {
             let started = Instant::now();
             let err = hung.clone().oneshot(get()).await.unwrap_err();
-            let err = RequestError::from_boxed(err.as_ref());
+            let err = RequestError::from_boxed(err);
             assert!(matches!(err, RequestError::Timeout { .. }), "{err:?}");
             assert_eq!(started.elapsed(), Duration::from_secs(2));
             if n < CONFIG.failures {
@@ -535,7 +535,7 @@ mod tests {
         assert!(matches!(b.state(), State::Open { .. }));
         let err = hung.clone().oneshot(get()).await.unwrap_err();
         assert!(matches!(
-            RequestError::from_boxed(err.as_ref()),
+            RequestError::from_boxed(err),
             RequestError::CircuitOpen(_)
         ));
     }
@@ -561,7 +561,7 @@ mod tests {
             .insert(crate::Deadline(Instant::now() + Duration::from_millis(50)));
         let err = service.oneshot(write).await.unwrap_err();
         assert!(matches!(
-            RequestError::from_boxed(err.as_ref()),
+            RequestError::from_boxed(err),
             RequestError::TooLate { .. }
         ));
         assert_eq!(

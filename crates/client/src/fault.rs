@@ -38,9 +38,10 @@ pub fn is_fault_answer(result: &Result<Answer, RequestError>) -> bool {
 pub fn is_fault_response<B>(result: &Result<http::Response<B>, BoxError>) -> bool {
     match result {
         Ok(response) => is_fault(Ok(response.status().as_u16())),
+        // An error that holds no `RequestError` failed before sending: a connect failure.
         Err(error) => {
             let error: &(dyn StdError + 'static) = error.as_ref();
-            is_fault(Err(&RequestError::from_boxed(error)))
+            RequestError::find(error).is_none_or(|error| is_fault(Err(error)))
         }
     }
 }
@@ -65,8 +66,8 @@ mod tests {
     #[test]
     fn no_answer_is_a_fault_unless_the_sidecar_refused_itself() {
         let faults = [
-            RequestError::Connect("refused".into()),
-            RequestError::Transport("reset".into()),
+            RequestError::Connect(BoxError::from("refused").into()),
+            RequestError::Transport(BoxError::from("reset").into()),
             RequestError::Timeout {
                 after: Duration::from_secs(1),
                 sent: true,
@@ -86,7 +87,7 @@ mod tests {
             RequestError::CircuitOpen(CircuitOpen {
                 retry_after: Duration::from_secs(1),
             }),
-            RequestError::Decode("not JSON".into()),
+            RequestError::Decode(serde_json::from_str::<u8>("not JSON").unwrap_err().into()),
             RequestError::TooLate {
                 left: Duration::from_millis(3),
                 needed: Duration::from_millis(9),

@@ -112,7 +112,7 @@ where
                         code.to_string()
                     }
                     Err(error) => {
-                        let kind = RequestError::from_boxed(error.as_ref()).kind();
+                        let kind = RequestError::kind_of(error.as_ref());
                         recorder.record("error.type", kind);
                         recorder.record("otel.status_code", "ERROR");
                         kind.to_string()

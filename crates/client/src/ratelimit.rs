@@ -353,7 +353,7 @@ mod tests {
     }
 
     fn refused(result: Result<(), BoxError>) -> WouldExceedDeadline {
-        match RequestError::from_boxed(result.unwrap_err().as_ref()) {
+        match RequestError::from_boxed(result.unwrap_err()) {
             RequestError::RateLimited(would) => would,
             other => panic!("{other:?}"),
         }

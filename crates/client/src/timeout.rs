@@ -176,7 +176,7 @@ where
                     .await
                     .map_err(|e| {
                         let e: BoxError = e.into();
-                        RequestError::Transport(chain(e.as_ref()))
+                        RequestError::Transport(Arc::from(e))
                     })?
                     .to_bytes();
                 Ok::<_, RequestError>(http::Response::from_parts(parts, Full::new(body)))
@@ -200,36 +200,22 @@ where
 
 /// The error of an exchange that ended without an answer.
 fn failed(error: BoxError, sent: bool) -> RequestError {
-    let message = chain(error.as_ref());
     let mut source: Option<&(dyn StdError + 'static)> = Some(error.as_ref());
+    let mut connect = !sent;
     while let Some(err) = source {
         if let Some(client) = err.downcast_ref::<hyper_util::client::legacy::Error>()
             && client.is_connect()
         {
-            return RequestError::Connect(message);
+            connect = true;
+            break;
         }
         source = err.source();
     }
-    if sent {
-        RequestError::Transport(message)
+    if connect {
+        RequestError::Connect(Arc::from(error))
     } else {
-        RequestError::Connect(message)
+        RequestError::Transport(Arc::from(error))
     }
-}
-
-/// An error and its causes on one line ("a: b: c"), without repeats.
-fn chain(error: &(dyn StdError + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(err) = source {
-        let next = err.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = err.source();
-    }
-    text
 }
 
 /// A request body that notes when the connection first polls it: from then on the
@@ -275,7 +261,7 @@ mod tests {
     }
 
     fn error(result: Result<Response, BoxError>) -> RequestError {
-        RequestError::from_boxed(result.unwrap_err().as_ref())
+        RequestError::from_boxed(result.unwrap_err())
     }
 
     /// A connection that takes `connect` to be ready, then reads the body and never

@@ -205,7 +205,7 @@ impl Api {
                         .learn(key, Event::Read(&object, answer.body.len()));
                     Read::Found(object)
                 }
-                Err(err) => Read::Ended(None, Failed::End(Failure::BadAnswer(err.to_string()))),
+                Err(err) => Read::Ended(None, Failed::End(Failure::BadAnswer(err))),
             },
         }
     }
@@ -253,7 +253,7 @@ impl Api {
                         dry_run: spec.dry_run,
                     },
                 );
-                AfterWrite::Written(object.map_err(|err| Failure::BadAnswer(err.to_string())))
+                AfterWrite::Written(object.map_err(Failure::BadAnswer))
             }
             Sent::Answer(answer) => {
                 let refused = Event::Refused {

@@ -63,9 +63,9 @@ impl Attempts {
     /// CANCELLED "Timeout expired").
     pub fn late_from_the_start(&self) -> Option<Failure> {
         let deadline = self.deadline.instant()?;
-        (self.records.is_empty() && Instant::now() >= deadline).then(|| Failure::Deadline {
+        (self.records.is_empty() && Instant::now() >= deadline).then_some(Failure::Deadline {
             attempts: 0,
-            last: "the call's deadline left no time for an attempt; nothing was sent".into(),
+            last: None,
         })
     }
 

@@ -443,7 +443,7 @@ mod tests {
     #[test]
     fn only_retryable_decisions_are_retried() {
         assert!(Decision::Conflict.is_retryable());
-        let reset = RequestError::Transport("connection reset".into());
+        let reset = RequestError::Transport(tower::BoxError::from("connection reset").into());
         assert!(classify_error(&reset).is_retryable());
         for final_decision in [
             Decision::Invalid,

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use safewrite_client::apiserver::Answer;
 
-use super::error::Failure;
+use super::error::{Failure, Fault};
 use super::result::Done;
 use super::spec::{RetryPolicy, WriteSpec};
 use crate::classify::{Decision, INTERNAL_ERROR_RETRIES};
@@ -92,7 +92,7 @@ impl Failed {
         let safe = spec.retry_is_safe();
         match failure {
             Failure::Unreachable { last } if maybe_sent && !safe => {
-                Failed::End(Failure::OutcomeUnknown { last })
+                Failed::End(Failure::OutcomeUnknown { last: last.into() })
             }
             Failure::Deadline { attempts, last } => {
                 Failed::End(deadline(spec, maybe_sent, attempts, last))
@@ -107,7 +107,10 @@ impl Failed {
     pub(super) fn write_refused(spec: &WriteSpec, answer: &Answer) -> Failed {
         if is_ambiguous(answer) && !spec.retry_is_safe() {
             return Failed::End(Failure::OutcomeUnknown {
-                last: format!("HTTP {}: {}", answer.code, answer.message()),
+                last: Fault::Answer {
+                    code: answer.code,
+                    message: answer.message(),
+                },
             });
         }
         Failed::from_answer(answer, spec.preconditions.resource_version.as_deref())
@@ -118,15 +121,19 @@ impl Failed {
 /// and not answered (`in_doubt`) and it carries no idempotency key, its outcome is what
 /// the caller must act on, not the deadline: DEADLINE_EXCEEDED means no write is in
 /// doubt (see the proto's retry options). The one place this rule is made.
-pub(super) fn deadline(spec: &WriteSpec, in_doubt: bool, attempts: u32, last: String) -> Failure {
+pub(super) fn deadline(
+    spec: &WriteSpec,
+    in_doubt: bool,
+    attempts: u32,
+    last: Option<Fault>,
+) -> Failure {
+    let deadline = Failure::Deadline { attempts, last };
     if in_doubt && !spec.retry_is_safe() {
         Failure::OutcomeUnknown {
-            last: format!(
-                "the deadline passed after {attempts} attempt(s) with a write in flight; {last}"
-            ),
+            last: deadline.into(),
         }
     } else {
-        Failure::Deadline { attempts, last }
+        deadline
     }
 }
 
@@ -174,7 +181,7 @@ pub(super) fn after(
     );
     if fault && !withdraw() {
         return Err(Failure::RetryBudget {
-            last: last.to_string(),
+            last: Box::new(last),
         });
     }
     let wait = match decision {
@@ -191,7 +198,7 @@ pub(super) fn after(
     {
         return Err(Failure::Deadline {
             attempts: standing.made,
-            last: last.to_string(),
+            last: Some(last.into()),
         });
     }
     Ok(wait)
@@ -211,7 +218,7 @@ mod tests {
     };
 
     fn conflict() -> Failure {
-        Failure::Cancelled("last".into())
+        Failure::Cancelled(crate::Cancel::CallerGone)
     }
 
     fn standing(made: u32, deadline: AnswerBy) -> Progress<'static> {

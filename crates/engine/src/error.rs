@@ -1,6 +1,11 @@
-//! Why a write failed ([`Failure`]) and the failed write with its attempts
-//! ([`WriteError`]). `respond::to_status` maps each failure to its gRPC code.
+//! Why a write failed ([`Failure`]), the fault an ending loop saw last ([`Fault`]), why a
+//! write was cancelled ([`Cancel`]) and the failed write with its attempts
+//! ([`WriteError`]). Each says what happened, in a short message, and keeps its cause as
+//! the typed error it was; what a caller should do about it is written once, in the
+//! service's answers (`respond::to_status` maps each failure to its gRPC code and
+//! message).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,13 +18,26 @@ use safewrite_mutation::{ApplyError, FieldViolation};
 use super::result::AttemptRecord;
 use crate::classify::{self, Decision};
 
-/// A failed write: why, and the attempts made.
-#[derive(Debug, thiserror::Error)]
-#[error("{failure}")]
+/// A failed write: why, and the attempts made. Its message and source are its
+/// failure's.
+#[derive(Debug)]
 pub struct WriteError {
-    #[source]
+    /// Why the write failed.
     pub failure: Failure,
+    /// The attempts made, in order.
     pub attempts: Vec<AttemptRecord>,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.failure.fmt(f)
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.failure.source()
+    }
 }
 
 /// Why a write failed.
@@ -33,69 +51,115 @@ pub enum Failure {
     BadApiVersion(String),
     /// The API server serves no such kind at that apiVersion.
     #[error("the API server serves no kind {kind:?} in {api_version:?}")]
-    UnknownKind { api_version: String, kind: String },
-    /// A precondition (uid, CEL condition, JSON Patch test) is false on the fresh object.
-    #[error("precondition failed: {reason}; nothing was written")]
-    PreconditionFailed { reason: String, current: Value },
-    /// The mutation could not be applied to the fresh object.
-    #[error("{error}; nothing was written")]
+    UnknownKind {
+        /// The apiVersion asked for.
+        api_version: String,
+        /// The kind asked for.
+        kind: String,
+    },
+    /// A precondition (uid, CEL condition, JSON Patch test) is false on the fresh object;
+    /// nothing was written.
+    #[error("precondition failed: {reason}")]
+    PreconditionFailed {
+        /// Which precondition is false, and how.
+        reason: String,
+        /// The object it is false on.
+        current: Value,
+    },
+    /// The mutation could not be applied to the fresh object; nothing was written.
+    #[error("the mutation does not apply to the object")]
     Mutation {
+        /// Why it does not apply.
         #[source]
         error: ApplyError,
+        /// The object it was applied to.
         current: Value,
     },
     /// Strict compare-and-swap failed: the object is no longer at the expected version.
-    #[error(
-        "the object is at resourceVersion {actual}, not {expected}: it changed since you read it; re-read and decide again"
-    )]
+    #[error("the object is at resourceVersion {actual}, not {expected}")]
     ResourceVersionMismatch {
+        /// The resourceVersion the caller required.
         expected: String,
+        /// The resourceVersion the object is at (or "newer than" the expected one).
         actual: String,
+        /// The object as it stands, when it was read.
         current: Option<Value>,
     },
     /// The API server's final answer (or the last one, when retries ran out).
     #[error("{message}")]
     Api {
+        /// What the answer decided.
         decision: Decision,
+        /// The HTTP status code.
         code: u16,
+        /// The Status reason, or empty.
         reason: String,
+        /// The Status message, or the body's first bytes.
         message: String,
+        /// The Status object, when the body is one.
         status: Option<Box<kube::core::Status>>,
     },
-    /// No answer from the API server (`last`: why), and retries ran out.
-    #[error("{last}")]
-    Unreachable { last: String },
+    /// No answer from the API server, and retries ran out.
+    #[error("no answer from the API server")]
+    Unreachable {
+        /// Why the last request got no answer.
+        #[source]
+        last: RequestError,
+    },
     /// A write was sent but its answer was lost, and the request has no idempotency
-    /// key: retrying could apply the change twice, so the loop stopped.
-    #[error(
-        "the write was sent but its answer was lost ({last}): it may or may not have been applied. Read the object to find out, or set options.idempotency_key so that safewrite retries such writes safely"
-    )]
-    OutcomeUnknown { last: String },
+    /// key: retrying could apply the change twice, so the loop stopped. Whether it was
+    /// applied is unknown.
+    #[error("the write was sent and may or may not have been applied")]
+    OutcomeUnknown {
+        /// What ended the write in doubt.
+        #[source]
+        last: Fault,
+    },
     /// The caller's deadline came before the write could be completed.
-    #[error("the deadline passed after {attempts} attempt(s); last: {last}")]
-    Deadline { attempts: u32, last: String },
-    /// A 2xx answer whose body could not be used.
-    #[error("{0}")]
-    BadAnswer(String),
-    /// Retrying this fault would exceed the shared retry budget.
-    #[error(
-        "not retried: the sidecar's retry budget is spent (too many retries across all callers); last: {last}"
-    )]
-    RetryBudget { last: String },
+    #[error("the deadline passed after {attempts} attempt(s)")]
+    Deadline {
+        /// Attempts made before the deadline.
+        attempts: u32,
+        /// The last fault seen, if any.
+        #[source]
+        last: Option<Fault>,
+    },
+    /// A 2xx answer whose body could not be used (its message and source are the
+    /// request error's).
+    #[error(transparent)]
+    BadAnswer(RequestError),
+    /// Retrying this fault would exceed the shared retry budget (too many retries across
+    /// all callers): it was not retried.
+    #[error("not retried: the sidecar's retry budget, shared by all callers, is spent")]
+    RetryBudget {
+        /// The failure that was not retried.
+        #[source]
+        last: Box<Failure>,
+    },
     /// The circuit breaker to the API server is open: the RPC fails fast.
     #[error("{}", safewrite_client::breaker::CircuitOpen { retry_after: *retry_after })]
-    CircuitOpen { retry_after: Duration },
+    CircuitOpen {
+        /// When the next probe may go through.
+        retry_after: Duration,
+    },
     /// The local rate limit would have delayed a request past the caller's deadline.
     #[error("{}", safewrite_client::ratelimit::WouldExceedDeadline { wait: *wait })]
-    RateLimited { wait: Duration },
+    RateLimited {
+        /// How long the request would have had to wait.
+        wait: Duration,
+    },
     /// A fenced write: the object records a later epoch of the fence's Lease.
     #[error(
         "fenced: the object records epoch {recorded} of Lease {lease}, later than this write's epoch {epoch}: a later leader has written it; nothing was written"
     )]
     Fenced {
+        /// The fence's Lease (`namespace/name`).
         lease: String,
+        /// The epoch the object records.
         recorded: u64,
+        /// This write's epoch.
         epoch: u64,
+        /// The object as it stands.
         current: Value,
     },
     /// A fenced write: this process does not lead under the fence's epoch.
@@ -103,14 +167,81 @@ pub enum Failure {
         "not the leader: this write's fence is epoch {epoch} of Lease {lease}, and {why}; nothing was written"
     )]
     NotLeader {
+        /// The fence's Lease (`namespace/name`).
         lease: String,
+        /// This write's epoch.
         epoch: u64,
+        /// Why this process does not lead under it.
         why: String,
     },
-    /// The caller went away or broke the Transact protocol mid-transaction; nothing
-    /// was written after that point.
-    #[error("{0}")]
-    Cancelled(String),
+    /// The write was given up before it ended (its caller went away, or the loop ended
+    /// without an answer for it); nothing was written after that point.
+    #[error(transparent)]
+    Cancelled(Cancel),
+}
+
+/// The last fault a loop saw before it stopped, as the typed error it was.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Fault {
+    /// A request that got no answer.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// An answer of the API server that may come after a write was stored (a 504, reason
+    /// Timeout).
+    #[error("the API server answered HTTP {code}: {message}")]
+    Answer {
+        /// The HTTP status code.
+        code: u16,
+        /// The Status message, or the body's first bytes.
+        message: String,
+    },
+    /// An earlier failure that ended a step of the loop.
+    #[error(transparent)]
+    Failure(Box<Failure>),
+    /// The caller's own code did not answer the fresh object it was sent (Transact).
+    #[error("the caller did not answer the fresh object")]
+    CallerSilent,
+    /// The group commit that carried the write ended without an answer for it.
+    #[error("the group commit carrying this write ended without an answer")]
+    BatchUnanswered,
+    /// The write carrying the request was still queued or in flight with others (group
+    /// commit).
+    #[error("the write carrying this request was still queued or in flight with others")]
+    BatchPending,
+}
+
+impl From<Failure> for Fault {
+    /// A failure as the fault it holds: a request's own error when it got no answer.
+    fn from(failure: Failure) -> Fault {
+        match failure {
+            Failure::Unreachable { last } => Fault::Request(last),
+            failure => Fault::Failure(Box::new(failure)),
+        }
+    }
+}
+
+/// Why a write was given up before it ended.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Cancel {
+    /// The caller went away: its stream no longer takes the fresh object.
+    #[error("the caller went away")]
+    CallerGone,
+    /// The caller sent nothing within the idle bound (`--transact-idle-timeout`).
+    #[error("the caller did not answer the fresh object within --transact-idle-timeout")]
+    CallerIdle,
+    /// The caller closed its stream without answering the fresh object.
+    #[error("the caller closed its stream without answering the fresh object")]
+    CallerClosed,
+    /// The caller's stream failed.
+    #[error("the caller's stream failed")]
+    CallerStream(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// The write's loop ended without an answer for it: whether it was applied is
+    /// unknown.
+    #[error("the write ended without an answer")]
+    Unanswered,
+    /// The write carries no mutation and no caller to ask for one.
+    #[error("the write has no mutation")]
+    NoMutation,
 }
 
 impl Failure {
@@ -227,25 +358,20 @@ pub(super) fn request_failure(
         error @ RequestError::TooLate { .. } => (
             Failure::Deadline {
                 attempts,
-                last: error.to_string(),
+                last: Some(error.into()),
             },
             Decision::Unexpected,
         ),
         error if deadline.is_some_and(|d| Instant::now() >= d) => (
             Failure::Deadline {
                 attempts,
-                last: error.to_string(),
+                last: Some(error.into()),
             },
             Decision::Unexpected,
         ),
         error => {
             let decision = classify::classify_error(&error);
-            (
-                Failure::Unreachable {
-                    last: error.to_string(),
-                },
-                decision,
-            )
+            (Failure::Unreachable { last: error }, decision)
         }
     }
 }

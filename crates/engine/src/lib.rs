@@ -59,7 +59,7 @@ use safewrite_mutation::FieldViolation;
 
 pub use self::body::{json_len, resource_version};
 pub use self::delete::{DeleteOutcome, Deleted};
-pub use self::error::{Failure, WriteError, mutation_failure};
+pub use self::error::{Cancel, Failure, Fault, WriteError, mutation_failure};
 pub use self::get::Got;
 pub use self::metrics::EngineMetrics;
 pub use self::result::{AttemptRecord, Outcome, Written};

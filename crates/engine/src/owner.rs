@@ -111,9 +111,7 @@ impl Api {
         if answer.code != 200 {
             return Err(Failed::from_answer(&answer, None).into_failure());
         }
-        let object = answer
-            .object()
-            .map_err(|err| Failure::BadAnswer(err.to_string()))?;
+        let object = answer.object().map_err(Failure::BadAnswer)?;
         match object["metadata"]["uid"].as_str() {
             Some(uid) if !uid.is_empty() => Ok(uid.to_string()),
             _ => Err(Failure::Invalid(FieldViolation::new(

@@ -459,7 +459,7 @@ async fn the_deadline_ends_the_loop_and_is_never_slept_past() {
                 );
             } else {
                 assert!(
-                    matches!(&error.failure, Failure::OutcomeUnknown { last } if last.contains("deadline")),
+                    matches!(&error.failure, Failure::OutcomeUnknown { last: crate::Fault::Failure(f) } if matches!(**f, Failure::Deadline { .. })),
                     "{way:?}: {error:?}"
                 );
             }

@@ -6,6 +6,10 @@
 //! outside the write loop (overload, invalid requests, messages tonic could not read,
 //! idle transactions, writes the policy denies, calls without the shared token).
 //!
+//! What to do is said here only: the engine's errors say what happened (with their causes
+//! as sources, said on one line by [`one_line`]), and where the proto gives a reason a
+//! retry option, the advice a message ends with is that option's ([`Reply::advised`]).
+//!
 //! [`REASONS`] (in `safewrite_api::reasons`) lists every ErrorInfo reason an answer can carry:
 //! the bounded set of the `reason` label of `safewrite_rpcs_total`.
 
@@ -91,6 +95,27 @@ impl Reply {
         self
     }
 
+    /// The message followed by what the proto's `retry` option for the reason and code
+    /// advises (nothing for `RETRY_NEVER`, whose advice depends on the failure): to call
+    /// after a RetryInfo given before this, or later, or with an idempotency key.
+    fn advised(mut self) -> Self {
+        let advice = match safewrite_api::reasons::advice(
+            reason_of(&self.details.reason),
+            self.code,
+        ) {
+            pb::Retry::Later if self.details.retry_after.is_some() => {
+                "; retry after the RetryInfo delay"
+            }
+            pb::Retry::Later => "; retry later",
+            pb::Retry::WithIdempotencyKey => {
+                ". Read the object to find out, or set options.idempotency_key so that safewrite retries such writes safely"
+            }
+            _ => "",
+        };
+        self.message.push_str(advice);
+        self
+    }
+
     fn metadata(mut self, key: &str, value: impl ToString) -> Self {
         self.details.metadata.push((key.into(), value.to_string()));
         self
@@ -109,6 +134,27 @@ pub fn reason_of(reason: &str) -> pb::Reason {
     pb::Reason::from_str_name(&format!("REASON_{reason}"))
         .filter(|r| !matches!(r, pb::Reason::Unspecified | pb::Reason::ApiServer))
         .unwrap_or(pb::Reason::ApiServer)
+}
+
+/// An error and its causes on one line ("a: b: c"), each said once; a gRPC status (a
+/// caller's failed stream) by its message alone.
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let said = match error.downcast_ref::<tonic::Status>() {
+            Some(status) => status.message().to_string(),
+            None => error.to_string(),
+        };
+        if !said.is_empty() && !line.contains(&said) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&said);
+        }
+        next = error.source();
+    }
+    line
 }
 
 /// The attempt records as the proto sends them.

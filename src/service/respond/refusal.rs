@@ -7,7 +7,7 @@ use std::time::Duration;
 use tonic::Code;
 
 use safewrite_api::pb::Reason;
-use safewrite_engine::{AttemptRecord, Failure, WriteError};
+use safewrite_engine::AttemptRecord;
 use safewrite_mutation::FieldViolation;
 
 use super::Reply;
@@ -18,16 +18,15 @@ use crate::service::receive::Refused;
 /// anything else, so that the gRPC server's own timeout (a bare CANCELLED "Timeout
 /// expired") does not come first.
 pub fn no_time(timeout: Duration) -> tonic::Status {
-    super::to_status(&WriteError {
-        failure: Failure::Deadline {
-            attempts: 0,
-            last: format!(
-                "the call's deadline ({timeout:?}) is shorter than the {:?} safewrite needs to answer; nothing was sent",
-                safewrite_api::deadline::MIN_ANSWER_MARGIN
-            ),
-        },
-        attempts: Vec::new(),
-    })
+    Reply::new(
+        Code::DeadlineExceeded,
+        Reason::DeadlineExceeded,
+        format!(
+            "the call's deadline ({timeout:?}) is shorter than the {:?} safewrite needs to answer; nothing was sent; give the call a longer deadline",
+            safewrite_api::deadline::MIN_ANSWER_MARGIN
+        ),
+    )
+    .status(&[])
 }
 
 /// RESOURCE_EXHAUSTED when `max` RPCs are already in flight (load shedding).

@@ -1,5 +1,5 @@
 //! A failed write's status: one constructor per failure class, each with its message
-//! beside it.
+//! beside it: what the failure says happened (with its causes), then what to do.
 
 use std::time::Duration;
 
@@ -7,11 +7,12 @@ use serde_json::Value;
 use tonic::Code;
 
 use safewrite_api::pb::Reason;
+use safewrite_client::apiserver::RequestError;
 use safewrite_engine::classify::Decision;
-use safewrite_engine::{Failure, WriteError};
+use safewrite_engine::{Cancel, Failure, WriteError};
 use safewrite_mutation::{ApplyError, CelError, FieldViolation};
 
-use super::Reply;
+use super::{Reply, one_line};
 
 /// Maps a failed write to its gRPC status. The one place codes are chosen for writes.
 pub fn to_status(err: &WriteError) -> tonic::Status {
@@ -26,7 +27,9 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
         Failure::ResourceVersionMismatch { current, .. } => Reply::new(
             Code::Aborted,
             Reason::ResourceVersionMismatch,
-            format!("{failure}; nothing was written"),
+            format!(
+                "{failure}: it changed since you read it; re-read and decide again; nothing was written"
+            ),
         )
         .current(current.clone()),
         Failure::Api {
@@ -37,28 +40,27 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             status,
         } => api(decision, *code, reason, message, status.as_deref(), attempts),
         Failure::Unreachable { last } => unreachable(last, attempts),
-        Failure::Deadline { .. } => Reply::new(
-            Code::DeadlineExceeded,
-            Reason::DeadlineExceeded,
-            format!("{failure}; give the call a longer deadline"),
-        ),
+        Failure::Deadline { attempts, last } => deadline(failure, *attempts, last.is_some()),
         Failure::OutcomeUnknown { .. } => Reply::new(
             Code::Unknown,
             Reason::WriteOutcomeUnknown,
-            format!("{failure} (attempt {attempts})"),
-        ),
+            format!("{} (attempt {attempts})", one_line(failure)),
+        )
+        .advised(),
         Failure::RetryBudget { .. } => Reply::new(
             Code::Unavailable,
             Reason::RetryBudgetExhausted,
-            format!("{failure} (after {attempts} attempt(s)); retry later"),
+            format!("{} (after {attempts} attempt(s))", one_line(failure)),
         )
-        .retry_after(Duration::from_secs(1)),
+        .retry_after(Duration::from_secs(1))
+        .advised(),
         Failure::CircuitOpen { retry_after } => Reply::new(
             Code::Unavailable,
             Reason::CircuitOpen,
-            format!("{failure}; nothing was sent; retry after the RetryInfo delay"),
+            format!("{failure}; nothing was sent"),
         )
-        .retry_after(*retry_after),
+        .retry_after(*retry_after)
+        .advised(),
         Failure::RateLimited { wait } => Reply::new(
             Code::ResourceExhausted,
             Reason::RateLimited,
@@ -67,12 +69,10 @@ pub fn to_status(err: &WriteError) -> tonic::Status {
             ),
         )
         .retry_after(*wait),
-        Failure::Cancelled(why) => Reply::new(
-            Code::Cancelled,
-            Reason::TransactionCancelled,
-            format!("{why}; nothing was written after that point"),
-        ),
-        Failure::BadAnswer(error) => Reply::new(Code::Internal, Reason::BadAnswer, error.to_string()),
+        Failure::Cancelled(why) => cancelled(why),
+        Failure::BadAnswer(_) => {
+            Reply::new(Code::Internal, Reason::BadAnswer, one_line(failure)).advised()
+        }
         Failure::Fenced { current, .. } => Reply::new(
             Code::FailedPrecondition,
             Reason::Fenced,
@@ -222,14 +222,46 @@ fn mutation_failed(error: &ApplyError, current: &Value) -> Reply {
     }
 }
 
-/// No answer from the API server, and retries ran out.
-fn unreachable(last: &str, attempts: usize) -> Reply {
+/// No answer from the API server, and retries ran out: said as the last request's
+/// error.
+fn unreachable(last: &RequestError, attempts: usize) -> Reply {
+    let unsent = if matches!(last, RequestError::Connect(_)) {
+        "; nothing was sent"
+    } else {
+        ""
+    };
     Reply::new(
         Code::Unavailable,
         Reason::ApiServerUnreachable,
-        format!("{last} (after {attempts} attempt(s)); retry later"),
+        format!("{}{unsent} (after {attempts} attempt(s))", one_line(last)),
     )
     .retry_after(Duration::from_secs(1))
+    .advised()
+}
+
+/// The deadline passed after `attempts` attempts (with a `last` fault or not).
+fn deadline(failure: &Failure, attempts: u32, last: bool) -> Reply {
+    let said = if attempts == 0 && !last {
+        format!("{failure}; nothing was sent")
+    } else {
+        one_line(failure)
+    };
+    Reply::new(
+        Code::DeadlineExceeded,
+        Reason::DeadlineExceeded,
+        format!("{said}; give the call a longer deadline"),
+    )
+}
+
+/// A write given up before it ended.
+fn cancelled(why: &Cancel) -> Reply {
+    let message = match why {
+        Cancel::Unanswered => {
+            format!("{why}; read the object to find out whether it was applied")
+        }
+        why => format!("{}; nothing was written after that point", one_line(why)),
+    };
+    Reply::new(Code::Cancelled, Reason::TransactionCancelled, message)
 }
 
 /// The API server's answer that ended the loop. Its reason is the answer's own (or
@@ -410,4 +442,70 @@ fn with_causes(mut answer: Reply, status: Option<&kube::core::Status>) -> Reply 
         answer = answer.violation(FieldViolation::new(field, why.clone()));
     }
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use safewrite_engine::Fault;
+
+    use super::*;
+
+    fn said(failure: Failure) -> tonic::Status {
+        to_status(&WriteError {
+            failure,
+            attempts: Vec::new(),
+        })
+    }
+
+    fn reset() -> RequestError {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
+        RequestError::Transport(Arc::new(io))
+    }
+
+    /// The engine says what happened and keeps its causes; the answer says them on one
+    /// line, then what to do, from the proto's retry option.
+    #[test]
+    fn an_answer_says_the_causes_then_what_to_do() {
+        let unknown = said(Failure::OutcomeUnknown {
+            last: Fault::Request(reset()),
+        });
+        assert_eq!(unknown.code(), Code::Unknown);
+        assert_eq!(
+            unknown.message(),
+            "the write was sent and may or may not have been applied: connection to the API server failed: connection reset (attempt 0). Read the object to find out, or set options.idempotency_key so that safewrite retries such writes safely"
+        );
+
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let unreachable = said(Failure::Unreachable {
+            last: RequestError::Connect(Arc::new(refused)),
+        });
+        assert_eq!(unreachable.code(), Code::Unavailable);
+        assert_eq!(
+            unreachable.message(),
+            "failed to connect to the API server: refused; nothing was sent (after 0 attempt(s)); retry after the RetryInfo delay"
+        );
+
+        let late = said(Failure::Deadline {
+            attempts: 2,
+            last: Some(Fault::Request(reset())),
+        });
+        assert_eq!(late.code(), Code::DeadlineExceeded);
+        assert_eq!(
+            late.message(),
+            "the deadline passed after 2 attempt(s): connection to the API server failed: connection reset; give the call a longer deadline"
+        );
+
+        let budget = said(Failure::RetryBudget {
+            last: Box::new(Failure::Unreachable { last: reset() }),
+        });
+        assert!(
+            budget.message().ends_with(
+                ": connection reset (after 0 attempt(s)); retry after the RetryInfo delay"
+            ),
+            "{}",
+            budget.message()
+        );
+    }
 }

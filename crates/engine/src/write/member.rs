@@ -151,7 +151,7 @@ impl Mutator for MemberMutator<'_> {
                     .mutate(attempt, fresh, creating)
                     .await
             }
-            None => Err(Failure::Cancelled("the write has no mutation".into())),
+            None => Err(Failure::Cancelled(crate::error::Cancel::NoMutation)),
         }
     }
 }

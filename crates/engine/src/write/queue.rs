@@ -150,7 +150,7 @@ impl Batcher {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(WriteError {
                 failure: Failure::OutcomeUnknown {
-                    last: "the group commit carrying this write ended without an answer".into(),
+                    last: crate::error::Fault::BatchUnanswered,
                 },
                 attempts: Vec::new(),
             }),
@@ -161,7 +161,7 @@ impl Batcher {
                     spec,
                     true,
                     0,
-                    "the write carrying this request was still queued or in flight with others (group commit)".into(),
+                    Some(crate::error::Fault::BatchPending),
                 ),
                 attempts: Vec::new(),
             }),

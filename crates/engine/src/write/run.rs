@@ -57,7 +57,7 @@ pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Batch
             let attempts = member.attempts.made();
             member.finish(Err(Failure::Deadline {
                 attempts,
-                last: "the deadline passed before the write could be tried again".into(),
+                last: None,
             }));
         }
         members = staying;
@@ -117,9 +117,7 @@ pub(crate) async fn write_unshared(
     run(api, vec![member], &Unshared).await;
     answered.await.unwrap_or_else(|_| {
         Err(WriteError {
-            failure: Failure::Cancelled(
-                "the write ended without an answer; read the object to find out whether it was applied".into(),
-            ),
+            failure: Failure::Cancelled(crate::error::Cancel::Unanswered),
             attempts: Vec::new(),
         })
     })

@@ -18,7 +18,7 @@
 //! - Exactly once per key for as long as the key is among the object's [`REMEMBERED`]
 //!   most recent keys: a retry that comes after 1,024 other keyed changes to the same
 //!   object may apply the change again. That is 16 group commits of the largest size
-//!   ([`crate::MAX_MEMBERS`]), or 60 s of 17 keyed writes per second.
+//!   (`MAX_MEMBERS` writes each), or 60 s of 17 keyed writes per second.
 //! - The object must keep its annotations: a writer that replaces them wholesale erases
 //!   the record. Deleting and re-creating the object forgets every key.
 //! - Only the main resource: a status subresource write cannot change annotations.

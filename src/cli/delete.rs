@@ -94,7 +94,7 @@ pub struct DeleteArgs {
     pub dry_run: bool,
 
     #[command(flatten)]
-    pub fence: FenceArgs,
+    pub(crate) fence: FenceArgs,
 
     /// How long the whole command may take (attempts and backoff included).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -111,7 +111,7 @@ pub struct DeleteArgs {
     pub output: Option<Output>,
 
     #[command(flatten)]
-    pub connect: ConnectArgs,
+    pub(crate) connect: ConnectArgs,
 }
 
 /// `--cascade`: the propagation policy of the DELETE.

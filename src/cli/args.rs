@@ -148,7 +148,7 @@ pub struct WriteArgs {
     /// --remove-finalizer leaves the object gone: the object as last written (the last
     /// finalizer's removal), or nothing when it was missing already (name: the name).
     #[arg(short = 'o', long, value_parser = Output::parse)]
-    pub output: Option<Output>,
+    pub(crate) output: Option<Output>,
 
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,

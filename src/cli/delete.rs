@@ -108,7 +108,7 @@ pub struct DeleteArgs {
     /// jsonpath=TEMPLATE (with its deletionTimestamp while it is deleting). Nothing when
     /// it answered without the object, or the object was gone (name: the name).
     #[arg(short = 'o', long, value_parser = Output::parse)]
-    pub output: Option<Output>,
+    pub(crate) output: Option<Output>,
 
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,

@@ -14,7 +14,7 @@ mod child;
 mod delete;
 mod exec;
 mod fail;
-pub mod kinds;
+pub(crate) mod kinds;
 mod lead;
 mod local;
 mod output;

@@ -28,13 +28,18 @@ pub enum TokenError {
     /// The file could not be read.
     #[error("failed to read token file {}", path.display())]
     Read {
+        /// The token file's path.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
     /// The file holds nothing but whitespace.
     #[error("token file {} is empty", path.display())]
-    Empty { path: PathBuf },
+    Empty {
+        /// The token file's path.
+        path: PathBuf,
+    },
 }
 
 /// Why a call was not authenticated.

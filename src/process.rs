@@ -22,12 +22,12 @@ const TICKS_PER_SECOND: f64 = 100.0;
 /// One reading of the process's figures.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
-    pub cpu_seconds: f64,
-    pub resident_bytes: u64,
-    pub virtual_bytes: u64,
-    pub open_fds: u64,
-    pub max_fds: Option<u64>,
-    pub start_time_seconds: Option<f64>,
+    pub(crate) cpu_seconds: f64,
+    pub(crate) resident_bytes: u64,
+    pub(crate) virtual_bytes: u64,
+    pub(crate) open_fds: u64,
+    pub(crate) max_fds: Option<u64>,
+    pub(crate) start_time_seconds: Option<f64>,
 }
 
 /// Reads the figures of this process from `proc` (normally `/proc`).

@@ -60,6 +60,7 @@ pub struct LogArgs {
     pub log_format: LogFormat,
 }
 
+/// How log lines are written (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -74,8 +75,11 @@ pub enum TelemetryError {
     /// An `OTEL_*` variable holds a value safewrite does not support.
     #[error("{name}={value:?} is not supported: {hint}")]
     Unsupported {
+        /// The variable's name.
         name: &'static str,
+        /// Its value.
         value: String,
+        /// What is supported instead.
         hint: &'static str,
     },
     /// The OTLP exporter could not be built from the configuration.

@@ -96,10 +96,10 @@ pub struct WriteArgs {
     pub api_version: Option<String>,
 
     #[command(flatten)]
-    pub change: ChangeFlags,
+    pub(crate) change: ChangeFlags,
 
     #[command(flatten)]
-    pub change_options: ChangeOptions,
+    pub(crate) change_options: ChangeOptions,
 
     /// Precondition: a CEL expression over `object` that must be true on the fresh object
     /// before each attempt (else exit 3, nothing written).
@@ -133,7 +133,7 @@ pub struct WriteArgs {
     pub field_manager: Option<String>,
 
     #[command(flatten)]
-    pub fence: FenceArgs,
+    pub(crate) fence: FenceArgs,
 
     /// How long the whole command may take (attempts, backoff and --exec runs included).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -148,10 +148,10 @@ pub struct WriteArgs {
     /// --remove-finalizer leaves the object gone: the object as last written (the last
     /// finalizer's removal), or nothing when it was missing already (name: the name).
     #[arg(short = 'o', long, value_parser = Output::parse)]
-    pub output: Option<Output>,
+    pub(crate) output: Option<Output>,
 
     #[command(flatten)]
-    pub connect: ConnectArgs,
+    pub(crate) connect: ConnectArgs,
 }
 
 /// Where a command goes: a sidecar, else the API server of a kubeconfig (in-process).

@@ -94,7 +94,7 @@ pub struct DeleteArgs {
     pub dry_run: bool,
 
     #[command(flatten)]
-    pub fence: FenceArgs,
+    pub(crate) fence: FenceArgs,
 
     /// How long the whole command may take (attempts and backoff included).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -108,10 +108,10 @@ pub struct DeleteArgs {
     /// jsonpath=TEMPLATE (with its deletionTimestamp while it is deleting). Nothing when
     /// it answered without the object, or the object was gone (name: the name).
     #[arg(short = 'o', long, value_parser = Output::parse)]
-    pub output: Option<Output>,
+    pub(crate) output: Option<Output>,
 
     #[command(flatten)]
-    pub connect: ConnectArgs,
+    pub(crate) connect: ConnectArgs,
 }
 
 /// `--cascade`: the propagation policy of the DELETE.

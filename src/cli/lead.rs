@@ -80,7 +80,7 @@ pub struct LeadArgs {
     pub grace: Duration,
 
     #[command(flatten)]
-    pub connect: ConnectArgs,
+    pub(crate) connect: ConnectArgs,
 
     /// The command to run while leading, and its arguments (after `--`).
     #[arg(value_name = "COMMAND", required = true, last = true)]

@@ -14,7 +14,7 @@ mod child;
 mod delete;
 mod exec;
 mod fail;
-pub mod kinds;
+pub(crate) mod kinds;
 mod lead;
 mod local;
 mod output;
@@ -30,10 +30,11 @@ use safewrite_api::pb;
 
 pub use args::{ChangeFlags, ChangeOptions, ConnectArgs, FenceArgs, WriteArgs};
 pub use delete::{DeleteArgs, run as delete};
-pub use fail::{Class, Fail};
+pub(crate) use fail::{Class, Fail};
 pub use lead::{LeadArgs, run as lead};
-pub use output::Output;
-pub use request::{Request, WriteKind};
+pub(crate) use output::Output;
+pub(crate) use request::Request;
+pub use request::WriteKind;
 
 /// Runs `safewrite update` / `safewrite patch-status` and returns its exit code.
 pub fn run(verb: WriteKind, args: WriteArgs) -> ExitCode {

@@ -13,7 +13,9 @@ use super::kinds;
 /// Which write: the main resource or the status subresource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteKind {
+    /// `safewrite update`: the main resource.
     Update,
+    /// `safewrite patch-status`: the status subresource.
     PatchStatus,
 }
 

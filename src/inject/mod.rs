@@ -32,16 +32,20 @@ pub const ADDRESS: &str = "127.0.0.1:50051";
 pub const CONTAINER: &str = "safewrite";
 /// The label that opts a namespace or a pod in (`enabled`) or a pod out (`disabled`).
 pub const INJECT_LABEL: &str = "safewrite.dev/inject";
-/// Pod annotations: the image, allow rules (space-separated), more `serve` flags
-/// (space-separated) and the token Secret.
+/// Pod annotation: the sidecar's image.
 pub const IMAGE_ANNOTATION: &str = "safewrite.dev/image";
+/// Pod annotation: the sidecar's allow rules, space-separated.
 pub const ALLOW_ANNOTATION: &str = "safewrite.dev/allow";
+/// Pod annotation: more `serve` flags, space-separated.
 pub const ARGS_ANNOTATION: &str = "safewrite.dev/args";
+/// Pod annotation: the Secret whose key `token` is the sidecar's shared token.
 pub const TOKEN_SECRET_ANNOTATION: &str = "safewrite.dev/token-secret";
-/// The token Secret's volume, where it is mounted, and the file the sidecar reads.
+/// The token Secret's volume.
 pub const TOKEN_VOLUME: &str = "safewrite-token";
-pub const TOKEN_DIR: &str = "/var/run/secrets/safewrite";
-pub const TOKEN_FILE: &str = "/var/run/secrets/safewrite/token";
+/// Where the token Secret is mounted.
+pub(crate) const TOKEN_DIR: &str = "/var/run/secrets/safewrite";
+/// The token file the sidecar reads (`--token-file`).
+pub(crate) const TOKEN_FILE: &str = "/var/run/secrets/safewrite/token";
 
 /// Options of `safewrite inject`.
 #[derive(Debug, Clone, clap::Args)]
@@ -67,8 +71,11 @@ pub struct InjectArgs {
 /// What an injection adds, before a pod's annotations are read: the command's flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Defaults {
+    /// The sidecar's image (`--image`).
     pub image: String,
+    /// Allow rules, space-separated (`--allow`); empty for none.
     pub allow: String,
+    /// The token Secret (`--token-secret`); empty for none.
     pub token_secret: String,
 }
 
@@ -95,10 +102,10 @@ impl From<&InjectArgs> for Defaults {
 /// The settings of one pod's sidecar: its annotations over the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Knobs {
-    pub image: String,
-    pub allow: String,
-    pub args: Vec<String>,
-    pub token_secret: String,
+    pub(crate) image: String,
+    pub(crate) allow: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) token_secret: String,
 }
 
 impl Knobs {

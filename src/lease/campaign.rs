@@ -50,9 +50,17 @@ pub enum NotLeading {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseEvent {
     /// The campaign acquired the Lease under this epoch.
-    Leading { epoch: u64 },
+    Leading {
+        /// The Lease's epoch, which grows by one with every acquisition.
+        epoch: u64,
+    },
     /// The campaign does not lead; `holder` is the Lease's holder as last read.
-    NotLeading { reason: NotLeading, holder: String },
+    NotLeading {
+        /// Why it does not lead.
+        reason: NotLeading,
+        /// The Lease's holder as last read.
+        holder: String,
+    },
 }
 
 /// One campaign: the Lease, the identity it is held under, the timings.

@@ -26,8 +26,8 @@ pub const MAX_IDENTITY_LEN: usize = 253;
 /// subdomain, as the API server requires of a Lease).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseName {
-    pub namespace: Namespace,
-    pub name: Name,
+    pub(crate) namespace: Namespace,
+    pub(crate) name: Name,
 }
 
 impl LeaseName {

@@ -239,7 +239,7 @@ impl<IO: Connected> Connected for Conn<IO> {
 pub struct TrackLayer<I>(PhantomData<fn() -> I>);
 
 impl<I> TrackLayer<I> {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(PhantomData)
     }
 }

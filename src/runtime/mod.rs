@@ -63,7 +63,9 @@ pub enum ServeError {
     /// The TCP address could not be bound (in use, not local, no permission).
     #[error("failed to listen on {addr} (choose another address with --listen)")]
     Listen {
+        /// The address given with `--listen`.
         addr: SocketAddr,
+        /// Why it could not be bound.
         #[source]
         source: io::Error,
     },
@@ -87,7 +89,9 @@ pub enum ServeError {
         "failed to listen for metrics on {addr} (choose another address with --metrics-listen, or off)"
     )]
     MetricsListen {
+        /// The address given with `--metrics-listen`.
         addr: SocketAddr,
+        /// Why it could not be bound.
         #[source]
         source: io::Error,
     },

@@ -34,13 +34,18 @@ pub enum SocketError {
     /// The socket could not be bound, or its mode or group could not be set.
     #[error("failed to listen on unix socket {}", path.display())]
     Bind {
+        /// The socket's path.
         path: PathBuf,
+        /// Why it could not be bound or set up.
         #[source]
         source: io::Error,
     },
     /// The path is served by another live process.
     #[error("unix socket {} is in use by another process", path.display())]
-    InUse { path: PathBuf },
+    InUse {
+        /// The socket's path.
+        path: PathBuf,
+    },
     /// `--unix-socket-group` names no group of /etc/group (and is not a number).
     #[error("unix socket group {0:?} is neither a group of /etc/group nor a numeric gid")]
     Group(String),

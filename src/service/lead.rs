@@ -23,10 +23,10 @@ pub type LeadStream = Pin<Box<dyn Stream<Item = Result<pb::LeadResponse, Status>
 /// A Lead request as validated values.
 #[derive(Debug)]
 pub struct LeadSpec {
-    pub lease: LeaseName,
+    pub(crate) lease: LeaseName,
     /// The identity given, or one made unique to this call.
     pub identity: String,
-    pub timings: LeaseTimings,
+    pub(crate) timings: LeaseTimings,
 }
 
 /// Checks `request`; the violation names the field.

@@ -21,10 +21,15 @@ pub const MAX_ATTEMPTS: u32 = 1000;
 
 /// The fields every write request has.
 pub struct RequestParts<'a> {
+    /// The object to write (`target`).
     pub target: Option<&'a pb::ObjectRef>,
+    /// The change (`mutation`); absent in a Transact begin.
     pub mutation: Option<&'a pb::Mutation>,
+    /// Checked on the fresh object before every write (`preconditions`).
     pub preconditions: Option<&'a pb::Preconditions>,
+    /// Attempts and backoff (`retry_policy`).
     pub retry_policy: Option<&'a pb::RetryPolicy>,
+    /// Field manager, dry run, create-if-missing, idempotency key, write-alone (`options`).
     pub options: Option<&'a pb::WriteOptions>,
 }
 

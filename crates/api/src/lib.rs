@@ -4,6 +4,7 @@
 //! compared as the API server defines them ([`resource_version`]), the caller's deadline
 //! ([`deadline`]) and the backoff between attempts ([`backoff`]).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod backoff;
 pub mod deadline;

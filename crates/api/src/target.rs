@@ -24,6 +24,7 @@ pub struct FieldViolation {
 }
 
 impl FieldViolation {
+    /// The violation of `field` (a path such as `target.name`), with `description`.
     pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
         Self {
             field: field.into(),
@@ -227,10 +228,13 @@ pub fn is_dns1123_subdomain(text: &str) -> bool {
 /// The object a request names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// The object's apiVersion (`v1`, `apps/v1`).
     pub api_version: ApiVersion,
+    /// The object's kind (`ConfigMap`).
     pub kind: Kind,
     /// Empty for a cluster-scoped object.
     pub namespace: Namespace,
+    /// The object's name.
     pub name: Name,
 }
 
@@ -291,6 +295,7 @@ pub struct ObjectPath {
 /// Which request to make of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
+    /// GET of the object.
     Get,
     /// PUT of the object or its status.
     Replace,
@@ -305,7 +310,9 @@ pub enum Verb {
 /// Query parameters of a write.
 #[derive(Debug, Clone, Default)]
 pub struct WriteParams<'a> {
+    /// Sends `dryRun=All`: the API server validates and answers but persists nothing.
     pub dry_run: bool,
+    /// Sent as `fieldManager`, when set.
     pub field_manager: Option<&'a FieldManager>,
     /// Server-side apply's `force`.
     pub force: bool,

@@ -59,7 +59,7 @@ pub struct BreakerConfig {
 
 /// The breaker's state, as the textbook names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     /// Requests pass; consecutive faults are counted.
     Closed { faults: u32 },
     /// Requests fail fast until `until`.
@@ -147,7 +147,8 @@ impl Breaker {
     }
 
     /// The current state.
-    pub fn state(&self) -> State {
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> State {
         self.lock().state
     }
 
@@ -267,7 +268,7 @@ pub struct CircuitBreakerLayer {
 }
 
 impl CircuitBreakerLayer {
-    pub fn new(breaker: Breaker) -> Self {
+    pub(crate) fn new(breaker: Breaker) -> Self {
         Self { breaker }
     }
 }

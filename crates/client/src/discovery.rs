@@ -55,17 +55,29 @@ pub enum DiscoveryError {
     BadApiVersion(String),
     /// The API server serves no such kind at that apiVersion.
     #[error("the API server serves no kind {kind:?} in {api_version:?}")]
-    UnknownKind { api_version: String, kind: String },
+    UnknownKind {
+        /// The apiVersion asked for.
+        api_version: String,
+        /// The kind asked for.
+        kind: String,
+    },
     /// The request for the resource list got no answer (retryable as for any read).
     #[error("failed to discover {api_version}: {source}")]
     Request {
+        /// The apiVersion whose resource list was asked for.
         api_version: String,
+        /// Why the request got no answer.
         #[source]
         source: RequestError,
     },
     /// The API server refused the request for the resource list (401, 403, 429, 5xx...).
     #[error("failed to discover {api_version}: HTTP {}: {}", answer.code, answer.message())]
-    Refused { api_version: String, answer: Answer },
+    Refused {
+        /// The apiVersion whose resource list was asked for.
+        api_version: String,
+        /// The API server's answer.
+        answer: Answer,
+    },
 }
 
 /// What one read of a group-version's resource list found.
@@ -105,6 +117,7 @@ pub struct Discovery {
 }
 
 impl Discovery {
+    /// An empty cache that reads resource lists through `client`.
     pub fn new(client: ApiClient) -> Self {
         Self {
             client,

@@ -12,21 +12,27 @@ pub enum ConnectError {
     /// The kubeconfig named by `--kubeconfig` could not be read or parsed.
     #[error("failed to read kubeconfig {}", path.display())]
     ReadKubeconfig {
+        /// The kubeconfig's path.
         path: PathBuf,
+        /// Why it could not be read or parsed.
         #[source]
         source: KubeconfigError,
     },
     /// The kubeconfig was read but names no usable cluster, user or context.
     #[error("failed to use kubeconfig {}", path.display())]
     UseKubeconfig {
+        /// The kubeconfig's path.
         path: PathBuf,
+        /// What in it could not be used.
         #[source]
         source: KubeconfigError,
     },
     /// `--context` was given without `--kubeconfig`, and the default kubeconfig failed.
     #[error("failed to load context {context:?} from the default kubeconfig")]
     Context {
+        /// The context `--context` named.
         context: String,
+        /// Why the default kubeconfig failed.
         #[source]
         source: KubeconfigError,
     },

@@ -24,6 +24,7 @@
 //! Lease campaign's requests (both bypass the rate limit and the breaker, see
 //! [`readiness`] and `docs/client-stack.md`).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod answer;
 pub mod answer_time;

@@ -150,6 +150,8 @@ impl Limiter {
 /// API Priority and Fairness (the answer carries the flow schema or priority level it
 /// was classified into).
 pub trait PacedByServer {
+    /// Whether the answer says the API server paces its clients (for an HTTP answer: an
+    /// `X-Kubernetes-PF-FlowSchema-UID` or `X-Kubernetes-PF-PriorityLevel-UID` header).
     fn paced_by_server(&self) -> bool;
 }
 

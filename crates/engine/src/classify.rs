@@ -27,22 +27,37 @@ pub enum Decision {
     Stale,
     /// 409 Conflict from server-side apply with FieldManagerConflict causes: final
     /// unless the caller forces; lists the contested fields.
-    FieldManagerConflict { fields: Vec<String> },
+    FieldManagerConflict {
+        /// The contested fields, one per FieldManagerConflict cause.
+        fields: Vec<String>,
+    },
     /// 429: wait at least `retry_after`, then retry.
-    Throttled { retry_after: Option<Duration> },
+    Throttled {
+        /// The API server's hint: the larger of `Retry-After` and
+        /// `details.retryAfterSeconds`, when it gave one.
+        retry_after: Option<Duration>,
+    },
     /// 429 with a DisruptionBudget cause: an eviction refused by a PodDisruptionBudget.
     /// Not throttling (no wait helps within one call): final, a precondition of the
     /// cluster's state.
     DisruptionBudget,
     /// 503/504, 500 ServerTimeout, transport failure or client timeout: back off and
     /// retry; a fault of the API server or the path to it.
-    Unavailable { retry_after: Option<Duration> },
+    Unavailable {
+        /// The API server's hint: the larger of `Retry-After` and
+        /// `details.retryAfterSeconds`, when it gave one.
+        retry_after: Option<Duration>,
+    },
     /// 504 Timeout with a `ResourceVersionTooLarge` cause: a read's "not older than"
     /// minimum that the API server's watch cache did not reach within its wait (about
     /// 3 s). The caller's to retry after `retry_after` (the answer's
     /// `details.retryAfterSeconds`), never retried by the sidecar, and no fault of the
     /// API server.
-    ResourceVersionTooLarge { retry_after: Option<Duration> },
+    ResourceVersionTooLarge {
+        /// The API server's hint: the larger of `Retry-After` and
+        /// `details.retryAfterSeconds`, when it gave one.
+        retry_after: Option<Duration>,
+    },
     /// 500 without a reason saying that the `resourceVersion` a read named does not
     /// parse (`resourceVersion: Invalid value: ...`): for a well-formed minimum, one past
     /// what the API server can represent (2^64-1), which no wait reaches. Final.

@@ -50,10 +50,12 @@ impl DeleteOutcome {
 /// A finished delete.
 #[derive(Debug, Clone)]
 pub struct Deleted {
+    /// What the delete did.
     pub outcome: DeleteOutcome,
     /// The object as the API server answered the DELETE; `None` when it answered a
     /// Status (or nothing was deleted).
     pub object: Option<Value>,
+    /// One record per attempt, in order.
     pub attempts: Vec<AttemptRecord>,
 }
 

@@ -39,8 +39,11 @@ pub const LEASE_EPOCH_ANNOTATION: &str = "safewrite.dev/epoch";
 /// A write's fence: the Lease ("namespace/name") and the caller's epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Fence {
+    /// The Lease's namespace.
     pub namespace: Namespace,
+    /// The Lease's name.
     pub name: Name,
+    /// The epoch the caller leads under, from 1.
     pub epoch: u64,
 }
 
@@ -113,7 +116,10 @@ pub struct Holdings {
 /// One campaign's leadership: its epoch, and until when it leads without a renewal.
 #[derive(Debug, Clone, Copy)]
 pub struct Holding {
+    /// The epoch the campaign leads under.
     pub epoch: u64,
+    /// When its leadership lapses unless renewed: the last renewal plus the renew
+    /// deadline.
     pub until: Instant,
 }
 

@@ -105,6 +105,7 @@ impl Engine {
         }
     }
 
+    /// The configuration the engine was built with.
     pub fn config(&self) -> &EngineConfig {
         &self.api.config
     }

@@ -258,9 +258,13 @@ impl Done {
 /// A finished write.
 #[derive(Debug, Clone)]
 pub struct Written {
+    /// What the write did.
     pub outcome: Outcome,
+    /// The object as written, or as read when nothing was written.
     pub object: Object,
+    /// `object`'s resourceVersion.
     pub resource_version: String,
+    /// One record per attempt, in order.
     pub attempts: Vec<AttemptRecord>,
     /// The idempotency key was already on the object: nothing was written.
     pub already_applied: bool,

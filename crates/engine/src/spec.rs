@@ -49,8 +49,12 @@ pub enum Subresource {
 /// What happens to a deleted object's dependents (`DeleteOptions.propagationPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Propagation {
+    /// The object goes at once; the garbage collector deletes its dependents after.
     Background,
+    /// The object stays (with a deletionTimestamp) until its blocking dependents are
+    /// deleted.
     Foreground,
+    /// The dependents are kept, their owner references to the object removed.
     Orphan,
 }
 
@@ -68,9 +72,11 @@ impl Propagation {
 /// Conditions checked on the fresh object before every write.
 #[derive(Debug, Clone, Default)]
 pub struct Preconditions {
+    /// Must equal the fresh object's `metadata.uid`.
     pub uid: Option<String>,
     /// Strict compare-and-swap: must equal the fresh object's resourceVersion.
     pub resource_version: Option<String>,
+    /// A CEL condition that must return true on the fresh object.
     pub cel: Option<Cel>,
 }
 
@@ -120,21 +126,29 @@ impl Preconditions {
 /// The retry policy of one request.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
+    /// The most attempts made, the first included.
     pub max_attempts: u32,
+    /// The waits between attempts.
     pub backoff: Backoff,
 }
 
 /// A validated write request.
 #[derive(Debug, Clone)]
 pub struct WriteSpec {
+    /// The object written.
     pub target: Target,
+    /// The part of the object written.
     pub subresource: Subresource,
     /// The declarative mutation; `None` when a [`Mutator`] of the caller's supplies
     /// each attempt's change (Transact).
     pub mutation: Option<Mutation>,
+    /// Checked on the fresh object before every write.
     pub preconditions: Preconditions,
+    /// How many attempts, and the waits between them.
     pub policy: RetryPolicy,
+    /// Sent as every write's `fieldManager`.
     pub field_manager: FieldManager,
+    /// Writes are sent with `dryRun=All`: validated and admitted, nothing persisted.
     pub dry_run: bool,
     /// Created (after the mutation is applied to it) when the target is missing.
     pub create_if_missing: Option<Value>,

@@ -10,12 +10,20 @@ use crate::cel::CelError;
 pub enum ApplyError {
     /// A JSON Patch `test` operation did not hold.
     #[error("JSON Patch test operation {index} ({path}) does not hold on the current object")]
-    TestFailed { index: usize, path: String },
+    TestFailed {
+        /// The operation's index in the patch, from 0.
+        index: usize,
+        /// The operation's `path`.
+        path: String,
+    },
     /// A JSON Patch operation cannot apply to the current object (e.g. a missing path).
     #[error("JSON Patch operation {index} ({path}) does not apply to the current object: {reason}")]
     PatchDoesNotApply {
+        /// The operation's index in the patch, from 0.
         index: usize,
+        /// The operation's `path`.
         path: String,
+        /// Why it does not apply.
         reason: String,
     },
     /// The CEL expression could not be evaluated on the current object, or its
@@ -38,7 +46,12 @@ pub enum ApplyError {
     /// A list path runs through a value that is not an object, or ends at one that is
     /// not a list, on the current object: the request's path does not fit the object.
     #[error("{reason}")]
-    PathDoesNotFit { field: String, reason: String },
+    PathDoesNotFit {
+        /// The request field that names the path.
+        field: String,
+        /// What in the object does not fit; the error's whole message.
+        reason: String,
+    },
     /// The object has no metadata to hold a finalizer or an owner reference. (Its
     /// message has said "CEL" since the list entries were written; clients may match
     /// it, so it stays.)

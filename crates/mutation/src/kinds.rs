@@ -20,7 +20,12 @@ pub enum Mutation {
     /// RFC 7386.
     MergePatch(Value),
     /// Server-side apply; `configuration` is a JSON object.
-    Apply { configuration: Value, force: bool },
+    Apply {
+        /// The applied configuration, a JSON object.
+        configuration: Value,
+        /// Server-side apply's `force`: take the fields other managers own.
+        force: bool,
+    },
     /// A CEL expression returning a merge patch.
     Cel(Cel),
     /// A change to one entry of a list: conditions, finalizers, owner references, keyed

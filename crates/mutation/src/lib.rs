@@ -14,6 +14,7 @@
 //! imports it. By file: `kinds` (the [`Mutation`] itself), `error` ([`ApplyError`]),
 //! `value` (type names, excerpts, JSON from a request field), `cel/`, `entries/`.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod cel;
 pub mod entries;

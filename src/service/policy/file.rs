@@ -16,18 +16,28 @@ pub enum PolicyError {
     /// The policy file could not be read.
     #[error("failed to read policy file {}", path.display())]
     Read {
+        /// The policy file's path.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
     /// The policy file is not YAML or JSON of the expected shape.
     #[error("failed to load policy file {}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The policy file's path.
+        path: PathBuf,
+        /// What the parser said.
+        message: String,
+    },
     /// A rule of the policy file does not parse.
     #[error("failed to load policy file {}: rule {index}: {source}", path.display())]
     Rule {
+        /// The policy file's path.
         path: PathBuf,
+        /// The rule's index in the file's list, from 0.
         index: usize,
+        /// Why the rule does not parse.
         #[source]
         source: RuleError,
     },

@@ -21,13 +21,23 @@ pub enum CelError {
     #[error(
         "CEL expression too costly on the current object: estimated cost {cost} exceeds the limit of {limit} (about bytes allocated); iterate over less, or build smaller values"
     )]
-    TooCostly { cost: u64, limit: u64 },
+    TooCostly {
+        /// The estimated cost, in the evaluator's units (about bytes allocated).
+        cost: u64,
+        /// The largest cost allowed, in the same units.
+        limit: u64,
+    },
     /// The estimated result of the CEL expression on the current object is larger than
     /// allowed: nothing was evaluated.
     #[error(
         "CEL result too large: its estimated size {size} exceeds the limit of {limit} (about bytes; the limit grows with the object)"
     )]
-    ResultTooLarge { size: u64, limit: u64 },
+    ResultTooLarge {
+        /// The estimated size of the result, in about bytes.
+        size: u64,
+        /// The largest size allowed, in about bytes; it grows with the object.
+        limit: u64,
+    },
     /// The CEL evaluation took more comprehension steps than allowed and was stopped.
     #[error("CEL evaluation took more than {0} comprehension steps and was stopped")]
     TooManySteps(u64),

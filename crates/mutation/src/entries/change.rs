@@ -13,20 +13,41 @@ pub const CONDITIONS: &str = "status.conditions";
 pub enum EntryChange {
     /// Upsert conditions by type, in order.
     SetConditions {
+        /// The conditions list ([`CONDITIONS`] unless the request named another).
         path: FieldPath,
+        /// The conditions, at least one, each type once.
         conditions: Vec<Condition>,
     },
     /// Remove the conditions of these types.
-    RemoveConditions { path: FieldPath, types: Vec<String> },
+    RemoveConditions {
+        /// The conditions list ([`CONDITIONS`] unless the request named another).
+        path: FieldPath,
+        /// The condition types to remove, at least one, each a qualified name.
+        types: Vec<String>,
+    },
     /// Add or remove one finalizer.
-    Finalizer { value: String, remove: bool },
+    Finalizer {
+        /// The finalizer, a qualified name.
+        value: String,
+        /// Remove it instead of adding it.
+        remove: bool,
+    },
     /// Ensure or remove one owner reference.
-    Owner { owner: Owner, remove: bool },
+    Owner {
+        /// The owner the reference names.
+        owner: Owner,
+        /// Remove the reference instead of ensuring it.
+        remove: bool,
+    },
     /// Upsert or remove one entry of a keyed list.
     ListEntry {
+        /// The list.
         path: FieldPath,
+        /// The fields that identify an entry: at least one, each named once.
         keys: Vec<String>,
+        /// The entry, merged into the stored one (RFC 7386); it has every key field.
         entry: Map<String, Value>,
+        /// Remove the entry with `entry`'s keys instead of upserting it.
         remove: bool,
     },
 }
@@ -34,25 +55,29 @@ pub enum EntryChange {
 /// One condition to set, validated as the API server validates `metav1.Condition`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
+    pub(crate) type_: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
     /// `None`: the generation of the object the change is applied to.
-    pub observed_generation: Option<i64>,
+    pub(crate) observed_generation: Option<i64>,
     /// RFC 3339, UTC, in seconds; `None`: the time of the write.
-    pub last_transition_time: Option<String>,
+    pub(crate) last_transition_time: Option<String>,
 }
 
 /// An owner, validated; its uid is `None` until read from the owner itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Owner {
+    /// The owner's apiVersion, written into the reference (only its group is matched).
     pub api_version: ApiVersion,
+    /// The owner's kind.
     pub kind: Kind,
+    /// The owner's name (in the object's namespace when its kind is namespaced).
     pub name: Name,
+    /// The owner's uid: from the request, or read from the owner before the loop.
     pub uid: Option<String>,
-    pub controller: bool,
-    pub block_owner_deletion: bool,
+    pub(crate) controller: bool,
+    pub(crate) block_owner_deletion: bool,
 }
 
 /// A path of field names, as the request spelled it (for messages) and split at dots.
@@ -63,7 +88,7 @@ pub struct FieldPath {
 }
 
 impl FieldPath {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 

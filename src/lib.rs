@@ -6,6 +6,8 @@
 //! contract and shared vocabulary), `safewrite_mutation` (the mutation languages),
 //! `safewrite_client` (the API-server client stack) and `safewrite_engine` (the write
 //! loop).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod auth;
 pub mod cli;

@@ -26,6 +26,7 @@ use super::error::WriteError;
 /// An object read for a caller.
 #[derive(Debug, Clone)]
 pub struct Got {
+    /// The object, at least as new as the version asked for.
     pub object: Value,
     /// Answered from the remembered copy, without a request.
     pub remembered: bool,

@@ -23,6 +23,7 @@
 //! - `result`: what a finished write returns ([`Written`]), built in one place.
 //! - `error`: why a write failed ([`Failure`], [`WriteError`]).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod api;
 mod attempts;

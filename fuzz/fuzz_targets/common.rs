@@ -2,8 +2,9 @@
 //! answer must have whatever the input.
 #![allow(dead_code)] // each target uses part of it
 
+use safewrite_api::target::FieldViolation;
 use safewrite_mutation::cel::{COMPILER_PANICKED, EVALUATOR_PANICKED};
-use safewrite_mutation::{ApplyError, CelError, FieldViolation};
+use safewrite_mutation::{ApplyError, CelError};
 
 /// The longest message a CEL error may carry: an excerpt, never the whole source.
 pub const MAX_MESSAGE: usize = 600;

@@ -10,9 +10,9 @@ use tokio::time::Instant;
 
 use safewrite_api::deadline::CallDeadline;
 use safewrite_api::pb;
+use safewrite_api::target::FieldViolation;
 use safewrite_client::{ApiClient, ClientMetrics};
 use safewrite_engine::{Change, Engine, EngineMetrics, Failure, Mutator, Subresource};
-use safewrite_mutation::FieldViolation;
 
 use super::args::ConnectArgs;
 use super::exec::{self, Proposal};

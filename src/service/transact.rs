@@ -23,10 +23,11 @@ use tracing::{Instrument as _, Span};
 
 use safewrite_api::deadline::CallDeadline;
 use safewrite_api::pb;
+use safewrite_api::target::FieldViolation;
 use safewrite_engine::{
     Cancel, Change, Engine, Failure, Fault, Mutator, WriteSpec, mutation_failure,
 };
-use safewrite_mutation::{FieldViolation, Mutation};
+use safewrite_mutation::Mutation;
 
 use super::rpc::{Admission, finish_rpc, write_result};
 use crate::service::respond;

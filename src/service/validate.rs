@@ -11,10 +11,11 @@ use serde_json::Value;
 
 use safewrite_api::backoff::Backoff;
 use safewrite_api::pb;
+use safewrite_api::target::FieldViolation;
 use safewrite_api::target::{self, ApiVersion, FieldManager, Kind, Name, Namespace, Target};
 use safewrite_engine::idempotency;
 use safewrite_engine::{EngineConfig, Preconditions, RetryPolicy, Subresource, WriteSpec};
-use safewrite_mutation::{Cel, FieldViolation, Mutation};
+use safewrite_mutation::{Cel, Mutation};
 
 /// The most attempts a request's retry policy may ask for.
 pub const MAX_ATTEMPTS: u32 = 1000;

@@ -11,9 +11,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use safewrite_api::target::FieldViolation;
 use safewrite_client::apiserver::RequestError;
 use safewrite_client::discovery::DiscoveryError;
-use safewrite_mutation::{ApplyError, FieldViolation};
+use safewrite_mutation::ApplyError;
 
 use super::result::AttemptRecord;
 use crate::classify::{self, Decision};

@@ -54,9 +54,9 @@ use tower::retry::budget::TpsBudget;
 use self::api::Api;
 use self::memory::Memory;
 use self::write::{Batcher, OwnCode, Sharing};
+use safewrite_api::target::FieldViolation;
 use safewrite_client::ApiClient;
 use safewrite_client::discovery::Discovery;
-use safewrite_mutation::FieldViolation;
 
 pub use self::body::{json_len, resource_version};
 pub use self::delete::{DeleteOutcome, Deleted};

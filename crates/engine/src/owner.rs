@@ -6,8 +6,9 @@ use serde_json::Value;
 
 use safewrite_api::deadline::AnswerBy;
 use safewrite_api::deadline::CallDeadline;
+use safewrite_api::target::FieldViolation;
 use safewrite_api::target::{Namespace, ResourcePath, Verb, WriteParams};
-use safewrite_mutation::{EntryChange, FieldViolation, Mutation};
+use safewrite_mutation::{EntryChange, Mutation};
 
 use super::api::{Api, Sent};
 use super::decide::Failed;

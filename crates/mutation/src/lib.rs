@@ -27,4 +27,3 @@ pub use self::entries::EntryChange;
 pub use self::error::ApplyError;
 pub use self::kinds::Mutation;
 pub use self::value::{parse_json, short, type_name};
-pub use safewrite_api::target::FieldViolation;

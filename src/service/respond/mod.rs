@@ -21,8 +21,8 @@ use tonic::Code;
 use tonic_types::pb as rpc;
 
 use safewrite_api::pb;
+use safewrite_api::target::FieldViolation;
 use safewrite_engine::{AttemptRecord, Outcome};
-use safewrite_mutation::FieldViolation;
 
 mod refusal;
 mod write;

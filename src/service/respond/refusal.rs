@@ -7,8 +7,8 @@ use std::time::Duration;
 use tonic::Code;
 
 use safewrite_api::pb::Reason;
+use safewrite_api::target::FieldViolation;
 use safewrite_engine::AttemptRecord;
-use safewrite_mutation::FieldViolation;
 
 use super::Reply;
 use crate::service::receive::Refused;

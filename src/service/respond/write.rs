@@ -7,10 +7,11 @@ use serde_json::Value;
 use tonic::Code;
 
 use safewrite_api::pb::Reason;
+use safewrite_api::target::FieldViolation;
 use safewrite_client::apiserver::RequestError;
 use safewrite_engine::classify::Decision;
 use safewrite_engine::{Cancel, Failure, WriteError};
-use safewrite_mutation::{ApplyError, CelError, FieldViolation};
+use safewrite_mutation::{ApplyError, CelError};
 
 use super::{Reply, one_line};
 

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use tower::retry::budget::Budget as _;
 
 use safewrite_api::deadline::CallDeadline;
+use safewrite_api::target::FieldViolation;
 use safewrite_api::target::{ObjectPath, ResourcePath};
 use safewrite_client::discovery::Resolved;
-use safewrite_mutation::{FieldViolation, Mutation};
+use safewrite_mutation::Mutation;
 
 use super::retry::back_off;
 use crate::api::Api;

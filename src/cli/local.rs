@@ -85,7 +85,7 @@ pub async fn engine(args: &ConnectArgs) -> Result<(ApiClient, Engine), Fail> {
 pub async fn write(
     engine: &Engine,
     request: &Request,
-    turn_scope: (&Option<std::path::PathBuf>, &Option<String>),
+    connect: &ConnectArgs,
     deadline: Instant,
 ) -> Result<pb::WriteResult, Fail> {
     let subresource = match request.verb {
@@ -105,8 +105,8 @@ pub async fn write(
     let key = format!(
         "{:?}|{:?}|{:?}|{}|{}|{}|{}",
         std::env::var_os("KUBECONFIG"),
-        turn_scope.0,
-        turn_scope.1,
+        connect.kubeconfig,
+        connect.context,
         request.target.api_version,
         request.target.kind,
         request.target.namespace,

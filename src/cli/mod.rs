@@ -126,7 +126,8 @@ async fn write(
                     .map(|c| c.default_namespace().to_string()),
             };
             let request = request::build(
-                (verb, flag),
+                verb,
+                flag,
                 &args,
                 &typed,
                 kind,
@@ -147,20 +148,15 @@ async fn write(
             }
             let default_namespace = client.default_namespace().to_string();
             let request = request::build(
-                (verb, flag),
+                verb,
+                flag,
                 &args,
                 &typed,
                 kind,
                 Some(&default_namespace),
                 mutation,
             )?;
-            let result = local::write(
-                &engine,
-                &request,
-                (&args.connect.kubeconfig, &args.connect.context),
-                deadline,
-            )
-            .await?;
+            let result = local::write(&engine, &request, &args.connect, deadline).await?;
             Ok((request, result))
         }
     }

@@ -39,7 +39,8 @@ pub struct Request {
 
 /// Builds the request from the flags and the change's `mutation` (of the change `flag`).
 pub fn build(
-    (verb, flag): (WriteKind, &'static str),
+    verb: WriteKind,
+    flag: &'static str,
     args: &WriteArgs,
     typed: &kinds::Typed,
     kind: kinds::Kind,

@@ -227,7 +227,7 @@ fn grpc_routes(
             max_request_bytes: args.max_request_bytes as usize,
         },
         policy,
-        send::Budget::new(args.max_sending_bytes as usize, metrics.clone()),
+        send::SendingBudget::new(args.max_sending_bytes as usize, metrics.clone()),
         metrics.clone(),
     )
     .campaigning_at_most(args.max_campaigns as usize)
@@ -269,7 +269,8 @@ fn start_servers(
     stop_rx: &watch::Receiver<bool>,
 ) -> JoinSet<Result<(), tonic::transport::Error>> {
     // One budget for the request bytes in flight on both gRPC listeners.
-    let receiving = receive::Budget::new(args.max_receiving_bytes as usize, args.receive_timeout);
+    let receiving =
+        receive::ReceivingBudget::new(args.max_receiving_bytes as usize, args.receive_timeout);
     // One pool for the gRPC listeners (TCP and unix socket), one for /metrics.
     let (grpc_limits, metrics_limits) = connection_limits(args);
     let grpc = Pool::new("grpc", grpc_limits);
@@ -406,7 +407,7 @@ type GrpcLayers<I> = Stack<SendLayer, Stack<ReceiveLayer, Stack<TrackLayer<I>, I
 /// timeout, every request message metered against the receive budget while it arrives
 /// (`crate::service::receive`), and large answers sent in pieces while they hold their
 /// share of the send budget (`crate::service::send`).
-fn grpc_server<I>(args: &ServeArgs, receiving: &receive::Budget) -> Server<GrpcLayers<I>> {
+fn grpc_server<I>(args: &ServeArgs, receiving: &receive::ReceivingBudget) -> Server<GrpcLayers<I>> {
     Server::builder()
         .http2_keepalive_interval(keepalive(args))
         .http2_keepalive_timeout(Some(args.keepalive_timeout))

@@ -16,7 +16,7 @@ pub mod transact;
 pub mod validate;
 
 pub use rpc::{
-    Admission, end_rpc, finish_rpc, grpc_timeout_of, outcome_name, record_target,
+    Admission, RpcSpan, end_rpc, finish_rpc, grpc_timeout_of, outcome_name, record_target,
     subresource_label, write_result,
 };
 pub use validate::{RequestParts, validate, validate_parts};
@@ -51,7 +51,7 @@ pub struct WriterService {
     max_in_flight: usize,
     transact: transact::TransactLimits,
     policy: Arc<AllowList>,
-    sending: send::Budget,
+    sending: send::SendingBudget,
     /// Turns true when the sidecar drains: Lead campaigns release and end.
     stop: Option<tokio::sync::watch::Receiver<bool>>,
     /// A place for each Lead campaign running; none left refuses a new Lead.
@@ -71,7 +71,7 @@ impl WriterService {
         max_in_flight: usize,
         transact: transact::TransactLimits,
         policy: AllowList,
-        sending: send::Budget,
+        sending: send::SendingBudget,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -122,7 +122,8 @@ impl WriterService {
     async fn run(
         &self,
         method: &'static str,
-        (metadata, deadline): (&tonic::metadata::MetadataMap, CallDeadline),
+        metadata: &tonic::metadata::MetadataMap,
+        deadline: CallDeadline,
         parts: RequestParts<'_>,
         subresource: Subresource,
         operation: Operation,
@@ -173,7 +174,8 @@ impl pb::writer_service_server::WriterService for WriterService {
         let (result, share) = self
             .run(
                 "UpdateWithRetry",
-                (&metadata, CallDeadline::of(&extensions)),
+                &metadata,
+                CallDeadline::of(&extensions),
                 RequestParts::from(&body),
                 Subresource::Main,
                 Operation::Update,
@@ -198,7 +200,8 @@ impl pb::writer_service_server::WriterService for WriterService {
         let (result, share) = self
             .run(
                 "PatchStatus",
-                (&metadata, CallDeadline::of(&extensions)),
+                &metadata,
+                CallDeadline::of(&extensions),
                 RequestParts::from(&body),
                 Subresource::Status,
                 Operation::PatchStatus,
@@ -438,7 +441,7 @@ impl pb::writer_service_server::WriterService for WriterService {
             deadline,
             self.transact,
             admission,
-            (span, started),
+            RpcSpan { span, started },
         );
         Ok(Response::new(Box::pin(stream)))
     }

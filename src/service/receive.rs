@@ -8,7 +8,7 @@
 //! byte holds connections × streams × `--max-request-bytes` of memory. Here each byte of
 //! a message in progress holds a share of one budget until the message is whole and the
 //! decoder has taken it; a frame that does not fit ends its request at once, and so does
-//! a message that has not arrived whole within the receive timeout. [`Refused`] says
+//! a message that has not arrived whole within the receive timeout. [`ReceiveRefusal`] says
 //! which; `respond` turns it into the answer. A message that arrived whole is its
 //! handler's, bounded by `--max-in-flight`.
 
@@ -29,7 +29,7 @@ const PREFIX: usize = 5;
 
 /// Why a request was ended while its message arrived.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
-pub enum Refused {
+pub enum ReceiveRefusal {
     /// Messages in progress already hold `limit` bytes.
     #[error("request messages being received already hold {limit} bytes (--max-receiving-bytes)")]
     Budget {
@@ -44,12 +44,12 @@ pub enum Refused {
     },
 }
 
-impl Refused {
-    /// The `Refused` among a status's causes, if a request ended here.
-    pub fn of(status: &tonic::Status) -> Option<Refused> {
+impl ReceiveRefusal {
+    /// The `ReceiveRefusal` among a status's causes, if a request ended here.
+    pub fn of(status: &tonic::Status) -> Option<ReceiveRefusal> {
         let mut source = std::error::Error::source(status);
         while let Some(err) = source {
-            if let Some(refused) = err.downcast_ref::<Refused>() {
+            if let Some(refused) = err.downcast_ref::<ReceiveRefusal>() {
                 return Some(*refused);
             }
             source = err.source();
@@ -60,17 +60,17 @@ impl Refused {
 
 /// The budget shared by every request; see the module docs.
 #[derive(Clone, Debug)]
-pub struct Budget {
+pub struct ReceivingBudget {
     bytes: Arc<Semaphore>,
     limit: usize,
     timeout: Duration,
 }
 
-impl Budget {
+impl ReceivingBudget {
     /// A budget of `limit` bytes; a message must arrive within `timeout` of its first
     /// byte.
-    pub fn new(limit: usize, timeout: Duration) -> Budget {
-        Budget {
+    pub fn new(limit: usize, timeout: Duration) -> ReceivingBudget {
+        ReceivingBudget {
             bytes: Arc::new(Semaphore::new(limit.min(Semaphore::MAX_PERMITS))),
             limit,
             timeout,
@@ -94,9 +94,9 @@ impl Budget {
     }
 }
 
-/// Meters the body of every request; see [`Budget`].
+/// Meters the body of every request; see [`ReceivingBudget`].
 #[derive(Clone)]
-pub struct ReceiveLayer(pub Budget);
+pub struct ReceiveLayer(pub ReceivingBudget);
 
 impl<S> tower::Layer<S> for ReceiveLayer {
     type Service = Receive<S>;
@@ -113,7 +113,7 @@ impl<S> tower::Layer<S> for ReceiveLayer {
 #[derive(Clone)]
 pub struct Receive<S> {
     inner: S,
-    budget: Budget,
+    budget: ReceivingBudget,
 }
 
 impl<S> tower::Service<http::Request<Body>> for Receive<S>
@@ -209,7 +209,7 @@ impl Framing {
 /// A request body whose bytes hold a share of the budget while their message arrives.
 struct Metered {
     inner: Body,
-    budget: Budget,
+    budget: ReceivingBudget,
     framing: Framing,
     /// The bytes of the message in progress (and of any that ended in the same frame).
     held: Option<OwnedSemaphorePermit>,
@@ -218,8 +218,8 @@ struct Metered {
 }
 
 impl Metered {
-    fn take(&mut self, data: &Bytes) -> Result<(), Refused> {
-        let refused = Refused::Budget {
+    fn take(&mut self, data: &Bytes) -> Result<(), ReceiveRefusal> {
+        let refused = ReceiveRefusal::Budget {
             limit: self.budget.limit,
         };
         let n = u32::try_from(data.remaining()).map_err(|_| refused)?;
@@ -244,12 +244,12 @@ impl Metered {
         Ok(())
     }
 
-    fn late(&mut self, cx: &mut Context<'_>) -> Result<(), Refused> {
+    fn late(&mut self, cx: &mut Context<'_>) -> Result<(), ReceiveRefusal> {
         let Some(timer) = &mut self.timer else {
             return Ok(());
         };
         match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Err(Refused::Timeout {
+            Poll::Ready(()) => Err(ReceiveRefusal::Timeout {
                 after: self.budget.timeout,
             }),
             Poll::Pending => Ok(()),
@@ -270,8 +270,9 @@ impl hyper::body::Body for Metered {
         if this.framing.between() {
             this.held = None;
         }
-        let refuse =
-            |refused: Refused| Poll::Ready(Some(Err(tonic::Status::from_error(Box::new(refused)))));
+        let refuse = |refused: ReceiveRefusal| {
+            Poll::Ready(Some(Err(tonic::Status::from_error(Box::new(refused)))))
+        };
         if let Err(refused) = this.late(cx) {
             return refuse(refused);
         }
@@ -401,7 +402,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn partial_messages_hold_the_budget_until_they_end() {
-        let budget = Budget::new(1000, Duration::from_secs(10));
+        let budget = ReceivingBudget::new(1000, Duration::from_secs(10));
         let (tx, body) = fed();
         let mut body = budget.meter(body);
         let whole = message(600);
@@ -421,7 +422,10 @@ mod tests {
         tx2.send(Bytes::from(message(700))).await.unwrap();
         let err = body2.frame().await.unwrap().unwrap_err();
         assert!(
-            matches!(Refused::of(&err), Some(Refused::Budget { limit: 1000 })),
+            matches!(
+                ReceiveRefusal::of(&err),
+                Some(ReceiveRefusal::Budget { limit: 1000 })
+            ),
             "{err:?}"
         );
         assert_eq!(budget.available(), 600, "the refused frame holds nothing");
@@ -439,7 +443,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_body_gives_its_bytes_back() {
-        let budget = Budget::new(1000, Duration::from_secs(10));
+        let budget = ReceivingBudget::new(1000, Duration::from_secs(10));
         let (tx, body) = fed();
         let mut body = budget.meter(body);
         tx.send(Bytes::copy_from_slice(&message(600)[..300]))
@@ -453,7 +457,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_message_that_stalls_is_ended_at_the_receive_timeout() {
-        let budget = Budget::new(1000, Duration::from_secs(10));
+        let budget = ReceivingBudget::new(1000, Duration::from_secs(10));
         let (tx, body) = fed();
         let mut body = budget.meter(body);
         let whole = message(100);
@@ -463,7 +467,10 @@ mod tests {
         let err = body.frame().await.unwrap().unwrap_err();
         assert_eq!(started.elapsed(), Duration::from_secs(10));
         assert!(
-            matches!(Refused::of(&err), Some(Refused::Timeout { .. })),
+            matches!(
+                ReceiveRefusal::of(&err),
+                Some(ReceiveRefusal::Timeout { .. })
+            ),
             "{err:?}"
         );
         drop(body);

@@ -18,6 +18,14 @@ use super::respond;
 use crate::metrics::{InFlight, Metrics};
 use crate::telemetry;
 
+/// An RPC being served: its span, and when it started (what its end is recorded with).
+pub struct RpcSpan {
+    /// The RPC's span.
+    pub span: Span,
+    /// When the RPC arrived.
+    pub started: std::time::Instant,
+}
+
 /// An RPC's place among those in flight; it is given back when dropped.
 pub struct Admission {
     pub(super) _permit: OwnedSemaphorePermit,

@@ -41,13 +41,13 @@ pub const MAX_WAIT: Duration = Duration::from_secs(5);
 
 /// The budget shared by every answer; see the module docs.
 #[derive(Clone, Debug)]
-pub struct Budget {
+pub struct SendingBudget {
     bytes: Arc<Semaphore>,
     limit: usize,
     metrics: Arc<Metrics>,
 }
 
-/// An answer's share of the [`Budget`], carried in the response's extensions from the
+/// An answer's share of the [`SendingBudget`], carried in the response's extensions from the
 /// handler to [`SendLayer`], which holds it until the answer has left.
 #[derive(Clone, Debug)]
 pub struct Share {
@@ -80,11 +80,11 @@ impl Drop for Held {
     }
 }
 
-impl Budget {
+impl SendingBudget {
     /// A budget of `limit` bytes, its use counted in `metrics`.
-    pub fn new(limit: usize, metrics: Arc<Metrics>) -> Budget {
+    pub fn new(limit: usize, metrics: Arc<Metrics>) -> SendingBudget {
         let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
-        Budget {
+        SendingBudget {
             bytes: Arc::new(Semaphore::new(limit)),
             limit,
             metrics,
@@ -258,7 +258,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_leaves_in_pieces_and_gives_its_share_back_after_the_last() {
-        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
+        let budget = SendingBudget::new(1 << 20, Arc::new(Metrics::new()));
         let share = budget.share(300_000, None).await.expect("a share");
         assert_eq!(budget.available(), (1 << 20) - 300_000);
         let response = in_pieces(http(answer(body_of(300_000), Some(share))));
@@ -283,7 +283,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_caller_that_leaves_gives_the_share_back() {
-        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
+        let budget = SendingBudget::new(1 << 20, Arc::new(Metrics::new()));
         let share = budget.share(300_000, None).await;
         let response = in_pieces(http(answer(body_of(300_000), share)));
         let mut body = response.into_body();
@@ -295,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn small_answers_take_no_share_and_large_ones_at_most_the_budget() {
-        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
+        let budget = SendingBudget::new(1 << 20, Arc::new(Metrics::new()));
         assert!(budget.share(PIECE - 1, None).await.is_none());
         let whole = budget
             .share(10 << 20, None)
@@ -308,7 +308,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_share_waits_half_the_time_left_or_max_wait_then_the_answer_goes_without() {
-        let budget = Budget::new(1 << 20, Arc::new(Metrics::new()));
+        let budget = SendingBudget::new(1 << 20, Arc::new(Metrics::new()));
         let held = budget.share(1 << 20, None).await.expect("all of it");
         let started = Instant::now();
         let due = started + Duration::from_secs(2);

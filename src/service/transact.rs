@@ -19,9 +19,9 @@ use tokio::time::Instant;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
-use tracing::{Instrument as _, Span};
+use tracing::Instrument as _;
 
-use safewrite_api::deadline::CallDeadline;
+use safewrite_api::deadline::{AnswerBy, CallDeadline};
 use safewrite_api::pb;
 use safewrite_api::target::FieldViolation;
 use safewrite_engine::{
@@ -29,9 +29,8 @@ use safewrite_engine::{
 };
 use safewrite_mutation::Mutation;
 
-use super::rpc::{Admission, finish_rpc, write_result};
+use super::rpc::{Admission, RpcSpan, finish_rpc, write_result};
 use crate::service::respond;
-use safewrite_api::deadline::AnswerBy;
 
 /// The bounds a transaction's caller must keep.
 #[derive(Debug, Clone, Copy)]
@@ -74,8 +73,9 @@ pub fn run(
     deadline: CallDeadline,
     limits: TransactLimits,
     admission: Admission,
-    (span, started): (Span, std::time::Instant),
+    rpc: RpcSpan,
 ) -> impl Stream<Item = Result<pb::TransactResponse, Status>> + Send + 'static {
+    let RpcSpan { span, started } = rpc;
     let (tx, rx) = mpsc::channel(1);
     let closed = tx.clone();
     let task_span = span.clone();
@@ -103,10 +103,10 @@ pub fn run(
             outcome
                 .map(|written| write_result(written, &span))
                 .map_err(|err| match refused {
-                    Some(Refused::Idle) => {
+                    Some(StreamEnded::Idle) => {
                         respond::transact_idle("proposal", limits.idle, &err.attempts)
                     }
-                    Some(Refused::Stream(status)) => {
+                    Some(StreamEnded::Stream(status)) => {
                         respond::unread_message(&status, limits.max_request_bytes, &err.attempts)
                             .unwrap_or_else(|| respond::to_status(&err))
                     }
@@ -137,11 +137,11 @@ struct StreamMutator {
     limits: TransactLimits,
     /// Why the caller's stream ended the loop, when that is not a write failure: the
     /// loop fails with `Failure::Cancelled`, and this says what to answer instead.
-    refused: Arc<Mutex<Option<Refused>>>,
+    refused: Arc<Mutex<Option<StreamEnded>>>,
 }
 
 /// A transaction ended by its caller's stream rather than by the write.
-enum Refused {
+enum StreamEnded {
     /// No proposal within the idle bound.
     Idle,
     /// The stream failed with this status: a message tonic could not read (too large,
@@ -187,7 +187,7 @@ impl StreamMutator {
                 });
             }
             Err(_) => {
-                *self.refused.lock().expect("refused") = Some(Refused::Idle);
+                *self.refused.lock().expect("refused") = Some(StreamEnded::Idle);
                 return Err(Failure::Cancelled(Cancel::CallerIdle));
             }
         };
@@ -206,7 +206,7 @@ impl StreamMutator {
             }
             Err(status) => {
                 let failure = Failure::Cancelled(Cancel::CallerStream(Arc::new(status.clone())));
-                *self.refused.lock().expect("refused") = Some(Refused::Stream(status));
+                *self.refused.lock().expect("refused") = Some(StreamEnded::Stream(status));
                 return Err(failure);
             }
         };

@@ -95,7 +95,12 @@ impl Failed {
                 Failed::End(Failure::OutcomeUnknown { last: last.into() })
             }
             Failure::Deadline { attempts, last } => {
-                Failed::End(deadline(spec, maybe_sent, attempts, last))
+                let in_doubt = if maybe_sent {
+                    InDoubt::Maybe
+                } else {
+                    InDoubt::No
+                };
+                Failed::End(deadline(spec, in_doubt, attempts, last))
             }
             failure => Failed::from_failure(failure, decision),
         }
@@ -117,18 +122,27 @@ impl Failed {
     }
 }
 
+/// Whether a write of a request may have been sent and not answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum InDoubt {
+    /// A write may have reached the API server without its answer reaching us.
+    Maybe,
+    /// Every write sent was answered (or none was sent).
+    No,
+}
+
 /// The failure of a write whose deadline passed. When a write of it may have been sent
 /// and not answered (`in_doubt`) and it carries no idempotency key, its outcome is what
 /// the caller must act on, not the deadline: DEADLINE_EXCEEDED means no write is in
 /// doubt (see the proto's retry options). The one place this rule is made.
 pub(super) fn deadline(
     spec: &WriteSpec,
-    in_doubt: bool,
+    in_doubt: InDoubt,
     attempts: u32,
     last: Option<Fault>,
 ) -> Failure {
     let deadline = Failure::Deadline { attempts, last };
-    if in_doubt && !spec.retry_is_safe() {
+    if in_doubt == InDoubt::Maybe && !spec.retry_is_safe() {
         Failure::OutcomeUnknown {
             last: deadline.into(),
         }

@@ -11,7 +11,7 @@ use safewrite_api::target::FieldViolation;
 use safewrite_engine::AttemptRecord;
 
 use super::Reply;
-use crate::service::receive::Refused;
+use crate::service::receive::ReceiveRefusal;
 
 /// DEADLINE_EXCEEDED (no attempts) for a call whose deadline, `timeout`, is shorter than
 /// the sidecar needs to answer it ([`safewrite_api::deadline::MIN_ANSWER_MARGIN`]): answered before
@@ -146,16 +146,16 @@ pub fn unread_message(
     } else {
         "nothing was written after that point"
     };
-    if let Some(refused) = Refused::of(status) {
+    if let Some(refused) = ReceiveRefusal::of(status) {
         let answer = match refused {
-            Refused::Budget { limit } => Reply::new(
+            ReceiveRefusal::Budget { limit } => Reply::new(
                 Code::ResourceExhausted,
                 Reason::Overloaded,
                 format!("{refused}; {outcome}; retry after the RetryInfo delay"),
             )
             .retry_after(Duration::from_millis(100))
             .metadata("limit_bytes", limit),
-            Refused::Timeout { .. } => Reply::new(
+            ReceiveRefusal::Timeout { .. } => Reply::new(
                 Code::DeadlineExceeded,
                 Reason::RequestNotRead,
                 format!("{refused}; {outcome}"),

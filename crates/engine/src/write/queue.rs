@@ -159,7 +159,7 @@ impl Batcher {
             Err(_) => Err(WriteError {
                 failure: crate::decide::deadline(
                     spec,
-                    true,
+                    crate::decide::InDoubt::Maybe,
                     0,
                     Some(crate::error::Fault::BatchPending),
                 ),

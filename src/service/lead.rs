@@ -67,17 +67,27 @@ fn made_identity() -> String {
     format!("{host}_{:016x}", fastrand::u64(..))
 }
 
-/// Starts the campaign of `spec` through `client`, publishing its leadership in
-/// `holdings` for fenced writes, and answers its events as a stream.
+/// Starts the campaign of `spec` through the engine's client, publishing its leadership
+/// in the engine's holdings for fenced writes, and answers its events as a stream.
 /// The campaign ends when the stream is dropped, or when `stop` turns true (the sidecar
 /// drains): it then releases the Lease, says RELEASED and ends the stream, so that a
 /// drain does not wait for callers to close their streams.
-pub fn start(
-    campaign: Campaign,
-    identity: String,
-    place: tokio::sync::OwnedSemaphorePermit,
-    stop: Option<watch::Receiver<bool>>,
-) -> LeadStream {
+pub fn start(spec: LeadSpec, with: Campaigning<'_>) -> LeadStream {
+    let Campaigning {
+        engine,
+        metrics,
+        place,
+        stop,
+    } = with;
+    let identity = spec.identity.clone();
+    let campaign = Campaign::new(
+        engine.client().clone(),
+        spec.lease,
+        spec.identity,
+        spec.timings,
+    )
+    .publishing_to(engine.holdings().clone())
+    .recording_to(metrics);
     let (events, received) = mpsc::channel(16);
     let stop = async move {
         let stopping = match stop {
@@ -96,6 +106,20 @@ pub fn start(
     });
     let stream = ReceiverStream::new(received).map(move |event| Ok(answer(event, &identity)));
     Box::pin(stream)
+}
+
+/// What a campaign runs with, besides its spec: the engine whose client it sends
+/// through and whose fenced writes it answers for, where it is counted, its place among
+/// the campaigns, and the drain that ends it.
+pub struct Campaigning<'a> {
+    /// The engine: its client stack and the holdings fenced writes check.
+    pub engine: &'a safewrite_engine::Engine,
+    /// Where its changes between leading and not are counted.
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// Its place among the campaigns (`--max-campaigns`), held until it ended.
+    pub place: tokio::sync::OwnedSemaphorePermit,
+    /// Turns true when the sidecar drains.
+    pub stop: Option<watch::Receiver<bool>>,
 }
 
 /// The message of one event.

@@ -30,7 +30,6 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
-use crate::lease::Campaign;
 use crate::metrics::Metrics;
 use crate::service::edge::Reached;
 use crate::service::policy::{AllowList, Operation};
@@ -364,21 +363,13 @@ impl pb::writer_service_server::WriterService for WriterService {
         end_rpc(&self.metrics, &span, "Lead", None, started, ended);
         let (spec, place) = opened?;
         tracing::info!(parent: &span, identity = %spec.identity, "campaign started");
-        let identity = spec.identity.clone();
-        let campaign = Campaign::new(
-            self.engine.client().clone(),
-            spec.lease,
-            spec.identity,
-            spec.timings,
-        )
-        .publishing_to(self.engine.holdings().clone())
-        .recording_to(self.metrics.clone());
-        Ok(Response::new(lead::start(
-            campaign,
-            identity,
+        let campaign = lead::Campaigning {
+            engine: &self.engine,
+            metrics: self.metrics.clone(),
             place,
-            self.stop.clone(),
-        )))
+            stop: self.stop.clone(),
+        };
+        Ok(Response::new(lead::start(spec, campaign)))
     }
 
     type TransactStream = TransactStream;

@@ -24,6 +24,7 @@ use safewrite_api::pb;
 use safewrite_api::target::FieldViolation;
 use safewrite_engine::{AttemptRecord, Outcome};
 
+mod api_answer;
 mod refusal;
 mod write;
 

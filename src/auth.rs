@@ -51,6 +51,8 @@ pub enum Refusal {
     Invalid,
 }
 
+// === impl Refusal ===
+
 impl Refusal {
     /// The ErrorInfo reason of the refusal.
     pub fn reason(self) -> &'static str {
@@ -85,6 +87,8 @@ pub struct Token {
     path: PathBuf,
     value: Arc<RwLock<Vec<u8>>>,
 }
+
+// === impl Token ===
 
 impl Token {
     /// The token in the file at `path`.

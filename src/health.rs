@@ -58,6 +58,8 @@ pub enum Address {
     Unix(PathBuf),
 }
 
+// === impl Address ===
+
 impl Address {
     /// Parses an address in any of the forms of the module docs.
     ///

@@ -124,6 +124,8 @@ fn gauge<N: EncodeGaugeValue>(
 #[derive(Debug)]
 pub struct ProcessCollector;
 
+// === impl ProcessCollector ===
+
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let Some(sample) = read(Path::new("/proc")) else {

@@ -94,6 +94,8 @@ pub struct Telemetry {
     pub exporting: bool,
 }
 
+// === impl Telemetry ===
+
 impl Telemetry {
     /// Flushes queued spans (bounded by the exporter's timeout) and stops the exporter.
     /// Call it outside the runtime's worker threads, with the runtime still alive.
@@ -174,6 +176,8 @@ struct Quiet<E> {
     inner: E,
     failing: Arc<AtomicBool>,
 }
+
+// === impl opentelemetry_sdk ===
 
 impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
     for Quiet<E>
@@ -295,6 +299,8 @@ pub fn init(args: &LogArgs) -> Result<Telemetry, TelemetryError> {
 /// The text line format: `<time> <LEVEL> <message> <fields> [trace_id=<id>]`.
 struct ShortLines;
 
+// === impl ShortLines ===
+
 impl<S, N> FormatEvent<S, N> for ShortLines
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -331,6 +337,8 @@ struct TraceIdOnly;
 #[derive(Default)]
 struct TraceIdVisitor(Option<String>);
 
+// === impl TraceIdVisitor ===
+
 impl Visit for TraceIdVisitor {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "trace_id" {
@@ -344,6 +352,8 @@ impl Visit for TraceIdVisitor {
         }
     }
 }
+
+// === impl TraceIdOnly ===
 
 impl<'writer> FormatFields<'writer> for TraceIdOnly {
     fn format_fields<R: RecordFields>(
@@ -378,6 +388,8 @@ impl<'writer> FormatFields<'writer> for TraceIdOnly {
 
 /// Reads W3C trace context from gRPC metadata.
 struct Metadata<'a>(&'a tonic::metadata::MetadataMap);
+
+// === impl Metadata ===
 
 impl Extractor for Metadata<'_> {
     fn get(&self, key: &str) -> Option<&str> {

@@ -193,6 +193,8 @@ pub struct FenceArgs {
     pub no_fence: bool,
 }
 
+// === impl FenceArgs ===
+
 impl FenceArgs {
     /// The fence of --fence and --fence-epoch (or their variables), none with --no-fence.
     ///

@@ -38,6 +38,8 @@ pub struct Candidate {
     task: JoinHandle<()>,
 }
 
+// === impl Candidate ===
+
 impl Candidate {
     /// Starts the campaign of `spec` (`request` as the sidecar takes it) in `mode`.
     ///

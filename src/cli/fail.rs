@@ -16,6 +16,8 @@ pub enum Class {
     Lost = 8,
 }
 
+// === impl Class ===
+
 impl Class {
     /// The class of a gRPC code (as the sidecar answers, or the in-process engine would).
     pub fn of(code: tonic::Code) -> Class {
@@ -37,6 +39,8 @@ pub struct Fail {
     pub class: Class,
     pub message: String,
 }
+
+// === impl Fail ===
 
 impl Fail {
     pub fn new(class: Class, message: impl Into<String>) -> Fail {

@@ -306,6 +306,8 @@ struct Interrupts {
     int: tokio::sync::Mutex<tokio::signal::unix::Signal>,
 }
 
+// === impl Interrupts ===
+
 impl Interrupts {
     fn new() -> Result<Self, Fail> {
         let register = |kind| {

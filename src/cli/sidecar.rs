@@ -40,6 +40,8 @@ pub struct LazyDiscovery<'a> {
     client: Option<Option<ApiClient>>,
 }
 
+// === impl LazyDiscovery ===
+
 impl<'a> LazyDiscovery<'a> {
     pub fn new(args: &'a ConnectArgs) -> Self {
         LazyDiscovery { args, client: None }
@@ -227,6 +229,8 @@ pub struct Call {
     deadline: Instant,
     token: Option<http::HeaderValue>,
 }
+
+// === impl Call ===
 
 impl Call {
     pub fn of<T>(&self, message: T) -> tonic::Request<T> {

@@ -79,6 +79,8 @@ pub struct Defaults {
     pub token_secret: String,
 }
 
+// === impl Defaults ===
+
 impl Default for Defaults {
     fn default() -> Self {
         Defaults {
@@ -107,6 +109,8 @@ pub struct Knobs {
     pub(crate) args: Vec<String>,
     pub(crate) token_secret: String,
 }
+
+// === impl Knobs ===
 
 impl Knobs {
     /// The policy's variables: each annotation when present, else the default.

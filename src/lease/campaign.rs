@@ -86,6 +86,8 @@ enum Round {
     Failed,
 }
 
+// === impl Round ===
+
 impl Round {
     /// The round's `safewrite.lease.result`.
     fn name(&self) -> &'static str {
@@ -110,6 +112,8 @@ struct CampaignState {
     /// The holder last reported to the caller.
     reported: Option<String>,
 }
+
+// === impl Campaign ===
 
 impl Campaign {
     /// A campaign for `lease` under `identity`, sending through `client`.

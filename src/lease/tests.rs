@@ -41,6 +41,8 @@ struct FakeLeases(Arc<Mutex<Store>>);
 
 type Response = http::Response<Full<Bytes>>;
 
+// === impl FakeLeases ===
+
 impl FakeLeases {
     /// Another candidate's write, straight to the store.
     fn outside(&self, holder: &str, epoch: u64, seconds: u64) {

@@ -30,6 +30,8 @@ pub struct LeaseName {
     pub(crate) name: Name,
 }
 
+// === impl LeaseName ===
+
 impl LeaseName {
     /// Checks `namespace` and `name`; the violation names the field.
     pub fn parse(namespace: &str, name: &str) -> Result<Self, FieldViolation> {
@@ -79,6 +81,8 @@ pub struct LeaseTimings {
     /// How often the campaign acquires or renews.
     pub retry_period: Duration,
 }
+
+// === impl LeaseTimings ===
 
 impl Default for LeaseTimings {
     fn default() -> Self {

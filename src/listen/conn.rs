@@ -41,6 +41,8 @@ pub enum Closed {
     Evicted,
 }
 
+// === impl Closed ===
+
 impl Closed {
     pub(super) fn describe(self) -> &'static str {
         match self {
@@ -67,6 +69,8 @@ pub(super) struct ConnState {
 #[derive(Clone)]
 pub struct Activity(pub(super) Arc<ConnState>);
 
+// === impl Activity ===
+
 impl Activity {
     /// Counts a request in flight on the connection until the guard is dropped. The
     /// first request also completes the handshake of an HTTP/1 connection.
@@ -79,6 +83,8 @@ impl Activity {
 
 /// A request in flight; see [`Activity::start`].
 pub struct Active(Arc<ConnState>);
+
+// === impl Active ===
 
 impl Drop for Active {
     fn drop(&mut self) {
@@ -103,6 +109,8 @@ pub struct Conn<IO> {
     pub(super) timer: Pin<Box<Sleep>>,
     pub(super) timer_at: Option<Instant>,
 }
+
+// === impl Conn ===
 
 impl<IO> Conn<IO> {
     /// The connection's request count, for the service that serves it.
@@ -222,6 +230,8 @@ pub struct ConnInfo<I> {
     activity: Activity,
 }
 
+// === impl Conn ===
+
 impl<IO: Connected> Connected for Conn<IO> {
     type ConnectInfo = ConnInfo<IO::ConnectInfo>;
 
@@ -237,6 +247,8 @@ impl<IO: Connected> Connected for Conn<IO> {
 /// connection until its response body is done, so that the idle timeout and eviction
 /// spare connections that are busy. `I` is the inner connection's info type.
 pub struct TrackLayer<I>(PhantomData<fn() -> I>);
+
+// === impl TrackLayer ===
 
 impl<I> TrackLayer<I> {
     pub(crate) fn new() -> Self {
@@ -273,6 +285,8 @@ pub struct Track<S, I> {
     _info: PhantomData<fn() -> I>,
 }
 
+// === impl Track ===
+
 impl<S: Clone, I> Clone for Track<S, I> {
     fn clone(&self) -> Self {
         Self {
@@ -283,6 +297,8 @@ impl<S: Clone, I> Clone for Track<S, I> {
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+// === impl Track ===
 
 impl<S, I, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for Track<S, I>
 where
@@ -316,6 +332,8 @@ pub struct Tracked<B> {
     inner: B,
     active: Option<Active>,
 }
+
+// === impl Tracked ===
 
 impl<B> Tracked<B> {
     /// `inner`, counted in flight by `active` until it ends or is dropped.

@@ -43,6 +43,8 @@ pub struct Pool {
     next_id: AtomicU64,
 }
 
+// === impl Pool ===
+
 impl Pool {
     /// A pool named `name` in logs (e.g. "grpc", "metrics").
     pub fn new(name: &'static str, limits: ConnectionLimits) -> Arc<Pool> {
@@ -197,6 +199,8 @@ struct AcceptErrors {
     unlogged: u64,
     logged: Option<Instant>,
 }
+
+// === impl AcceptErrors ===
 
 impl AcceptErrors {
     const FIRST: Duration = Duration::from_millis(10);

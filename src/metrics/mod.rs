@@ -60,6 +60,8 @@ pub struct Metrics {
     client: ClientMetrics,
 }
 
+// === impl Metrics ===
+
 impl Metrics {
     /// Every metric, registered once; the process's registry.
     pub fn new() -> Self {
@@ -247,6 +249,8 @@ impl Default for Metrics {
 
 /// Counts an RPC as in flight until dropped.
 pub struct InFlight(Gauge<i64, AtomicI64>);
+
+// === impl InFlight ===
 
 impl Drop for InFlight {
     fn drop(&mut self) {

@@ -198,6 +198,8 @@ pub struct ServeArgs {
     pub readiness_interval: Duration,
 }
 
+// === impl ServeArgs ===
+
 impl ServeArgs {
     /// Checks what no single flag can: the receive budget must hold one whole message.
     ///

@@ -153,6 +153,8 @@ struct Listeners {
     metrics: Option<(TcpListener, SocketAddr)>,
 }
 
+// === impl Listeners ===
+
 impl Listeners {
     /// Binds `--listen`, `--unix-socket` (with its mode and `group`) and
     /// `--metrics-listen`.

@@ -42,6 +42,8 @@ pub struct Edge<S> {
     metrics: Arc<Metrics>,
 }
 
+// === impl Edge ===
+
 impl<S> Edge<S> {
     /// `inner`, whose decoder refuses messages over `max_request_bytes`; with `token`,
     /// calls must carry it; refusals counted in `metrics`.
@@ -68,6 +70,8 @@ impl<S: NamedService> NamedService for Edge<S> {
 /// over (and so answers and counts it itself).
 #[derive(Clone, Default)]
 pub struct Reached(Arc<AtomicBool>);
+
+// === impl Reached ===
 
 impl Reached {
     /// Marks the request whose extensions these are as reached by its handler.
@@ -144,6 +148,8 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// long at most (see [`receive::read_first_message`]).
 const REFUSED_READ_BYTES: usize = 64 * 1024;
 const REFUSED_READ_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
+// === impl Edge ===
 
 impl<S> tower::Service<http::Request<Body>> for Edge<S>
 where

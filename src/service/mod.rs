@@ -61,6 +61,8 @@ pub struct WriterService {
 
 type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
 
+// === impl WriterService ===
+
 impl WriterService {
     /// A service that runs at most `max_in_flight` RPCs at once, holds transactions'
     /// callers to `transact`, writes only what `policy` allows, makes large answers

@@ -44,6 +44,8 @@ pub enum ReceiveRefusal {
     },
 }
 
+// === impl ReceiveRefusal ===
+
 impl ReceiveRefusal {
     /// The `ReceiveRefusal` among a status's causes, if a request ended here.
     pub fn of(status: &tonic::Status) -> Option<ReceiveRefusal> {
@@ -65,6 +67,8 @@ pub struct ReceivingBudget {
     limit: usize,
     timeout: Duration,
 }
+
+// === impl ReceivingBudget ===
 
 impl ReceivingBudget {
     /// A budget of `limit` bytes; a message must arrive within `timeout` of its first
@@ -98,6 +102,8 @@ impl ReceivingBudget {
 #[derive(Clone)]
 pub struct ReceiveLayer(pub ReceivingBudget);
 
+// === impl ReceiveLayer ===
+
 impl<S> tower::Layer<S> for ReceiveLayer {
     type Service = Receive<S>;
 
@@ -115,6 +121,8 @@ pub struct Receive<S> {
     inner: S,
     budget: ReceivingBudget,
 }
+
+// === impl Receive ===
 
 impl<S> tower::Service<http::Request<Body>> for Receive<S>
 where
@@ -166,6 +174,8 @@ struct Framing {
     remaining: usize,
 }
 
+// === impl Framing ===
+
 impl Framing {
     /// True between messages: no message has begun and not ended.
     fn between(&self) -> bool {
@@ -216,6 +226,8 @@ struct Metered {
     /// When the message in progress must have arrived whole.
     timer: Option<Pin<Box<Sleep>>>,
 }
+
+// === impl Metered ===
 
 impl Metered {
     fn take(&mut self, data: &Bytes) -> Result<(), ReceiveRefusal> {

@@ -62,6 +62,8 @@ struct Held {
     metrics: Arc<Metrics>,
 }
 
+// === impl Held ===
+
 impl Held {
     fn new(permit: OwnedSemaphorePermit, metrics: Arc<Metrics>) -> Held {
         let bytes = i64::try_from(permit.num_permits()).unwrap_or(i64::MAX);
@@ -79,6 +81,8 @@ impl Drop for Held {
         self.metrics.sending(-self.bytes);
     }
 }
+
+// === impl SendingBudget ===
 
 impl SendingBudget {
     /// A budget of `limit` bytes, its use counted in `metrics`.
@@ -136,6 +140,8 @@ pub fn answer<T>(message: T, share: Option<Share>) -> tonic::Response<T> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SendLayer;
 
+// === impl SendLayer ===
+
 impl<S> tower::Layer<S> for SendLayer {
     type Service = InPieces<S>;
 
@@ -149,6 +155,8 @@ impl<S> tower::Layer<S> for SendLayer {
 pub struct InPieces<S> {
     inner: S,
 }
+
+// === impl InPieces ===
 
 impl<S, R> tower::Service<R> for InPieces<S>
 where
@@ -190,6 +198,8 @@ struct Pieces {
     rest: Bytes,
     share: Option<Share>,
 }
+
+// === impl Pieces ===
 
 impl hyper::body::Body for Pieces {
     type Data = Bytes;

@@ -149,6 +149,8 @@ enum StreamEnded {
     Stream(Status),
 }
 
+// === impl StreamMutator ===
+
 impl Mutator for StreamMutator {
     async fn mutate(
         &mut self,

@@ -34,6 +34,8 @@ pub struct RequestParts<'a> {
     pub options: Option<&'a pb::WriteOptions>,
 }
 
+// === impl RequestParts ===
+
 impl<'a> From<&'a pb::UpdateWithRetryRequest> for RequestParts<'a> {
     fn from(body: &'a pb::UpdateWithRetryRequest) -> Self {
         RequestParts {

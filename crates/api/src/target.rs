@@ -23,6 +23,8 @@ pub struct FieldViolation {
     pub description: String,
 }
 
+// === impl FieldViolation ===
+
 impl FieldViolation {
     /// The violation of `field` (a path such as `target.name`), with `description`.
     pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
@@ -89,6 +91,8 @@ segment!(
     FieldManager
 );
 
+// === impl ApiVersion ===
+
 impl ApiVersion {
     /// Checks `text` as an apiVersion; `field` names it in the violation.
     pub fn parse(field: &str, text: &str) -> Result<Self, FieldViolation> {
@@ -124,6 +128,8 @@ impl ApiVersion {
     }
 }
 
+// === impl Kind ===
+
 impl Kind {
     /// Checks `text` as a kind.
     pub fn parse(field: &str, text: &str) -> Result<Self, FieldViolation> {
@@ -142,6 +148,8 @@ impl Kind {
     }
 }
 
+// === impl Namespace ===
+
 impl Namespace {
     /// Checks `text` as a namespace; empty means cluster-scoped.
     pub fn parse(field: &str, text: &str) -> Result<Self, FieldViolation> {
@@ -156,6 +164,8 @@ impl Namespace {
         Ok(Self(text.to_string()))
     }
 }
+
+// === impl Name ===
 
 impl Name {
     /// Checks `text` as an object name.
@@ -175,6 +185,8 @@ impl Name {
         Ok(Self(text.to_string()))
     }
 }
+
+// === impl FieldManager ===
 
 impl FieldManager {
     /// Checks `text` as a field manager.
@@ -247,6 +259,8 @@ pub struct ResourcePath {
     plural: String,
 }
 
+// === impl ResourcePath ===
+
 impl ResourcePath {
     /// The path of `plural` in `group`/`version` (as discovery reported them). Each is
     /// checked as the DNS name the API server serves it as, so that even an odd
@@ -317,6 +331,8 @@ pub struct WriteParams<'a> {
     /// Server-side apply's `force`.
     pub force: bool,
 }
+
+// === impl ObjectPath ===
 
 impl ObjectPath {
     /// The object's path (no query).

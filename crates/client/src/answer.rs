@@ -28,6 +28,8 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
+// === impl Answer ===
+
 impl Answer {
     /// An answer from its HTTP code, headers and whole body.
     pub fn new(code: u16, headers: &http::HeaderMap, body: Bytes) -> Self {
@@ -130,6 +132,8 @@ fn timeout_message(after: Duration, sent: bool) -> String {
         )
     }
 }
+
+// === impl RequestError ===
 
 impl RequestError {
     /// True when the request may have reached the API server although no answer came

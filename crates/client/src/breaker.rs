@@ -111,6 +111,8 @@ pub struct Ticket {
     settled: bool,
 }
 
+// === impl Ticket ===
+
 impl Ticket {
     /// Records how the request ended.
     pub fn settle(mut self, outcome: CallOutcome) {
@@ -132,6 +134,8 @@ impl Drop for Ticket {
         }
     }
 }
+
+// === impl Breaker ===
 
 impl Breaker {
     /// A closed breaker with `config`, recording its changes of state in `metrics`.
@@ -267,6 +271,8 @@ pub struct CircuitBreakerLayer {
     breaker: Breaker,
 }
 
+// === impl CircuitBreakerLayer ===
+
 impl CircuitBreakerLayer {
     pub(crate) fn new(breaker: Breaker) -> Self {
         Self { breaker }
@@ -290,6 +296,8 @@ pub struct CircuitBreaker<S> {
     inner: S,
     breaker: Breaker,
 }
+
+// === impl CircuitBreaker ===
 
 impl<S, B, R> Service<http::Request<B>> for CircuitBreaker<S>
 where

@@ -88,6 +88,8 @@ struct Listing {
     kinds: Option<HashMap<String, Arc<Resolved>>>,
 }
 
+// === impl Listing ===
+
 impl Listing {
     /// The kind as of this listing: found, unknown (still fresh), or `None` (ask again).
     fn lookup(
@@ -115,6 +117,8 @@ pub struct Discovery {
     /// One lock per group-version, held while its list is read.
     reading: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
+
+// === impl Discovery ===
 
 impl Discovery {
     /// An empty cache that reads resource lists through `client`.

@@ -45,6 +45,8 @@ use super::metrics::ClientMetrics;
 #[derive(Debug, Clone, Default)]
 pub struct Waited(pub Arc<std::sync::atomic::AtomicU64>);
 
+// === impl Waited ===
+
 impl Waited {
     /// The wait noted, if any.
     pub fn get(&self) -> Duration {
@@ -75,6 +77,8 @@ pub struct Slot {
     used: bool,
 }
 
+// === impl Slot ===
+
 impl Slot {
     /// Waits until the slot's time and uses it. A slot that is due already is used at
     /// once: a timer, even for a time past, fires only on the timer's next
@@ -98,6 +102,8 @@ impl Drop for Slot {
         }
     }
 }
+
+// === impl Limiter ===
 
 impl Limiter {
     /// `qps` requests per second on average, up to `burst` at once.
@@ -155,6 +161,8 @@ pub trait PacedByServer {
     fn paced_by_server(&self) -> bool;
 }
 
+// === impl http ===
+
 impl<T> PacedByServer for http::Response<T> {
     fn paced_by_server(&self) -> bool {
         let headers = self.headers();
@@ -170,6 +178,8 @@ struct ServerPacing {
     allowed: bool,
     paced: AtomicBool,
 }
+
+// === impl ServerPacing ===
 
 impl ServerPacing {
     fn steps_aside(&self) -> bool {
@@ -192,6 +202,8 @@ pub struct RateLimitLayer {
     answer_time: Arc<AnswerTime>,
     metrics: ClientMetrics,
 }
+
+// === impl RateLimitLayer ===
 
 impl RateLimitLayer {
     /// `qps` requests per second on average, up to `burst` at once; waits recorded in
@@ -246,6 +258,8 @@ pub struct RateLimit<S> {
     answer_time: Arc<AnswerTime>,
     metrics: ClientMetrics,
 }
+
+// === impl RateLimit ===
 
 impl<S, B> Service<http::Request<B>> for RateLimit<S>
 where

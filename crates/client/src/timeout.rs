@@ -44,6 +44,8 @@ pub struct TimeoutLayer {
     answer_time: Arc<AnswerTime>,
 }
 
+// === impl TimeoutLayer ===
+
 impl TimeoutLayer {
     /// `default` bounds requests that carry no [`RequestTimeout`].
     pub fn new(default: Duration) -> Self {
@@ -87,6 +89,8 @@ struct Ends {
     until: Instant,
     by_deadline: bool,
 }
+
+// === impl Timeout ===
 
 impl<S> Timeout<S> {
     /// The end of an exchange starting `now`: its [`RequestTimeout`] (this layer's default
@@ -225,6 +229,8 @@ pub struct Handoff<B> {
     inner: B,
     handed: Arc<AtomicBool>,
 }
+
+// === impl Handoff ===
 
 impl<B: Body + Unpin> Body for Handoff<B> {
     type Data = B::Data;

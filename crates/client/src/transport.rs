@@ -62,6 +62,8 @@ pub struct Http {
     requests: Arc<Semaphore>,
 }
 
+// === impl Http ===
+
 impl Http {
     /// The HTTP clients for `config`'s cluster, TLS settings and connect timeout.
     ///
@@ -168,6 +170,8 @@ pub struct ResponseBody {
     _connection: Option<OwnedSemaphorePermit>,
 }
 
+// === impl ResponseBody ===
+
 impl Body for ResponseBody {
     type Data = Bytes;
     type Error = hyper::Error;
@@ -198,6 +202,8 @@ struct Checked<C> {
     fallback: Option<Arc<AtomicBool>>,
     connections: Option<Arc<Semaphore>>,
 }
+
+// === impl Checked ===
 
 impl<C> Service<http::Uri> for Checked<C>
 where
@@ -250,6 +256,8 @@ pub struct Stream {
     io: MaybeHttpsStream<TokioIo<TcpStream>>,
     _permit: Option<OwnedSemaphorePermit>,
 }
+
+// === impl Stream ===
 
 impl Connection for Stream {
     fn connected(&self) -> Connected {

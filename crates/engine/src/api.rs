@@ -81,6 +81,8 @@ pub(crate) enum Confirmed {
     Ended(Option<Answer>, Failed),
 }
 
+// === impl Api ===
+
 impl Api {
     /// NOT_LEADER unless this process leads under `fence` now: from its own campaign's
     /// state when one is for the Lease, else from the Lease read live (see

@@ -82,6 +82,8 @@ pub enum Decision {
     Unexpected,
 }
 
+// === impl Decision ===
+
 impl Decision {
     /// Whether another attempt can succeed (bounded by the retry policy elsewhere).
     pub fn is_retryable(&self) -> bool {

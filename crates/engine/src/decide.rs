@@ -23,6 +23,8 @@ pub(super) enum Step {
     Fail(Failure),
 }
 
+// === impl Step ===
+
 impl From<Failed> for Step {
     fn from(failed: Failed) -> Step {
         match failed {
@@ -38,6 +40,8 @@ pub(super) enum Failed {
     Retry(Decision, Failure),
     End(Failure),
 }
+
+// === impl Failed ===
 
 impl Failed {
     pub(super) fn from_failure(failure: Failure, decision: Decision) -> Failed {

@@ -36,6 +36,8 @@ pub enum DeleteOutcome {
     Gone,
 }
 
+// === impl DeleteOutcome ===
+
 impl DeleteOutcome {
     /// A short lowercase name, for spans and metrics.
     pub fn name(self) -> &'static str {
@@ -65,6 +67,8 @@ enum Ended {
     Retry(Decision, Failure),
     Fail(Failure),
 }
+
+// === impl Ended ===
 
 impl From<Failed> for Ended {
     fn from(failed: Failed) -> Self {

@@ -29,6 +29,8 @@ pub struct WriteError {
     pub attempts: Vec<AttemptRecord>,
 }
 
+// === impl WriteError ===
+
 impl std::fmt::Display for WriteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.failure.fmt(f)
@@ -211,6 +213,8 @@ pub enum Fault {
     BatchPending,
 }
 
+// === impl Fault ===
+
 impl From<Failure> for Fault {
     /// A failure as the fault it holds: a request's own error when it got no answer.
     fn from(failure: Failure) -> Fault {
@@ -244,6 +248,8 @@ pub enum Cancel {
     #[error("the write has no mutation")]
     NoMutation,
 }
+
+// === impl Failure ===
 
 impl Failure {
     /// A short name of the failure for spans and metrics: the Kubernetes reason for an

@@ -47,6 +47,8 @@ pub struct Fence {
     pub epoch: u64,
 }
 
+// === impl Fence ===
+
 impl Fence {
     /// The Lease as the annotation names it: "namespace/name".
     pub fn lease(&self) -> String {
@@ -133,6 +135,8 @@ pub enum Leads {
     /// No campaign of this process is for the Lease.
     Unknown,
 }
+
+// === impl Holdings ===
 
 impl Holdings {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<u64, Holding>>> {

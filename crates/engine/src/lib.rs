@@ -80,6 +80,8 @@ pub struct Engine {
     batcher: Arc<Batcher>,
 }
 
+// === impl Engine ===
+
 impl Engine {
     /// The engine over `client`, recording in `metrics`.
     pub fn new(client: ApiClient, config: EngineConfig, metrics: EngineMetrics) -> Self {

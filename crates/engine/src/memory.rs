@@ -131,6 +131,8 @@ pub enum Learned {
     CopyWasStale,
 }
 
+// === impl Memory ===
+
 impl Memory {
     /// A memory of at most `bound` bytes of objects (0: off), its lookups counted in
     /// `metrics`.
@@ -317,6 +319,8 @@ impl Memory {
         self.inner.lock().expect("memory").bytes
     }
 }
+
+// === impl Lru ===
 
 impl Lru {
     fn next_tick(&mut self) -> u64 {

@@ -28,6 +28,8 @@ pub enum Outcome {
     Gone,
 }
 
+// === impl Outcome ===
+
 impl Outcome {
     /// A short lowercase name, for spans and metrics.
     pub fn name(self, already_applied: bool) -> &'static str {
@@ -60,6 +62,8 @@ pub struct AttemptRecord {
     pub batch_size: u32,
 }
 
+// === impl AttemptRecord ===
+
 impl AttemptRecord {
     /// Notes an answer's HTTP status and reason here and on the current span (the
     /// attempt's).
@@ -87,6 +91,8 @@ pub enum Object {
     /// The state right after a member's turn in a batch's write.
     Serial(Arc<Serial>, usize),
 }
+
+// === impl Object ===
 
 impl Object {
     /// The object's resourceVersion, without making the object.
@@ -164,6 +170,8 @@ pub struct Serial {
     undos: Vec<Option<json_patch::Patch>>,
 }
 
+// === impl Serial ===
+
 impl Serial {
     pub fn new(written: Arc<Value>, sent: Value, undos: Vec<Option<json_patch::Patch>>) -> Self {
         Serial {
@@ -236,6 +244,8 @@ pub struct Done {
     pub already_applied: bool,
 }
 
+// === impl Done ===
+
 impl Done {
     pub fn new(outcome: Outcome, object: impl Into<Object>) -> Self {
         Done {
@@ -269,6 +279,8 @@ pub struct Written {
     /// The idempotency key was already on the object: nothing was written.
     pub already_applied: bool,
 }
+
+// === impl Written ===
 
 impl Written {
     /// The result of a write that ended with `done` after `attempts`.

@@ -58,6 +58,8 @@ pub enum Propagation {
     Orphan,
 }
 
+// === impl Propagation ===
+
 impl Propagation {
     /// The policy's name as the API server spells it.
     pub fn as_str(self) -> &'static str {
@@ -79,6 +81,8 @@ pub struct Preconditions {
     /// A CEL condition that must return true on the fresh object.
     pub cel: Option<Cel>,
 }
+
+// === impl Preconditions ===
 
 impl Preconditions {
     pub(super) fn any(&self) -> bool {
@@ -161,6 +165,8 @@ pub struct WriteSpec {
     pub fence: Option<super::fence::Fence>,
 }
 
+// === impl WriteSpec ===
+
 impl WriteSpec {
     /// The query parameters of this request's writes; `force` for server-side apply.
     pub(super) fn write_params(&self, force: bool) -> WriteParams<'_> {
@@ -220,6 +226,8 @@ pub trait Mutator: Send {
 
 /// A declarative mutation as a [`Mutator`], evaluated no later than the deadline.
 pub(super) struct Declarative<'a>(pub &'a Mutation, pub AnswerBy);
+
+// === impl Declarative ===
 
 impl Mutator for Declarative<'_> {
     async fn mutate(&mut self, _: u32, fresh: &Value, creating: bool) -> Result<Change, Failure> {

@@ -59,6 +59,8 @@ struct FakeApi(Arc<Mutex<State>>);
 
 type Response = http::Response<Full<Bytes>>;
 
+// === impl FakeApi ===
+
 impl FakeApi {
     fn with_counter(n: u64) -> Self {
         let fake = FakeApi::default();
@@ -262,6 +264,8 @@ fn set_m() -> WriteSpec {
 
 /// The increment as the caller's own code (what a Transact caller does).
 struct Own;
+
+// === impl Own ===
 
 impl Mutator for Own {
     async fn mutate(&mut self, _: u32, fresh: &Value, _: bool) -> Result<Change, Failure> {

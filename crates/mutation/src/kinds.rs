@@ -33,6 +33,8 @@ pub enum Mutation {
     Entry(EntryChange),
 }
 
+// === impl Mutation ===
+
 impl Mutation {
     /// Validates and compiles the request's mutation; `field` is its path in the request.
     pub fn from_proto(

@@ -48,6 +48,8 @@ pub struct AllowList {
     default: bool,
 }
 
+// === impl AllowList ===
+
 impl Default for AllowList {
     /// The policy when none is given: every kind but Secrets.
     fn default() -> Self {
@@ -79,6 +81,8 @@ pub struct Denied {
     /// The flags that would allow it, as they would be added to the command line.
     pub allow: String,
 }
+
+// === impl AllowList ===
 
 impl AllowList {
     /// The policy of `rules` (from `--allow`) and of the file at `file` (`--policy`);

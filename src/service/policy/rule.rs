@@ -25,6 +25,8 @@ pub enum Operation {
     Delete,
 }
 
+// === impl Operation ===
+
 impl Operation {
     const ALL: [Operation; 7] = [
         Operation::Update,
@@ -71,6 +73,8 @@ pub(super) enum Pattern {
     Is(String),
 }
 
+// === impl Pattern ===
+
 impl Pattern {
     fn matches(&self, text: &str) -> bool {
         match self {
@@ -108,6 +112,8 @@ pub struct Rule {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct RuleError(pub(super) String);
+
+// === impl Rule ===
 
 impl Rule {
     /// `*`: every kind but Secrets, everywhere, every operation.
@@ -245,6 +251,8 @@ pub(super) fn group_kind(group: &str, kind: &str) -> String {
 pub(super) fn is_secret(group: &str, kind: &str) -> bool {
     group.is_empty() && kind == "Secret"
 }
+
+// === impl Rule ===
 
 impl fmt::Display for Rule {
     /// The rule in the flag syntax, every part spelled out.

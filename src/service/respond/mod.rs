@@ -57,6 +57,8 @@ struct Reply {
     details: Details,
 }
 
+// === impl Reply ===
+
 impl Reply {
     /// An answer with one of safewrite's own reasons: a value of the proto's `Reason`, so
     /// that every reason the sidecar chooses is one its clients know, by type.

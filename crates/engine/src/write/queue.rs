@@ -65,6 +65,8 @@ struct Queue<'a> {
     pub key: &'a Key,
 }
 
+// === impl Queue ===
+
 impl BatchSource for Queue<'_> {
     fn top_up(&self, members: &mut Vec<Member>) {
         self.batcher.top_up(self.key, members);
@@ -91,6 +93,8 @@ pub(crate) enum Sharing {
     /// (`write_alone`, or an exact resourceVersion).
     Isolated,
 }
+
+// === impl Batcher ===
 
 impl Batcher {
     /// Queues the write (made by the caller's `own` code, or by the spec's mutation)
@@ -243,6 +247,8 @@ struct DriverGuard<'a> {
     done: bool,
 }
 
+// === impl DriverGuard ===
+
 impl Drop for DriverGuard<'_> {
     fn drop(&mut self) {
         if !self.done {
@@ -258,6 +264,8 @@ struct DriverOnDrop<'a> {
     batcher: &'a Arc<Batcher>,
     key: &'a Key,
 }
+
+// === impl DriverOnDrop ===
 
 impl Drop for DriverOnDrop<'_> {
     fn drop(&mut self) {

@@ -64,6 +64,8 @@ pub(super) struct Reads {
     pub(super) fields: BTreeMap<String, Reads>,
 }
 
+// === impl Reads ===
+
 impl Reads {
     pub(super) fn whole() -> Reads {
         Reads {

@@ -20,6 +20,8 @@ pub(super) struct Estimate<'j> {
     pub(super) exact: Vec<&'j Value>,
 }
 
+// === impl Estimate ===
+
 impl Estimate<'_> {
     pub(super) fn of(cost: u64, bound: Bound) -> Self {
         Estimate {
@@ -53,6 +55,8 @@ pub(super) struct Operands<'j> {
     pub(super) first: Bound,
     pub(super) second: Bound,
 }
+
+// === impl Operands ===
 
 impl<'j> Operands<'j> {
     pub(super) fn new(each: Vec<Estimate<'j>>) -> Self {

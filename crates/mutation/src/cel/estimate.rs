@@ -26,6 +26,8 @@ pub(super) struct Estimator<'j> {
     scope: Vec<(String, Bound, Vec<&'j Value>)>,
 }
 
+// === impl Estimator ===
+
 impl<'j> Estimator<'j> {
     pub(super) fn new(fresh: Option<&'j Value>) -> Self {
         Estimator {

@@ -92,6 +92,8 @@ struct Resolver {
     stopped: AtomicU8,
 }
 
+// === impl Resolver ===
+
 impl Resolver {
     fn within_limits(&self) -> bool {
         if self.stopped.load(Ordering::Relaxed) != RUNNING {

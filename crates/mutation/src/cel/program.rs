@@ -37,6 +37,8 @@ pub struct Cel {
     pub(super) inline: bool,
 }
 
+// === impl Cel ===
+
 impl std::fmt::Debug for Cel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Cel")

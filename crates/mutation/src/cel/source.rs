@@ -41,6 +41,8 @@ struct Level {
     longest_unary: usize,
 }
 
+// === impl Level ===
+
 impl Level {
     /// An upper bound of the AST depth this level adds.
     fn depth(&self) -> usize {
@@ -56,6 +58,8 @@ struct Scan<'s> {
     questions: usize,
     after_operand: bool,
 }
+
+// === impl Scan ===
 
 impl Scan<'_> {
     /// Takes one token that is neither the end, whitespace nor a comment.

@@ -9,6 +9,8 @@ use super::change::{Condition, EntryChange, FieldPath};
 use crate::error::ApplyError;
 use crate::value::{short, type_name};
 
+// === impl EntryChange ===
+
 impl EntryChange {
     /// Applies the change to a copy of `fresh`; `now` is the time of the write.
     pub fn apply(&self, fresh: &Value, now: SystemTime) -> Result<Value, ApplyError> {

@@ -10,6 +10,8 @@ use safewrite_api::target::{ApiVersion, FieldViolation, Kind, Name};
 use super::change::{CONDITIONS, Condition, EntryChange, FieldPath, Owner};
 use crate::value::{parse_json, short, type_name};
 
+// === impl FieldPath ===
+
 impl FieldPath {
     /// Parses `text` (`field` is its place in the request); empty takes `default`.
     fn parse(field: &str, text: &str, default: Option<&str>) -> Result<Self, FieldViolation> {
@@ -50,6 +52,8 @@ impl FieldPath {
         })
     }
 }
+
+// === impl EntryChange ===
 
 impl EntryChange {
     /// Validates a `set_condition` mutation; `field` is the mutation's place in the

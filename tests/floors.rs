@@ -15,6 +15,8 @@
 //!   five longest functions;
 //! - no two wings define a type (struct, enum, trait) of the same name, so a name says
 //!   which thing it is wherever it is read.
+//! - a file over 200 lines marks each type's impls with `// === impl Type ===`, as tower
+//!   and kubert do, so a long file reads by sections.
 //!
 //! An import is a path: `crate::a::b` (a `use`, a path in code, a doc link or a path named
 //! in a comment, each item of a `crate::{a, b::c}` group), `super::` and `self::` paths (relative to the file's
@@ -878,6 +880,81 @@ fn no_two_wings_name_a_type_alike() {
     );
 }
 
+/// The type an `impl` line is for (`impl<T> Trait for Type<T> {` is for `Type`).
+fn impl_type(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("impl")?;
+    let rest = if rest.starts_with('<') {
+        // Past the generics (no `>` inside a bound's generics here, or a `for` follows).
+        let mut depth = 0;
+        let end = rest.char_indices().find(|&(_, c)| {
+            depth += match c {
+                '<' => 1,
+                '>' => -1,
+                _ => 0,
+            };
+            depth == 0
+        })?;
+        &rest[end.0 + 1..]
+    } else {
+        rest
+    };
+    let rest = rest
+        .split_once(" for ")
+        .map_or(rest, |(_, after)| after)
+        .trim_start();
+    let rest = rest.strip_prefix("dyn ").unwrap_or(rest);
+    let name: String = rest.chars().take_while(|&c| is_ident(c)).collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// The `impl` lines of `code` that start a run of one type's impls without a
+/// `// === impl Type ===` marker above them (their attributes and doc comments aside).
+fn unmarked_impls(code: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut unmarked = Vec::new();
+    let mut run: Option<String> = None;
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(name) = impl_type(line) {
+            if run.as_deref() != Some(name.as_str()) {
+                let mut j = i;
+                while j > 0 && (lines[j - 1].starts_with("#[") || lines[j - 1].starts_with("///")) {
+                    j -= 1;
+                }
+                let marked = j >= 2 && lines[j - 2].starts_with("// === impl ");
+                if !marked {
+                    unmarked.push((name.clone(), i + 1));
+                }
+            }
+            run = Some(name);
+        } else if !line.is_empty() && !line.starts_with([' ', '}', '#']) && !line.starts_with("//")
+        {
+            run = None;
+        }
+    }
+    unmarked
+}
+
+#[test]
+fn files_over_200_lines_mark_each_types_impls() {
+    let mut wrong = Vec::new();
+    for source in sources() {
+        if source.code.lines().count() <= 200 {
+            continue;
+        }
+        for (name, line) in unmarked_impls(&source.code) {
+            wrong.push(format!(
+                "{}:{line}: `impl {name}` has no `// === impl {name} ===` above it",
+                real(&source.path)
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a file over 200 lines marks each type's impls, as tower and kubert do:\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_see_what_they_check() {
     // Types a module defines, whatever their visibility; not a field, an alias, an
@@ -1008,6 +1085,14 @@ fn the_checks_see_what_they_check() {
         [("f".to_string(), 2, 5), ("h".to_string(), 9, 1)]
     );
     // Test code is left out: inline test modules and files declared as tests.
+    // Each type's run of impls is marked; an unmarked one is found.
+    assert_eq!(
+        impl_type("impl<S: Clone> tower::Layer<S> for Edge<S> {"),
+        Some("Edge".into())
+    );
+    assert_eq!(impl_type("impl Memory {"), Some("Memory".into()));
+    let code = "// === impl A ===\n\nimpl A {}\nimpl Drop for A {}\n\n/// B.\nimpl B {}\n";
+    assert_eq!(unmarked_impls(code), [("B".to_string(), 7)]);
     let text = "fn a() {}\n#[cfg(test)]\nmod tests {\n    use crate::x;\n}\n";
     assert_eq!(without_tests(text), "fn a() {}");
     assert_eq!(

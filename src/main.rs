@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand};
+
 use safewrite::health::HealthArgs;
 use safewrite::runtime::config::ServeArgs;
 use safewrite::telemetry::LogArgs;

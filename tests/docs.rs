@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use clap::Args as _;
+
 use safewrite::runtime::config::ServeArgs;
 use safewrite::telemetry::LogArgs;
 

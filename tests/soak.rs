@@ -18,11 +18,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::faults::{Fault, HttpFaultProxy};
 use support::{ControlPlane, Sidecar};
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument as _, Span};
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::target::{ObjectPath, ResourcePath, Verb, WriteParams};
 use safewrite_client::{ApiClient, LeaseTraffic, apiserver};
 use safewrite_engine::fence::{Holding, Holdings};
@@ -33,7 +34,6 @@ use safewrite_engine::fence::{Holding, Holdings};
 use super::record::{self, Claim};
 use super::timing::{LeaseName, LeaseTimings};
 use crate::metrics::Metrics;
-use safewrite_api::deadline::AnswerBy;
 
 /// Why the caller does not lead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,12 +15,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_client::breaker::BreakerConfig;
 use safewrite_client::timeout::Handoff;
 use safewrite_client::{ClientMetrics, StackConfig, apiserver, over};
 
 use super::*;
-use safewrite_api::deadline::AnswerBy;
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases/l";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";

@@ -36,12 +36,13 @@ use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kube::client::ConfigExt as _;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, Sidecar, cpu_seconds};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 
 /// The environment variable that makes this binary the floor server, naming the kubeconfig.
 const SERVE: &str = "SAFEWRITE_FLOOR_SERVE";

@@ -3,15 +3,16 @@
 //! contending writers; safewrite waits (at least the server's Retry-After) and every
 //! write still lands exactly once.
 
-use crate::support;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, Sidecar};
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 async fn create(client: &kube::Client, kind: &str, plural: &str, body: serde_json::Value) {
     let resource = ApiResource {

@@ -4,19 +4,20 @@
 //! INVALID_ARGUMENT naming the field, and the objects they aimed at are untouched; a
 //! hostile string in any identity field is refused the same way and the sidecar lives on.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, Sidecar};
 use tonic::Code;
 use tonic_types::StatusExt as _;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn merge(patch: serde_json::Value) -> Option<pb::Mutation> {
     Some(pb::Mutation {

@@ -2,15 +2,11 @@
 //! every connection (the server is gone, as far as the sidecar can tell), or accepts
 //! requests and never answers them (a hung server), then lets traffic through again.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use prost::Message;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::faults::HttpFaultProxy;
 use support::{ControlPlane, FaultProxy, Sidecar};
@@ -18,6 +14,11 @@ use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn increment(ns: &str) -> pb::UpdateWithRetryRequest {
     pb::UpdateWithRetryRequest {

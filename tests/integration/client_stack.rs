@@ -3,8 +3,6 @@
 //! one HTTP/2 connection (a capped pool without HTTP/2), and discovery notices a CRD that
 //! changed under it without a restart.
 
-use crate::support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -12,12 +10,15 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::faults::{Fault, HttpFaultProxy};
 use support::{ControlPlane, Sidecar, error_reason};
 use tonic::Code;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn target(api_version: &str, kind: &str, ns: &str, name: &str) -> Option<pb::ObjectRef> {
     Some(pb::ObjectRef {

@@ -4,21 +4,22 @@
 //! that changed the object in between makes the DELETE a conflict, and the sidecar
 //! decides again on the fresh object. An object that is not there is an answer (GONE).
 
-use crate::support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use prost::Message;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::faults::{Fault, HttpFaultProxy};
 use support::{ControlPlane, Sidecar, error_reason};
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::pb as rpc;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn target(ns: &str, name: &str) -> pb::ObjectRef {
     pb::ObjectRef {

@@ -26,9 +26,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
+use serde_json::{Value, json};
+
 use safewrite_api::pb;
 use safewrite_api::pb::writer_service_client::WriterServiceClient;
-use serde_json::{Value, json};
 
 use crate::support::{self, ControlPlane, Sidecar, repo_root};
 

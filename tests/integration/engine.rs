@@ -3,20 +3,21 @@
 //! create-if-missing, dry run, requeue mode, deadlines, and one test per row of the
 //! classification table the real server (or a real socket fault) can produce.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use prost::Message;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, FaultProxy, Sidecar, install_crd};
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::pb as rpc;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 struct Env {
     ns: String,

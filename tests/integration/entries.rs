@@ -9,8 +9,6 @@
 //! route-parent entries upserted by 8 controllers while an outside writer replaces the
 //! list (every entry in the stored version its OK named).
 
-use crate::support;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt as _;
@@ -20,12 +18,15 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
     PostParams, WatchEvent, WatchParams,
 };
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, Sidecar, error_reason};
 use tonic::Code;
 use tonic::transport::Channel;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 struct Env {
     ns: String,

@@ -4,8 +4,6 @@
 //! API server committed the write. 16 callers x 50 read-dependent increments run under
 //! each fault; every increment that was answered OK is applied exactly once.
 
-use crate::support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -13,13 +11,16 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use prost::Message;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::faults::{Fault, HttpFaultProxy};
 use support::{ControlPlane, Sidecar};
 use tonic::Code;
 use tonic::transport::Channel;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn increment(ns: &str, name: &str, key: Option<String>) -> pb::UpdateWithRetryRequest {
     support::keyed_increment(ns, name, key)

@@ -6,20 +6,21 @@
 //! campaign of its own (`safewrite update` inside `safewrite lead`, in-process) checks
 //! the Lease as read. The checker of the guarantee under pauses is `fence.rs`.
 
-use crate::support;
-
 use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, Sidecar, error_reason};
 use tonic::Code;
 use tonic::Streaming;
 use tonic::transport::Channel;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 const BIN: &str = env!("CARGO_BIN_EXE_safewrite");
 const LEASE: &str = "fenced";

@@ -7,20 +7,21 @@
 //! without a minimum (or with one that is not well formed) it reads live. The policy's
 //! `get` operation governs it, and Secrets are refused by default.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use prost::Message;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, INCREMENT, Sidecar, error_reason};
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::pb as rpc;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn target(ns: &str, kind: &str, name: &str) -> pb::ObjectRef {
     pb::ObjectRef {

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
-use safewrite::inject;
 use serde_json::{Value, json};
+
+use safewrite::inject;
 
 use crate::deploy::{
     Answer, create, deploy_tools, objects, pinned, pod_of, restricted_namespace, run, submit,

@@ -6,20 +6,21 @@
 //! the Lease expired; bad input and a policy without `lead` are refused before anything
 //! is sent. Timings: 2 s lease, 1.5 s renew deadline, 0.3 s retry period.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use support::faults::HttpFaultProxy;
 use support::{ControlPlane, Sidecar};
 use tonic::Code;
 use tonic::Streaming;
 use tonic::transport::Channel;
 use tonic_types::StatusExt as _;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 const RETRY_PERIOD: Duration = Duration::from_millis(300);
 const RENEW_DEADLINE: Duration = Duration::from_millis(1500);

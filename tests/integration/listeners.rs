@@ -5,16 +5,10 @@
 //! flight and end at their idle bound; malformed and oversized messages are refused with
 //! rich details and counted.
 
-use crate::support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use prost::Message as _;
-use safewrite_api::pb;
-use safewrite_api::pb::transact_request::Message as Req;
-use safewrite_api::pb::transact_response::Message as Resp;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use support::{ControlPlane, Sidecar};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -23,6 +17,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::StatusExt as _;
+
+use safewrite_api::pb;
+use safewrite_api::pb::transact_request::Message as Req;
+use safewrite_api::pb::transact_response::Message as Resp;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn kubeconfig(cp: &ControlPlane) -> String {
     cp.admin_kubeconfig().display().to_string()

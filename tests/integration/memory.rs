@@ -6,18 +6,19 @@
 //! abort) decided on a stale copy is caught by the live read that confirms it; Secrets,
 //! dry runs and `--no-memory` keep reading first.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, INCREMENT, Sidecar};
 use tonic::Code;
 use tonic::transport::Channel;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 struct Env {
     ns: String,

@@ -2,15 +2,16 @@
 //! server's own request counters. The test starts a control plane of its own, so no other
 //! test's traffic moves the counters it reads.
 
-use crate::support;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, Sidecar, apiserver_requests};
 use tonic::Code;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 const WRITE_VERBS: &[&str] = &["PUT", "POST", "PATCH", "DELETE"];
 

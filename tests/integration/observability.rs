@@ -3,14 +3,15 @@
 //! carry the trace id of the RPC they belong to; object contents (a Secret) never reach
 //! the logs; and an unreachable trace collector neither fails an RPC nor floods the log.
 
-use crate::support;
-
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, Sidecar};
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn cel(ns: &str, kind: &str, name: &str, expression: &str) -> pb::UpdateWithRetryRequest {
     pb::UpdateWithRetryRequest {

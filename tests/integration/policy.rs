@@ -5,21 +5,22 @@
 //! build info, `/livez` and `/readyz`, short log lines that start with the version and
 //! the API server.
 
-use crate::support;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, FaultProxy, Sidecar, apiserver_requests, install_crd, tool_dir};
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::StatusExt as _;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 /// Every verb the API server counts.
 const ALL_VERBS: &[&str] = &[

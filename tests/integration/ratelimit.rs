@@ -1,18 +1,19 @@
 //! The sidecar's rate limit to the real API server, measured with the server's own
 //! request counters, on a control plane of its own, so no other test's traffic moves them.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use prost::Message;
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, Sidecar, apiserver_requests};
 use tonic::Code;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 const ALL_VERBS: &[&str] = &["GET", "PUT", "POST", "PATCH", "LIST", "WATCH", "DELETE"];
 

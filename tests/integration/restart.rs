@@ -5,16 +5,12 @@
 //! (0.5 s), whose probes are cut short: they must not wedge the breaker, and their
 //! callers get the sidecar's own DEADLINE_EXCEEDED. Health follows the server down and up.
 
-use crate::support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::json;
 use support::{ControlPlane, FaultProxy, Sidecar};
 use tokio::sync::Mutex;
@@ -22,6 +18,11 @@ use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn increment(ns: &str, key: String) -> pb::UpdateWithRetryRequest {
     support::keyed_increment(ns, "r", Some(key))

@@ -2,18 +2,19 @@
 //! server's readiness, reflection lets grpcurl list and describe the API, unix sockets
 //! work, SIGTERM drains and exits cleanly, and bad configuration fails with one line.
 
-use crate::support;
-
 use std::net::TcpListener;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use safewrite_api::pb;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use support::{ControlPlane, Sidecar, run_safewrite, tool_dir};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
+
+use safewrite_api::pb;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 async fn health(channel: tonic::transport::Channel, service: &str) -> ServingStatus {
     let answer = HealthClient::new(channel)

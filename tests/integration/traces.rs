@@ -4,22 +4,23 @@
 //! the `traceparent` it sent), one span per attempt with the attempt's attributes, HTTP
 //! client spans under the attempts; and no secret value anywhere in the exported data.
 
-use crate::support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::transact_proposal::Change as Proposed;
-use safewrite_api::pb::transact_request::Message as Req;
-use safewrite_api::pb::transact_response::Message as Resp;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::jaeger::{Jaeger, parent_span_id, service_of, tag};
 use support::{ControlPlane, Sidecar};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+
+use safewrite_api::pb;
+use safewrite_api::pb::transact_proposal::Change as Proposed;
+use safewrite_api::pb::transact_request::Message as Req;
+use safewrite_api::pb::transact_response::Message as Resp;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 /// A sidecar exporting to the shared Jaeger over `protocol`, as `service`.
 fn traced_sidecar(cp: &ControlPlane, jaeger: &Jaeger, protocol: &str, service: &str) -> Sidecar {

@@ -3,23 +3,24 @@
 //! protocol errors, and callers that go away (no write after that point, nothing left
 //! behind in the sidecar).
 
-use crate::support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use safewrite_api::pb;
-use safewrite_api::pb::transact_proposal::Change as Proposed;
-use safewrite_api::pb::transact_request::Message as Req;
-use safewrite_api::pb::transact_response::Message as Resp;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use support::{ControlPlane, Sidecar};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Channel;
+
+use safewrite_api::pb;
+use safewrite_api::pb::transact_proposal::Change as Proposed;
+use safewrite_api::pb::transact_request::Message as Req;
+use safewrite_api::pb::transact_response::Message as Resp;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
+
+use crate::support;
 
 fn begin(ns: &str, name: &str, status: bool) -> pb::TransactRequest {
     pb::TransactRequest {

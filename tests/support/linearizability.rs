@@ -24,16 +24,17 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use prost::Message;
-use safewrite_api::pb;
-use safewrite_api::pb::transact_proposal::Change as Proposed;
-use safewrite_api::pb::transact_request::Message as Req;
-use safewrite_api::pb::transact_response::Message as Resp;
-use safewrite_api::pb::writer_service_client::WriterServiceClient;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Channel;
+
+use safewrite_api::pb;
+use safewrite_api::pb::transact_proposal::Change as Proposed;
+use safewrite_api::pb::transact_request::Message as Req;
+use safewrite_api::pb::transact_response::Message as Resp;
+use safewrite_api::pb::writer_service_client::WriterServiceClient;
 
 use super::faults::{Fault, HttpFaultProxy};
 use super::{ControlPlane, Sidecar};

@@ -2,12 +2,11 @@
 //! ([`Step`], and [`Failed`] for one that failed) and whether to go on after a retryable one and how long to wait first
 //! ([`after`]). Nothing here sends, sleeps or reads the clock.
 
-use safewrite_api::deadline::AnswerBy;
-
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_client::apiserver::Answer;
 
 use super::error::{Failure, Fault};
@@ -164,7 +163,7 @@ pub(super) fn is_ambiguous(answer: &Answer) -> bool {
 pub(super) struct Progress<'a> {
     pub policy: &'a RetryPolicy,
     pub deadline: AnswerBy,
-    /// Attempts made so far, the one that just ended included.
+    /// AttemptLog made so far, the one that just ended included.
     pub made: u32,
     /// Retries of internal errors made so far.
     pub internal_retries: u32,

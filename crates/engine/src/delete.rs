@@ -13,7 +13,7 @@ use safewrite_api::target::{ObjectPath, Verb};
 use safewrite_client::apiserver::Answer;
 
 use super::api::{Api, Read, Sent};
-use super::attempts::Attempts;
+use super::attempt_log::AttemptLog;
 use super::body::{delete_options, resource_version};
 use super::decide::Failed;
 use super::error::{Failure, WriteError};
@@ -126,7 +126,7 @@ async fn attempt(
     spec: &WriteSpec,
     propagation: Option<Propagation>,
     request: &ObjectPath,
-    attempts: &mut Attempts,
+    attempts: &mut AttemptLog,
 ) -> Ended {
     let (deadline, made) = (attempts.deadline, attempts.made());
     if let Some(fence) = &spec.fence

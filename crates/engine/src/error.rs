@@ -121,7 +121,7 @@ pub enum Failure {
     /// The caller's deadline came before the write could be completed.
     #[error("the deadline passed after {attempts} attempt(s)")]
     Deadline {
-        /// Attempts made before the deadline.
+        /// AttemptLog made before the deadline.
         attempts: u32,
         /// The last fault seen, if any.
         #[source]

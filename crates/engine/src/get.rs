@@ -18,7 +18,7 @@ use safewrite_api::resource_version::{WellFormed, at_least};
 use safewrite_api::target::ObjectPath;
 
 use super::api::{Api, Read};
-use super::attempts::Attempts;
+use super::attempt_log::AttemptLog;
 use super::body::resource_version;
 use super::decide::Failed;
 use super::error::WriteError;
@@ -37,7 +37,7 @@ pub struct Got {
 pub(super) async fn get(
     api: &Api,
     request: ObjectPath,
-    mut attempts: Attempts,
+    mut attempts: AttemptLog,
     min_version: Option<&str>,
 ) -> Result<Got, WriteError> {
     let min = min_version.and_then(WellFormed::parse);

@@ -14,7 +14,8 @@
 //!   without a GET; it alone decides what it keeps, refreshes or forgets.
 //! - `decide`: how an attempt ended and whether to retry, as pure functions;
 //!   `classify`: an API answer -> a decision.
-//! - `attempts`: the per-request state the loop threads through; `spans`: each
+//! - `attempt_log`: each request's log of its attempts (records, policy, deadline),
+//!   threaded through the loop; `spans`: each
 //!   attempt's span.
 //! - `owner`: an owner's uid, read before the loop; `get`: read your own writes;
 //!   `delete`: a delete conditioned on the object it was decided on, retried as writes.
@@ -26,7 +27,7 @@
 #![deny(missing_docs)]
 
 mod api;
-mod attempts;
+mod attempt_log;
 mod body;
 pub mod classify;
 mod decide;

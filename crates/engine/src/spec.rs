@@ -15,7 +15,7 @@ use safewrite_mutation::{Cel, Mutation};
 /// Server-wide defaults, overridable per request where the API allows.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Attempts per RPC when the request does not say.
+    /// AttemptLog per RPC when the request does not say.
     pub max_attempts: u32,
     /// Backoff shape when the request does not say.
     pub backoff: Backoff,

@@ -22,8 +22,9 @@ use crate::error::Failure;
 use crate::result::{Done, Object, Outcome, Serial};
 use crate::spec::WriteSpec;
 
-/// How one attempt of a batch ended.
-pub(crate) enum Attempted {
+/// What becomes of a batch's members after one attempt: all answered, some sent back,
+/// or some to retry.
+pub(crate) enum Disposition {
     /// Every member has its answer.
     Answered,
     /// These members go after the others (a create, isolation).
@@ -76,7 +77,7 @@ pub(crate) enum End {
 
 /// What the attempt's `end` makes of each member: its answer, its retry, or a place
 /// after the others.
-pub(crate) async fn conclude(api: &Api, members: Vec<Member>, end: End) -> Attempted {
+pub(crate) async fn conclude(api: &Api, members: Vec<Member>, end: End) -> Disposition {
     match end {
         End::Single(step) => single(members, step),
         End::Stale => stale(members),
@@ -98,13 +99,13 @@ pub(crate) async fn conclude(api: &Api, members: Vec<Member>, end: End) -> Attem
                 resource_version(&written).as_str(),
             );
             answer_each(members, verdicts, &fresh, Some((body, written)));
-            Attempted::Answered
+            Disposition::Answered
         }
         End::BadAnswer(failure) => {
             for member in members {
                 member.answer(Err(failure.clone()));
             }
-            Attempted::Answered
+            Disposition::Answered
         }
         End::Unanswered {
             verdicts,
@@ -189,16 +190,16 @@ pub(crate) fn is_own_failure(verdict: &Verdict) -> bool {
 }
 
 /// The end of the attempt of a member written on its own.
-fn single(mut members: Vec<Member>, step: Step) -> Attempted {
+fn single(mut members: Vec<Member>, step: Step) -> Disposition {
     let member = members.pop().expect("one member");
     match step {
         Step::Done(done) => member.answer(Ok(done)),
         Step::Fail(failure) => member.answer(Err(failure)),
         Step::Retry(decision, failure) => {
-            return Attempted::Retry(decision, failure, vec![member]);
+            return Disposition::Retry(decision, failure, vec![member]);
         }
     }
-    Attempted::Answered
+    Disposition::Answered
 }
 
 /// Nothing was written: every answer is decided by the object read, once a live read
@@ -208,10 +209,10 @@ fn unwritten(
     verdicts: Vec<Verdict>,
     fresh: &Arc<Value>,
     confirmed: Option<Confirmed>,
-) -> Attempted {
+) -> Disposition {
     let Some(confirmed) = confirmed else {
         answer_each(members, verdicts, fresh, None);
-        return Attempted::Answered;
+        return Disposition::Answered;
     };
     let (mut deciding, mut decided) = (Vec::new(), Vec::new());
     for (member, verdict) in members.into_iter().zip(verdicts) {
@@ -226,12 +227,12 @@ fn unwritten(
         }
     }
     if deciding.is_empty() {
-        return Attempted::Answered;
+        return Disposition::Answered;
     }
     match confirmed {
         Confirmed::Current => {
             answer_each(deciding, decided, fresh, None);
-            Attempted::Answered
+            Disposition::Answered
         }
         Confirmed::Stale => stale(deciding),
         Confirmed::Ended(_, step) => end_all(deciding, step),
@@ -240,23 +241,23 @@ fn unwritten(
 
 /// The batch was decided on a remembered copy that turned out stale: every member goes
 /// again at once, from a live read.
-fn stale(mut members: Vec<Member>) -> Attempted {
+fn stale(mut members: Vec<Member>) -> Disposition {
     for member in &mut members {
         member.attempts.read_live = true;
     }
-    Attempted::Retry(Decision::Stale, stale_copy(), members)
+    Disposition::Retry(Decision::Stale, stale_copy(), members)
 }
 
 /// A read that ended the attempt (refused or unanswered): every
 /// member retries or fails with it.
-fn end_all(members: Vec<Member>, failed: Failed) -> Attempted {
+fn end_all(members: Vec<Member>, failed: Failed) -> Disposition {
     match failed {
-        Failed::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
+        Failed::Retry(decision, failure) => Disposition::Retry(decision, failure, members),
         Failed::End(failure) => {
             for member in members {
                 member.answer(Err(failure.clone()));
             }
-            Attempted::Answered
+            Disposition::Answered
         }
     }
 }
@@ -265,7 +266,7 @@ fn end_all(members: Vec<Member>, failed: Failed) -> Attempted {
 /// with the 404, as they would have one at a time; that one creates the object on its
 /// own (a create is not shared), and the rest go back to be written to the object it
 /// created.
-async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted {
+async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Disposition {
     let mut members = members.into_iter();
     let mut creator = None;
     for member in members.by_ref() {
@@ -284,7 +285,7 @@ async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted 
         member.answer(Err(Failed::from_answer(answer, None).into_failure()));
     }
     let Some(mut creator) = creator else {
-        return Attempted::Answered;
+        return Disposition::Answered;
     };
     let rest: Vec<Member> = members.collect();
     creator.attempts.current().batch_size = 1;
@@ -316,13 +317,13 @@ async fn missing(api: &Api, members: Vec<Member>, answer: &Answer) -> Attempted 
         Step::Retry(decision, failure) => {
             let mut back = vec![creator];
             back.extend(rest);
-            return Attempted::Retry(decision, failure, back);
+            return Disposition::Retry(decision, failure, back);
         }
     }
     if rest.is_empty() {
-        Attempted::Answered
+        Disposition::Answered
     } else {
-        Attempted::SendBack(rest)
+        Disposition::SendBack(rest)
     }
 }
 
@@ -335,7 +336,7 @@ fn refused(
     verdicts: &[Verdict],
     changed: usize,
     answer: &Answer,
-) -> Attempted {
+) -> Disposition {
     if is_ambiguous(answer) {
         // A timeout answer may come after the write was stored: each member whose change
         // it carried is what the same answer would make of it alone.
@@ -353,7 +354,7 @@ fn refused(
         _ => None,
     };
     match Failed::from_answer(answer, strict.as_deref()) {
-        Failed::Retry(decision, failure) => Attempted::Retry(decision, failure, members),
+        Failed::Retry(decision, failure) => Disposition::Retry(decision, failure, members),
         Failed::End(failure) if changed == 1 => {
             let mut back = Vec::new();
             for (member, verdict) in members.into_iter().zip(verdicts) {
@@ -364,12 +365,12 @@ fn refused(
                 }
             }
             if back.is_empty() {
-                Attempted::Answered
+                Disposition::Answered
             } else {
-                Attempted::SendBack(back)
+                Disposition::SendBack(back)
             }
         }
-        Failed::End(_) => Attempted::SendBack(
+        Failed::End(_) => Disposition::SendBack(
             members
                 .into_iter()
                 .map(|mut m| {
@@ -391,7 +392,7 @@ fn unanswered(
     failure: Failure,
     decision: Decision,
     maybe_sent: bool,
-) -> Attempted {
+) -> Disposition {
     settle(members, verdicts, |member, changed| {
         Failed::unanswered_write(
             &member.spec,
@@ -409,7 +410,7 @@ fn settle(
     members: Vec<Member>,
     verdicts: &[Verdict],
     failed_of: impl Fn(&Member, bool) -> Failed,
-) -> Attempted {
+) -> Disposition {
     let (mut retry, mut going_on) = (None, Vec::new());
     for (member, verdict) in members.into_iter().zip(verdicts) {
         match failed_of(&member, matches!(verdict, Verdict::Changed(_))) {
@@ -421,7 +422,7 @@ fn settle(
         }
     }
     match retry {
-        Some((decision, failure)) => Attempted::Retry(decision, failure, going_on),
-        None => Attempted::Answered,
+        Some((decision, failure)) => Disposition::Retry(decision, failure, going_on),
+        None => Disposition::Answered,
     }
 }

@@ -15,7 +15,7 @@ use safewrite_client::apiserver::Answer;
 use safewrite_client::discovery::Resolved;
 
 use super::resolve::Start;
-use crate::attempts::Attempts;
+use crate::attempt_log::AttemptLog;
 use crate::error::{Failure, WriteError};
 use crate::result::{Done, Written};
 use crate::spans::{record_done, record_failure};
@@ -28,7 +28,7 @@ pub(crate) struct Member {
     pub own: Option<Box<dyn OwnCode>>,
     pub resolved: Arc<Resolved>,
     pub request: ObjectPath,
-    pub attempts: Attempts,
+    pub attempts: AttemptLog,
     /// The member's RPC span: the batch's attempt spans are children of the first
     /// member's and link the others'.
     pub span: Span,

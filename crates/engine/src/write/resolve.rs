@@ -15,7 +15,7 @@ use safewrite_mutation::Mutation;
 
 use super::retry::back_off;
 use crate::api::Api;
-use crate::attempts::Attempts;
+use crate::attempt_log::AttemptLog;
 use crate::error::{Failure, Unresolved, WriteError, unresolved};
 use crate::spans::{attempt_span, record_failure};
 use crate::spec::{Subresource, WriteSpec};
@@ -28,7 +28,7 @@ const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 pub(crate) struct Start {
     pub resolved: Arc<Resolved>,
     pub request: ObjectPath,
-    pub attempts: Attempts,
+    pub attempts: AttemptLog,
 }
 
 /// The start of `spec`'s write: the deadline the engine works to (a little before the
@@ -42,7 +42,7 @@ pub(crate) async fn begin(
 ) -> Result<Start, WriteError> {
     let deadline = deadline.answer_by();
     api.budget.deposit();
-    let mut attempts = Attempts::new(spec.policy, deadline);
+    let mut attempts = AttemptLog::new(spec.policy, deadline);
     if let Some(late) = attempts.late_from_the_start() {
         return Err(attempts.fail(late));
     }
@@ -94,7 +94,7 @@ pub(crate) async fn begin(
 pub(crate) async fn resolve(
     api: &Api,
     spec: &WriteSpec,
-    attempts: &Attempts,
+    attempts: &AttemptLog,
 ) -> Result<Arc<Resolved>, Unresolved> {
     let (api_version, kind) = (&spec.target.api_version, &spec.target.kind);
     let deadline = attempts.deadline;

@@ -1,6 +1,6 @@
 //! The one place the loop waits before it goes again. After an attempt ended retryably
 //! each waiting write plans its own wait from the decision, its policy and its deadline
-//! ([`Attempts::plan`], which asks the shared retry budget for faults, once for all of
+//! ([`AttemptLog::plan`], which asks the shared retry budget for faults, once for all of
 //! them); those that may not go on end with their failure, the rest sleep the shortest
 //! wait planned. A batch's members and a target's resolution come through here alike.
 
@@ -9,18 +9,18 @@ use std::time::Duration;
 use tower::retry::budget::{Budget as _, TpsBudget};
 use tracing::Span;
 
-use crate::attempts::Attempts;
+use crate::attempt_log::AttemptLog;
 use crate::classify::Decision;
 use crate::error::Failure;
 
 /// What waits for the next attempt: a batch's member, or a request still resolving its
 /// target.
 pub(crate) trait Waiting {
-    fn attempts(&mut self) -> &mut Attempts;
+    fn attempts(&mut self) -> &mut AttemptLog;
 }
 
-impl Waiting for Attempts {
-    fn attempts(&mut self) -> &mut Attempts {
+impl Waiting for AttemptLog {
+    fn attempts(&mut self) -> &mut AttemptLog {
         self
     }
 }

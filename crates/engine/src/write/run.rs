@@ -11,12 +11,12 @@ use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::attempt::attempt;
-use super::ends::{Attempted, conclude};
+use super::ends::{Disposition, conclude};
 use super::member::Member;
 use super::resolve::Start;
 use super::retry::{Waiting, back_off};
 use crate::api::Api;
-use crate::attempts::Attempts;
+use crate::attempt_log::AttemptLog;
 use crate::error::{Failure, WriteError};
 use crate::result::Written;
 use crate::spans::{attempt_span, record_failure};
@@ -83,12 +83,12 @@ pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Batch
             conclude(api, members, end).await
         };
         match attempted.instrument(span.clone()).await {
-            Attempted::Answered => return,
-            Attempted::SendBack(back) => {
+            Disposition::Answered => return,
+            Disposition::SendBack(back) => {
                 drop(span);
                 members = company.send_back(back);
             }
-            Attempted::Retry(decision, failure, carried) => {
+            Disposition::Retry(decision, failure, carried) => {
                 record_failure(&span, decision.name(), &failure);
                 let (going_on, ended) =
                     back_off(&api.budget, carried, &decision, &failure, span).await;
@@ -102,7 +102,7 @@ pub(crate) async fn run(api: &Api, mut members: Vec<Member>, company: &dyn Batch
 }
 
 impl Waiting for Member {
-    fn attempts(&mut self) -> &mut Attempts {
+    fn attempts(&mut self) -> &mut AttemptLog {
         &mut self.attempts
     }
 }

@@ -9,7 +9,7 @@ use tracing::Span;
 use safewrite_api::target::{ObjectPath, Verb};
 
 use crate::api::{AfterWrite, Api, Read, Sent};
-use crate::attempts::Attempts;
+use crate::attempt_log::AttemptLog;
 use crate::body::resource_version;
 use crate::decide::{Failed, Step};
 use crate::error::{Failure, mutation_failure};
@@ -28,7 +28,7 @@ async fn send_unfolded(
     verb: Verb,
     force: bool,
     body: &Value,
-    attempts: &mut Attempts,
+    attempts: &mut AttemptLog,
 ) -> Sent {
     let data = serde_json::to_vec(body).expect("a JSON value serializes");
     let http = request.request(
@@ -52,7 +52,7 @@ pub(crate) async fn create<M: Mutator>(
     request: &ObjectPath,
     template: &Value,
     mutator: &mut M,
-    attempts: &mut Attempts,
+    attempts: &mut AttemptLog,
 ) -> Step {
     if spec.preconditions.uid.is_some() || spec.preconditions.resource_version.is_some() {
         return Step::Fail(Failure::PreconditionFailed {
@@ -108,7 +108,7 @@ pub(crate) async fn apply(
     request: &ObjectPath,
     configuration: &Value,
     force: bool,
-    attempts: &mut Attempts,
+    attempts: &mut AttemptLog,
 ) -> Step {
     let fresh = match api.read(request, attempts.deadline, attempts.made()).await {
         Read::Ended(answer, failed) => {

@@ -4,12 +4,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use safewrite_api::deadline::AnswerBy;
 use safewrite_api::target::FieldViolation;
 
 use super::eval::POOL;
 use super::limits::VALUE;
 use super::*;
-use safewrite_api::deadline::AnswerBy;
 
 /// A limit that only the runtime bounds enforce.
 fn unbounded_cost(time: Duration) -> CelLimits {

@@ -6,10 +6,10 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use safewrite_api::pb;
+use safewrite_api::target::FieldViolation;
 
 use super::*;
 use crate::ApplyError;
-use safewrite_api::target::FieldViolation;
 
 fn at(seconds: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_790_000_000 + seconds)

@@ -1,12 +1,12 @@
 //! The state one request threads through its loop: the record of every attempt, the
 //! retries of internal errors made, its random source, deadline and policy.
 
-use safewrite_api::deadline::AnswerBy;
-
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::{Span, debug};
+
+use safewrite_api::deadline::AnswerBy;
 
 use super::decide::{self, Progress};
 use super::error::{Failure, WriteError};
@@ -14,8 +14,9 @@ use super::result::{AttemptRecord, Done, Written};
 use super::spec::RetryPolicy;
 use crate::classify::Decision;
 
-/// Per-request state of the loop.
-pub(crate) struct Attempts {
+/// One request's log of its attempts: their records, and the policy and deadline that
+/// bound how many more it may make.
+pub(crate) struct AttemptLog {
     pub records: Vec<AttemptRecord>,
     internal_retries: u32,
     rng: fastrand::Rng,
@@ -26,9 +27,9 @@ pub(crate) struct Attempts {
     pub read_live: bool,
 }
 
-impl Attempts {
+impl AttemptLog {
     pub fn new(policy: RetryPolicy, deadline: AnswerBy) -> Self {
-        Attempts {
+        AttemptLog {
             records: Vec::new(),
             internal_retries: 0,
             rng: fastrand::Rng::new(),

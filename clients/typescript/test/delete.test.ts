@@ -41,6 +41,22 @@ async function kept(ref: ObjectRef): Promise<void> {
   assert.equal(got.object.metadata.name, ref.name);
 }
 
+/**
+ * The Lease `ref` was released (its holder cleared). A closed Lead stream ends its
+ * campaign on the sidecar a moment later: the campaign first stops fencing, then
+ * releases the Lease, so a released Lease means fenced writes under it fail now.
+ */
+async function released(ref: ObjectRef): Promise<void> {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const lease = await client.get(ref);
+    const spec = (lease.object as { spec?: { holderIdentity?: string } }).spec;
+    if (!spec?.holderIdentity) return;
+    assert.ok(Date.now() < until, `the Lease is still held by ${spec.holderIdentity}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** The object is not there any more. */
 async function deleted(ref: ObjectRef): Promise<void> {
   await failure(client.get(ref), NotFoundError);
@@ -129,7 +145,8 @@ describe("delete", () => {
   });
 
   it("fenced: the leader's fenced client deletes; once its campaign ended, the same fence fails with NOT_LEADER and the object is kept", { timeout: 20_000 }, async () => {
-    const leadership = client.lead({ namespace: namespace(), name: freshName("del-lease"), leaseDurationMs: 15_000, retryPeriodMs: 200 });
+    const lease = { apiVersion: "coordination.k8s.io/v1", kind: "Lease", namespace: namespace(), name: freshName("del-lease") };
+    const leadership = client.lead({ namespace: lease.namespace, name: lease.name, leaseDurationMs: 15_000, retryPeriodMs: 200 });
     const first = await existing(client, "del-fenced");
     const second = await existing(client, "del-fenced");
     let fence: Fence | undefined;
@@ -140,6 +157,7 @@ describe("delete", () => {
       leadership.close();
     });
     await deleted(first);
+    await released(lease);
     assert.ok(fence !== undefined);
     const err = await failure(client.delete(second, { fence }), PreconditionFailedError);
     assert.equal(err.failureReason, Reason.NOT_LEADER);

@@ -207,6 +207,9 @@ PATH="$cargo_tools:$PATH" cargo cyclonedx --quiet --manifest-path "$root/Cargo.t
   --format json --spec-version 1.5 --target "$triple" --no-build-deps \
   --override-filename "$sbom_name" >&2
 mv "$root/$sbom_name.json" "$sbom/raw.cdx.json"
+# It writes one beside every crate of the workspace too; the image's binary is the root
+# package's, whose SBOM lists those crates among its components.
+rm -f "$root"/crates/*/"$sbom_name.json"
 serial=$(printf '%s' "${manifest_digest:0:32}" | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12})$/\1-\2-\3-\4-\5/')
 jq --arg serial "urn:uuid:$serial" --arg created "$created" --arg digest "sha256:$manifest_digest" \
   --arg version "$version" --arg root "$root" '

@@ -55,6 +55,10 @@ section "container image, built before the tests that run it (deploy/image/build
 # integration suite's timed tests (deadlines, the API server's own counts) while they run.
 bash deploy/image/build.sh >/dev/null
 
+section "one version everywhere (deploy/version.sh check: VERSION, the crates, --version, the image, chart, manifests, clients, CHANGELOGs)"
+cargo build --quiet --bin safewrite
+bash deploy/version.sh check
+
 section "cargo test (unit + integration against the real control plane, and pods on a real node)"
 cargo test
 

@@ -29,7 +29,7 @@ gorelease_version=v0.0.0-20261113113407-e3970619a1a4     # golang.org/x/exp
 # gorelease compares the module with release_base, the last tag (none yet), and checks
 # that release_version, the next one, suits the change.
 release_base=none
-release_version=v0.1.0
+release_version=v0.2.0
 
 tools=${SAFEWRITE_GO_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/safewrite-go-tools}
 

@@ -19,8 +19,8 @@
 #
 # Output, under target/image/ (nothing else is written inside the checkout):
 #   target/image/oci/          the OCI image layout (index.json names it by the crate's
-#                              version), e.g. `skopeo copy oci:target/image/oci:0.1.0
-#                              docker://REGISTRY/safewrite:0.1.0`
+#                              version), e.g. `skopeo copy oci:target/image/oci:VERSION
+#                              docker://REGISTRY/safewrite:VERSION`
 #   target/image/safewrite.tar the same layout as one archive, with a docker-style
 #                              manifest.json too, for `docker load` / `podman load`
 #   target/image/sbom/         the image's SBOM: safewrite.cdx.json (CycloneDX 1.5, by

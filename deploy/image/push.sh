@@ -5,7 +5,7 @@
 # tag is given, under that tag too. The digest is the layout's: nothing is re-encoded.
 #
 #   deploy/image/push.sh LAYOUT REGISTRY/REPOSITORY [TAG]
-#   e.g. deploy/image/push.sh target/image/oci 127.0.0.1:5000/safewrite 0.1.0
+#   e.g. deploy/image/push.sh target/image/oci 127.0.0.1:5000/safewrite "$(cat VERSION)"
 #
 # The last line of stdout is the pushed reference, REGISTRY/REPOSITORY@sha256:...
 # (progress goes to stderr). Speaks plain HTTP to loopback registries (127.0.0.1,

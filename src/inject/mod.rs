@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 /// The image the sidecar runs when neither `--image` nor the pod's annotation names one
 /// (the placeholder of deploy/kubernetes/sidecar.yaml and of the policy).
-pub const DEFAULT_IMAGE: &str = "example.invalid/safewrite:0.1.0";
+pub const DEFAULT_IMAGE: &str = concat!("example.invalid/safewrite:", env!("CARGO_PKG_VERSION"));
 /// Where the sidecar listens, and what `SAFEWRITE_ADDRESS` says.
 pub const ADDRESS: &str = "127.0.0.1:50051";
 /// The name of the injected container.

@@ -569,7 +569,7 @@ fn helm_and_kustomize_render_the_same_policy_with_their_image() {
         (
             "helm template --values ci/injection-values.yaml",
             helm(&["--values", "deploy/helm/safewrite/ci/injection-values.yaml"]),
-            "registry.example.invalid/platform/safewrite:0.1.0",
+            concat!("registry.example.invalid/platform/safewrite:", env!("CARGO_PKG_VERSION")),
         ),
         (
             "kustomize build overlays/injection",
@@ -577,7 +577,7 @@ fn helm_and_kustomize_render_the_same_policy_with_their_image() {
                 &tools.join("kustomize"),
                 &["build", "deploy/kubernetes/kustomize/overlays/injection"],
             ),
-            "example.invalid/widgets/safewrite:0.1.0",
+            concat!("example.invalid/widgets/safewrite:", env!("CARGO_PKG_VERSION")),
         ),
         (
             "kustomize build deploy/kubernetes/injection",

@@ -41,7 +41,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 The safewrite native sidecar: one entry of a pod's initContainers. In your own chart,
 with this one as a dependency (values under `safewrite`, `controller.enabled: false`):
   initContainers:
-    {{- include "safewrite.sidecar" (dict "Values" .Values.safewrite "Chart" (dict "AppVersion" "0.1.0")) | nindent 4 }}
+    {{- include "safewrite.sidecar" (dict "Values" .Values.safewrite "Chart" (dict "AppVersion" "0.2.0")) | nindent 4 }}
 and on your controller container
     - {name: SAFEWRITE_ADDRESS, value: {{ include "safewrite.address" (dict "Values" .Values.safewrite) | quote }}}
 plus the volumes of "safewrite.volumes" when sidecar.unixSocket is set.

@@ -9,7 +9,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);
+    // Each message's full name, for the codec's check of unknown fields (`codec`).
+    config.enable_type_names();
     tonic_prost_build::configure()
+        .codec_path("crate::codec::CheckedCodec")
         .file_descriptor_set_path(out_dir.join("safewrite_descriptor.bin"))
         .compile_with_config(
             config,

@@ -112,6 +112,13 @@ impl Floor {
 
 #[tonic::async_trait]
 impl pb::writer_service_server::WriterService for Floor {
+    async fn capabilities(
+        &self,
+        _: Request<pb::CapabilitiesRequest>,
+    ) -> Result<Response<pb::CapabilitiesResponse>, Status> {
+        Err(Status::unimplemented("the floor serves writes only"))
+    }
+
     async fn update_with_retry(
         &self,
         request: Request<pb::UpdateWithRetryRequest>,

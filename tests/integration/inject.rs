@@ -569,7 +569,10 @@ fn helm_and_kustomize_render_the_same_policy_with_their_image() {
         (
             "helm template --values ci/injection-values.yaml",
             helm(&["--values", "deploy/helm/safewrite/ci/injection-values.yaml"]),
-            concat!("registry.example.invalid/platform/safewrite:", env!("CARGO_PKG_VERSION")),
+            concat!(
+                "registry.example.invalid/platform/safewrite:",
+                env!("CARGO_PKG_VERSION")
+            ),
         ),
         (
             "kustomize build overlays/injection",
@@ -577,7 +580,10 @@ fn helm_and_kustomize_render_the_same_policy_with_their_image() {
                 &tools.join("kustomize"),
                 &["build", "deploy/kubernetes/kustomize/overlays/injection"],
             ),
-            concat!("example.invalid/widgets/safewrite:", env!("CARGO_PKG_VERSION")),
+            concat!(
+                "example.invalid/widgets/safewrite:",
+                env!("CARGO_PKG_VERSION")
+            ),
         ),
         (
             "kustomize build deploy/kubernetes/injection",

@@ -25,7 +25,7 @@ use safewrite_api::pb::writer_service_client::WriterServiceClient;
 
 use crate::support;
 
-fn kubeconfig(cp: &ControlPlane) -> String {
+pub(crate) fn kubeconfig(cp: &ControlPlane) -> String {
     cp.admin_kubeconfig().display().to_string()
 }
 
@@ -72,7 +72,7 @@ fn target(ns: &str, name: &str) -> pb::ObjectRef {
 }
 
 /// Create-or-merge of `data` into ConfigMap `ns/name`.
-fn write(ns: &str, name: &str, data: &str) -> pb::UpdateWithRetryRequest {
+pub(crate) fn write(ns: &str, name: &str, data: &str) -> pb::UpdateWithRetryRequest {
     pb::UpdateWithRetryRequest {
         target: Some(target(ns, name)),
         mutation: Some(pb::Mutation {
@@ -88,7 +88,7 @@ fn write(ns: &str, name: &str, data: &str) -> pb::UpdateWithRetryRequest {
     }
 }
 
-fn begin(ns: &str, name: &str) -> pb::TransactRequest {
+pub(crate) fn begin(ns: &str, name: &str) -> pb::TransactRequest {
     pb::TransactRequest {
         message: Some(Req::Begin(pb::TransactBegin {
             target: Some(target(ns, name)),
@@ -135,7 +135,11 @@ fn detail_types(status: &tonic::Status) -> Vec<String> {
 }
 
 /// Asserts the details every safewrite error carries, and returns the ErrorInfo.
-fn assert_rich(status: &tonic::Status, code: Code, reason: &str) -> tonic_types::ErrorInfo {
+pub(crate) fn assert_rich(
+    status: &tonic::Status,
+    code: Code,
+    reason: &str,
+) -> tonic_types::ErrorInfo {
     assert_eq!(status.code(), code, "{status:?}");
     let info = status
         .get_details_error_info()
@@ -587,7 +591,7 @@ async fn silent_transactions_hold_no_place_in_flight_and_end_at_the_idle_bound()
 
 /// A codec that sends and receives raw message bytes: what a broken client sends.
 #[derive(Default, Clone)]
-struct Raw;
+pub(crate) struct Raw;
 
 impl tonic::codec::Codec for Raw {
     type Encode = Vec<u8>;
@@ -633,7 +637,11 @@ impl tonic::codec::Decoder for Raw {
 }
 
 /// A unary call of `method` with raw bytes.
-async fn raw_unary(channel: Channel, method: &'static str, body: Vec<u8>) -> tonic::Status {
+pub(crate) async fn raw_unary(
+    channel: Channel,
+    method: &'static str,
+    body: Vec<u8>,
+) -> tonic::Status {
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     let path = http::uri::PathAndQuery::from_static(method);

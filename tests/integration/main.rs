@@ -36,6 +36,7 @@ mod policy;
 mod ratelimit;
 mod restart;
 mod sidecar;
+mod skew;
 mod traces;
 mod transact;
 mod versions;

@@ -7,9 +7,11 @@
 #![deny(missing_docs)]
 
 pub mod backoff;
+pub mod codec;
 pub mod deadline;
 pub mod reasons;
 pub mod resource_version;
+pub mod schema;
 pub mod target;
 
 /// Generated protobuf messages and the tonic service for `safewrite.v1`.

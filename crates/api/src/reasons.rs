@@ -50,6 +50,7 @@ pub const REASONS: &[&str] = &[
     "RESOURCE_VERSION_TOO_LARGE",
     "FENCED",
     "NOT_LEADER",
+    "UNKNOWN_FIELD",
     // the API server's Status reasons (metav1.StatusReason)
     "Unauthorized",
     "Forbidden",

@@ -1,5 +1,6 @@
 //! Refusals made outside the write loop: a deadline too short to answer, overload, an
-//! invalid request, a message tonic could not read, an idle transaction, a write the
+//! invalid request, a message tonic could not read or that carries a field this sidecar
+//! does not know, an idle transaction, a write the
 //! policy denies, a call without the shared token.
 
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use tonic::Code;
 
 use safewrite_api::pb::Reason;
+use safewrite_api::schema::Unknown;
 use safewrite_api::target::FieldViolation;
 use safewrite_engine::AttemptRecord;
 
@@ -146,6 +148,9 @@ pub fn unread_message(
     } else {
         "nothing was written after that point"
     };
+    if let Some(unknown) = safewrite_api::codec::unknown_of(status) {
+        return Some(unknown_field(unknown, outcome).status(attempts));
+    }
     if let Some(refused) = ReceiveRefusal::of(status) {
         let answer = match refused {
             ReceiveRefusal::Budget { limit } => Reply::new(
@@ -203,6 +208,39 @@ pub fn unread_message(
             .status(attempts),
         ),
         _ => None,
+    }
+}
+
+/// FAILED_PRECONDITION (reason `UNKNOWN_FIELD`) for a request carrying a field or an
+/// enum value this sidecar does not know: a client newer than the sidecar, whose request
+/// would otherwise be served as if that field were absent.
+fn unknown_field(unknown: &Unknown, outcome: &str) -> Reply {
+    let version = crate::service::capabilities::VERSION;
+    let answer = Reply::new(
+        Code::FailedPrecondition,
+        Reason::UnknownField,
+        format!(
+            "{unknown} (safewrite {version}): the client is newer than this sidecar; upgrade the sidecar, or leave that feature unused (docs/compatibility.md); {outcome}"
+        ),
+    )
+    .metadata("sidecar_version", version);
+    match unknown {
+        Unknown::Field {
+            within,
+            message,
+            number,
+        } => answer
+            .metadata("field", within)
+            .metadata("message", message)
+            .metadata("number", number),
+        Unknown::EnumValue {
+            field,
+            enum_name,
+            value,
+        } => answer
+            .metadata("field", field)
+            .metadata("enum", enum_name)
+            .metadata("value", value),
     }
 }
 

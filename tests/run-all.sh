@@ -33,7 +33,8 @@ section "deployment tools (kustomize, helm, promtool; built once per machine)"
 bash tests/harness/binaries.sh deploy | tail -n 1
 
 section "proto lint (buf: STANDARD + COMMENTS) and breaking (WIRE_JSON, against the last release)"
-# proto/baseline.json is the image of the last released proto (buf build -o); v1 only grows.
+# proto/baseline.json is the image of the last released proto (cd proto && buf build
+# --exclude-source-info -o baseline.json, at each release); v1 only grows.
 (cd proto && "$tools/buf" lint && "$tools/buf" breaking --against baseline.json)
 echo "proto lint and breaking: ok"
 

@@ -102,6 +102,10 @@ bash clients/typescript/test.sh
 section "Java client against the real sidecar (clients/java/test.sh)"
 bash clients/java/test.sh
 
+section "skew: today's clients against the 0.1.0 sidecar and 0.1.0's clients against today's (tests/skew.sh)"
+# docs/compatibility.md: the skew policy; the earlier sidecar is built once per machine.
+bash tests/skew.sh
+
 section "client libraries' licences (tests/supply/client-licences.sh)"
 bash tests/supply/client-licences.sh
 

@@ -67,8 +67,7 @@ func readSince(file protoreflect.FileDescriptor) *sinceIndex {
 	ix.capabilities = ix.methods[safewritev1.WriterService_Capabilities_FullMethodName]
 
 	var messages []protoreflect.MessageDescriptor
-	var addEnums func(protoreflect.EnumDescriptors)
-	addEnums = func(enums protoreflect.EnumDescriptors) {
+	addEnums := func(enums protoreflect.EnumDescriptors) {
 		for i := 0; i < enums.Len(); i++ {
 			e := enums.Get(i)
 			for j := 0; j < e.Values().Len(); j++ {

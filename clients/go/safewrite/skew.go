@@ -318,7 +318,7 @@ func (c *Client) check(ctx context.Context, method string, req proto.Message) er
 	if len(uses) == 0 {
 		return nil
 	}
-	f := c.sidecarFeatures(ctx)
+	f := c.features(ctx)
 	if f == nil {
 		return nil
 	}
@@ -328,10 +328,10 @@ func (c *Client) check(ctx context.Context, method string, req proto.Message) er
 	return nil
 }
 
-// sidecarFeatures returns the sidecar's features, asking rpc Capabilities the first
+// features returns the sidecar's features, asking rpc Capabilities the first
 // time (one call at a time: the others wait for its answer, or their ctx); nil when
 // they are not known.
-func (c *Client) sidecarFeatures(ctx context.Context) *sidecarFeatures {
+func (c *Client) features(ctx context.Context) *sidecarFeatures {
 	s := &c.skew
 	if f := s.known.Load(); f != nil {
 		return f

@@ -23,7 +23,7 @@ mkdir -p "$cache"
 
 # The floor run: everything but the tests of optional extras (OpenTelemetry, kopf), the
 # type check and the README, which the newest run covers.
-FLOOR_TESTS=${FLOOR_TESTS:-"tests/test_offline.py tests/test_generated.py tests/test_conformance.py tests/test_mutation.py tests/test_conditions.py tests/test_changes.py tests/test_writes.py tests/test_get.py tests/test_errors.py tests/test_lost_answer.py tests/test_async.py tests/test_token.py tests/test_delete.py"}
+FLOOR_TESTS=${FLOOR_TESTS:-"tests/test_offline.py tests/test_generated.py tests/test_conformance.py tests/test_mutation.py tests/test_conditions.py tests/test_changes.py tests/test_writes.py tests/test_get.py tests/test_errors.py tests/test_lost_answer.py tests/test_async.py tests/test_token.py tests/test_delete.py tests/test_skew.py"}
 
 hash_of() { { cat "$@"; "$python" -c 'import sys; print(sys.version)'; } | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-16; }
 

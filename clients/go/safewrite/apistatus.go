@@ -88,6 +88,10 @@ func reasonClass(r Reason) (c class, ok bool) {
 		return class{reason: metav1.StatusReasonRequestEntityTooLarge, code: 413}, true
 	case safewritev1.Reason_REASON_MALFORMED_REQUEST:
 		return class{reason: metav1.StatusReasonBadRequest, code: 400}, true
+	case safewritev1.Reason_REASON_UNKNOWN_FIELD:
+		// As the API server answers a field it does not know under strict field
+		// validation.
+		return class{reason: metav1.StatusReasonBadRequest, code: 400}, true
 	case safewritev1.Reason_REASON_UNIMPLEMENTED:
 		return class{reason: metav1.StatusReasonMethodNotAllowed, code: 405}, true
 	case safewritev1.Reason_REASON_POLICY_DENIED:

@@ -35,6 +35,8 @@ type Client struct {
 	timeout  time.Duration
 	callOpts []grpc.CallOption
 	target   string
+	// skew is what the client knows of its sidecar's features (see Client.check).
+	skew skewState
 }
 
 // Option configures a [Client], given to [NewClient] or [NewClientFromConn].
@@ -325,6 +327,9 @@ func (c *Client) write(ctx context.Context, sub subresource, ref ObjectRef, m Mu
 		Preconditions: cfg.preconditions,
 		RetryPolicy:   cfg.retryPolicy,
 		Options:       cfg.options,
+	}
+	if err := c.check(ctx, string(sub), req); err != nil {
+		return nil, withTarget(err, ref)
 	}
 	resp := &writeResponse{}
 	if err := c.cc.Invoke(ctx, string(sub), req, resp, c.callOpts...); err != nil {

@@ -1,7 +1,9 @@
 package safewrite_test
 
 // The shared conformance cases of every client library (../../conformance/cases.json;
-// its README says how a case runs), one subtest per case against the real sidecar.
+// its README says how a case runs), one subtest per case against the real sidecar, and
+// its skew cases, sent through the client, which must refuse them before sending when
+// the sidecar lacks their feature (TestConformanceSkew).
 // Requests are the proto3 JSON of the RPC's request and are sent as they are through
 // the generated stub, but for a get, which goes through Client.Get with the request's
 // target and minimum; answers are read through this package (FromError and the
@@ -85,6 +87,22 @@ type conformanceFile struct {
 	Advice struct {
 		Cases []adviceRow `json:"cases"`
 	} `json:"advice"`
+	Skew struct {
+		Cases []skewCase `json:"cases"`
+	} `json:"skew"`
+}
+
+// skewCase is a case of cases.json's "skew": a call that needs feature, which a
+// sidecar before since lacks.
+type skewCase struct {
+	Name    string          `json:"name"`
+	Feature string          `json:"feature"`
+	Since   string          `json:"since"`
+	Call    string          `json:"call"`
+	Request json.RawMessage `json:"request"`
+	// ExpectWhenPresent is what the call meets when the sidecar has feature, as a
+	// step's expect.
+	ExpectWhenPresent json.RawMessage `json:"expect_when_present"`
 }
 
 // loadConformanceFile reads cases.json.
@@ -519,4 +537,145 @@ func fakeSidecar(t *testing.T, srv safewritev1.WriterServiceServer) *safewrite.C
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return fromConn(t, conn)
+}
+
+// TestConformanceSkew runs cases.json's skew cases against the real sidecar, whatever
+// its version: the runner asks its Capabilities itself (UNIMPLEMENTED: older than
+// 0.2.0, which has only what has no since option), and sends each case's call through
+// the client. When the sidecar lacks the case's feature the call must fail as the
+// client's own refusal, before anything is sent (FAILED_PRECONDITION, UNKNOWN_FIELD, a
+// message naming the feature, the sidecar's version and the case's since, and the
+// feature in the ErrorInfo metadata, which the sidecar's own refusal does not carry);
+// else it must meet expect_when_present.
+func TestConformanceSkew(t *testing.T) {
+	cases := loadConformanceFile(t).Skew.Cases
+	if len(cases) == 0 {
+		t.Fatal("cases.json has no skew case")
+	}
+	c := newClient(t)
+	ns := namespace(t)
+	has := map[string]bool{}
+	sidecar := "older than 0.2.0"
+	caps, err := c.Stub().Capabilities(testContext(t), &safewritev1.CapabilitiesRequest{})
+	switch {
+	case err == nil:
+		sidecar = caps.GetVersion()
+		for _, names := range [][]string{caps.GetMethods(), caps.GetFields(), caps.GetEnumValues()} {
+			for _, name := range names {
+				has[name] = true
+			}
+		}
+	case status.Code(err) == codes.Unimplemented:
+	default:
+		t.Fatalf("Capabilities: %v", err)
+	}
+	t.Logf("the sidecar is %s", sidecar)
+	passed := 0
+	for i, tc := range cases {
+		ok := t.Run(tc.Name, func(t *testing.T) {
+			name := fmt.Sprintf("skew-go-%d-%s", i, newName(t)[3:])
+			if len(name) > 50 {
+				name = name[:50]
+			}
+			vars := stepVars{ns: ns, name: strings.TrimRight(name, "-")}
+			answer, err := skewCall(t, c, tc, substitute(t, tc.Request, vars))
+			if has[tc.Feature] {
+				var step conformanceStep
+				if err := json.Unmarshal(tc.ExpectWhenPresent, &step.Expect); err != nil {
+					t.Fatal(err)
+				}
+				checkConformanceStep(t, 1, step, answer, err)
+				return
+			}
+			if err == nil {
+				t.Fatalf("%s was sent to a sidecar without %s (%s); want the client's refusal", tc.Call, tc.Feature, sidecar)
+			}
+			swErr := asError(t, err)
+			if codeName(swErr) != "FAILED_PRECONDITION" || swErr.Reason != "UNKNOWN_FIELD" || swErr.Domain != safewrite.Domain ||
+				swErr.ReasonCode != safewritev1.Reason_REASON_UNKNOWN_FIELD || swErr.Retryable() {
+				t.Fatalf("%v; want FAILED_PRECONDITION, reason UNKNOWN_FIELD, not retryable", err)
+			}
+			for _, want := range []string{tc.Feature, sidecar, tc.Since} {
+				if !strings.Contains(swErr.Message, want) {
+					t.Errorf("message %q does not name %q", swErr.Message, want)
+				}
+			}
+			if swErr.Metadata["feature"] != tc.Feature {
+				t.Errorf("metadata %v: not the client's refusal of %s (was it sent?)", swErr.Metadata, tc.Feature)
+			}
+		})
+		if ok {
+			passed++
+		}
+	}
+	t.Logf("conformance skew (go) against a sidecar %s: %d/%d passed", sidecar, passed, len(cases))
+}
+
+// skewCall makes a skew case's call through the client: an update as Client.Update of
+// the request's target, mutation and options, a delete as Client.Delete. A request
+// field the translation does not know fails the test.
+func skewCall(t *testing.T, c *safewrite.Client, tc skewCase, request []byte) (*stepAnswer, error) {
+	t.Helper()
+	ctx := testContext(t)
+	switch tc.Call {
+	case "update":
+		req := &safewritev1.UpdateWithRetryRequest{}
+		protoFromJSON(t, request, req)
+		var m safewrite.Mutation
+		switch kind := req.GetMutation().GetKind().(type) {
+		case *safewritev1.Mutation_MergePatch:
+			m = safewrite.MergePatch(kind.MergePatch.GetPatchJson())
+		case *safewritev1.Mutation_Cel:
+			m = safewrite.CEL(kind.Cel.GetExpression())
+		default:
+			t.Fatalf("a skew case's mutation %T: add it to skewCall", kind)
+		}
+		if req.GetPreconditions() != nil || req.GetRetryPolicy() != nil {
+			t.Fatal("a skew case's preconditions or retry policy: add them to skewCall")
+		}
+		opts := skewWriteOptions(req.GetOptions().GetFence(), req.GetOptions().GetDryRun())
+		o := req.GetOptions()
+		if text := o.GetCreateIfMissingJson(); text != "" {
+			opts = append(opts, safewrite.WithCreateIfMissing(text))
+		}
+		if o.GetFieldManager() != "" || o.GetIdempotencyKey() != "" || o.GetWriteAlone() {
+			t.Fatal("a skew case's write option: add it to skewCall")
+		}
+		res, err := c.Update(ctx, refOf(req.GetTarget()), m, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &stepAnswer{outcome: safewritev1.Outcome(res.Outcome).String(), objectJSON: mustJSON(res.Object.Object),
+			resourceVersion: res.ResourceVersion, alreadyApplied: res.AlreadyApplied}, nil
+	case "delete":
+		req := &safewritev1.DeleteRequest{}
+		protoFromJSON(t, request, req)
+		if req.GetPreconditions() != nil || req.GetRetryPolicy() != nil {
+			t.Fatal("a skew case's preconditions or retry policy: add them to skewCall")
+		}
+		opts := skewWriteOptions(req.GetFence(), req.GetDryRun())
+		if p := req.GetPropagationPolicy(); p != safewritev1.PropagationPolicy_PROPAGATION_POLICY_UNSPECIFIED {
+			opts = append(opts, safewrite.WithPropagationPolicy(safewrite.PropagationPolicy(p)))
+		}
+		res, err := c.Delete(ctx, refOf(req.GetTarget()), opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &stepAnswer{outcome: safewritev1.DeleteOutcome(res.Outcome).String()}, nil
+	}
+	t.Fatalf("a skew case's call %q: add it to skewCall", tc.Call)
+	return nil, nil
+}
+
+// skewWriteOptions are the options of a fence and dry_run.
+func skewWriteOptions(fence *safewritev1.Fence, dryRun bool) []safewrite.WriteOption {
+	var opts []safewrite.WriteOption
+	if fence != nil {
+		opts = append(opts, safewrite.WithFence(safewrite.Fence{LeaseNamespace: fence.GetLeaseNamespace(),
+			LeaseName: fence.GetLeaseName(), Epoch: fence.GetEpoch()}))
+	}
+	if dryRun {
+		opts = append(opts, safewrite.WithDryRun())
+	}
+	return opts
 }

@@ -127,6 +127,9 @@ func (c *Client) Delete(ctx context.Context, ref ObjectRef, opts ...WriteOption)
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
+	if err := c.check(ctx, safewritev1.WriterService_Delete_FullMethodName, req); err != nil {
+		return nil, withTarget(err, ref)
+	}
 	resp, err := c.stub.Delete(ctx, req, c.callOpts...)
 	if err != nil {
 		return nil, withTarget(FromError(err), ref)

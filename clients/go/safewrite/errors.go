@@ -37,7 +37,11 @@ var (
 	// is already the object's controller (REASON_ALREADY_OWNED), or a fenced write
 	// ([WithFence]) met a later leader's epoch (REASON_FENCED) or a sidecar not leading
 	// under its epoch (REASON_NOT_LEADER); nothing was written and [Error.CurrentObject]
-	// holds the object as it is now.
+	// holds the object as it is now. Also a call that needs an RPC, a field or an enum
+	// value the sidecar lacks (REASON_UNKNOWN_FIELD, never retryable): refused by this
+	// client before sending when the sidecar's rpc Capabilities says it lacks it, else by
+	// the sidecar; the message names it, the sidecar's version and the version that
+	// has it (docs/compatibility.md).
 	ErrPreconditionFailed = errors.New("safewrite: precondition failed")
 	// ErrUnavailable (UNAVAILABLE): the API server or the sidecar is unreachable,
 	// throttling, or behind an open circuit breaker, or a Get's minimum resourceVersion
@@ -147,14 +151,16 @@ type Error struct {
 	// "Conflict", "Invalid", "Forbidden") or a safewrite one (e.g.
 	// "PRECONDITION_FAILED", "RESOURCE_VERSION_MISMATCH"). Empty when the status had no
 	// ErrorInfo (for example when the sidecar was unreachable, or the error was found
-	// on this side before anything was sent).
+	// on this side before anything was sent; but a call refused because the sidecar
+	// lacks what it needs has UNKNOWN_FIELD, as the sidecar's own refusal).
 	Reason string
 	// ReasonCode is why the call failed, as the proto's enum (WriteFailure.reason): a
 	// safewrite reason such as safewritev1.Reason_REASON_CIRCUIT_OPEN, or
 	// safewritev1.Reason_REASON_API_SERVER when the API server's answer decided the
 	// failure (Reason then holds its Status reason). REASON_UNSPECIFIED when the error
 	// did not come from the sidecar (it was unreachable, the context ended) and for
-	// errors found on this side, except malformed requests (REASON_INVALID_REQUEST).
+	// errors found on this side, except malformed requests (REASON_INVALID_REQUEST) and
+	// calls that need what the sidecar lacks (REASON_UNKNOWN_FIELD).
 	ReasonCode Reason
 	// Target is the object the call named; empty for errors made by [FromError].
 	Target ObjectRef

@@ -94,7 +94,11 @@ type GetResult struct {
 func (c *Client) Get(ctx context.Context, ref ObjectRef, opts ...GetOption) (*GetResult, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	resp, err := c.stub.Get(ctx, getRequest(ref, opts), c.callOpts...)
+	req := getRequest(ref, opts)
+	if err := c.check(ctx, safewritev1.WriterService_Get_FullMethodName, req); err != nil {
+		return nil, withTarget(err, ref)
+	}
+	resp, err := c.stub.Get(ctx, req, c.callOpts...)
 	if err != nil {
 		return nil, withTarget(readError(FromError(err)), ref)
 	}

@@ -218,6 +218,9 @@ func (c *Client) Lead(ctx context.Context, namespace, name string, opts ...LeadO
 		}
 	}
 	lease := LeaseRef{Namespace: namespace, Name: name}
+	if err := c.check(ctx, safewritev1.WriterService_Lead_FullMethodName, cfg.req); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	stream, err := c.stub.Lead(ctx, cfg.req, c.callOpts...)
 	if err != nil {

@@ -79,10 +79,6 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 	cfg.fenceFromContext(ctx)
 	ctx, cancel := c.callContext(ctx)
 	defer cancel() // tears the stream down on every way out
-	stream, err := c.stub.Transact(ctx, c.callOpts...)
-	if err != nil {
-		return nil, withKey(FromError(err), cfg)
-	}
 	begin := &safewritev1.TransactRequest{Message: &safewritev1.TransactRequest_Begin{
 		Begin: &safewritev1.TransactBegin{
 			Target:        ref.proto(),
@@ -92,6 +88,13 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 			Options:       cfg.options,
 		},
 	}}
+	if err := c.check(ctx, safewritev1.WriterService_Transact_FullMethodName, begin); err != nil {
+		return nil, err
+	}
+	stream, err := c.stub.Transact(ctx, c.callOpts...)
+	if err != nil {
+		return nil, withKey(FromError(err), cfg)
+	}
 	// A Send that fails with io.EOF means the stream has ended: its status comes from
 	// Recv below.
 	if err := stream.Send(begin); err != nil && !errors.Is(err, io.EOF) {
@@ -141,6 +144,10 @@ func (c *Client) transactStream(ctx context.Context, ref ObjectRef, status bool,
 					fnErr = ferr
 				}
 				proposal = abortProposal(msg.Fresh.GetAttempt(), ferr)
+			} else if err := c.check(ctx, safewritev1.WriterService_Transact_FullMethodName, proposal); err != nil {
+				// A proposal the sidecar cannot read is not sent: returning cancels the
+				// stream, and the sidecar writes nothing after that point.
+				return nil, err
 			}
 			if err := stream.Send(proposal); err != nil && !errors.Is(err, io.EOF) {
 				if fnErr != nil {

@@ -8,7 +8,7 @@ import ssl
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Callable, Dict, Iterable, Iterator
 
 import pytest
 
@@ -128,3 +128,35 @@ def tracer() -> Any:
     alone): its spans become the current span, which the client propagates."""
     sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
     return sdk_trace.TracerProvider().get_tracer("safewrite-tests")
+
+
+def capabilities_of(version: str = sw.__version__, lacking: Iterable[str] = ()) -> Any:
+    """The ``CapabilitiesResponse`` of a sidecar of ``version`` that has every RPC,
+    field and enum value of this client's proto but those named in ``lacking``: what
+    the fake WriterServices of the offline tests answer (a fake that answered
+    UNIMPLEMENTED would be a sidecar older than 0.2.0, and the client would refuse
+    Lead, Delete and fences before sending them)."""
+    from safewrite_client.v1 import writer_pb2
+
+    skip = set(lacking)
+    response = writer_pb2.CapabilitiesResponse(version=version)
+
+    def enums(types: Any) -> None:
+        for enum in types:
+            response.enum_values.extend(
+                n for n in ("%s.%s" % (enum.full_name, v.name) for v in enum.values) if n not in skip
+            )
+
+    def messages(types: Any) -> None:
+        for message in types:
+            response.fields.extend(f.full_name for f in message.fields if f.full_name not in skip)
+            enums(message.enum_types)
+            messages(message.nested_types)
+
+    for service in writer_pb2.DESCRIPTOR.services_by_name.values():
+        response.methods.extend(
+            n for n in ("%s/%s" % (service.full_name, m.name) for m in service.methods) if n not in skip
+        )
+    enums(writer_pb2.DESCRIPTOR.enum_types_by_name.values())
+    messages(writer_pb2.DESCRIPTOR.message_types_by_name.values())
+    return response

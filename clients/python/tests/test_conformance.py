@@ -6,7 +6,9 @@ errors are read the way callers read them (Result, ReadResult, SafewriteError). 
 a sidecar: the cases' conditions, finalizer, owner reference and list entry mutations,
 and their get requests, are what this client's keywords make (or refuse before
 sending), and the file's retry advice table is checked through a client's calls to an
-in-process WriterService that fails each call as the sidecar would."""
+in-process WriterService that fails each call as the sidecar would. The skew cases run
+against the real sidecar whatever its version: refused by the client before sending
+when the sidecar lacks their feature, else sent."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import json
 import uuid
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Tuple
 
 import grpc
 import pytest
@@ -29,6 +31,8 @@ _FILE: Dict[str, Any] = json.loads(CASES_FILE.read_text(encoding="utf-8"))
 CASES: List[Dict[str, Any]] = _FILE["cases"]
 #: The retry advice every client gives: {reason, code, retryable, retryable_with_key}.
 ADVICE: List[Dict[str, Any]] = _FILE["advice"]["cases"]
+#: Features a sidecar may lack: {name, feature, since, call, request, expect_when_present}.
+SKEW: List[Dict[str, Any]] = _FILE["skew"]["cases"]
 
 #: Cases the sidecar fails today where its behaviour contradicts the contract
 #: (proto/safewrite/v1/writer.proto), not the case: expected failures, strictly, so the
@@ -39,6 +43,7 @@ REQUESTS = {
     "update": writer_pb2.UpdateWithRetryRequest,
     "patch_status": writer_pb2.PatchStatusRequest,
     "get": writer_pb2.GetRequest,
+    "delete": writer_pb2.DeleteRequest,
 }
 
 
@@ -105,7 +110,8 @@ def check(expect: Dict[str, Any], step: int, outcome: Any) -> None:
         assert err.code.name == expect["code"], "%s: %r" % (where, err)
         assert err.domain == sw.DOMAIN, "%s: %r" % (where, err)
         assert err.reason == expect["reason"], "%s: %r" % (where, err)
-        assert sw.Reason.Name(err.write_failure_reason) == expect["write_failure_reason"], where
+        if "write_failure_reason" in expect:  # a skew case's expect_when_present has none
+            assert sw.Reason.Name(err.write_failure_reason) == expect["write_failure_reason"], where
         if "field_violations" in expect:
             assert [v.field for v in err.field_violations] == expect["field_violations"], where
         if "current_object" in expect:
@@ -116,6 +122,8 @@ def check(expect: Dict[str, Any], step: int, outcome: Any) -> None:
         assert "outcome" not in expect, "%s: a get has no outcome" % where
         if "remembered" in expect:
             assert outcome.remembered is expect["remembered"], where
+    elif isinstance(outcome, sw.DeleteResult):
+        assert "DELETE_OUTCOME_" + outcome.outcome.name == expect["outcome"], where
     else:
         assert isinstance(outcome, sw.Result), "%s: want %s, got %r" % (where, expect.get("outcome"), outcome)
         assert "OUTCOME_" + outcome.outcome.name == expect["outcome"], where
@@ -371,3 +379,66 @@ def test_every_reason_has_advice() -> None:
     unknown = sorted(covered - set(sw.Reason.keys()))
     assert not unknown, "advice rows for values this client's Reason enum does not know " \
         "(regenerate src/safewrite_client/v1): %s" % unknown
+
+
+# --- the skew cases, against the real sidecar of whatever version -------------------
+
+
+def sidecar_has(addr: str) -> Tuple[str, FrozenSet[str]]:
+    """The sidecar's version and the full names of what it has, as its Capabilities
+    says, asked by this runner itself; for UNIMPLEMENTED (older than 0.2.0, which has
+    only what has no since option) ``older than 0.2.0`` and nothing."""
+    with grpc.insecure_channel(addr) as channel:
+        try:
+            caps = writer_pb2_grpc.WriterServiceStub(channel).Capabilities(
+                writer_pb2.CapabilitiesRequest(), timeout=30
+            )
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.UNIMPLEMENTED, err
+            return "older than 0.2.0", frozenset()
+    return caps.version, frozenset(caps.methods) | frozenset(caps.fields) | frozenset(caps.enum_values)
+
+
+@pytest.mark.parametrize("case", SKEW, ids=[c["name"] for c in SKEW])
+def test_conformance_skew(case: Dict[str, Any], addr: str, namespace: str) -> None:
+    """The case's request sent through the client (Client.send): when the sidecar lacks
+    the feature, the client refuses it before sending (FAILED_PRECONDITION,
+    UNKNOWN_FIELD, a message naming the feature, the sidecar's version and the case's
+    since, and the feature in the ErrorInfo metadata, which only the client's refusal
+    carries); else it meets expect_when_present."""
+    version, has = sidecar_has(addr)
+    name = "skew-py-%s" % uuid.uuid4().hex[:10]
+    case = substitute(case, {"$NS": namespace, "$NAME": name})
+    request = json_format.ParseDict(case["request"], REQUESTS[case["call"]]())
+    with sw.Client(addr, timeout=60) as client:
+        try:
+            outcome: Any = client.send(request)
+        except sw.SafewriteError as err:
+            outcome = err
+    if case["feature"] in has:
+        check(case["expect_when_present"], 0, outcome)
+        return
+    assert isinstance(outcome, sw.UnknownFieldError), "sent to a sidecar %s without %s: %r" % (
+        version, case["feature"], outcome
+    )
+    assert outcome.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert (outcome.reason, outcome.domain) == ("UNKNOWN_FIELD", sw.DOMAIN)
+    assert outcome.write_failure_reason == writer_pb2.REASON_UNKNOWN_FIELD and not outcome.retryable
+    for said in (case["feature"], version, case["since"]):
+        assert said in outcome.message, (said, outcome.message)
+    assert outcome.feature == case["feature"], "not the client's own refusal: %r" % outcome
+
+
+def test_every_skew_case_is_well_formed() -> None:
+    assert SKEW, "cases.json has no skew case"
+    from safewrite_client import _skew as skew
+
+    for case in SKEW:
+        assert case["call"] in REQUESTS, case["name"]
+        request = json_format.ParseDict(
+            substitute(case["request"], {"$NS": "ns", "$NAME": "name"}), REQUESTS[case["call"]]()
+        )
+        method = {"update": "UpdateWithRetry", "delete": "Delete"}.get(case["call"], case["call"])
+        # The feature is one this client's descriptor marks since that version, and
+        # the request uses it.
+        assert (case["feature"], case["since"]) in [(u.name, u.since) for u in skew.SINCE.uses(method, request)]

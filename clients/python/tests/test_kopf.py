@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 import safewrite_client as sw
+from conftest import capabilities_of
 from safewrite_client.conditions import Condition, find_condition
 from safewrite_client.v1 import writer_pb2, writer_pb2_grpc
 
@@ -81,6 +82,9 @@ class Recorder(writer_pb2_grpc.WriterServiceServicer):
 
     def __init__(self) -> None:
         self.requests: List[Tuple[str, Any]] = []
+
+    def Capabilities(self, request: Any, context: Any) -> Any:
+        return capabilities_of()  # a sidecar of this client's version
 
     def _answer(self, method: str, request: Any) -> writer_pb2.WriteResult:
         self.requests.append((method, request))

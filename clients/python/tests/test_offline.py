@@ -20,6 +20,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 import safewrite_client as sw
+from conftest import capabilities_of
 from safewrite_client.v1 import writer_pb2, writer_pb2_grpc
 
 REF = sw.ObjectRef("v1", "ConfigMap", "ns", "cm")
@@ -241,6 +242,9 @@ class FakeWriter(writer_pb2_grpc.WriterServiceServicer):
         self.unary: List[Any] = []
         #: The invocation metadata of every call, in order.
         self.metadata: List[Dict[str, str]] = []
+
+    def Capabilities(self, request: Any, context: Any) -> Any:
+        return capabilities_of()  # a sidecar of this client's version
 
     def UpdateWithRetry(self, request: Any, context: Any) -> Any:
         self.unary.append(request)
@@ -1010,6 +1014,9 @@ class ScriptedLead(writer_pb2_grpc.WriterServiceServicer):
         self.fences: List[int] = []
         self.deletes: List[writer_pb2.DeleteRequest] = []
         self.cancelled = threading.Event()
+
+    def Capabilities(self, request: Any, context: Any) -> Any:
+        return capabilities_of()  # a sidecar of this client's version
 
     def Lead(self, request: Any, context: Any) -> Iterator[Any]:
         self.leads.append(request)

@@ -409,6 +409,8 @@ const (
 	Reason_REASON_FENCED Reason = 30
 	// A fenced write: this sidecar does not lead under the fence's Lease and epoch (it never did, lost the renewal, or the caller's stream ended). Nothing was written. FAILED_PRECONDITION.
 	Reason_REASON_NOT_LEADER Reason = 31
+	// The request carries a field, or an enum value, that this sidecar does not know: the client is newer than the sidecar. The message and the ErrorInfo metadata name it (`field`, `number`, `message`, `sidecar_version`). Nothing was sent. FAILED_PRECONDITION; upgrade the sidecar (docs/compatibility.md), or leave the feature unused.
+	Reason_REASON_UNKNOWN_FIELD Reason = 32
 )
 
 // Enum value maps for Reason.
@@ -446,6 +448,7 @@ var (
 		29: "REASON_RESOURCE_VERSION_TOO_LARGE",
 		30: "REASON_FENCED",
 		31: "REASON_NOT_LEADER",
+		32: "REASON_UNKNOWN_FIELD",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                0,
@@ -480,6 +483,7 @@ var (
 		"REASON_RESOURCE_VERSION_TOO_LARGE": 29,
 		"REASON_FENCED":                     30,
 		"REASON_NOT_LEADER":                 31,
+		"REASON_UNKNOWN_FIELD":              32,
 	}
 )
 
@@ -576,6 +580,119 @@ func (Retry) EnumDescriptor() ([]byte, []int) {
 	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
 }
 
+// CapabilitiesRequest asks a sidecar what it is. It has no fields.
+type CapabilitiesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapabilitiesRequest) Reset() {
+	*x = CapabilitiesRequest{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapabilitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapabilitiesRequest) ProtoMessage() {}
+
+func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
+func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+}
+
+// CapabilitiesResponse is what a sidecar is and knows.
+type CapabilitiesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sidecar's version, as `safewrite --version` prints it without the name (X.Y.Z).
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The RPCs it serves, as gRPC method paths without the leading slash:
+	// "safewrite.v1.WriterService/Lead".
+	Methods []string `protobuf:"bytes,2,rep,name=methods,proto3" json:"methods,omitempty"`
+	// Every field of the contract's messages it knows, by full name:
+	// "safewrite.v1.WriteOptions.fence".
+	Fields []string `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Every value of the contract's enums it knows, by full name:
+	// "safewrite.v1.PropagationPolicy.PROPAGATION_POLICY_ORPHAN".
+	EnumValues    []string `protobuf:"bytes,4,rep,name=enum_values,json=enumValues,proto3" json:"enum_values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapabilitiesResponse) Reset() {
+	*x = CapabilitiesResponse{}
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapabilitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapabilitiesResponse) ProtoMessage() {}
+
+func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
+func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CapabilitiesResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CapabilitiesResponse) GetMethods() []string {
+	if x != nil {
+		return x.Methods
+	}
+	return nil
+}
+
+func (x *CapabilitiesResponse) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *CapabilitiesResponse) GetEnumValues() []string {
+	if x != nil {
+		return x.EnumValues
+	}
+	return nil
+}
+
 // DeleteRequest names an object to delete, and the conditions under which to delete it.
 type DeleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -604,7 +721,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +733,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[0]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +746,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{0}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DeleteRequest) GetTarget() *ObjectRef {
@@ -702,7 +819,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +831,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[1]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +844,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{1}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Fence) GetLeaseNamespace() string {
@@ -775,7 +892,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +904,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[2]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +917,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{2}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeleteResponse) GetOutcome() DeleteOutcome {
@@ -873,7 +990,7 @@ type LeadRequest struct {
 
 func (x *LeadRequest) Reset() {
 	*x = LeadRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1002,7 @@ func (x *LeadRequest) String() string {
 func (*LeadRequest) ProtoMessage() {}
 
 func (x *LeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[3]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1015,7 @@ func (x *LeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadRequest.ProtoReflect.Descriptor instead.
 func (*LeadRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{3}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeadRequest) GetNamespace() string {
@@ -967,7 +1084,7 @@ type LeadResponse struct {
 
 func (x *LeadResponse) Reset() {
 	*x = LeadResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1096,7 @@ func (x *LeadResponse) String() string {
 func (*LeadResponse) ProtoMessage() {}
 
 func (x *LeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[4]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1109,7 @@ func (x *LeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadResponse.ProtoReflect.Descriptor instead.
 func (*LeadResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{4}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeadResponse) GetState() LeadState {
@@ -1064,7 +1181,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1193,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[5]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1206,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{5}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRequest) GetTarget() *ObjectRef {
@@ -1124,7 +1241,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1253,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[6]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1266,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{6}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetResponse) GetObjectJson() string {
@@ -1199,7 +1316,7 @@ type UpdateWithRetryRequest struct {
 
 func (x *UpdateWithRetryRequest) Reset() {
 	*x = UpdateWithRetryRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1328,7 @@ func (x *UpdateWithRetryRequest) String() string {
 func (*UpdateWithRetryRequest) ProtoMessage() {}
 
 func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[7]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1341,7 @@ func (x *UpdateWithRetryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{7}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateWithRetryRequest) GetTarget() *ObjectRef {
@@ -1273,7 +1390,7 @@ type UpdateWithRetryResponse struct {
 
 func (x *UpdateWithRetryResponse) Reset() {
 	*x = UpdateWithRetryResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1402,7 @@ func (x *UpdateWithRetryResponse) String() string {
 func (*UpdateWithRetryResponse) ProtoMessage() {}
 
 func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[8]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1415,7 @@ func (x *UpdateWithRetryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWithRetryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWithRetryResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{8}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateWithRetryResponse) GetResult() *WriteResult {
@@ -1328,7 +1445,7 @@ type PatchStatusRequest struct {
 
 func (x *PatchStatusRequest) Reset() {
 	*x = PatchStatusRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1457,7 @@ func (x *PatchStatusRequest) String() string {
 func (*PatchStatusRequest) ProtoMessage() {}
 
 func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[9]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1470,7 @@ func (x *PatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*PatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{9}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PatchStatusRequest) GetTarget() *ObjectRef {
@@ -1402,7 +1519,7 @@ type PatchStatusResponse struct {
 
 func (x *PatchStatusResponse) Reset() {
 	*x = PatchStatusResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1531,7 @@ func (x *PatchStatusResponse) String() string {
 func (*PatchStatusResponse) ProtoMessage() {}
 
 func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[10]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1544,7 @@ func (x *PatchStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchStatusResponse.ProtoReflect.Descriptor instead.
 func (*PatchStatusResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{10}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PatchStatusResponse) GetResult() *WriteResult {
@@ -1453,7 +1570,7 @@ type TransactRequest struct {
 
 func (x *TransactRequest) Reset() {
 	*x = TransactRequest{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1582,7 @@ func (x *TransactRequest) String() string {
 func (*TransactRequest) ProtoMessage() {}
 
 func (x *TransactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[11]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1595,7 @@ func (x *TransactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactRequest.ProtoReflect.Descriptor instead.
 func (*TransactRequest) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{11}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TransactRequest) GetMessage() isTransactRequest_Message {
@@ -1544,7 +1661,7 @@ type TransactBegin struct {
 
 func (x *TransactBegin) Reset() {
 	*x = TransactBegin{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1673,7 @@ func (x *TransactBegin) String() string {
 func (*TransactBegin) ProtoMessage() {}
 
 func (x *TransactBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[12]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1686,7 @@ func (x *TransactBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactBegin.ProtoReflect.Descriptor instead.
 func (*TransactBegin) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{12}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TransactBegin) GetTarget() *ObjectRef {
@@ -1627,7 +1744,7 @@ type TransactProposal struct {
 
 func (x *TransactProposal) Reset() {
 	*x = TransactProposal{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1756,7 @@ func (x *TransactProposal) String() string {
 func (*TransactProposal) ProtoMessage() {}
 
 func (x *TransactProposal) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[13]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1769,7 @@ func (x *TransactProposal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactProposal.ProtoReflect.Descriptor instead.
 func (*TransactProposal) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{13}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TransactProposal) GetAttempt() uint32 {
@@ -1733,7 +1850,7 @@ type TransactAbort struct {
 
 func (x *TransactAbort) Reset() {
 	*x = TransactAbort{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1862,7 @@ func (x *TransactAbort) String() string {
 func (*TransactAbort) ProtoMessage() {}
 
 func (x *TransactAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[14]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1875,7 @@ func (x *TransactAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactAbort.ProtoReflect.Descriptor instead.
 func (*TransactAbort) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{14}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TransactAbort) GetReason() string {
@@ -1784,7 +1901,7 @@ type TransactResponse struct {
 
 func (x *TransactResponse) Reset() {
 	*x = TransactResponse{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1913,7 @@ func (x *TransactResponse) String() string {
 func (*TransactResponse) ProtoMessage() {}
 
 func (x *TransactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[15]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1926,7 @@ func (x *TransactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactResponse.ProtoReflect.Descriptor instead.
 func (*TransactResponse) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{15}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransactResponse) GetMessage() isTransactResponse_Message {
@@ -1875,7 +1992,7 @@ type FreshObject struct {
 
 func (x *FreshObject) Reset() {
 	*x = FreshObject{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2004,7 @@ func (x *FreshObject) String() string {
 func (*FreshObject) ProtoMessage() {}
 
 func (x *FreshObject) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[16]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2017,7 @@ func (x *FreshObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshObject.ProtoReflect.Descriptor instead.
 func (*FreshObject) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{16}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FreshObject) GetAttempt() uint32 {
@@ -1949,7 +2066,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2078,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[17]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2091,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{17}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -2031,7 +2148,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2160,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[18]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2173,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{18}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -2237,7 +2354,7 @@ type SetCondition struct {
 
 func (x *SetCondition) Reset() {
 	*x = SetCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2366,7 @@ func (x *SetCondition) String() string {
 func (*SetCondition) ProtoMessage() {}
 
 func (x *SetCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[19]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2379,7 @@ func (x *SetCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCondition.ProtoReflect.Descriptor instead.
 func (*SetCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{19}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetCondition) GetConditions() []*Condition {
@@ -2308,7 +2425,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2437,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[20]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2450,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{20}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Condition) GetType() string {
@@ -2392,7 +2509,7 @@ type RemoveCondition struct {
 
 func (x *RemoveCondition) Reset() {
 	*x = RemoveCondition{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2521,7 @@ func (x *RemoveCondition) String() string {
 func (*RemoveCondition) ProtoMessage() {}
 
 func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[21]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2534,7 @@ func (x *RemoveCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveCondition.ProtoReflect.Descriptor instead.
 func (*RemoveCondition) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{21}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RemoveCondition) GetTypes() []string {
@@ -2453,7 +2570,7 @@ type FinalizerChange struct {
 
 func (x *FinalizerChange) Reset() {
 	*x = FinalizerChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2582,7 @@ func (x *FinalizerChange) String() string {
 func (*FinalizerChange) ProtoMessage() {}
 
 func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[22]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2595,7 @@ func (x *FinalizerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizerChange.ProtoReflect.Descriptor instead.
 func (*FinalizerChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{22}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FinalizerChange) GetFinalizer() string {
@@ -2532,7 +2649,7 @@ type OwnerReferenceChange struct {
 
 func (x *OwnerReferenceChange) Reset() {
 	*x = OwnerReferenceChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2661,7 @@ func (x *OwnerReferenceChange) String() string {
 func (*OwnerReferenceChange) ProtoMessage() {}
 
 func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[23]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2674,7 @@ func (x *OwnerReferenceChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReferenceChange.ProtoReflect.Descriptor instead.
 func (*OwnerReferenceChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{23}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OwnerReferenceChange) GetOwner() *OwnerReference {
@@ -2602,7 +2719,7 @@ type OwnerReference struct {
 
 func (x *OwnerReference) Reset() {
 	*x = OwnerReference{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2731,7 @@ func (x *OwnerReference) String() string {
 func (*OwnerReference) ProtoMessage() {}
 
 func (x *OwnerReference) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[24]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2744,7 @@ func (x *OwnerReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
 func (*OwnerReference) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{24}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OwnerReference) GetApiVersion() string {
@@ -2699,7 +2816,7 @@ type ListEntryChange struct {
 
 func (x *ListEntryChange) Reset() {
 	*x = ListEntryChange{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2828,7 @@ func (x *ListEntryChange) String() string {
 func (*ListEntryChange) ProtoMessage() {}
 
 func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[25]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2841,7 @@ func (x *ListEntryChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntryChange.ProtoReflect.Descriptor instead.
 func (*ListEntryChange) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{25}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListEntryChange) GetPath() string {
@@ -2768,7 +2885,7 @@ type JsonPatch struct {
 
 func (x *JsonPatch) Reset() {
 	*x = JsonPatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2897,7 @@ func (x *JsonPatch) String() string {
 func (*JsonPatch) ProtoMessage() {}
 
 func (x *JsonPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[26]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2910,7 @@ func (x *JsonPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatch.ProtoReflect.Descriptor instead.
 func (*JsonPatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{26}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JsonPatch) GetPatchJson() string {
@@ -2814,7 +2931,7 @@ type MergePatch struct {
 
 func (x *MergePatch) Reset() {
 	*x = MergePatch{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2943,7 @@ func (x *MergePatch) String() string {
 func (*MergePatch) ProtoMessage() {}
 
 func (x *MergePatch) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[27]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +2956,7 @@ func (x *MergePatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePatch.ProtoReflect.Descriptor instead.
 func (*MergePatch) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{27}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MergePatch) GetPatchJson() string {
@@ -2865,7 +2982,7 @@ type ServerSideApply struct {
 
 func (x *ServerSideApply) Reset() {
 	*x = ServerSideApply{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2994,7 @@ func (x *ServerSideApply) String() string {
 func (*ServerSideApply) ProtoMessage() {}
 
 func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[28]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3007,7 @@ func (x *ServerSideApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerSideApply.ProtoReflect.Descriptor instead.
 func (*ServerSideApply) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{28}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ServerSideApply) GetConfigurationJson() string {
@@ -2921,7 +3038,7 @@ type CelMutation struct {
 
 func (x *CelMutation) Reset() {
 	*x = CelMutation{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3050,7 @@ func (x *CelMutation) String() string {
 func (*CelMutation) ProtoMessage() {}
 
 func (x *CelMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[29]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3063,7 @@ func (x *CelMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CelMutation.ProtoReflect.Descriptor instead.
 func (*CelMutation) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{29}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CelMutation) GetExpression() string {
@@ -2974,7 +3091,7 @@ type Preconditions struct {
 
 func (x *Preconditions) Reset() {
 	*x = Preconditions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3103,7 @@ func (x *Preconditions) String() string {
 func (*Preconditions) ProtoMessage() {}
 
 func (x *Preconditions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[30]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3116,7 @@ func (x *Preconditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preconditions.ProtoReflect.Descriptor instead.
 func (*Preconditions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{30}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Preconditions) GetUid() string {
@@ -3042,7 +3159,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3171,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[31]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3184,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{31}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -3146,7 +3263,7 @@ type WriteOptions struct {
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +3275,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[32]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +3288,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{32}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WriteOptions) GetFieldManager() string {
@@ -3248,7 +3365,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3377,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[33]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3390,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{33}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WriteResult) GetOutcome() Outcome {
@@ -3350,7 +3467,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3479,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[34]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3492,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{34}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AttemptRecord) GetNumber() uint32 {
@@ -3440,7 +3557,7 @@ type WriteFailure struct {
 
 func (x *WriteFailure) Reset() {
 	*x = WriteFailure{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3569,7 @@ func (x *WriteFailure) String() string {
 func (*WriteFailure) ProtoMessage() {}
 
 func (x *WriteFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[35]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3582,7 @@ func (x *WriteFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFailure.ProtoReflect.Descriptor instead.
 func (*WriteFailure) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{35}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WriteFailure) GetAttemptRecords() []*AttemptRecord {
@@ -3510,7 +3627,7 @@ type RetryByCode struct {
 
 func (x *RetryByCode) Reset() {
 	*x = RetryByCode{}
-	mi := &file_safewrite_v1_writer_proto_msgTypes[36]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +3639,7 @@ func (x *RetryByCode) String() string {
 func (*RetryByCode) ProtoMessage() {}
 
 func (x *RetryByCode) ProtoReflect() protoreflect.Message {
-	mi := &file_safewrite_v1_writer_proto_msgTypes[36]
+	mi := &file_safewrite_v1_writer_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +3652,7 @@ func (x *RetryByCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryByCode.ProtoReflect.Descriptor instead.
 func (*RetryByCode) Descriptor() ([]byte, []int) {
-	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{36}
+	return file_safewrite_v1_writer_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RetryByCode) GetWithIdempotencyKey() []int32 {
@@ -3562,6 +3679,30 @@ var file_safewrite_v1_writer_proto_extTypes = []protoimpl.ExtensionInfo{
 		Filename:      "safewrite/v1/writer.proto",
 	},
 	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         50002,
+		Name:          "safewrite.v1.since",
+		Tag:           "bytes,50002,opt,name=since",
+		Filename:      "safewrite/v1/writer.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         50002,
+		Name:          "safewrite.v1.method_since",
+		Tag:           "bytes,50002,opt,name=method_since",
+		Filename:      "safewrite/v1/writer.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.EnumValueOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         50002,
+		Name:          "safewrite.v1.value_since",
+		Tag:           "bytes,50002,opt,name=value_since",
+		Filename:      "safewrite/v1/writer.proto",
+	},
+	{
 		ExtendedType:  (*descriptorpb.EnumOptions)(nil),
 		ExtensionType: (*RetryByCode)(nil),
 		Field:         50001,
@@ -3577,6 +3718,27 @@ var (
 	//
 	// optional safewrite.v1.Retry retry = 50001;
 	E_Retry = &file_safewrite_v1_writer_proto_extTypes[0]
+	// On an enum value added after 0.1.0: the first version whose sidecar knows it.
+	//
+	// optional string value_since = 50002;
+	E_ValueSince = &file_safewrite_v1_writer_proto_extTypes[3]
+)
+
+// Extension fields to descriptorpb.FieldOptions.
+var (
+	// On a field added after 0.1.0: the first version whose sidecar knows it. A client
+	// refuses to send a request that sets it to an older sidecar (see rpc Capabilities).
+	//
+	// optional string since = 50002;
+	E_Since = &file_safewrite_v1_writer_proto_extTypes[1]
+)
+
+// Extension fields to descriptorpb.MethodOptions.
+var (
+	// On an RPC added after 0.1.0: the first version whose sidecar serves it.
+	//
+	// optional string method_since = 50002;
+	E_MethodSince = &file_safewrite_v1_writer_proto_extTypes[2]
 )
 
 // Extension fields to descriptorpb.EnumOptions.
@@ -3584,14 +3746,21 @@ var (
 	// On Reason: the advice for REASON_API_SERVER and REASON_UNSPECIFIED, by gRPC code.
 	//
 	// optional safewrite.v1.RetryByCode retry_by_code = 50001;
-	E_RetryByCode = &file_safewrite_v1_writer_proto_extTypes[1]
+	E_RetryByCode = &file_safewrite_v1_writer_proto_extTypes[4]
 )
 
 var File_safewrite_v1_writer_proto protoreflect.FileDescriptor
 
 const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\n" +
-	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xd5\x02\n" +
+	"\x19safewrite/v1/writer.proto\x12\fsafewrite.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\x15\n" +
+	"\x13CapabilitiesRequest\"\x83\x01\n" +
+	"\x14CapabilitiesResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
+	"\amethods\x18\x02 \x03(\tR\amethods\x12\x16\n" +
+	"\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1f\n" +
+	"\venum_values\x18\x04 \x03(\tR\n" +
+	"enumValues\"\xd5\x02\n" +
 	"\rDeleteRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.safewrite.v1.ObjectRefR\x06target\x12A\n" +
 	"\rpreconditions\x18\x02 \x01(\v2\x1b.safewrite.v1.PreconditionsR\rpreconditions\x12N\n" +
@@ -3763,15 +3932,15 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
 	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12\x18\n" +
-	"\arequeue\x18\x04 \x01(\bR\arequeue\"\xf6\x01\n" +
+	"\arequeue\x18\x04 \x01(\bR\arequeue\"\x81\x02\n" +
 	"\fWriteOptions\x12#\n" +
 	"\rfield_manager\x18\x01 \x01(\tR\ffieldManager\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x123\n" +
 	"\x16create_if_missing_json\x18\x03 \x01(\tR\x13createIfMissingJson\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x1f\n" +
 	"\vwrite_alone\x18\x05 \x01(\bR\n" +
-	"writeAlone\x12)\n" +
-	"\x05fence\x18\x06 \x01(\v2\x13.safewrite.v1.FenceR\x05fence\"\xb0\x02\n" +
+	"writeAlone\x124\n" +
+	"\x05fence\x18\x06 \x01(\v2\x13.safewrite.v1.FenceB\t\x92\xb5\x18\x050.2.0R\x05fence\"\xb0\x02\n" +
 	"\vWriteResult\x12/\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x15.safewrite.v1.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vobject_json\x18\x02 \x01(\tR\n" +
@@ -3823,7 +3992,7 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x11OUTCOME_UNCHANGED\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_CREATED\x10\x03\x12\x13\n" +
 	"\x0fOUTCOME_ABORTED\x10\x04\x12\x10\n" +
-	"\fOUTCOME_GONE\x10\x05*\xe5\b\n" +
+	"\fOUTCOME_GONE\x10\x05*\x85\t\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x1a\x04\x88\xb5\x18\x04\x12 \n" +
 	"\x16REASON_INVALID_REQUEST\x10\x01\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
@@ -3857,7 +4026,8 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\x14REASON_ALREADY_OWNED\x10\x1c\x1a\x04\x88\xb5\x18\x01\x12+\n" +
 	"!REASON_RESOURCE_VERSION_TOO_LARGE\x10\x1d\x1a\x04\x88\xb5\x18\x02\x12\x17\n" +
 	"\rREASON_FENCED\x10\x1e\x1a\x04\x88\xb5\x18\x01\x12\x1b\n" +
-	"\x11REASON_NOT_LEADER\x10\x1f\x1a\x04\x88\xb5\x18\x01\x1a\x0f\x8a\xb5\x18\v\n" +
+	"\x11REASON_NOT_LEADER\x10\x1f\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
+	"\x14REASON_UNKNOWN_FIELD\x10 \x1a\x04\x88\xb5\x18\x01\x1a\x0f\x8a\xb5\x18\v\n" +
 	"\x03\x01\x02\x04\x12\x04\b\n" +
 	"\r\x0e*s\n" +
 	"\x05Retry\x12\x15\n" +
@@ -3865,15 +4035,20 @@ const file_safewrite_v1_writer_proto_rawDesc = "" +
 	"\vRETRY_NEVER\x10\x01\x12\x0f\n" +
 	"\vRETRY_LATER\x10\x02\x12\x1e\n" +
 	"\x1aRETRY_WITH_IDEMPOTENCY_KEY\x10\x03\x12\x11\n" +
-	"\rRETRY_BY_CODE\x10\x042\xd4\x03\n" +
+	"\rRETRY_BY_CODE\x10\x042\xcc\x04\n" +
 	"\rWriterService\x12^\n" +
 	"\x0fUpdateWithRetry\x12$.safewrite.v1.UpdateWithRetryRequest\x1a%.safewrite.v1.UpdateWithRetryResponse\x12R\n" +
 	"\vPatchStatus\x12 .safewrite.v1.PatchStatusRequest\x1a!.safewrite.v1.PatchStatusResponse\x12M\n" +
 	"\bTransact\x12\x1d.safewrite.v1.TransactRequest\x1a\x1e.safewrite.v1.TransactResponse(\x010\x01\x12:\n" +
-	"\x03Get\x12\x18.safewrite.v1.GetRequest\x1a\x19.safewrite.v1.GetResponse\x12?\n" +
-	"\x04Lead\x12\x19.safewrite.v1.LeadRequest\x1a\x1a.safewrite.v1.LeadResponse0\x01\x12C\n" +
-	"\x06Delete\x12\x1b.safewrite.v1.DeleteRequest\x1a\x1c.safewrite.v1.DeleteResponse:N\n" +
-	"\x05retry\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\x0e2\x13.safewrite.v1.RetryR\x05retry:]\n" +
+	"\x03Get\x12\x18.safewrite.v1.GetRequest\x1a\x19.safewrite.v1.GetResponse\x12J\n" +
+	"\x04Lead\x12\x19.safewrite.v1.LeadRequest\x1a\x1a.safewrite.v1.LeadResponse\"\t\x92\xb5\x18\x050.2.00\x01\x12N\n" +
+	"\x06Delete\x12\x1b.safewrite.v1.DeleteRequest\x1a\x1c.safewrite.v1.DeleteResponse\"\t\x92\xb5\x18\x050.2.0\x12`\n" +
+	"\fCapabilities\x12!.safewrite.v1.CapabilitiesRequest\x1a\".safewrite.v1.CapabilitiesResponse\"\t\x92\xb5\x18\x050.2.0:N\n" +
+	"\x05retry\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\x0e2\x13.safewrite.v1.RetryR\x05retry:5\n" +
+	"\x05since\x12\x1d.google.protobuf.FieldOptions\x18҆\x03 \x01(\tR\x05since:C\n" +
+	"\fmethod_since\x12\x1e.google.protobuf.MethodOptions\x18҆\x03 \x01(\tR\vmethodSince:D\n" +
+	"\vvalue_since\x12!.google.protobuf.EnumValueOptions\x18҆\x03 \x01(\tR\n" +
+	"valueSince:]\n" +
 	"\rretry_by_code\x12\x1c.google.protobuf.EnumOptions\x18ц\x03 \x01(\v2\x19.safewrite.v1.RetryByCodeR\vretryByCodeBT\n" +
 	"\x10dev.safewrite.v1B\vWriterProtoP\x01Z1safewrite.dev/clients/go/safewrite/v1;safewritev1b\x06proto3"
 
@@ -3890,7 +4065,7 @@ func file_safewrite_v1_writer_proto_rawDescGZIP() []byte {
 }
 
 var file_safewrite_v1_writer_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_safewrite_v1_writer_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_safewrite_v1_writer_proto_goTypes = []any{
 	(PropagationPolicy)(0),                // 0: safewrite.v1.PropagationPolicy
 	(DeleteOutcome)(0),                    // 1: safewrite.v1.DeleteOutcome
@@ -3899,122 +4074,131 @@ var file_safewrite_v1_writer_proto_goTypes = []any{
 	(Outcome)(0),                          // 4: safewrite.v1.Outcome
 	(Reason)(0),                           // 5: safewrite.v1.Reason
 	(Retry)(0),                            // 6: safewrite.v1.Retry
-	(*DeleteRequest)(nil),                 // 7: safewrite.v1.DeleteRequest
-	(*Fence)(nil),                         // 8: safewrite.v1.Fence
-	(*DeleteResponse)(nil),                // 9: safewrite.v1.DeleteResponse
-	(*LeadRequest)(nil),                   // 10: safewrite.v1.LeadRequest
-	(*LeadResponse)(nil),                  // 11: safewrite.v1.LeadResponse
-	(*GetRequest)(nil),                    // 12: safewrite.v1.GetRequest
-	(*GetResponse)(nil),                   // 13: safewrite.v1.GetResponse
-	(*UpdateWithRetryRequest)(nil),        // 14: safewrite.v1.UpdateWithRetryRequest
-	(*UpdateWithRetryResponse)(nil),       // 15: safewrite.v1.UpdateWithRetryResponse
-	(*PatchStatusRequest)(nil),            // 16: safewrite.v1.PatchStatusRequest
-	(*PatchStatusResponse)(nil),           // 17: safewrite.v1.PatchStatusResponse
-	(*TransactRequest)(nil),               // 18: safewrite.v1.TransactRequest
-	(*TransactBegin)(nil),                 // 19: safewrite.v1.TransactBegin
-	(*TransactProposal)(nil),              // 20: safewrite.v1.TransactProposal
-	(*TransactAbort)(nil),                 // 21: safewrite.v1.TransactAbort
-	(*TransactResponse)(nil),              // 22: safewrite.v1.TransactResponse
-	(*FreshObject)(nil),                   // 23: safewrite.v1.FreshObject
-	(*ObjectRef)(nil),                     // 24: safewrite.v1.ObjectRef
-	(*Mutation)(nil),                      // 25: safewrite.v1.Mutation
-	(*SetCondition)(nil),                  // 26: safewrite.v1.SetCondition
-	(*Condition)(nil),                     // 27: safewrite.v1.Condition
-	(*RemoveCondition)(nil),               // 28: safewrite.v1.RemoveCondition
-	(*FinalizerChange)(nil),               // 29: safewrite.v1.FinalizerChange
-	(*OwnerReferenceChange)(nil),          // 30: safewrite.v1.OwnerReferenceChange
-	(*OwnerReference)(nil),                // 31: safewrite.v1.OwnerReference
-	(*ListEntryChange)(nil),               // 32: safewrite.v1.ListEntryChange
-	(*JsonPatch)(nil),                     // 33: safewrite.v1.JsonPatch
-	(*MergePatch)(nil),                    // 34: safewrite.v1.MergePatch
-	(*ServerSideApply)(nil),               // 35: safewrite.v1.ServerSideApply
-	(*CelMutation)(nil),                   // 36: safewrite.v1.CelMutation
-	(*Preconditions)(nil),                 // 37: safewrite.v1.Preconditions
-	(*RetryPolicy)(nil),                   // 38: safewrite.v1.RetryPolicy
-	(*WriteOptions)(nil),                  // 39: safewrite.v1.WriteOptions
-	(*WriteResult)(nil),                   // 40: safewrite.v1.WriteResult
-	(*AttemptRecord)(nil),                 // 41: safewrite.v1.AttemptRecord
-	(*WriteFailure)(nil),                  // 42: safewrite.v1.WriteFailure
-	(*RetryByCode)(nil),                   // 43: safewrite.v1.RetryByCode
-	(*durationpb.Duration)(nil),           // 44: google.protobuf.Duration
-	(*descriptorpb.EnumValueOptions)(nil), // 45: google.protobuf.EnumValueOptions
-	(*descriptorpb.EnumOptions)(nil),      // 46: google.protobuf.EnumOptions
+	(*CapabilitiesRequest)(nil),           // 7: safewrite.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),          // 8: safewrite.v1.CapabilitiesResponse
+	(*DeleteRequest)(nil),                 // 9: safewrite.v1.DeleteRequest
+	(*Fence)(nil),                         // 10: safewrite.v1.Fence
+	(*DeleteResponse)(nil),                // 11: safewrite.v1.DeleteResponse
+	(*LeadRequest)(nil),                   // 12: safewrite.v1.LeadRequest
+	(*LeadResponse)(nil),                  // 13: safewrite.v1.LeadResponse
+	(*GetRequest)(nil),                    // 14: safewrite.v1.GetRequest
+	(*GetResponse)(nil),                   // 15: safewrite.v1.GetResponse
+	(*UpdateWithRetryRequest)(nil),        // 16: safewrite.v1.UpdateWithRetryRequest
+	(*UpdateWithRetryResponse)(nil),       // 17: safewrite.v1.UpdateWithRetryResponse
+	(*PatchStatusRequest)(nil),            // 18: safewrite.v1.PatchStatusRequest
+	(*PatchStatusResponse)(nil),           // 19: safewrite.v1.PatchStatusResponse
+	(*TransactRequest)(nil),               // 20: safewrite.v1.TransactRequest
+	(*TransactBegin)(nil),                 // 21: safewrite.v1.TransactBegin
+	(*TransactProposal)(nil),              // 22: safewrite.v1.TransactProposal
+	(*TransactAbort)(nil),                 // 23: safewrite.v1.TransactAbort
+	(*TransactResponse)(nil),              // 24: safewrite.v1.TransactResponse
+	(*FreshObject)(nil),                   // 25: safewrite.v1.FreshObject
+	(*ObjectRef)(nil),                     // 26: safewrite.v1.ObjectRef
+	(*Mutation)(nil),                      // 27: safewrite.v1.Mutation
+	(*SetCondition)(nil),                  // 28: safewrite.v1.SetCondition
+	(*Condition)(nil),                     // 29: safewrite.v1.Condition
+	(*RemoveCondition)(nil),               // 30: safewrite.v1.RemoveCondition
+	(*FinalizerChange)(nil),               // 31: safewrite.v1.FinalizerChange
+	(*OwnerReferenceChange)(nil),          // 32: safewrite.v1.OwnerReferenceChange
+	(*OwnerReference)(nil),                // 33: safewrite.v1.OwnerReference
+	(*ListEntryChange)(nil),               // 34: safewrite.v1.ListEntryChange
+	(*JsonPatch)(nil),                     // 35: safewrite.v1.JsonPatch
+	(*MergePatch)(nil),                    // 36: safewrite.v1.MergePatch
+	(*ServerSideApply)(nil),               // 37: safewrite.v1.ServerSideApply
+	(*CelMutation)(nil),                   // 38: safewrite.v1.CelMutation
+	(*Preconditions)(nil),                 // 39: safewrite.v1.Preconditions
+	(*RetryPolicy)(nil),                   // 40: safewrite.v1.RetryPolicy
+	(*WriteOptions)(nil),                  // 41: safewrite.v1.WriteOptions
+	(*WriteResult)(nil),                   // 42: safewrite.v1.WriteResult
+	(*AttemptRecord)(nil),                 // 43: safewrite.v1.AttemptRecord
+	(*WriteFailure)(nil),                  // 44: safewrite.v1.WriteFailure
+	(*RetryByCode)(nil),                   // 45: safewrite.v1.RetryByCode
+	(*durationpb.Duration)(nil),           // 46: google.protobuf.Duration
+	(*descriptorpb.EnumValueOptions)(nil), // 47: google.protobuf.EnumValueOptions
+	(*descriptorpb.FieldOptions)(nil),     // 48: google.protobuf.FieldOptions
+	(*descriptorpb.MethodOptions)(nil),    // 49: google.protobuf.MethodOptions
+	(*descriptorpb.EnumOptions)(nil),      // 50: google.protobuf.EnumOptions
 }
 var file_safewrite_v1_writer_proto_depIdxs = []int32{
-	24, // 0: safewrite.v1.DeleteRequest.target:type_name -> safewrite.v1.ObjectRef
-	37, // 1: safewrite.v1.DeleteRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	26, // 0: safewrite.v1.DeleteRequest.target:type_name -> safewrite.v1.ObjectRef
+	39, // 1: safewrite.v1.DeleteRequest.preconditions:type_name -> safewrite.v1.Preconditions
 	0,  // 2: safewrite.v1.DeleteRequest.propagation_policy:type_name -> safewrite.v1.PropagationPolicy
-	38, // 3: safewrite.v1.DeleteRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	8,  // 4: safewrite.v1.DeleteRequest.fence:type_name -> safewrite.v1.Fence
+	40, // 3: safewrite.v1.DeleteRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	10, // 4: safewrite.v1.DeleteRequest.fence:type_name -> safewrite.v1.Fence
 	1,  // 5: safewrite.v1.DeleteResponse.outcome:type_name -> safewrite.v1.DeleteOutcome
-	41, // 6: safewrite.v1.DeleteResponse.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	44, // 7: safewrite.v1.LeadRequest.lease_duration:type_name -> google.protobuf.Duration
-	44, // 8: safewrite.v1.LeadRequest.renew_deadline:type_name -> google.protobuf.Duration
-	44, // 9: safewrite.v1.LeadRequest.retry_period:type_name -> google.protobuf.Duration
+	43, // 6: safewrite.v1.DeleteResponse.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	46, // 7: safewrite.v1.LeadRequest.lease_duration:type_name -> google.protobuf.Duration
+	46, // 8: safewrite.v1.LeadRequest.renew_deadline:type_name -> google.protobuf.Duration
+	46, // 9: safewrite.v1.LeadRequest.retry_period:type_name -> google.protobuf.Duration
 	2,  // 10: safewrite.v1.LeadResponse.state:type_name -> safewrite.v1.LeadState
 	3,  // 11: safewrite.v1.LeadResponse.reason:type_name -> safewrite.v1.NotLeadingReason
-	24, // 12: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
-	24, // 13: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
-	25, // 14: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
-	37, // 15: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	38, // 16: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	39, // 17: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
-	40, // 18: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
-	24, // 19: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
-	25, // 20: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
-	37, // 21: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
-	38, // 22: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	39, // 23: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
-	40, // 24: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
-	19, // 25: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
-	20, // 26: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
-	24, // 27: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
-	37, // 28: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
-	38, // 29: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
-	39, // 30: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
-	25, // 31: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
-	21, // 32: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
-	23, // 33: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
-	40, // 34: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
-	33, // 35: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
-	34, // 36: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
-	35, // 37: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
-	36, // 38: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
-	26, // 39: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
-	28, // 40: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
-	29, // 41: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
-	30, // 42: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
-	32, // 43: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
-	27, // 44: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
-	31, // 45: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
-	44, // 46: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	44, // 47: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	8,  // 48: safewrite.v1.WriteOptions.fence:type_name -> safewrite.v1.Fence
+	26, // 12: safewrite.v1.GetRequest.target:type_name -> safewrite.v1.ObjectRef
+	26, // 13: safewrite.v1.UpdateWithRetryRequest.target:type_name -> safewrite.v1.ObjectRef
+	27, // 14: safewrite.v1.UpdateWithRetryRequest.mutation:type_name -> safewrite.v1.Mutation
+	39, // 15: safewrite.v1.UpdateWithRetryRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	40, // 16: safewrite.v1.UpdateWithRetryRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	41, // 17: safewrite.v1.UpdateWithRetryRequest.options:type_name -> safewrite.v1.WriteOptions
+	42, // 18: safewrite.v1.UpdateWithRetryResponse.result:type_name -> safewrite.v1.WriteResult
+	26, // 19: safewrite.v1.PatchStatusRequest.target:type_name -> safewrite.v1.ObjectRef
+	27, // 20: safewrite.v1.PatchStatusRequest.mutation:type_name -> safewrite.v1.Mutation
+	39, // 21: safewrite.v1.PatchStatusRequest.preconditions:type_name -> safewrite.v1.Preconditions
+	40, // 22: safewrite.v1.PatchStatusRequest.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	41, // 23: safewrite.v1.PatchStatusRequest.options:type_name -> safewrite.v1.WriteOptions
+	42, // 24: safewrite.v1.PatchStatusResponse.result:type_name -> safewrite.v1.WriteResult
+	21, // 25: safewrite.v1.TransactRequest.begin:type_name -> safewrite.v1.TransactBegin
+	22, // 26: safewrite.v1.TransactRequest.proposal:type_name -> safewrite.v1.TransactProposal
+	26, // 27: safewrite.v1.TransactBegin.target:type_name -> safewrite.v1.ObjectRef
+	39, // 28: safewrite.v1.TransactBegin.preconditions:type_name -> safewrite.v1.Preconditions
+	40, // 29: safewrite.v1.TransactBegin.retry_policy:type_name -> safewrite.v1.RetryPolicy
+	41, // 30: safewrite.v1.TransactBegin.options:type_name -> safewrite.v1.WriteOptions
+	27, // 31: safewrite.v1.TransactProposal.mutation:type_name -> safewrite.v1.Mutation
+	23, // 32: safewrite.v1.TransactProposal.abort:type_name -> safewrite.v1.TransactAbort
+	25, // 33: safewrite.v1.TransactResponse.fresh:type_name -> safewrite.v1.FreshObject
+	42, // 34: safewrite.v1.TransactResponse.result:type_name -> safewrite.v1.WriteResult
+	35, // 35: safewrite.v1.Mutation.json_patch:type_name -> safewrite.v1.JsonPatch
+	36, // 36: safewrite.v1.Mutation.merge_patch:type_name -> safewrite.v1.MergePatch
+	37, // 37: safewrite.v1.Mutation.apply:type_name -> safewrite.v1.ServerSideApply
+	38, // 38: safewrite.v1.Mutation.cel:type_name -> safewrite.v1.CelMutation
+	28, // 39: safewrite.v1.Mutation.set_condition:type_name -> safewrite.v1.SetCondition
+	30, // 40: safewrite.v1.Mutation.remove_condition:type_name -> safewrite.v1.RemoveCondition
+	31, // 41: safewrite.v1.Mutation.finalizer:type_name -> safewrite.v1.FinalizerChange
+	32, // 42: safewrite.v1.Mutation.owner_reference:type_name -> safewrite.v1.OwnerReferenceChange
+	34, // 43: safewrite.v1.Mutation.list_entry:type_name -> safewrite.v1.ListEntryChange
+	29, // 44: safewrite.v1.SetCondition.conditions:type_name -> safewrite.v1.Condition
+	33, // 45: safewrite.v1.OwnerReferenceChange.owner:type_name -> safewrite.v1.OwnerReference
+	46, // 46: safewrite.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	46, // 47: safewrite.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	10, // 48: safewrite.v1.WriteOptions.fence:type_name -> safewrite.v1.Fence
 	4,  // 49: safewrite.v1.WriteResult.outcome:type_name -> safewrite.v1.Outcome
-	41, // 50: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
-	44, // 51: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
-	41, // 52: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	43, // 50: safewrite.v1.WriteResult.attempt_records:type_name -> safewrite.v1.AttemptRecord
+	46, // 51: safewrite.v1.AttemptRecord.backoff:type_name -> google.protobuf.Duration
+	43, // 52: safewrite.v1.WriteFailure.attempt_records:type_name -> safewrite.v1.AttemptRecord
 	5,  // 53: safewrite.v1.WriteFailure.reason:type_name -> safewrite.v1.Reason
-	45, // 54: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
-	46, // 55: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
-	6,  // 56: safewrite.v1.retry:type_name -> safewrite.v1.Retry
-	43, // 57: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
-	14, // 58: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
-	16, // 59: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
-	18, // 60: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
-	12, // 61: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
-	10, // 62: safewrite.v1.WriterService.Lead:input_type -> safewrite.v1.LeadRequest
-	7,  // 63: safewrite.v1.WriterService.Delete:input_type -> safewrite.v1.DeleteRequest
-	15, // 64: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
-	17, // 65: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
-	22, // 66: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
-	13, // 67: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
-	11, // 68: safewrite.v1.WriterService.Lead:output_type -> safewrite.v1.LeadResponse
-	9,  // 69: safewrite.v1.WriterService.Delete:output_type -> safewrite.v1.DeleteResponse
-	64, // [64:70] is the sub-list for method output_type
-	58, // [58:64] is the sub-list for method input_type
-	56, // [56:58] is the sub-list for extension type_name
-	54, // [54:56] is the sub-list for extension extendee
+	47, // 54: safewrite.v1.retry:extendee -> google.protobuf.EnumValueOptions
+	48, // 55: safewrite.v1.since:extendee -> google.protobuf.FieldOptions
+	49, // 56: safewrite.v1.method_since:extendee -> google.protobuf.MethodOptions
+	47, // 57: safewrite.v1.value_since:extendee -> google.protobuf.EnumValueOptions
+	50, // 58: safewrite.v1.retry_by_code:extendee -> google.protobuf.EnumOptions
+	6,  // 59: safewrite.v1.retry:type_name -> safewrite.v1.Retry
+	45, // 60: safewrite.v1.retry_by_code:type_name -> safewrite.v1.RetryByCode
+	16, // 61: safewrite.v1.WriterService.UpdateWithRetry:input_type -> safewrite.v1.UpdateWithRetryRequest
+	18, // 62: safewrite.v1.WriterService.PatchStatus:input_type -> safewrite.v1.PatchStatusRequest
+	20, // 63: safewrite.v1.WriterService.Transact:input_type -> safewrite.v1.TransactRequest
+	14, // 64: safewrite.v1.WriterService.Get:input_type -> safewrite.v1.GetRequest
+	12, // 65: safewrite.v1.WriterService.Lead:input_type -> safewrite.v1.LeadRequest
+	9,  // 66: safewrite.v1.WriterService.Delete:input_type -> safewrite.v1.DeleteRequest
+	7,  // 67: safewrite.v1.WriterService.Capabilities:input_type -> safewrite.v1.CapabilitiesRequest
+	17, // 68: safewrite.v1.WriterService.UpdateWithRetry:output_type -> safewrite.v1.UpdateWithRetryResponse
+	19, // 69: safewrite.v1.WriterService.PatchStatus:output_type -> safewrite.v1.PatchStatusResponse
+	24, // 70: safewrite.v1.WriterService.Transact:output_type -> safewrite.v1.TransactResponse
+	15, // 71: safewrite.v1.WriterService.Get:output_type -> safewrite.v1.GetResponse
+	13, // 72: safewrite.v1.WriterService.Lead:output_type -> safewrite.v1.LeadResponse
+	11, // 73: safewrite.v1.WriterService.Delete:output_type -> safewrite.v1.DeleteResponse
+	8,  // 74: safewrite.v1.WriterService.Capabilities:output_type -> safewrite.v1.CapabilitiesResponse
+	68, // [68:75] is the sub-list for method output_type
+	61, // [61:68] is the sub-list for method input_type
+	59, // [59:61] is the sub-list for extension type_name
+	54, // [54:59] is the sub-list for extension extendee
 	0,  // [0:54] is the sub-list for field type_name
 }
 
@@ -4023,20 +4207,20 @@ func file_safewrite_v1_writer_proto_init() {
 	if File_safewrite_v1_writer_proto != nil {
 		return
 	}
-	file_safewrite_v1_writer_proto_msgTypes[11].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[13].OneofWrappers = []any{
 		(*TransactRequest_Begin)(nil),
 		(*TransactRequest_Proposal)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[13].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[15].OneofWrappers = []any{
 		(*TransactProposal_ObjectJson)(nil),
 		(*TransactProposal_Mutation)(nil),
 		(*TransactProposal_Abort)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[15].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[17].OneofWrappers = []any{
 		(*TransactResponse_Fresh)(nil),
 		(*TransactResponse_Result)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[18].OneofWrappers = []any{
+	file_safewrite_v1_writer_proto_msgTypes[20].OneofWrappers = []any{
 		(*Mutation_JsonPatch)(nil),
 		(*Mutation_MergePatch)(nil),
 		(*Mutation_Apply)(nil),
@@ -4047,15 +4231,15 @@ func file_safewrite_v1_writer_proto_init() {
 		(*Mutation_OwnerReference)(nil),
 		(*Mutation_ListEntry)(nil),
 	}
-	file_safewrite_v1_writer_proto_msgTypes[20].OneofWrappers = []any{}
+	file_safewrite_v1_writer_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_safewrite_v1_writer_proto_rawDesc), len(file_safewrite_v1_writer_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   37,
-			NumExtensions: 2,
+			NumMessages:   39,
+			NumExtensions: 5,
 			NumServices:   1,
 		},
 		GoTypes:           file_safewrite_v1_writer_proto_goTypes,

@@ -30,6 +30,7 @@ const (
 	WriterService_Get_FullMethodName             = "/safewrite.v1.WriterService/Get"
 	WriterService_Lead_FullMethodName            = "/safewrite.v1.WriterService/Lead"
 	WriterService_Delete_FullMethodName          = "/safewrite.v1.WriterService/Delete"
+	WriterService_Capabilities_FullMethodName    = "/safewrite.v1.WriterService/Capabilities"
 )
 
 // WriterServiceClient is the client API for WriterService service.
@@ -113,6 +114,17 @@ type WriterServiceClient interface {
 	// server is classified and retried exactly as for writes. The policy's `delete`
 	// operation must allow the target, else PERMISSION_DENIED and nothing is sent.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Capabilities says what this sidecar is and what it serves: its version, the RPCs it
+	// serves and every field and enum value of the contract it knows. A client asks once
+	// per connection and refuses, before sending, a call that needs an RPC, a field or a
+	// value its sidecar lacks, naming it, the sidecar's version and the version that has
+	// it (the `method_since`, `since` and `value_since` options below; what has none was
+	// in 0.1.0). A sidecar older than 0.2.0 answers UNIMPLEMENTED: it knows what has no
+	// such option. Whatever a client checks, a sidecar refuses a request carrying a field
+	// or an enum value it does not know: FAILED_PRECONDITION, reason UNKNOWN_FIELD (from
+	// 0.2.0; older sidecars ignored it). Nothing is sent to the API server; the policy
+	// does not apply, the shared token does. docs/compatibility.md is the skew policy.
+	Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*CapabilitiesResponse, error)
 }
 
 type writerServiceClient struct {
@@ -189,6 +201,16 @@ func (c *writerServiceClient) Delete(ctx context.Context, in *DeleteRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteResponse)
 	err := c.cc.Invoke(ctx, WriterService_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *writerServiceClient) Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*CapabilitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CapabilitiesResponse)
+	err := c.cc.Invoke(ctx, WriterService_Capabilities_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +298,17 @@ type WriterServiceServer interface {
 	// server is classified and retried exactly as for writes. The policy's `delete`
 	// operation must allow the target, else PERMISSION_DENIED and nothing is sent.
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Capabilities says what this sidecar is and what it serves: its version, the RPCs it
+	// serves and every field and enum value of the contract it knows. A client asks once
+	// per connection and refuses, before sending, a call that needs an RPC, a field or a
+	// value its sidecar lacks, naming it, the sidecar's version and the version that has
+	// it (the `method_since`, `since` and `value_since` options below; what has none was
+	// in 0.1.0). A sidecar older than 0.2.0 answers UNIMPLEMENTED: it knows what has no
+	// such option. Whatever a client checks, a sidecar refuses a request carrying a field
+	// or an enum value it does not know: FAILED_PRECONDITION, reason UNKNOWN_FIELD (from
+	// 0.2.0; older sidecars ignored it). Nothing is sent to the API server; the policy
+	// does not apply, the shared token does. docs/compatibility.md is the skew policy.
+	Capabilities(context.Context, *CapabilitiesRequest) (*CapabilitiesResponse, error)
 	mustEmbedUnimplementedWriterServiceServer()
 }
 
@@ -303,6 +336,9 @@ func (UnimplementedWriterServiceServer) Lead(*LeadRequest, grpc.ServerStreamingS
 }
 func (UnimplementedWriterServiceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedWriterServiceServer) Capabilities(context.Context, *CapabilitiesRequest) (*CapabilitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Capabilities not implemented")
 }
 func (UnimplementedWriterServiceServer) mustEmbedUnimplementedWriterServiceServer() {}
 func (UnimplementedWriterServiceServer) testEmbeddedByValue()                       {}
@@ -415,6 +451,24 @@ func _WriterService_Delete_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WriterService_Capabilities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CapabilitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WriterServiceServer).Capabilities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WriterService_Capabilities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WriterServiceServer).Capabilities(ctx, req.(*CapabilitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WriterService_ServiceDesc is the grpc.ServiceDesc for WriterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -437,6 +491,10 @@ var WriterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _WriterService_Delete_Handler,
+		},
+		{
+			MethodName: "Capabilities",
+			Handler:    _WriterService_Capabilities_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

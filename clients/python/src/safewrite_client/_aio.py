@@ -25,6 +25,7 @@ import grpc.aio
 
 from . import _core as core
 from . import _lead
+from . import _skew as skew
 from ._errors import FencedError, NotLeaderError, from_rpc_error
 from ._lead import _FENCE, Campaign, Seconds, newer
 from ._types import (
@@ -78,14 +79,22 @@ class AsyncClient:
             target, credentials, options, timeout, wait_for_ready, propagate_trace, token
         )
         self.target = self._settings.target
-        self._given = (channel, writer_pb2_grpc.WriterServiceStub(channel)) if channel else None
+        self._given = (
+            (channel, writer_pb2_grpc.WriterServiceStub(channel), skew.AsyncProbe()) if channel else None
+        )
         self._lock = threading.Lock()
-        self._channels: Dict[asyncio.AbstractEventLoop, Tuple[Any, Any]] = {}
+        # By loop: its channel, the stub on it, and what is known of the sidecar's
+        # features through it.
+        self._channels: Dict[asyncio.AbstractEventLoop, Tuple[Any, Any, skew.AsyncProbe]] = {}
 
     def _stub(self) -> Any:
         """The stub on the running loop's channel, made on first use."""
+        return self._entry()[1]
+
+    def _entry(self) -> Tuple[Any, Any, skew.AsyncProbe]:
+        """The running loop's channel, stub and probe, made on first use."""
         if self._given is not None:
-            return self._given[1]
+            return self._given
         loop = asyncio.get_running_loop()
         with self._lock:
             entry = self._channels.get(loop)
@@ -98,9 +107,9 @@ class AsyncClient:
                     channel = grpc.aio.insecure_channel(s.target, options=s.options)
                 else:
                     channel = grpc.aio.secure_channel(s.target, s.credentials, options=s.options)
-                entry = (channel, writer_pb2_grpc.WriterServiceStub(channel))
+                entry = (channel, writer_pb2_grpc.WriterServiceStub(channel), skew.AsyncProbe())
                 self._channels[loop] = entry
-        return entry[1]
+        return entry
 
     async def close(self) -> None:
         """Closes the channel of the running loop, and asks the loops of any other
@@ -108,7 +117,7 @@ class AsyncClient:
         running = asyncio.get_running_loop()
         with self._lock:
             channels, self._channels = self._channels, {}
-        for loop, (channel, _) in channels.items():
+        for loop, (channel, _, _) in channels.items():
             if loop is running:
                 await channel.close()
             elif not loop.is_closed():
@@ -222,7 +231,34 @@ class AsyncClient:
             return await self._transact(request, fn, timeout)
         return await self._unary(core.raw_call(request, timeout))
 
+    async def _check(
+        self, method: str, request: Any, timeout: Optional[float], *, idempotent: bool = False
+    ) -> None:
+        """Refuses, before anything is sent, a call that needs what the sidecar lacks; see
+        :meth:`safewrite_client.Client._check`."""
+        uses = skew.SINCE.uses(method, request)
+        if not uses:
+            return
+        _, stub, probe = self._entry()
+        kwargs = self._settings.call_kwargs(timeout)
+
+        async def ask() -> Optional[skew.SidecarFeatures]:
+            try:
+                response = await stub.Capabilities(writer_pb2.CapabilitiesRequest(), **kwargs)
+            except grpc.RpcError as err:
+                return skew.answered(err)
+            except Exception:  # never let the check break a call: ask again next time
+                return None
+            return skew.answered(None, response)
+
+        features = await probe.features(ask)
+        if features is not None:
+            refusal = features.missing(uses, idempotent=idempotent)
+            if refusal is not None:
+                raise refusal
+
     async def _unary(self, call: "core.Unary[core.T]") -> "core.T":
+        await self._check(call.method, call.request, call.timeout, idempotent=call.idempotent)
         method = getattr(self._stub(), call.method)
         try:
             response = await method(call.request, **self._settings.call_kwargs(call.timeout))
@@ -234,6 +270,7 @@ class AsyncClient:
         self, begin: writer_pb2.TransactBegin, fn: core.TransactFn, timeout: Optional[float]
     ) -> Result:
         tx = core.Transaction(begin)
+        await self._check("Transact", tx.first, timeout, idempotent=tx.idempotent)
         call = self._stub().Transact(**self._settings.call_kwargs(timeout))
         try:
             await call.write(tx.first)
@@ -251,6 +288,10 @@ class AsyncClient:
                     message = tx.answer(step, returned)
                 except Exception as exc:
                     message = tx.fail(step, exc)
+                else:
+                    # A proposal the sidecar cannot read is not sent: raising cancels
+                    # the stream, and the sidecar writes nothing after that point.
+                    await self._check("Transact", message, timeout, idempotent=tx.idempotent)
                 await call.write(message)
         except grpc.RpcError as err:
             tx.failed(err)
@@ -315,6 +356,9 @@ class AsyncLeadership:
             UnavailableError, UnauthenticatedError, ...: the call failed.
         """
         if self._call is not None:
+            return self
+        await self._client._check("Lead", self._campaign.request, None)
+        if self._call is not None:  # started by another task meanwhile
             return self
         kwargs = self._client._settings.call_kwargs(None)
         kwargs["timeout"] = None

@@ -298,6 +298,34 @@ class NotLeaderError(PreconditionFailedError):
     retried."""
 
 
+class UnknownFieldError(PreconditionFailedError):
+    """FAILED_PRECONDITION with reason ``UNKNOWN_FIELD``: the call needs an RPC, a field
+    or an enum value the sidecar does not have (this client is newer than its sidecar).
+    Refused by this client before sending when the sidecar's ``Capabilities`` says it
+    lacks it, else by a sidecar of 0.2.0 or newer; either way nothing was sent and the
+    message names what is missing and the sidecar's version. Never retried: upgrade the
+    sidecar, or leave the feature unused (docs/compatibility.md)."""
+
+    @property
+    def feature(self) -> Optional[str]:
+        """The full name of what the sidecar lacks (``safewrite.v1.WriteOptions.fence``,
+        ``safewrite.v1.WriterService/Delete``) when this client refused the call; None
+        for the sidecar's own refusal, whose :attr:`error_metadata` names the field's
+        message and number instead."""
+        return self.error_metadata.get("feature")
+
+    @property
+    def since(self) -> Optional[str]:
+        """The first version that has :attr:`feature`; None for the sidecar's refusal."""
+        return self.error_metadata.get("since")
+
+    @property
+    def sidecar_version(self) -> Optional[str]:
+        """The sidecar's version: empty for one older than 0.2.0 (it has no rpc
+        Capabilities), None when the error does not say."""
+        return self.error_metadata.get("sidecar_version")
+
+
 class UnavailableError(SafewriteError):
     """UNAVAILABLE: the API server (or the sidecar) is unavailable, throttling, or
     behind an open circuit breaker, or a get's minimum resourceVersion is one the API
@@ -390,6 +418,10 @@ _BY_CODE_AND_REASON: Dict[Tuple[grpc.StatusCode, str], Type[SafewriteError]] = {
     ): AlreadyOwnedError,
     (grpc.StatusCode.FAILED_PRECONDITION, reason_name(writer_pb2.REASON_FENCED)): FencedError,
     (grpc.StatusCode.FAILED_PRECONDITION, reason_name(writer_pb2.REASON_NOT_LEADER)): NotLeaderError,
+    (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason_name(writer_pb2.REASON_UNKNOWN_FIELD),
+    ): UnknownFieldError,
 }
 
 
@@ -399,10 +431,10 @@ def error_class(
     """The exception class this client raises for a gRPC status code and, where it
     matters, the ErrorInfo reason (UNKNOWN with ``WRITE_OUTCOME_UNKNOWN`` is
     :class:`OutcomeUnknownError`, any other UNKNOWN :class:`SafewriteError`;
-    FAILED_PRECONDITION with ``OBJECT_DELETING``, ``ALREADY_OWNED``, ``FENCED`` or
-    ``NOT_LEADER`` is :class:`ObjectDeletingError`, :class:`AlreadyOwnedError`,
-    :class:`FencedError` or :class:`NotLeaderError`, each a
-    :class:`PreconditionFailedError`)."""
+    FAILED_PRECONDITION with ``OBJECT_DELETING``, ``ALREADY_OWNED``, ``FENCED``,
+    ``NOT_LEADER`` or ``UNKNOWN_FIELD`` is :class:`ObjectDeletingError`,
+    :class:`AlreadyOwnedError`, :class:`FencedError`, :class:`NotLeaderError` or
+    :class:`UnknownFieldError`, each a :class:`PreconditionFailedError`)."""
     if reason is not None:
         cls = _BY_CODE_AND_REASON.get((code, reason))
         if cls is not None:

@@ -11,6 +11,7 @@ import grpc
 
 from . import _core as core
 from . import _lead
+from . import _skew as skew
 from ._errors import FencedError, NotLeaderError, from_rpc_error
 from ._lead import _FENCE, Campaign, Seconds, newer
 from ._types import (
@@ -94,6 +95,7 @@ class Client:
                 channel = grpc.secure_channel(s.target, s.credentials, options=s.options)
         self._channel = channel
         self._stub = writer_pb2_grpc.WriterServiceStub(channel)
+        self._probe = skew.Probe()
 
     def close(self) -> None:
         """Closes the client's channel (unless it was given one)."""
@@ -392,7 +394,36 @@ class Client:
             return self._transact(request, fn, timeout)
         return self._unary(core.raw_call(request, timeout))
 
+    def _check(
+        self, method: str, request: Any, timeout: Optional[float], *, idempotent: bool = False
+    ) -> None:
+        """Refuses, before anything is sent, a call of ``method`` with ``request`` that
+        needs an RPC, a field or an enum value the sidecar lacks (see
+        :mod:`safewrite_client._skew`): raises
+        :class:`~safewrite_client.UnknownFieldError`. The sidecar's ``Capabilities`` is
+        asked the first time a call needs something added after 0.1.0, within the
+        call's timeout."""
+        uses = skew.SINCE.uses(method, request)
+        if not uses:
+            return
+        kwargs = self._settings.call_kwargs(timeout)
+        features = self._probe.features(lambda: self._capabilities(kwargs), kwargs["timeout"])
+        if features is not None:
+            refusal = features.missing(uses, idempotent=idempotent)
+            if refusal is not None:
+                raise refusal
+
+    def _capabilities(self, kwargs: Any) -> Optional[skew.SidecarFeatures]:
+        try:
+            response = self._stub.Capabilities(writer_pb2.CapabilitiesRequest(), **kwargs)
+        except grpc.RpcError as err:
+            return skew.answered(err)
+        except Exception:  # never let the check break a call: unknown, ask again next time
+            return None
+        return skew.answered(None, response)
+
     def _unary(self, call: "core.Unary[core.T]") -> "core.T":
+        self._check(call.method, call.request, call.timeout, idempotent=call.idempotent)
         method = getattr(self._stub, call.method)
         try:
             response = method(call.request, **self._settings.call_kwargs(call.timeout))
@@ -404,6 +435,7 @@ class Client:
         self, begin: writer_pb2.TransactBegin, fn: core.TransactFn, timeout: Optional[float]
     ) -> Result:
         tx = core.Transaction(begin)
+        self._check("Transact", tx.first, timeout, idempotent=tx.idempotent)
         outbox: "queue.Queue[Optional[writer_pb2.TransactRequest]]" = queue.Queue()
         outbox.put(tx.first)
 
@@ -421,9 +453,14 @@ class Client:
                 if isinstance(step, Result):
                     return step
                 try:
-                    outbox.put(tx.answer(step, fn(step.object)))
+                    message = tx.answer(step, fn(step.object))
                 except Exception as exc:
-                    outbox.put(tx.fail(step, exc))
+                    message = tx.fail(step, exc)
+                else:
+                    # A proposal the sidecar cannot read is not sent: raising cancels
+                    # the stream, and the sidecar writes nothing after that point.
+                    self._check("Transact", message, timeout, idempotent=tx.idempotent)
+                outbox.put(message)
             tx.ended()
         except grpc.RpcError as err:
             tx.failed(err)
@@ -490,6 +527,7 @@ class Leadership:
         with self._changed:
             if self._call is not None:
                 return self
+            self._client._check("Lead", self._campaign.request, None)
             kwargs = self._client._settings.call_kwargs(None)
             kwargs["timeout"] = None
             self._call = self._client._stub.Lead(self._campaign.request, **kwargs)

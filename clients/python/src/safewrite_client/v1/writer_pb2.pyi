@@ -14,6 +14,7 @@ DESCRIPTOR: _descriptor.FileDescriptor
 LEAD_STATE_LEADING: LeadState
 LEAD_STATE_NOT_LEADING: LeadState
 LEAD_STATE_UNSPECIFIED: LeadState
+METHOD_SINCE_FIELD_NUMBER: _ClassVar[int]
 NOT_LEADING_REASON_LOST_RENEWAL: NotLeadingReason
 NOT_LEADING_REASON_OTHER_HOLDER: NotLeadingReason
 NOT_LEADING_REASON_RELEASED: NotLeadingReason
@@ -57,6 +58,7 @@ REASON_TOKEN_REQUIRED: Reason
 REASON_TRANSACTION_CANCELLED: Reason
 REASON_TRANSACTION_IDLE: Reason
 REASON_UNIMPLEMENTED: Reason
+REASON_UNKNOWN_FIELD: Reason
 REASON_UNKNOWN_KIND: Reason
 REASON_UNSPECIFIED: Reason
 REASON_WRITE_OUTCOME_UNKNOWN: Reason
@@ -67,8 +69,13 @@ RETRY_LATER: Retry
 RETRY_NEVER: Retry
 RETRY_UNSPECIFIED: Retry
 RETRY_WITH_IDEMPOTENCY_KEY: Retry
+SINCE_FIELD_NUMBER: _ClassVar[int]
+VALUE_SINCE_FIELD_NUMBER: _ClassVar[int]
+method_since: _descriptor.FieldDescriptor
 retry: _descriptor.FieldDescriptor
 retry_by_code: _descriptor.FieldDescriptor
+since: _descriptor.FieldDescriptor
+value_since: _descriptor.FieldDescriptor
 
 class AttemptRecord(_message.Message):
     __slots__ = ["backoff", "batch_size", "http_status", "number", "reason", "resource_version_read"]
@@ -85,6 +92,22 @@ class AttemptRecord(_message.Message):
     reason: str
     resource_version_read: str
     def __init__(self, number: _Optional[int] = ..., resource_version_read: _Optional[str] = ..., http_status: _Optional[int] = ..., reason: _Optional[str] = ..., backoff: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., batch_size: _Optional[int] = ...) -> None: ...
+
+class CapabilitiesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class CapabilitiesResponse(_message.Message):
+    __slots__ = ["enum_values", "fields", "methods", "version"]
+    ENUM_VALUES_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    METHODS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    enum_values: _containers.RepeatedScalarFieldContainer[str]
+    fields: _containers.RepeatedScalarFieldContainer[str]
+    methods: _containers.RepeatedScalarFieldContainer[str]
+    version: str
+    def __init__(self, version: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., fields: _Optional[_Iterable[str]] = ..., enum_values: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CelMutation(_message.Message):
     __slots__ = ["expression"]

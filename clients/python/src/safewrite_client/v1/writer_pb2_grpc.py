@@ -55,6 +55,11 @@ class WriterServiceStub(object):
                 request_serializer=safewrite_dot_v1_dot_writer__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=safewrite_dot_v1_dot_writer__pb2.DeleteResponse.FromString,
                 )
+        self.Capabilities = channel.unary_unary(
+                '/safewrite.v1.WriterService/Capabilities',
+                request_serializer=safewrite_dot_v1_dot_writer__pb2.CapabilitiesRequest.SerializeToString,
+                response_deserializer=safewrite_dot_v1_dot_writer__pb2.CapabilitiesResponse.FromString,
+                )
 
 
 class WriterServiceServicer(object):
@@ -166,6 +171,22 @@ class WriterServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Capabilities(self, request, context):
+        """Capabilities says what this sidecar is and what it serves: its version, the RPCs it
+        serves and every field and enum value of the contract it knows. A client asks once
+        per connection and refuses, before sending, a call that needs an RPC, a field or a
+        value its sidecar lacks, naming it, the sidecar's version and the version that has
+        it (the `method_since`, `since` and `value_since` options below; what has none was
+        in 0.1.0). A sidecar older than 0.2.0 answers UNIMPLEMENTED: it knows what has no
+        such option. Whatever a client checks, a sidecar refuses a request carrying a field
+        or an enum value it does not know: FAILED_PRECONDITION, reason UNKNOWN_FIELD (from
+        0.2.0; older sidecars ignored it). Nothing is sent to the API server; the policy
+        does not apply, the shared token does. docs/compatibility.md is the skew policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WriterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -198,6 +219,11 @@ def add_WriterServiceServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=safewrite_dot_v1_dot_writer__pb2.DeleteRequest.FromString,
                     response_serializer=safewrite_dot_v1_dot_writer__pb2.DeleteResponse.SerializeToString,
+            ),
+            'Capabilities': grpc.unary_unary_rpc_method_handler(
+                    servicer.Capabilities,
+                    request_deserializer=safewrite_dot_v1_dot_writer__pb2.CapabilitiesRequest.FromString,
+                    response_serializer=safewrite_dot_v1_dot_writer__pb2.CapabilitiesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -319,5 +345,22 @@ class WriterService(object):
         return grpc.experimental.unary_unary(request, target, '/safewrite.v1.WriterService/Delete',
             safewrite_dot_v1_dot_writer__pb2.DeleteRequest.SerializeToString,
             safewrite_dot_v1_dot_writer__pb2.DeleteResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Capabilities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/safewrite.v1.WriterService/Capabilities',
+            safewrite_dot_v1_dot_writer__pb2.CapabilitiesRequest.SerializeToString,
+            safewrite_dot_v1_dot_writer__pb2.CapabilitiesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -44,6 +44,9 @@ if [ ! -f "$earlier_src/.complete" ]; then
   rm -rf "$earlier_src"
   mkdir -p "$earlier_src"
   git archive "$EARLIER" | tar -x -C "$earlier_src"
+  # A repository of its own: its scripts list files with git ls-files.
+  (cd "$earlier_src" && git init -q && git add -A &&
+    git -c user.name=skew -c user.email=skew@localhost.invalid commit -q -m "${EARLIER:0:12}")
   touch "$earlier_src/.complete"
 fi
 

@@ -351,13 +351,15 @@ export class Client {
     const begin = create(TransactRequestSchema, {
       message: { case: "begin", value: { ...requestParts(ref, this.#fenced(options)), status: options.status ?? false } },
     });
-    const call = this.#stream(path(WriterService.method.transact), TransactRequestSchema, begin, options, () =>
+    // The transaction's time budget starts now, and covers asking the sidecar's Capabilities.
+    const timed = this.#fixedDeadline(options);
+    const call = this.#stream(path(WriterService.method.transact), TransactRequestSchema, begin, timed, () =>
       this.#channel().makeBidiStreamRequest(
         path(WriterService.method.transact),
         (message: MessageShape<typeof TransactRequestSchema>) => Buffer.from(toBinary(TransactRequestSchema, message)),
         (bytes: Buffer) => fromBinary(TransactResponseSchema, bytes),
         this.#metadata(options),
-        this.#callOptions(options),
+        this.#callOptions(timed),
       ),
     );
     const transaction = openTransaction<T>(call, Boolean(options.idempotencyKey), signal, ref.namespace ?? "");
@@ -541,12 +543,20 @@ export class Client {
     if (features.length === 0) {
       return this.#send(method, input, output, request, options, idempotent);
     }
-    return this.#refusal(features, options).then((refused) => {
+    // The call's time budget covers the asking.
+    const bounded = this.#fixedDeadline(options);
+    return this.#refusal(features, bounded).then((refused) => {
       if (refused !== undefined) {
         throw fromServiceError(refused, idempotent);
       }
-      return this.#send(method, input, output, request, options, idempotent);
+      return this.#send(method, input, output, request, bounded, idempotent);
     });
+  }
+
+  /** `options` with their time budget (or the client's) as a deadline fixed now, when they have one. */
+  #fixedDeadline<O extends CallOptions>(options: O): O {
+    const deadline = callDeadline(options, this.#options.timeoutMs);
+    return deadline === undefined ? options : { ...options, timeoutMs: undefined, deadline };
   }
 
   #send<I extends DescMessage, O extends DescMessage>(

@@ -28,6 +28,7 @@ import {
   LeadRequestSchema,
   PropagationPolicy as PropagationPolicyMessage,
   Reason as ReasonMessage,
+  TransactProposalSchema,
   TransactRequestSchema,
   UpdateWithRetryRequestSchema,
   UpdateWithRetryResponseSchema,
@@ -92,6 +93,11 @@ describe("what a request needs", () => {
     assert.ok(mayHoldFeatures(UpdateWithRetryRequestSchema));
     assert.ok(mayHoldFeatures(WriteOptionsSchema));
     assert.ok(!mayHoldFeatures(CapabilitiesRequestSchema));
+  });
+
+  it("a Transact proposal can hold none (the check reads a stream's first message only; extend it when this fails)", () => {
+    assert.ok(!mayHoldFeatures(TransactProposalSchema));
+    assert.ok(mayHoldFeatures(TransactRequestSchema), "through the begin's options");
   });
 
   it("a sidecar older than 0.2.0 lacks every feature; one that lists a feature has it", () => {

@@ -7,6 +7,7 @@ import dev.safewrite.v1.LeadResponse;
 import dev.safewrite.v1.WriterServiceGrpc;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
+import io.grpc.Deadline;
 import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -68,8 +69,10 @@ final class Calls {
    */
   <Q extends Message, R> R unary(
       MethodDescriptor<Q, R> method, Q request, boolean resendSafe, Duration timeout) {
-    check(method, request, timeout);
-    WriterServiceGrpc.WriterServiceBlockingStub stub = bounded(blocking, timeout);
+    // The call's time budget starts now, and covers asking the sidecar's Capabilities.
+    Deadline deadline = deadline(timeout);
+    check(method, request, deadline);
+    WriterServiceGrpc.WriterServiceBlockingStub stub = bounded(blocking, deadline);
     try {
       return ClientCalls.blockingUnaryCall(
           stub.getChannel(), method, stub.getCallOptions(), request);
@@ -86,12 +89,12 @@ final class Calls {
    *
    * @throws PreconditionFailedException the refusal
    */
-  void check(MethodDescriptor<?, ?> method, Message request, Duration timeout) {
+  void check(MethodDescriptor<?, ?> method, Message request, Deadline deadline) {
     List<Skew.Feature> needs = Skew.features(method.getFullMethodName(), request);
     if (needs.isEmpty()) {
       return;
     }
-    Skew.Known sidecar = known(timeout);
+    Skew.Known sidecar = known(deadline);
     Skew.Feature missing = sidecar == null ? null : sidecar.lacking(needs);
     if (missing != null) {
       throw Skew.refusal(missing, sidecar);
@@ -103,9 +106,10 @@ final class Calls {
    * one asking. UNIMPLEMENTED is a sidecar older than 0.2.0 (kept too). Any other failure
    * (unreachable, a deadline, a refused token) is not kept: null, the call it was asked for goes
    * unchecked (a sidecar of 0.2.0 or newer refuses what it does not know itself), and the next call
-   * that needs it asks again. Bounded by the call's timeout and {@link #CAPABILITIES_TIMEOUT}.
+   * that needs it asks again. Bounded by the call's deadline (null: none) and {@link
+   * #CAPABILITIES_TIMEOUT}.
    */
-  Skew.Known known(Duration timeout) {
+  Skew.Known known(Deadline deadline) {
     Skew.Known sidecar = known;
     if (sidecar != null) {
       return sidecar;
@@ -115,9 +119,9 @@ final class Calls {
       if (known != null) {
         return known;
       }
-      Duration bound = timeout != null ? timeout : defaultTimeout;
-      if (bound == null || bound.compareTo(CAPABILITIES_TIMEOUT) > 0) {
-        bound = CAPABILITIES_TIMEOUT;
+      Deadline bound = Deadline.after(CAPABILITIES_TIMEOUT.toNanos(), TimeUnit.NANOSECONDS);
+      if (deadline != null) {
+        bound = bound.minimum(deadline);
       }
       try {
         known =
@@ -134,9 +138,15 @@ final class Calls {
     }
   }
 
-  /** The streaming stub, bounded by {@code timeout} (or the client's default timeout). */
-  WriterServiceGrpc.WriterServiceStub streaming(Duration timeout) {
-    return bounded(async, timeout);
+  /** The streaming stub, bounded by {@code deadline} (null: none). */
+  WriterServiceGrpc.WriterServiceStub streaming(Deadline deadline) {
+    return bounded(async, deadline);
+  }
+
+  /** The deadline of a call bounded by {@code timeout}, else the client's default; null: none. */
+  Deadline deadline(Duration timeout) {
+    Duration bound = timeout != null ? timeout : defaultTimeout;
+    return bound == null ? null : Deadline.after(bound.toNanos(), TimeUnit.NANOSECONDS);
   }
 
   /** A new {@code Lead} call, bounded by nothing: a campaign outlives any call's deadline. */
@@ -144,8 +154,7 @@ final class Calls {
     return async.getChannel().newCall(WriterServiceGrpc.getLeadMethod(), async.getCallOptions());
   }
 
-  private <S extends AbstractStub<S>> S bounded(S stub, Duration timeout) {
-    Duration bound = timeout != null ? timeout : defaultTimeout;
-    return bound == null ? stub : stub.withDeadlineAfter(bound.toNanos(), TimeUnit.NANOSECONDS);
+  private static <S extends AbstractStub<S>> S bounded(S stub, Deadline deadline) {
+    return deadline == null ? stub : stub.withDeadline(deadline);
   }
 }

@@ -346,7 +346,7 @@ public final class SafewriteClient implements AutoCloseable {
    */
   public Leadership lead(LeadConfig config) {
     Objects.requireNonNull(config, "config");
-    calls.check(WriterServiceGrpc.getLeadMethod(), config.toProto(), calls.defaultTimeout());
+    calls.check(WriterServiceGrpc.getLeadMethod(), config.toProto(), calls.deadline(null));
     return Leadership.open(this, config, calls::newLeadCall, calls.defaultTimeout());
   }
 

@@ -9,6 +9,7 @@ import dev.safewrite.v1.UpdateWithRetryResponse;
 import dev.safewrite.v1.WriteOptions;
 import dev.safewrite.v1.WriteResult;
 import dev.safewrite.v1.WriterServiceGrpc;
+import io.grpc.Deadline;
 import java.util.Objects;
 
 /**
@@ -82,12 +83,14 @@ final class Writes {
     config.fill(begin::setPreconditions, begin::setRetryPolicy, begin::setOptions);
     begin.setOptions(options(begin.getOptions()));
     TransactBegin sent = begin.build();
+    // The transaction's time budget starts now, and covers asking the sidecar's Capabilities.
+    Deadline deadline = calls.deadline(config.timeout);
     calls.check(
         WriterServiceGrpc.getTransactMethod(),
         TransactRequest.newBuilder().setBegin(sent).build(),
-        config.timeout);
+        deadline);
     return Transaction.run(
-        calls.streaming(config.timeout), sent, type, function, keyed(sent.getOptions()));
+        calls.streaming(deadline), sent, type, function, keyed(sent.getOptions()));
   }
 
   private static void check(ObjectRef ref, Mutation mutation, WriteConfig config) {

@@ -95,6 +95,14 @@ class SkewTest {
   }
 
   @Test
+  void aTransactProposalCanHoldNoFeature() {
+    // The check reads a stream's first message only (Transact's begin): extend it when this fails.
+    assertFalse(Skew.mayHoldFeatures(dev.safewrite.v1.TransactProposal.getDescriptor()));
+    assertTrue(
+        Skew.mayHoldFeatures(TransactRequest.getDescriptor()), "through the begin's options");
+  }
+
+  @Test
   void aSidecarOlderThanTheFirstVersionWithCapabilitiesLacksEveryFeature() {
     List<Skew.Feature> fenced =
         Skew.features(

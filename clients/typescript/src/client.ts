@@ -16,7 +16,6 @@ import {
   type CallOptions as GrpcCallOptions,
   type ChannelCredentials,
   type ChannelOptions,
-  type ClientReadableStream,
   type ServiceError,
 } from "@grpc/grpc-js";
 import type { KubernetesObject } from "@kubernetes/client-node";
@@ -24,6 +23,8 @@ import type { KubernetesObject } from "@kubernetes/client-node";
 import { resolveAddress } from "./address.js";
 import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
 import {
+  CapabilitiesRequestSchema,
+  CapabilitiesResponseSchema,
   DeleteRequestSchema,
   DeleteResponseSchema,
   GetRequestSchema,
@@ -55,6 +56,18 @@ import {
   type WriteOptions,
 } from "./options.js";
 import { toDeleteResult, toGetResult, toResult, type DeleteResult, type GetResult, type Result } from "./result.js";
+import {
+  CAPABILITIES_TIMEOUT_MS,
+  featuresOf,
+  known,
+  lacking,
+  OLDER,
+  PendingCall,
+  refusal,
+  type Feature,
+  type Known,
+  type ReadCall,
+} from "./skew.js";
 import { injectTraceContext } from "./tracing.js";
 import { openTransaction, runTransaction, type Fresh, type Proposal, type Transaction } from "./transact.js";
 
@@ -101,7 +114,7 @@ export type TransactFn<T extends KubernetesObject = KubernetesObject> = (
  * the work of a leadership under a fence, and the campaign's signal.
  */
 type LeadershipArgs = [
-  call: ClientReadableStream<LeadResponse> | undefined,
+  call: ReadCall | undefined,
   lease: { namespace: string; name: string },
   fenced: (fence: Fence) => Client,
   signal: AbortSignal | undefined,
@@ -112,9 +125,15 @@ let openLeadership: (...args: LeadershipArgs) => Leadership;
 
 const path = (method: { name: string }): string => `/${WriterService.typeName}/${method.name}`;
 
-/** The channel a client and its fenced views share, created on first use. */
+/**
+ * The channel a client and its fenced views share, created on first use, and what its
+ * sidecar knows (rpc Capabilities), asked once, by the first call that needs a feature
+ * added after 0.1.0.
+ */
 interface Connection {
   grpc: GrpcClient | undefined;
+  /** Undefined: not asked yet, or the last asking failed (the next call that needs it asks again). */
+  known: Promise<Known | undefined> | undefined;
 }
 
 /** A fence as given, checked for its shape (the sidecar judges its values). */
@@ -139,7 +158,7 @@ export class Client {
   /** The grpc-js target, e.g. "127.0.0.1:50051" or "unix:///run/safewrite/safewrite.sock". */
   readonly address: string;
   readonly #options: ClientOptions;
-  #connection: Connection = { grpc: undefined };
+  #connection: Connection = { grpc: undefined, known: undefined };
   /** The fence of a view made by {@link withFence}; undefined for a client made with `new`. */
   #fence: Fence | undefined;
 
@@ -176,6 +195,7 @@ export class Client {
     }
     this.#connection.grpc?.close();
     this.#connection.grpc = undefined;
+    this.#connection.known = undefined;
   }
 
   /** The fence this client's writes carry (a view made by {@link withFence}); undefined otherwise. */
@@ -328,12 +348,19 @@ export class Client {
     if (signal?.aborted) {
       throw cancelledBySignal(signal);
     }
-    const call = this.#channel().makeBidiStreamRequest(
-      path(WriterService.method.transact),
-      (message: MessageShape<typeof TransactRequestSchema>) => Buffer.from(toBinary(TransactRequestSchema, message)),
-      (bytes: Buffer) => fromBinary(TransactResponseSchema, bytes),
-      this.#metadata(options),
-      this.#callOptions(options),
+    const begin = create(TransactRequestSchema, {
+      message: { case: "begin", value: { ...requestParts(ref, this.#fenced(options)), status: options.status ?? false } },
+    });
+    // The transaction's time budget starts now, and covers asking the sidecar's Capabilities.
+    const timed = this.#fixedDeadline(options);
+    const call = this.#stream(path(WriterService.method.transact), TransactRequestSchema, begin, timed, () =>
+      this.#channel().makeBidiStreamRequest(
+        path(WriterService.method.transact),
+        (message: MessageShape<typeof TransactRequestSchema>) => Buffer.from(toBinary(TransactRequestSchema, message)),
+        (bytes: Buffer) => fromBinary(TransactResponseSchema, bytes),
+        this.#metadata(options),
+        this.#callOptions(timed),
+      ),
     );
     const transaction = openTransaction<T>(call, Boolean(options.idempotencyKey), signal, ref.namespace ?? "");
     if (signal !== undefined) {
@@ -341,11 +368,7 @@ export class Client {
       signal.addEventListener("abort", onAbort, { once: true });
       call.on("status", () => signal.removeEventListener("abort", onAbort));
     }
-    call.write(
-      create(TransactRequestSchema, {
-        message: { case: "begin", value: { ...requestParts(ref, this.#fenced(options)), status: options.status ?? false } },
-      }),
-    );
+    call.write(begin);
     return transaction;
   }
 
@@ -401,13 +424,16 @@ export class Client {
     if (options.signal?.aborted) {
       return openLeadership(undefined, options, fenced, options.signal);
     }
-    const call = this.#channel().makeServerStreamRequest(
-      path(WriterService.method.lead),
-      (message: MessageShape<typeof LeadRequestSchema>) => Buffer.from(toBinary(LeadRequestSchema, message)),
-      (bytes: Buffer) => fromBinary(LeadResponseSchema, bytes),
-      leadRequest(options),
-      this.#metadata({ metadata: options.metadata }),
-      {},
+    const request = leadRequest(options);
+    const call = this.#stream(path(WriterService.method.lead), LeadRequestSchema, request, {}, () =>
+      this.#channel().makeServerStreamRequest(
+        path(WriterService.method.lead),
+        (message: MessageShape<typeof LeadRequestSchema>) => Buffer.from(toBinary(LeadRequestSchema, message)),
+        (bytes: Buffer) => fromBinary(LeadResponseSchema, bytes),
+        request,
+        this.#metadata({ metadata: options.metadata }),
+        {},
+      ),
     );
     return openLeadership(call, options, fenced, options.signal);
   }
@@ -435,7 +461,105 @@ export class Client {
     return callOptions;
   }
 
+  /**
+   * What the sidecar knows, asked once (rpc Capabilities) and kept for the channel;
+   * concurrent callers share the asking. UNIMPLEMENTED is a sidecar older than 0.2.0
+   * (kept too). Any other failure (unreachable, a deadline, a refused token) is not kept:
+   * it answers undefined, the call it was asked for goes unchecked (a sidecar of 0.2.0 or
+   * newer refuses what it does not know itself), and the next call that needs it asks
+   * again. Bounded by the call's deadline and by CAPABILITIES_TIMEOUT_MS.
+   */
+  #known(options: CallOptions): Promise<Known | undefined> {
+    const connection = this.#connection;
+    if (connection.known !== undefined) {
+      return connection.known;
+    }
+    const bound = Date.now() + CAPABILITIES_TIMEOUT_MS;
+    const deadline = callDeadline(options, this.#options.timeoutMs);
+    const asking: Promise<Known | undefined> = new Promise((resolve) => {
+      this.#channel().makeUnaryRequest(
+        path(WriterService.method.capabilities),
+        (message: MessageShape<typeof CapabilitiesRequestSchema>) => Buffer.from(toBinary(CapabilitiesRequestSchema, message)),
+        (bytes: Buffer) => fromBinary(CapabilitiesResponseSchema, bytes),
+        create(CapabilitiesRequestSchema),
+        this.#metadata({}),
+        { deadline: new Date(Math.min(bound, deadline?.getTime() ?? bound)) },
+        (err: ServiceError | null, answer?: MessageShape<typeof CapabilitiesResponseSchema>) => {
+          if (err === null && answer !== undefined) {
+            resolve(known(answer));
+          } else if (err?.code === GrpcStatus.UNIMPLEMENTED) {
+            resolve(OLDER);
+          } else {
+            if (connection.known === asking) {
+              connection.known = undefined;
+            }
+            resolve(undefined);
+          }
+        },
+      );
+    });
+    connection.known = asking;
+    return asking;
+  }
+
+  /**
+   * The client's refusal of a call that needs `features`, when its sidecar lacks one
+   * (as the sidecar's own refusal would come, see skew.ts); undefined when the sidecar
+   * has them all, or when what it knows could not be learnt.
+   */
+  async #refusal(features: Feature[], options: CallOptions): Promise<ServiceError | undefined> {
+    const sidecar = await this.#known(options);
+    const missing = sidecar === undefined ? undefined : lacking(sidecar, features);
+    return missing === undefined ? undefined : refusal(missing, sidecar!);
+  }
+
+  /**
+   * A stream call, opened by `open` at once when its first message needs nothing added
+   * after 0.1.0, else once the sidecar is known to serve it (see {@link PendingCall}).
+   */
+  #stream<I extends DescMessage, C extends ReadCall>(
+    method: string,
+    input: I,
+    first: MessageShape<I>,
+    options: CallOptions,
+    open: () => C,
+  ): C | PendingCall<MessageShape<I>> {
+    const features = featuresOf(method.slice(1), input, first);
+    if (features.length === 0) {
+      return open();
+    }
+    return new PendingCall<MessageShape<I>>(this.#refusal(features, options), open);
+  }
+
   #unary<I extends DescMessage, O extends DescMessage>(
+    method: string,
+    input: I,
+    output: O,
+    request: MessageShape<I>,
+    options: CallOptions,
+    idempotent: boolean,
+  ): Promise<MessageShape<O>> {
+    const features = featuresOf(method.slice(1), input, request);
+    if (features.length === 0) {
+      return this.#send(method, input, output, request, options, idempotent);
+    }
+    // The call's time budget covers the asking.
+    const bounded = this.#fixedDeadline(options);
+    return this.#refusal(features, bounded).then((refused) => {
+      if (refused !== undefined) {
+        throw fromServiceError(refused, idempotent);
+      }
+      return this.#send(method, input, output, request, bounded, idempotent);
+    });
+  }
+
+  /** `options` with their time budget (or the client's) as a deadline fixed now, when they have one. */
+  #fixedDeadline<O extends CallOptions>(options: O): O {
+    const deadline = callDeadline(options, this.#options.timeoutMs);
+    return deadline === undefined ? options : { ...options, timeoutMs: undefined, deadline };
+  }
+
+  #send<I extends DescMessage, O extends DescMessage>(
     method: string,
     input: I,
     output: O,
@@ -534,7 +658,7 @@ export class Leadership implements AsyncIterable<LeadEvent> {
   readonly namespace: string;
   /** The Lease's name. */
   readonly name: string;
-  readonly #call: ClientReadableStream<LeadResponse> | undefined;
+  readonly #call: ReadCall | undefined;
   readonly #fenced: (fence: Fence) => Client;
   readonly #subscriptions = new Set<Subscription>();
   #latest: LeadEvent | undefined;

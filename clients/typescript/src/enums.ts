@@ -115,6 +115,12 @@ export enum Reason {
   RESOURCE_VERSION_TOO_LARGE = 29,
   FENCED = 30,
   NOT_LEADER = 31,
+  /**
+   * The request carries a field, an enum value or an RPC the sidecar does not know (the
+   * client is newer): refused before sending by this client, or by a sidecar of 0.2.0 or
+   * newer. Nothing was sent.
+   */
+  UNKNOWN_FIELD = 32,
 }
 
 /**

@@ -185,8 +185,11 @@ export class InvalidError extends SafewriteError {}
  * or a JSON Patch `test` failed (reason `PRECONDITION_FAILED`), the mutation does not
  * apply (`MUTATION_DOES_NOT_APPLY`), a finalizer cannot be added to an object being
  * deleted (`OBJECT_DELETING`), another owner is already the object's controller
- * (`ALREADY_OWNED`), or a write with a fence met a later leader's epoch (`FENCED`) or a
- * sidecar not leading under its epoch (`NOT_LEADER`).
+ * (`ALREADY_OWNED`), a write with a fence met a later leader's epoch (`FENCED`) or a
+ * sidecar not leading under its epoch (`NOT_LEADER`), or the call needs an RPC, a field
+ * or an enum value its sidecar does not know (`UNKNOWN_FIELD`: the client is newer than
+ * the sidecar; refused before sending by this client, `errorMetadata.refused_by` is
+ * "client", or by the sidecar; see docs/compatibility.md).
  */
 export class PreconditionFailedError extends SafewriteError {}
 /**

@@ -4,7 +4,7 @@
  * it with the caller's function as the mutation.
  */
 import { create } from "@bufbuild/protobuf";
-import { status as GrpcStatus, type ClientDuplexStream, type ServiceError } from "@grpc/grpc-js";
+import { status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
 import type { KubernetesObject } from "@kubernetes/client-node";
 
 import {
@@ -18,6 +18,7 @@ import { CancelledError, fromServiceError, SafewriteError } from "./errors.js";
 import { Abort, Mutation, mutationMessage } from "./mutation.js";
 import { loadClientNode, parseObject, toJson, type JsonObject, type Stored } from "./objects.js";
 import { toResult, type Result } from "./result.js";
+import type { StreamCall } from "./skew.js";
 
 /** The object as the sidecar just read it, for one attempt; `T` as for {@link Result}. */
 export interface Fresh<T extends KubernetesObject = KubernetesObject> {
@@ -45,7 +46,7 @@ export type TransactionEvent<T extends KubernetesObject = KubernetesObject> =
  * the target's namespace, which an owner a proposal references must share.
  */
 type TransactionArgs = [
-  call: ClientDuplexStream<TransactRequest, TransactResponse>,
+  call: StreamCall<TransactRequest>,
   idempotent: boolean,
   signal: AbortSignal | undefined,
   namespace: string,
@@ -65,7 +66,7 @@ export function openTransaction<T extends KubernetesObject>(...args: Transaction
  * {@link propose}, echoing its attempt.
  */
 export class Transaction<T extends KubernetesObject = KubernetesObject> {
-  readonly #call: ClientDuplexStream<TransactRequest, TransactResponse>;
+  readonly #call: StreamCall<TransactRequest>;
   readonly #idempotent: boolean;
   readonly #signal: AbortSignal | undefined;
   /** The target's namespace, which an owner a proposal references must share. */

@@ -1,17 +1,19 @@
 /**
  * The shared conformance cases (../conformance/cases.json, see its README) through this
- * client's public API, one subtest per case, and its retry advice table through this
- * client's error decoding, one subtest per row. The per-case matrix is also written to
- * build/conformance-matrix.txt for test.sh to print.
+ * client's public API, one subtest per case, its retry advice table through this
+ * client's error decoding, one subtest per row, and its skew cases (a feature the
+ * sidecar may lack: refused by the client before sending when the sidecar's
+ * Capabilities says it lacks it, sent otherwise), one subtest per case. The per-case
+ * matrix is also written to build/conformance-matrix.txt for test.sh to print.
  */
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { after, describe, it } from "node:test";
 
-import { create, fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromBinary, fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import { anyPack, durationMs } from "@bufbuild/protobuf/wkt";
-import { Metadata, type ServiceError } from "@grpc/grpc-js";
+import { Client as GrpcClient, credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import {
   abort,
   apply,
@@ -32,6 +34,7 @@ import {
   setOwnerReference,
   upsertListEntry,
   type ConditionInput,
+  type DeleteResult,
   type GetOptions,
   type GetResult,
   type Mutation,
@@ -41,6 +44,10 @@ import {
 } from "@safewrite/client";
 // The request messages, to read the cases' proto3 JSON exactly as the proto defines it.
 import {
+  CapabilitiesRequestSchema,
+  CapabilitiesResponseSchema,
+  DeleteOutcomeSchema,
+  DeleteRequestSchema,
   GetRequestSchema,
   OutcomeSchema,
   PatchStatusRequestSchema,
@@ -59,7 +66,7 @@ import {
 import { ErrorInfoSchema } from "#gen/google/rpc/error_details_pb";
 import { StatusSchema } from "#gen/google/rpc/status_pb";
 
-import { adminClient, namespace, packageRoot } from "./support.js";
+import { adminClient, harness, namespace, packageRoot } from "./support.js";
 
 interface Expect {
   outcome?: string;
@@ -93,10 +100,27 @@ interface AdviceRow {
   retryable_with_key: boolean;
 }
 
+/** A skew case: a feature the sidecar may lack, and a step that uses it. */
+interface SkewCase {
+  name: string;
+  /** An RPC path ("safewrite.v1.WriterService/Delete"), or a field's or an enum value's full name. */
+  feature: string;
+  /** The first version that has it. */
+  since: string;
+  call: "update" | "delete";
+  request: JsonValue;
+  expect_when_present: Expect;
+}
+
 const casesPath = `${packageRoot}../conformance/cases.json`;
-const file = JSON.parse(readFileSync(casesPath, "utf8")) as { cases: Case[]; advice: { cases: AdviceRow[] } };
+const file = JSON.parse(readFileSync(casesPath, "utf8")) as {
+  cases: Case[];
+  advice: { cases: AdviceRow[] };
+  skew: { cases: SkewCase[] };
+};
 const cases = file.cases;
 const adviceRows = file.advice.cases;
+const skewCases = file.skew.cases;
 const client = adminClient();
 const matrix: string[] = [];
 
@@ -425,6 +449,107 @@ describe("conformance", () => {
         passed = true;
       } finally {
         matrix.push(`${passed ? "pass" : "FAIL"}  ${c.name}`);
+      }
+    });
+  });
+});
+
+/**
+ * What the sidecar says it knows, asked by the runner itself (not through the client):
+ * its version and every RPC, field and enum value it knows; undefined for a sidecar
+ * older than 0.2.0, which answers UNIMPLEMENTED and knows nothing with a since option.
+ */
+async function sidecarCapabilities(): Promise<{ version: string; knows: Set<string> } | undefined> {
+  const grpc = new GrpcClient(harness("SAFEWRITE_ADDRESS"), credentials.createInsecure());
+  try {
+    return await new Promise((resolve, reject) => {
+      grpc.makeUnaryRequest(
+        "/safewrite.v1.WriterService/Capabilities",
+        () => Buffer.from(toBinary(CapabilitiesRequestSchema, create(CapabilitiesRequestSchema))),
+        (bytes: Buffer) => fromBinary(CapabilitiesResponseSchema, bytes),
+        {},
+        new Metadata(),
+        { deadline: Date.now() + 10_000 },
+        (err, answer) => {
+          if (err?.code === GrpcStatus.UNIMPLEMENTED) {
+            resolve(undefined);
+          } else if (err || answer === undefined) {
+            reject(err ?? new Error("Capabilities answered no message"));
+          } else {
+            resolve({ version: answer.version, knows: new Set([...answer.methods, ...answer.fields, ...answer.enumValues]) });
+          }
+        },
+      );
+    });
+  } finally {
+    grpc.close();
+  }
+}
+
+/** A skew case's step through the client. */
+function runSkewStep(c: SkewCase): Promise<Result | DeleteResult> {
+  switch (c.call) {
+    case "update": {
+      const req = fromJson(UpdateWithRetryRequestSchema, c.request);
+      return client.update(refOf(req.target), mutationOf(req.mutation)!, optionsOf(req));
+    }
+    case "delete": {
+      const req = fromJson(DeleteRequestSchema, c.request);
+      const { preconditions, retryPolicy } = optionsOf(req);
+      return client.delete(refOf(req.target), {
+        preconditions,
+        retryPolicy,
+        // The numbers are the proto's.
+        propagationPolicy: req.propagationPolicy as number,
+        dryRun: req.dryRun,
+        fence: req.fence && { leaseNamespace: req.fence.leaseNamespace, leaseName: req.fence.leaseName, epoch: req.fence.epoch },
+      });
+    }
+  }
+}
+
+describe("skew", () => {
+  assert.ok(skewCases.length > 0, `no skew cases in ${casesPath}`);
+  let sidecar: Promise<{ version: string; knows: Set<string> } | undefined> | undefined;
+  skewCases.forEach((c, n) => {
+    it(c.name, async () => {
+      let verdict = "FAIL";
+      try {
+        sidecar ??= sidecarCapabilities();
+        const known = await sidecar;
+        const has = known !== undefined && known.knows.has(c.feature);
+        const vars = { $NS: namespace(), $NAME: `skew-ts-${n}-${randomBytes(3).toString("hex")}` };
+        const step = { ...c, request: substitute(c.request, vars) };
+        const outcome = await runSkewStep(step).catch((err: unknown) => {
+          if (err instanceof SafewriteError) {
+            return err;
+          }
+          throw err;
+        });
+        if (!has) {
+          assert.ok(outcome instanceof SafewriteError, `want the client's refusal, got success ${JSON.stringify(outcome)}`);
+          assert.equal(GrpcStatus[outcome.code], "FAILED_PRECONDITION", `code (message: ${outcome.message})`);
+          assert.equal(outcome.reason, "UNKNOWN_FIELD", "ErrorInfo.reason");
+          assert.equal(outcome.domain, "safewrite.dev", "ErrorInfo.domain");
+          assert.equal(outcome.failureReason, Reason.UNKNOWN_FIELD, "WriteFailure.reason");
+          assert.equal(outcome.errorMetadata["refused_by"], "client", "refused by the client, before sending");
+          const version = known === undefined ? "older than 0.2.0" : known.version;
+          for (const part of [c.feature, version, c.since]) {
+            assert.ok(outcome.message.includes(part), `the message names ${part}: ${outcome.message}`);
+          }
+          verdict = `pass (refused: the sidecar ${known === undefined ? "is older than 0.2.0" : `${known.version} lacks it`})`;
+          return;
+        }
+        const want = c.expect_when_present;
+        if (want.code !== undefined || c.call === "update") {
+          check({ call: "update", expect: want }, outcome as Result | SafewriteError);
+        } else {
+          assert.ok(!(outcome instanceof SafewriteError), `want ${want.outcome}, got ${String(outcome)}`);
+          assert.equal(DeleteOutcomeSchema.value[(outcome as DeleteResult).outcome]?.name, want.outcome, "outcome");
+        }
+        verdict = `pass (sent: the sidecar ${known.version} has it)`;
+      } finally {
+        matrix.push(verdict === "FAIL" ? `FAIL  skew ${c.name}` : `pass  skew ${c.name} ${verdict.replace(/^pass /, "")}`);
       }
     });
   });

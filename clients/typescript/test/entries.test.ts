@@ -30,6 +30,8 @@ import {
   type Mutation,
 } from "@safewrite/client";
 import {
+  CapabilitiesRequestSchema,
+  CapabilitiesResponseSchema,
   MutationSchema,
   PatchStatusRequestSchema,
   PatchStatusResponseSchema,
@@ -40,7 +42,7 @@ import {
 } from "#gen/safewrite/v1/writer_pb";
 import { messageOf } from "#internal/mutation";
 
-import { adminClient, configMap, existing, widget } from "./support.js";
+import { adminClient, capabilitiesOf, configMap, existing, widget } from "./support.js";
 
 /** The mutation as proto3 JSON, as the sidecar reads it. */
 const json = (mutation: Mutation): JsonValue => toJson(MutationSchema, messageOf(mutation));
@@ -214,6 +216,12 @@ class Recorder {
       responseDeserialize: () => undefined,
     });
     const service: ServiceDefinition = {
+      // A sidecar of this client's version: it knows every feature a request may use.
+      Capabilities: method(
+        "Capabilities",
+        { fromBinary: (b) => fromBinary(CapabilitiesRequestSchema, b) },
+        { toBinary: (m) => toBinary(CapabilitiesResponseSchema, m as never) },
+      ),
       UpdateWithRetry: method(
         "UpdateWithRetry",
         { fromBinary: (b) => fromBinary(UpdateWithRetryRequestSchema, b) },
@@ -227,6 +235,7 @@ class Recorder {
     };
     const gone = { result: { outcome: Outcome.GONE, attempts: 1 } };
     const implementation: UntypedServiceImplementation = {
+      Capabilities: (_call: unknown, done: (err: null, res: unknown) => void) => done(null, capabilitiesOf("0.2.0")),
       UpdateWithRetry: (call: { request: UpdateWithRetryRequest }, done: (err: null, res: unknown) => void) => {
         this.requests.push(toJson(UpdateWithRetryRequestSchema, call.request));
         done(null, create(UpdateWithRetryResponseSchema, gone));

@@ -1,8 +1,16 @@
 /** What the tests share: the harness's environment, fresh names, a client per test file. */
 import { randomBytes } from "node:crypto";
 
+import { create } from "@bufbuild/protobuf";
+import { nestedTypes } from "@bufbuild/protobuf/reflect";
 import type { KubernetesObject, V1ConfigMap } from "@kubernetes/client-node";
 import { Client, mergePatch, type ObjectRef } from "@safewrite/client";
+import {
+  CapabilitiesResponseSchema,
+  file_safewrite_v1_writer,
+  WriterService,
+  type CapabilitiesResponse,
+} from "#gen/safewrite/v1/writer_pb";
 
 /** A variable exported by tests/harness/with-sidecar.sh; a test that needs it fails without it. */
 export function harness(name: string): string {
@@ -87,3 +95,28 @@ export type Counter = V1ConfigMap & { data: { n: string } };
 
 /** The harness's Widget kind: a spec and a status of its own. */
 export type Widget = KubernetesObject & { spec: { size: number }; status?: Record<string, unknown> };
+
+/**
+ * A Capabilities answer of a sidecar of `version` that knows every RPC, field and enum
+ * value of this client's proto but those named in `without` (full names, as the answer
+ * spells them): what a fake sidecar answers.
+ */
+export function capabilitiesOf(version: string, without: string[] = []): CapabilitiesResponse {
+  const methods = WriterService.methods.map((m) => `${WriterService.typeName}/${m.name}`);
+  const fields: string[] = [];
+  const enumValues: string[] = [];
+  for (const type of nestedTypes(file_safewrite_v1_writer)) {
+    if (type.kind === "message") {
+      fields.push(...type.fields.map((f) => `${type.typeName}.${f.name}`));
+    } else if (type.kind === "enum") {
+      enumValues.push(...type.values.map((v) => `${type.typeName}.${v.name}`));
+    }
+  }
+  const keep = (name: string): boolean => !without.includes(name);
+  return create(CapabilitiesResponseSchema, {
+    version,
+    methods: methods.filter(keep),
+    fields: fields.filter(keep),
+    enumValues: enumValues.filter(keep),
+  });
+}

@@ -9,7 +9,7 @@
 
 import type { GenEnum, GenExtension, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, extDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration, EnumOptions, EnumValueOptions } from "@bufbuild/protobuf/wkt";
+import type { Duration, EnumOptions, EnumValueOptions, FieldOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor, file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -17,7 +17,67 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file safewrite/v1/writer.proto.
  */
 export const file_safewrite_v1_writer: GenFile = /*@__PURE__*/
-  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEijwIKDURlbGV0ZVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIyCg1wcmVjb25kaXRpb25zGAIgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSOwoScHJvcGFnYXRpb25fcG9saWN5GAMgASgOMh8uc2FmZXdyaXRlLnYxLlByb3BhZ2F0aW9uUG9saWN5Eg8KB2RyeV9ydW4YBCABKAgSLwoMcmV0cnlfcG9saWN5GAUgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EiIKBWZlbmNlGAYgASgLMhMuc2FmZXdyaXRlLnYxLkZlbmNlIkMKBUZlbmNlEhcKD2xlYXNlX25hbWVzcGFjZRgBIAEoCRISCgpsZWFzZV9uYW1lGAIgASgJEg0KBWVwb2NoGAMgASgEIskBCg5EZWxldGVSZXNwb25zZRIsCgdvdXRjb21lGAEgASgOMhsuc2FmZXdyaXRlLnYxLkRlbGV0ZU91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGgoSZGVsZXRpb25fdGltZXN0YW1wGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEjQKD2F0dGVtcHRfcmVjb3JkcxgFIAMoCzIbLnNhZmV3cml0ZS52MS5BdHRlbXB0UmVjb3JkEhAKCHRyYWNlX2lkGAYgASgJItcBCgtMZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCg5yZW5ld19kZWFkbGluZRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxyZXRyeV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilwEKDExlYWRSZXNwb25zZRImCgVzdGF0ZRgBIAEoDjIXLnNhZmV3cml0ZS52MS5MZWFkU3RhdGUSDQoFZXBvY2gYAiABKAQSDgoGaG9sZGVyGAMgASgJEi4KBnJlYXNvbhgEIAEoDjIeLnNhZmV3cml0ZS52MS5Ob3RMZWFkaW5nUmVhc29uEhAKCGlkZW50aXR5GAUgASgJIlMKCkdldFJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIcChRtaW5fcmVzb3VyY2VfdmVyc2lvbhgCIAEoCSJiCgtHZXRSZXNwb25zZRITCgtvYmplY3RfanNvbhgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEhIKCnJlbWVtYmVyZWQYAyABKAgSEAoIdHJhY2VfaWQYBCABKAki/QEKFlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QSJwoGdGFyZ2V0GAEgASgLMhcuc2FmZXdyaXRlLnYxLk9iamVjdFJlZhIoCghtdXRhdGlvbhgCIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbhIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIkQKF1VwZGF0ZVdpdGhSZXRyeVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCL5AQoSUGF0Y2hTdGF0dXNSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJAChNQYXRjaFN0YXR1c1Jlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdCJ+Cg9UcmFuc2FjdFJlcXVlc3QSLAoFYmVnaW4YASABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RCZWdpbkgAEjIKCHByb3Bvc2FsGAIgASgLMh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UHJvcG9zYWxIAEIJCgdtZXNzYWdlItoBCg1UcmFuc2FjdEJlZ2luEicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSDgoGc3RhdHVzGAIgASgIEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMingEKEFRyYW5zYWN0UHJvcG9zYWwSDwoHYXR0ZW1wdBgBIAEoDRIVCgtvYmplY3RfanNvbhgCIAEoCUgAEioKCG11dGF0aW9uGAMgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uSAASLAoFYWJvcnQYBCABKAsyGy5zYWZld3JpdGUudjEuVHJhbnNhY3RBYm9ydEgAQggKBmNoYW5nZSIfCg1UcmFuc2FjdEFib3J0Eg4KBnJlYXNvbhgBIAEoCSJ2ChBUcmFuc2FjdFJlc3BvbnNlEioKBWZyZXNoGAEgASgLMhkuc2FmZXdyaXRlLnYxLkZyZXNoT2JqZWN0SAASKwoGcmVzdWx0GAIgASgLMhkuc2FmZXdyaXRlLnYxLldyaXRlUmVzdWx0SABCCQoHbWVzc2FnZSJfCgtGcmVzaE9iamVjdBIPCgdhdHRlbXB0GAEgASgNEhMKC29iamVjdF9qc29uGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEAoIY3JlYXRpbmcYBCABKAgiTwoJT2JqZWN0UmVmEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAki5AMKCE11dGF0aW9uEi0KCmpzb25fcGF0Y2gYASABKAsyFy5zYWZld3JpdGUudjEuSnNvblBhdGNoSAASLwoLbWVyZ2VfcGF0Y2gYAiABKAsyGC5zYWZld3JpdGUudjEuTWVyZ2VQYXRjaEgAEi4KBWFwcGx5GAMgASgLMh0uc2FmZXdyaXRlLnYxLlNlcnZlclNpZGVBcHBseUgAEigKA2NlbBgEIAEoCzIZLnNhZmV3cml0ZS52MS5DZWxNdXRhdGlvbkgAEjMKDXNldF9jb25kaXRpb24YBSABKAsyGi5zYWZld3JpdGUudjEuU2V0Q29uZGl0aW9uSAASOQoQcmVtb3ZlX2NvbmRpdGlvbhgGIAEoCzIdLnNhZmV3cml0ZS52MS5SZW1vdmVDb25kaXRpb25IABIyCglmaW5hbGl6ZXIYByABKAsyHS5zYWZld3JpdGUudjEuRmluYWxpemVyQ2hhbmdlSAASPQoPb3duZXJfcmVmZXJlbmNlGAggASgLMiIuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlQ2hhbmdlSAASMwoKbGlzdF9lbnRyeRgJIAEoCzIdLnNhZmV3cml0ZS52MS5MaXN0RW50cnlDaGFuZ2VIAEIGCgRraW5kIkkKDFNldENvbmRpdGlvbhIrCgpjb25kaXRpb25zGAEgAygLMhcuc2FmZXdyaXRlLnYxLkNvbmRpdGlvbhIMCgRwYXRoGAIgASgJIqIBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIAoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgFIAEoA0gAiAEBEhwKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAYgASgJQhYKFF9vYnNlcnZlZF9nZW5lcmF0aW9uIi4KD1JlbW92ZUNvbmRpdGlvbhINCgV0eXBlcxgBIAMoCRIMCgRwYXRoGAIgASgJIjQKD0ZpbmFsaXplckNoYW5nZRIRCglmaW5hbGl6ZXIYASABKAkSDgoGcmVtb3ZlGAIgASgIIlMKFE93bmVyUmVmZXJlbmNlQ2hhbmdlEisKBW93bmVyGAEgASgLMhwuc2FmZXdyaXRlLnYxLk93bmVyUmVmZXJlbmNlEg4KBnJlbW92ZRgCIAEoCCKAAQoOT3duZXJSZWZlcmVuY2USEwoLYXBpX3ZlcnNpb24YASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEgsKA3VpZBgEIAEoCRISCgpjb250cm9sbGVyGAUgASgIEhwKFGJsb2NrX293bmVyX2RlbGV0aW9uGAYgASgIIlEKD0xpc3RFbnRyeUNoYW5nZRIMCgRwYXRoGAEgASgJEgwKBGtleXMYAiADKAkSEgoKZW50cnlfanNvbhgDIAEoCRIOCgZyZW1vdmUYBCABKAgiHwoJSnNvblBhdGNoEhIKCnBhdGNoX2pzb24YASABKAkiIAoKTWVyZ2VQYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIjwKD1NlcnZlclNpZGVBcHBseRIaChJjb25maWd1cmF0aW9uX2pzb24YASABKAkSDQoFZm9yY2UYAiABKAgiIQoLQ2VsTXV0YXRpb24SEgoKZXhwcmVzc2lvbhgBIAEoCSJDCg1QcmVjb25kaXRpb25zEgsKA3VpZBgBIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJEgsKA2NlbBgDIAEoCSKYAQoLUmV0cnlQb2xpY3kSFAoMbWF4X2F0dGVtcHRzGAEgASgNEjIKD2luaXRpYWxfYmFja29mZhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgttYXhfYmFja29mZhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAQgASgIIqgBCgxXcml0ZU9wdGlvbnMSFQoNZmllbGRfbWFuYWdlchgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEh4KFmNyZWF0ZV9pZl9taXNzaW5nX2pzb24YAyABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEhMKC3dyaXRlX2Fsb25lGAUgASgIEiIKBWZlbmNlGAYgASgLMhMuc2FmZXdyaXRlLnYxLkZlbmNlItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKpwBChFQcm9wYWdhdGlvblBvbGljeRIiCh5QUk9QQUdBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1QUk9QQUdBVElPTl9QT0xJQ1lfQkFDS0dST1VORBABEiEKHVBST1BBR0FUSU9OX1BPTElDWV9GT1JFR1JPVU5EEAISHQoZUFJPUEFHQVRJT05fUE9MSUNZX09SUEhBThADKoEBCg1EZWxldGVPdXRjb21lEh4KGkRFTEVURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWREVMRVRFX09VVENPTUVfREVMRVRFRBABEhsKF0RFTEVURV9PVVRDT01FX0RFTEVUSU5HEAISFwoTREVMRVRFX09VVENPTUVfR09ORRADKlsKCUxlYWRTdGF0ZRIaChZMRUFEX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSTEVBRF9TVEFURV9MRUFESU5HEAESGgoWTEVBRF9TVEFURV9OT1RfTEVBRElORxACKqEBChBOb3RMZWFkaW5nUmVhc29uEiIKHk5PVF9MRUFESU5HX1JFQVNPTl9VTlNQRUNJRklFRBAAEiMKH05PVF9MRUFESU5HX1JFQVNPTl9PVEhFUl9IT0xERVIQARIjCh9OT1RfTEVBRElOR19SRUFTT05fTE9TVF9SRU5FV0FMEAISHwobTk9UX0xFQURJTkdfUkVBU09OX1JFTEVBU0VEEAMqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUq5QgKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBEisKIVJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX1RPT19MQVJHRRAdGgSItRgCEhcKDVJFQVNPTl9GRU5DRUQQHhoEiLUYARIbChFSRUFTT05fTk9UX0xFQURFUhAfGgSItRgBGg+KtRgLCgMBAgQSBAgKDQ4qcwoFUmV0cnkSFQoRUkVUUllfVU5TUEVDSUZJRUQQABIPCgtSRVRSWV9ORVZFUhABEg8KC1JFVFJZX0xBVEVSEAISHgoaUkVUUllfV0lUSF9JREVNUE9URU5DWV9LRVkQAxIRCg1SRVRSWV9CWV9DT0RFEAQy1AMKDVdyaXRlclNlcnZpY2USXgoPVXBkYXRlV2l0aFJldHJ5EiQuc2FmZXdyaXRlLnYxLlVwZGF0ZVdpdGhSZXRyeVJlcXVlc3QaJS5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVzcG9uc2USUgoLUGF0Y2hTdGF0dXMSIC5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXF1ZXN0GiEuc2FmZXdyaXRlLnYxLlBhdGNoU3RhdHVzUmVzcG9uc2USTQoIVHJhbnNhY3QSHS5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXF1ZXN0Gh4uc2FmZXdyaXRlLnYxLlRyYW5zYWN0UmVzcG9uc2UoATABEjoKA0dldBIYLnNhZmV3cml0ZS52MS5HZXRSZXF1ZXN0Ghkuc2FmZXdyaXRlLnYxLkdldFJlc3BvbnNlEj8KBExlYWQSGS5zYWZld3JpdGUudjEuTGVhZFJlcXVlc3QaGi5zYWZld3JpdGUudjEuTGVhZFJlc3BvbnNlMAESQwoGRGVsZXRlEhsuc2FmZXdyaXRlLnYxLkRlbGV0ZVJlcXVlc3QaHC5zYWZld3JpdGUudjEuRGVsZXRlUmVzcG9uc2U6TgoFcmV0cnkSIS5nb29nbGUucHJvdG9idWYuRW51bVZhbHVlT3B0aW9ucxjRhgMgASgOMhMuc2FmZXdyaXRlLnYxLlJldHJ5UgVyZXRyeTpdCg1yZXRyeV9ieV9jb2RlEhwuZ29vZ2xlLnByb3RvYnVmLkVudW1PcHRpb25zGNGGAyABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlCeUNvZGVSC3JldHJ5QnlDb2RlQlQKEGRldi5zYWZld3JpdGUudjFCC1dyaXRlclByb3RvUAFaMXNhZmV3cml0ZS5kZXYvY2xpZW50cy9nby9zYWZld3JpdGUvdjE7c2FmZXdyaXRldjFiBnByb3RvMw", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+  fileDesc("ChlzYWZld3JpdGUvdjEvd3JpdGVyLnByb3RvEgxzYWZld3JpdGUudjEiFQoTQ2FwYWJpbGl0aWVzUmVxdWVzdCJdChRDYXBhYmlsaXRpZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEg8KB21ldGhvZHMYAiADKAkSDgoGZmllbGRzGAMgAygJEhMKC2VudW1fdmFsdWVzGAQgAygJIo8CCg1EZWxldGVSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSMgoNcHJlY29uZGl0aW9ucxgCIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEjsKEnByb3BhZ2F0aW9uX3BvbGljeRgDIAEoDjIfLnNhZmV3cml0ZS52MS5Qcm9wYWdhdGlvblBvbGljeRIPCgdkcnlfcnVuGAQgASgIEi8KDHJldHJ5X3BvbGljeRgFIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIiCgVmZW5jZRgGIAEoCzITLnNhZmV3cml0ZS52MS5GZW5jZSJDCgVGZW5jZRIXCg9sZWFzZV9uYW1lc3BhY2UYASABKAkSEgoKbGVhc2VfbmFtZRgCIAEoCRINCgVlcG9jaBgDIAEoBCLJAQoORGVsZXRlUmVzcG9uc2USLAoHb3V0Y29tZRgBIAEoDjIbLnNhZmV3cml0ZS52MS5EZWxldGVPdXRjb21lEhMKC29iamVjdF9qc29uGAIgASgJEhoKEmRlbGV0aW9uX3RpbWVzdGFtcBgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCSLXAQoLTGVhZFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSEAoIaWRlbnRpdHkYAyABKAkSMQoObGVhc2VfZHVyYXRpb24YBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMQoOcmVuZXdfZGVhZGxpbmUYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMcmV0cnlfcGVyaW9kGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpcBCgxMZWFkUmVzcG9uc2USJgoFc3RhdGUYASABKA4yFy5zYWZld3JpdGUudjEuTGVhZFN0YXRlEg0KBWVwb2NoGAIgASgEEg4KBmhvbGRlchgDIAEoCRIuCgZyZWFzb24YBCABKA4yHi5zYWZld3JpdGUudjEuTm90TGVhZGluZ1JlYXNvbhIQCghpZGVudGl0eRgFIAEoCSJTCgpHZXRSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSHAoUbWluX3Jlc291cmNlX3ZlcnNpb24YAiABKAkiYgoLR2V0UmVzcG9uc2USEwoLb2JqZWN0X2pzb24YASABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgCIAEoCRISCgpyZW1lbWJlcmVkGAMgASgIEhAKCHRyYWNlX2lkGAQgASgJIv0BChZVcGRhdGVXaXRoUmV0cnlSZXF1ZXN0EicKBnRhcmdldBgBIAEoCzIXLnNhZmV3cml0ZS52MS5PYmplY3RSZWYSKAoIbXV0YXRpb24YAiABKAsyFi5zYWZld3JpdGUudjEuTXV0YXRpb24SMgoNcHJlY29uZGl0aW9ucxgDIAEoCzIbLnNhZmV3cml0ZS52MS5QcmVjb25kaXRpb25zEi8KDHJldHJ5X3BvbGljeRgEIAEoCzIZLnNhZmV3cml0ZS52MS5SZXRyeVBvbGljeRIrCgdvcHRpb25zGAUgASgLMhouc2FmZXdyaXRlLnYxLldyaXRlT3B0aW9ucyJEChdVcGRhdGVXaXRoUmV0cnlSZXNwb25zZRIpCgZyZXN1bHQYASABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHQi+QEKElBhdGNoU3RhdHVzUmVxdWVzdBInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEigKCG11dGF0aW9uGAIgASgLMhYuc2FmZXdyaXRlLnYxLk11dGF0aW9uEjIKDXByZWNvbmRpdGlvbnMYAyABKAsyGy5zYWZld3JpdGUudjEuUHJlY29uZGl0aW9ucxIvCgxyZXRyeV9wb2xpY3kYBCABKAsyGS5zYWZld3JpdGUudjEuUmV0cnlQb2xpY3kSKwoHb3B0aW9ucxgFIAEoCzIaLnNhZmV3cml0ZS52MS5Xcml0ZU9wdGlvbnMiQAoTUGF0Y2hTdGF0dXNSZXNwb25zZRIpCgZyZXN1bHQYASABKAsyGS5zYWZld3JpdGUudjEuV3JpdGVSZXN1bHQifgoPVHJhbnNhY3RSZXF1ZXN0EiwKBWJlZ2luGAEgASgLMhsuc2FmZXdyaXRlLnYxLlRyYW5zYWN0QmVnaW5IABIyCghwcm9wb3NhbBgCIAEoCzIeLnNhZmV3cml0ZS52MS5UcmFuc2FjdFByb3Bvc2FsSABCCQoHbWVzc2FnZSLaAQoNVHJhbnNhY3RCZWdpbhInCgZ0YXJnZXQYASABKAsyFy5zYWZld3JpdGUudjEuT2JqZWN0UmVmEg4KBnN0YXR1cxgCIAEoCBIyCg1wcmVjb25kaXRpb25zGAMgASgLMhsuc2FmZXdyaXRlLnYxLlByZWNvbmRpdGlvbnMSLwoMcmV0cnlfcG9saWN5GAQgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5UG9saWN5EisKB29wdGlvbnMYBSABKAsyGi5zYWZld3JpdGUudjEuV3JpdGVPcHRpb25zIp4BChBUcmFuc2FjdFByb3Bvc2FsEg8KB2F0dGVtcHQYASABKA0SFQoLb2JqZWN0X2pzb24YAiABKAlIABIqCghtdXRhdGlvbhgDIAEoCzIWLnNhZmV3cml0ZS52MS5NdXRhdGlvbkgAEiwKBWFib3J0GAQgASgLMhsuc2FmZXdyaXRlLnYxLlRyYW5zYWN0QWJvcnRIAEIICgZjaGFuZ2UiHwoNVHJhbnNhY3RBYm9ydBIOCgZyZWFzb24YASABKAkidgoQVHJhbnNhY3RSZXNwb25zZRIqCgVmcmVzaBgBIAEoCzIZLnNhZmV3cml0ZS52MS5GcmVzaE9iamVjdEgAEisKBnJlc3VsdBgCIAEoCzIZLnNhZmV3cml0ZS52MS5Xcml0ZVJlc3VsdEgAQgkKB21lc3NhZ2UiXwoLRnJlc2hPYmplY3QSDwoHYXR0ZW1wdBgBIAEoDRITCgtvYmplY3RfanNvbhgCIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJEhAKCGNyZWF0aW5nGAQgASgIIk8KCU9iamVjdFJlZhITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCRIMCgRuYW1lGAQgASgJIuQDCghNdXRhdGlvbhItCgpqc29uX3BhdGNoGAEgASgLMhcuc2FmZXdyaXRlLnYxLkpzb25QYXRjaEgAEi8KC21lcmdlX3BhdGNoGAIgASgLMhguc2FmZXdyaXRlLnYxLk1lcmdlUGF0Y2hIABIuCgVhcHBseRgDIAEoCzIdLnNhZmV3cml0ZS52MS5TZXJ2ZXJTaWRlQXBwbHlIABIoCgNjZWwYBCABKAsyGS5zYWZld3JpdGUudjEuQ2VsTXV0YXRpb25IABIzCg1zZXRfY29uZGl0aW9uGAUgASgLMhouc2FmZXdyaXRlLnYxLlNldENvbmRpdGlvbkgAEjkKEHJlbW92ZV9jb25kaXRpb24YBiABKAsyHS5zYWZld3JpdGUudjEuUmVtb3ZlQ29uZGl0aW9uSAASMgoJZmluYWxpemVyGAcgASgLMh0uc2FmZXdyaXRlLnYxLkZpbmFsaXplckNoYW5nZUgAEj0KD293bmVyX3JlZmVyZW5jZRgIIAEoCzIiLnNhZmV3cml0ZS52MS5Pd25lclJlZmVyZW5jZUNoYW5nZUgAEjMKCmxpc3RfZW50cnkYCSABKAsyHS5zYWZld3JpdGUudjEuTGlzdEVudHJ5Q2hhbmdlSABCBgoEa2luZCJJCgxTZXRDb25kaXRpb24SKwoKY29uZGl0aW9ucxgBIAMoCzIXLnNhZmV3cml0ZS52MS5Db25kaXRpb24SDAoEcGF0aBgCIAEoCSKiAQoJQ29uZGl0aW9uEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEiAKE29ic2VydmVkX2dlbmVyYXRpb24YBSABKANIAIgBARIcChRsYXN0X3RyYW5zaXRpb25fdGltZRgGIAEoCUIWChRfb2JzZXJ2ZWRfZ2VuZXJhdGlvbiIuCg9SZW1vdmVDb25kaXRpb24SDQoFdHlwZXMYASADKAkSDAoEcGF0aBgCIAEoCSI0Cg9GaW5hbGl6ZXJDaGFuZ2USEQoJZmluYWxpemVyGAEgASgJEg4KBnJlbW92ZRgCIAEoCCJTChRPd25lclJlZmVyZW5jZUNoYW5nZRIrCgVvd25lchgBIAEoCzIcLnNhZmV3cml0ZS52MS5Pd25lclJlZmVyZW5jZRIOCgZyZW1vdmUYAiABKAgigAEKDk93bmVyUmVmZXJlbmNlEhMKC2FwaV92ZXJzaW9uGAEgASgJEgwKBGtpbmQYAiABKAkSDAoEbmFtZRgDIAEoCRILCgN1aWQYBCABKAkSEgoKY29udHJvbGxlchgFIAEoCBIcChRibG9ja19vd25lcl9kZWxldGlvbhgGIAEoCCJRCg9MaXN0RW50cnlDaGFuZ2USDAoEcGF0aBgBIAEoCRIMCgRrZXlzGAIgAygJEhIKCmVudHJ5X2pzb24YAyABKAkSDgoGcmVtb3ZlGAQgASgIIh8KCUpzb25QYXRjaBISCgpwYXRjaF9qc29uGAEgASgJIiAKCk1lcmdlUGF0Y2gSEgoKcGF0Y2hfanNvbhgBIAEoCSI8Cg9TZXJ2ZXJTaWRlQXBwbHkSGgoSY29uZmlndXJhdGlvbl9qc29uGAEgASgJEg0KBWZvcmNlGAIgASgIIiEKC0NlbE11dGF0aW9uEhIKCmV4cHJlc3Npb24YASABKAkiQwoNUHJlY29uZGl0aW9ucxILCgN1aWQYASABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgCIAEoCRILCgNjZWwYAyABKAkimAEKC1JldHJ5UG9saWN5EhQKDG1heF9hdHRlbXB0cxgBIAEoDRIyCg9pbml0aWFsX2JhY2tvZmYYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLbWF4X2JhY2tvZmYYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDwoHcmVxdWV1ZRgEIAEoCCKzAQoMV3JpdGVPcHRpb25zEhUKDWZpZWxkX21hbmFnZXIYASABKAkSDwoHZHJ5X3J1bhgCIAEoCBIeChZjcmVhdGVfaWZfbWlzc2luZ19qc29uGAMgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCRITCgt3cml0ZV9hbG9uZRgFIAEoCBItCgVmZW5jZRgGIAEoCzITLnNhZmV3cml0ZS52MS5GZW5jZUIJkrUYBTAuMi4wItcBCgtXcml0ZVJlc3VsdBImCgdvdXRjb21lGAEgASgOMhUuc2FmZXdyaXRlLnYxLk91dGNvbWUSEwoLb2JqZWN0X2pzb24YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIQCghhdHRlbXB0cxgEIAEoDRI0Cg9hdHRlbXB0X3JlY29yZHMYBSADKAsyGy5zYWZld3JpdGUudjEuQXR0ZW1wdFJlY29yZBIQCgh0cmFjZV9pZBgGIAEoCRIXCg9hbHJlYWR5X2FwcGxpZWQYByABKAgiowEKDUF0dGVtcHRSZWNvcmQSDgoGbnVtYmVyGAEgASgNEh0KFXJlc291cmNlX3ZlcnNpb25fcmVhZBgCIAEoCRITCgtodHRwX3N0YXR1cxgDIAEoDRIOCgZyZWFzb24YBCABKAkSKgoHYmFja29mZhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpiYXRjaF9zaXplGAYgASgNIpkBCgxXcml0ZUZhaWx1cmUSNAoPYXR0ZW1wdF9yZWNvcmRzGAEgAygLMhsuc2FmZXdyaXRlLnYxLkF0dGVtcHRSZWNvcmQSGwoTY3VycmVudF9vYmplY3RfanNvbhgCIAEoCRIQCgh0cmFjZV9pZBgDIAEoCRIkCgZyZWFzb24YBCABKA4yFC5zYWZld3JpdGUudjEuUmVhc29uIjoKC1JldHJ5QnlDb2RlEhwKFHdpdGhfaWRlbXBvdGVuY3lfa2V5GAEgAygFEg0KBWxhdGVyGAIgAygFKpwBChFQcm9wYWdhdGlvblBvbGljeRIiCh5QUk9QQUdBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1QUk9QQUdBVElPTl9QT0xJQ1lfQkFDS0dST1VORBABEiEKHVBST1BBR0FUSU9OX1BPTElDWV9GT1JFR1JPVU5EEAISHQoZUFJPUEFHQVRJT05fUE9MSUNZX09SUEhBThADKoEBCg1EZWxldGVPdXRjb21lEh4KGkRFTEVURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWREVMRVRFX09VVENPTUVfREVMRVRFRBABEhsKF0RFTEVURV9PVVRDT01FX0RFTEVUSU5HEAISFwoTREVMRVRFX09VVENPTUVfR09ORRADKlsKCUxlYWRTdGF0ZRIaChZMRUFEX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSTEVBRF9TVEFURV9MRUFESU5HEAESGgoWTEVBRF9TVEFURV9OT1RfTEVBRElORxACKqEBChBOb3RMZWFkaW5nUmVhc29uEiIKHk5PVF9MRUFESU5HX1JFQVNPTl9VTlNQRUNJRklFRBAAEiMKH05PVF9MRUFESU5HX1JFQVNPTl9PVEhFUl9IT0xERVIQARIjCh9OT1RfTEVBRElOR19SRUFTT05fTE9TVF9SRU5FV0FMEAISHwobTk9UX0xFQURJTkdfUkVBU09OX1JFTEVBU0VEEAMqigEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfVVBEQVRFRBABEhUKEU9VVENPTUVfVU5DSEFOR0VEEAISEwoPT1VUQ09NRV9DUkVBVEVEEAMSEwoPT1VUQ09NRV9BQk9SVEVEEAQSEAoMT1VUQ09NRV9HT05FEAUqhQkKBlJlYXNvbhIcChJSRUFTT05fVU5TUEVDSUZJRUQQABoEiLUYBBIgChZSRUFTT05fSU5WQUxJRF9SRVFVRVNUEAEaBIi1GAESHQoTUkVBU09OX1VOS05PV05fS0lORBACGgSItRgBEiQKGlJFQVNPTl9QUkVDT05ESVRJT05fRkFJTEVEEAMaBIi1GAESHAoSUkVBU09OX0lOVkFMSURfQ0VMEAQaBIi1GAESGQoPUkVBU09OX0NFTF9CVVNZEAUaBIi1GAISIgoYUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYaBIi1GAISKAoeUkVBU09OX01VVEFUSU9OX0RPRVNfTk9UX0FQUExZEAcaBIi1GAESKgogUkVBU09OX1JFU09VUkNFX1ZFUlNJT05fTUlTTUFUQ0gQCBoEiLUYARInCh1SRUFTT05fQVBJX1NFUlZFUl9VTlJFQUNIQUJMRRAJGgSItRgCEiYKHFJFQVNPTl9XUklURV9PVVRDT01FX1VOS05PV04QChoEiLUYAxInCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBALGgSItRgCEh0KE1JFQVNPTl9DSVJDVUlUX09QRU4QDBoEiLUYAhIdChNSRUFTT05fUkFURV9MSU1JVEVEEA0aBIi1GAISJgocUkVBU09OX1RSQU5TQUNUSU9OX0NBTkNFTExFRBAOGgSItRgBEiEKF1JFQVNPTl9UUkFOU0FDVElPTl9JRExFEA8aBIi1GAISGwoRUkVBU09OX0JBRF9BTlNXRVIQEBoEiLUYAxIbChFSRUFTT05fT1ZFUkxPQURFRBARGgSItRgCEiIKGFJFQVNPTl9SRVFVRVNUX1RPT19MQVJHRRASGgSItRgBEiIKGFJFQVNPTl9NQUxGT1JNRURfUkVRVUVTVBATGgSItRgBEh4KFFJFQVNPTl9VTklNUExFTUVOVEVEEBQaBIi1GAESIQoXUkVBU09OX1JFUVVFU1RfTk9UX1JFQUQQFRoEiLUYAhIeChRSRUFTT05fUE9MSUNZX0RFTklFRBAWGgSItRgBEh8KFVJFQVNPTl9UT0tFTl9SRVFVSVJFRBAXGgSItRgBEh4KFFJFQVNPTl9UT0tFTl9JTlZBTElEEBgaBIi1GAESJwodUkVBU09OX0ZJRUxEX01BTkFHRVJfQ09ORkxJQ1QQGRoEiLUYARIbChFSRUFTT05fQVBJX1NFUlZFUhAaGgSItRgEEiAKFlJFQVNPTl9PQkpFQ1RfREVMRVRJTkcQGxoEiLUYARIeChRSRUFTT05fQUxSRUFEWV9PV05FRBAcGgSItRgBEisKIVJFQVNPTl9SRVNPVVJDRV9WRVJTSU9OX1RPT19MQVJHRRAdGgSItRgCEhcKDVJFQVNPTl9GRU5DRUQQHhoEiLUYARIbChFSRUFTT05fTk9UX0xFQURFUhAfGgSItRgBEh4KFFJFQVNPTl9VTktOT1dOX0ZJRUxEECAaBIi1GAEaD4q1GAsKAwECBBIECAoNDipzCgVSZXRyeRIVChFSRVRSWV9VTlNQRUNJRklFRBAAEg8KC1JFVFJZX05FVkVSEAESDwoLUkVUUllfTEFURVIQAhIeChpSRVRSWV9XSVRIX0lERU1QT1RFTkNZX0tFWRADEhEKDVJFVFJZX0JZX0NPREUQBDLMBAoNV3JpdGVyU2VydmljZRJeCg9VcGRhdGVXaXRoUmV0cnkSJC5zYWZld3JpdGUudjEuVXBkYXRlV2l0aFJldHJ5UmVxdWVzdBolLnNhZmV3cml0ZS52MS5VcGRhdGVXaXRoUmV0cnlSZXNwb25zZRJSCgtQYXRjaFN0YXR1cxIgLnNhZmV3cml0ZS52MS5QYXRjaFN0YXR1c1JlcXVlc3QaIS5zYWZld3JpdGUudjEuUGF0Y2hTdGF0dXNSZXNwb25zZRJNCghUcmFuc2FjdBIdLnNhZmV3cml0ZS52MS5UcmFuc2FjdFJlcXVlc3QaHi5zYWZld3JpdGUudjEuVHJhbnNhY3RSZXNwb25zZSgBMAESOgoDR2V0Ehguc2FmZXdyaXRlLnYxLkdldFJlcXVlc3QaGS5zYWZld3JpdGUudjEuR2V0UmVzcG9uc2USSgoETGVhZBIZLnNhZmV3cml0ZS52MS5MZWFkUmVxdWVzdBoaLnNhZmV3cml0ZS52MS5MZWFkUmVzcG9uc2UiCZK1GAUwLjIuMDABEk4KBkRlbGV0ZRIbLnNhZmV3cml0ZS52MS5EZWxldGVSZXF1ZXN0Ghwuc2FmZXdyaXRlLnYxLkRlbGV0ZVJlc3BvbnNlIgmStRgFMC4yLjASYAoMQ2FwYWJpbGl0aWVzEiEuc2FmZXdyaXRlLnYxLkNhcGFiaWxpdGllc1JlcXVlc3QaIi5zYWZld3JpdGUudjEuQ2FwYWJpbGl0aWVzUmVzcG9uc2UiCZK1GAUwLjIuMDpOCgVyZXRyeRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNGGAyABKA4yEy5zYWZld3JpdGUudjEuUmV0cnlSBXJldHJ5OjUKBXNpbmNlEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjShgMgASgJUgVzaW5jZTpDCgxtZXRob2Rfc2luY2USHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjShgMgASgJUgttZXRob2RTaW5jZTpECgt2YWx1ZV9zaW5jZRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNKGAyABKAlSCnZhbHVlU2luY2U6XQoNcmV0cnlfYnlfY29kZRIcLmdvb2dsZS5wcm90b2J1Zi5FbnVtT3B0aW9ucxjRhgMgASgLMhkuc2FmZXdyaXRlLnYxLlJldHJ5QnlDb2RlUgtyZXRyeUJ5Q29kZUJUChBkZXYuc2FmZXdyaXRlLnYxQgtXcml0ZXJQcm90b1ABWjFzYWZld3JpdGUuZGV2L2NsaWVudHMvZ28vc2FmZXdyaXRlL3YxO3NhZmV3cml0ZXYxYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration]);
+
+/**
+ * CapabilitiesRequest asks a sidecar what it is. It has no fields.
+ *
+ * @generated from message safewrite.v1.CapabilitiesRequest
+ */
+export type CapabilitiesRequest = Message<"safewrite.v1.CapabilitiesRequest"> & {
+};
+
+/**
+ * Describes the message safewrite.v1.CapabilitiesRequest.
+ * Use `create(CapabilitiesRequestSchema)` to create a new message.
+ */
+export const CapabilitiesRequestSchema: GenMessage<CapabilitiesRequest> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 0);
+
+/**
+ * CapabilitiesResponse is what a sidecar is and knows.
+ *
+ * @generated from message safewrite.v1.CapabilitiesResponse
+ */
+export type CapabilitiesResponse = Message<"safewrite.v1.CapabilitiesResponse"> & {
+  /**
+   * The sidecar's version, as `safewrite --version` prints it without the name (X.Y.Z).
+   *
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * The RPCs it serves, as gRPC method paths without the leading slash:
+   * "safewrite.v1.WriterService/Lead".
+   *
+   * @generated from field: repeated string methods = 2;
+   */
+  methods: string[];
+
+  /**
+   * Every field of the contract's messages it knows, by full name:
+   * "safewrite.v1.WriteOptions.fence".
+   *
+   * @generated from field: repeated string fields = 3;
+   */
+  fields: string[];
+
+  /**
+   * Every value of the contract's enums it knows, by full name:
+   * "safewrite.v1.PropagationPolicy.PROPAGATION_POLICY_ORPHAN".
+   *
+   * @generated from field: repeated string enum_values = 4;
+   */
+  enumValues: string[];
+};
+
+/**
+ * Describes the message safewrite.v1.CapabilitiesResponse.
+ * Use `create(CapabilitiesResponseSchema)` to create a new message.
+ */
+export const CapabilitiesResponseSchema: GenMessage<CapabilitiesResponse> = /*@__PURE__*/
+  messageDesc(file_safewrite_v1_writer, 1);
 
 /**
  * DeleteRequest names an object to delete, and the conditions under which to delete it.
@@ -80,7 +140,7 @@ export type DeleteRequest = Message<"safewrite.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 0);
+  messageDesc(file_safewrite_v1_writer, 2);
 
 /**
  * Fence names the leadership a write is made under: a Lease this sidecar campaigns for
@@ -128,7 +188,7 @@ export type Fence = Message<"safewrite.v1.Fence"> & {
  * Use `create(FenceSchema)` to create a new message.
  */
 export const FenceSchema: GenMessage<Fence> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 1);
+  messageDesc(file_safewrite_v1_writer, 3);
 
 /**
  * DeleteResponse is the result of a successful Delete.
@@ -187,7 +247,7 @@ export type DeleteResponse = Message<"safewrite.v1.DeleteResponse"> & {
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 2);
+  messageDesc(file_safewrite_v1_writer, 4);
 
 /**
  * LeadRequest names the Lease to campaign for, and the timings of the campaign.
@@ -250,7 +310,7 @@ export type LeadRequest = Message<"safewrite.v1.LeadRequest"> & {
  * Use `create(LeadRequestSchema)` to create a new message.
  */
 export const LeadRequestSchema: GenMessage<LeadRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 3);
+  messageDesc(file_safewrite_v1_writer, 5);
 
 /**
  * LeadResponse is one event of a Lead stream: a change of the caller's leadership, or of
@@ -304,7 +364,7 @@ export type LeadResponse = Message<"safewrite.v1.LeadResponse"> & {
  * Use `create(LeadResponseSchema)` to create a new message.
  */
 export const LeadResponseSchema: GenMessage<LeadResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 4);
+  messageDesc(file_safewrite_v1_writer, 6);
 
 /**
  * GetRequest names an object to read, and how new it must be.
@@ -353,7 +413,7 @@ export type GetRequest = Message<"safewrite.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 5);
+  messageDesc(file_safewrite_v1_writer, 7);
 
 /**
  * GetResponse is the object as read.
@@ -396,7 +456,7 @@ export type GetResponse = Message<"safewrite.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 6);
+  messageDesc(file_safewrite_v1_writer, 8);
 
 /**
  * UpdateWithRetryRequest names an object and the change to make to its main resource.
@@ -445,7 +505,7 @@ export type UpdateWithRetryRequest = Message<"safewrite.v1.UpdateWithRetryReques
  * Use `create(UpdateWithRetryRequestSchema)` to create a new message.
  */
 export const UpdateWithRetryRequestSchema: GenMessage<UpdateWithRetryRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 7);
+  messageDesc(file_safewrite_v1_writer, 9);
 
 /**
  * UpdateWithRetryResponse is the result of a successful UpdateWithRetry.
@@ -466,7 +526,7 @@ export type UpdateWithRetryResponse = Message<"safewrite.v1.UpdateWithRetryRespo
  * Use `create(UpdateWithRetryResponseSchema)` to create a new message.
  */
 export const UpdateWithRetryResponseSchema: GenMessage<UpdateWithRetryResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 8);
+  messageDesc(file_safewrite_v1_writer, 10);
 
 /**
  * PatchStatusRequest names an object and the change to make to its status subresource.
@@ -516,7 +576,7 @@ export type PatchStatusRequest = Message<"safewrite.v1.PatchStatusRequest"> & {
  * Use `create(PatchStatusRequestSchema)` to create a new message.
  */
 export const PatchStatusRequestSchema: GenMessage<PatchStatusRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 9);
+  messageDesc(file_safewrite_v1_writer, 11);
 
 /**
  * PatchStatusResponse is the result of a successful PatchStatus.
@@ -537,7 +597,7 @@ export type PatchStatusResponse = Message<"safewrite.v1.PatchStatusResponse"> & 
  * Use `create(PatchStatusResponseSchema)` to create a new message.
  */
 export const PatchStatusResponseSchema: GenMessage<PatchStatusResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 10);
+  messageDesc(file_safewrite_v1_writer, 12);
 
 /**
  * TransactRequest is one message from the caller in a Transact stream.
@@ -574,7 +634,7 @@ export type TransactRequest = Message<"safewrite.v1.TransactRequest"> & {
  * Use `create(TransactRequestSchema)` to create a new message.
  */
 export const TransactRequestSchema: GenMessage<TransactRequest> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 11);
+  messageDesc(file_safewrite_v1_writer, 13);
 
 /**
  * TransactBegin opens an interactive transaction.
@@ -624,7 +684,7 @@ export type TransactBegin = Message<"safewrite.v1.TransactBegin"> & {
  * Use `create(TransactBeginSchema)` to create a new message.
  */
 export const TransactBeginSchema: GenMessage<TransactBegin> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 12);
+  messageDesc(file_safewrite_v1_writer, 14);
 
 /**
  * TransactProposal is the caller's answer to one fresh object.
@@ -678,7 +738,7 @@ export type TransactProposal = Message<"safewrite.v1.TransactProposal"> & {
  * Use `create(TransactProposalSchema)` to create a new message.
  */
 export const TransactProposalSchema: GenMessage<TransactProposal> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 13);
+  messageDesc(file_safewrite_v1_writer, 15);
 
 /**
  * TransactAbort ends a transaction without writing.
@@ -699,7 +759,7 @@ export type TransactAbort = Message<"safewrite.v1.TransactAbort"> & {
  * Use `create(TransactAbortSchema)` to create a new message.
  */
 export const TransactAbortSchema: GenMessage<TransactAbort> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 14);
+  messageDesc(file_safewrite_v1_writer, 16);
 
 /**
  * TransactResponse is one message from safewrite in a Transact stream.
@@ -736,7 +796,7 @@ export type TransactResponse = Message<"safewrite.v1.TransactResponse"> & {
  * Use `create(TransactResponseSchema)` to create a new message.
  */
 export const TransactResponseSchema: GenMessage<TransactResponse> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 15);
+  messageDesc(file_safewrite_v1_writer, 17);
 
 /**
  * FreshObject is the object as just read from the API server.
@@ -781,7 +841,7 @@ export type FreshObject = Message<"safewrite.v1.FreshObject"> & {
  * Use `create(FreshObjectSchema)` to create a new message.
  */
 export const FreshObjectSchema: GenMessage<FreshObject> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 16);
+  messageDesc(file_safewrite_v1_writer, 18);
 
 /**
  * ObjectRef names one Kubernetes object.
@@ -824,7 +884,7 @@ export type ObjectRef = Message<"safewrite.v1.ObjectRef"> & {
  * Use `create(ObjectRefSchema)` to create a new message.
  */
 export const ObjectRefSchema: GenMessage<ObjectRef> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 17);
+  messageDesc(file_safewrite_v1_writer, 19);
 
 /**
  * Mutation is the change to make; it is re-applied to the fresh object on every attempt.
@@ -920,7 +980,7 @@ export type Mutation = Message<"safewrite.v1.Mutation"> & {
  * Use `create(MutationSchema)` to create a new message.
  */
 export const MutationSchema: GenMessage<Mutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 18);
+  messageDesc(file_safewrite_v1_writer, 20);
 
 /**
  * SetCondition upserts conditions in the object's conditions list, with the semantics of
@@ -958,7 +1018,7 @@ export type SetCondition = Message<"safewrite.v1.SetCondition"> & {
  * Use `create(SetConditionSchema)` to create a new message.
  */
 export const SetConditionSchema: GenMessage<SetCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 19);
+  messageDesc(file_safewrite_v1_writer, 21);
 
 /**
  * Condition is one entry of a conditions list, as metav1.Condition.
@@ -1022,7 +1082,7 @@ export type Condition = Message<"safewrite.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 20);
+  messageDesc(file_safewrite_v1_writer, 22);
 
 /**
  * RemoveCondition removes the conditions of the given types from the conditions list;
@@ -1051,7 +1111,7 @@ export type RemoveCondition = Message<"safewrite.v1.RemoveCondition"> & {
  * Use `create(RemoveConditionSchema)` to create a new message.
  */
 export const RemoveConditionSchema: GenMessage<RemoveCondition> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 21);
+  messageDesc(file_safewrite_v1_writer, 23);
 
 /**
  * FinalizerChange adds or removes one value of metadata.finalizers, leaving every other
@@ -1085,7 +1145,7 @@ export type FinalizerChange = Message<"safewrite.v1.FinalizerChange"> & {
  * Use `create(FinalizerChangeSchema)` to create a new message.
  */
 export const FinalizerChangeSchema: GenMessage<FinalizerChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 22);
+  messageDesc(file_safewrite_v1_writer, 24);
 
 /**
  * OwnerReferenceChange ensures or removes one entry of metadata.ownerReferences, as
@@ -1137,7 +1197,7 @@ export type OwnerReferenceChange = Message<"safewrite.v1.OwnerReferenceChange"> 
  * Use `create(OwnerReferenceChangeSchema)` to create a new message.
  */
 export const OwnerReferenceChangeSchema: GenMessage<OwnerReferenceChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 23);
+  messageDesc(file_safewrite_v1_writer, 25);
 
 /**
  * OwnerReference names an owner of the object, as metav1.OwnerReference. The owner is
@@ -1200,7 +1260,7 @@ export type OwnerReference = Message<"safewrite.v1.OwnerReference"> & {
  * Use `create(OwnerReferenceSchema)` to create a new message.
  */
 export const OwnerReferenceSchema: GenMessage<OwnerReference> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 24);
+  messageDesc(file_safewrite_v1_writer, 26);
 
 /**
  * ListEntryChange upserts or removes one entry of a list of objects keyed by some of
@@ -1252,7 +1312,7 @@ export type ListEntryChange = Message<"safewrite.v1.ListEntryChange"> & {
  * Use `create(ListEntryChangeSchema)` to create a new message.
  */
 export const ListEntryChangeSchema: GenMessage<ListEntryChange> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 25);
+  messageDesc(file_safewrite_v1_writer, 27);
 
 /**
  * JsonPatch is an RFC 6902 JSON Patch. Its `test` operations are preconditions: when one
@@ -1275,7 +1335,7 @@ export type JsonPatch = Message<"safewrite.v1.JsonPatch"> & {
  * Use `create(JsonPatchSchema)` to create a new message.
  */
 export const JsonPatchSchema: GenMessage<JsonPatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 26);
+  messageDesc(file_safewrite_v1_writer, 28);
 
 /**
  * MergePatch is an RFC 7386 JSON merge patch.
@@ -1296,7 +1356,7 @@ export type MergePatch = Message<"safewrite.v1.MergePatch"> & {
  * Use `create(MergePatchSchema)` to create a new message.
  */
 export const MergePatchSchema: GenMessage<MergePatch> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 27);
+  messageDesc(file_safewrite_v1_writer, 29);
 
 /**
  * ServerSideApply sends an apply configuration; the API server merges it with the
@@ -1327,7 +1387,7 @@ export type ServerSideApply = Message<"safewrite.v1.ServerSideApply"> & {
  * Use `create(ServerSideApplySchema)` to create a new message.
  */
 export const ServerSideApplySchema: GenMessage<ServerSideApply> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 28);
+  messageDesc(file_safewrite_v1_writer, 30);
 
 /**
  * CelMutation is a CEL expression evaluated against the fresh object, bound to the
@@ -1351,7 +1411,7 @@ export type CelMutation = Message<"safewrite.v1.CelMutation"> & {
  * Use `create(CelMutationSchema)` to create a new message.
  */
 export const CelMutationSchema: GenMessage<CelMutation> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 29);
+  messageDesc(file_safewrite_v1_writer, 31);
 
 /**
  * Preconditions are checked on the fresh object before every write. When one is false
@@ -1389,7 +1449,7 @@ export type Preconditions = Message<"safewrite.v1.Preconditions"> & {
  * Use `create(PreconditionsSchema)` to create a new message.
  */
 export const PreconditionsSchema: GenMessage<Preconditions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 30);
+  messageDesc(file_safewrite_v1_writer, 32);
 
 /**
  * RetryPolicy bounds the retry loop. Zero values take the sidecar's defaults. The
@@ -1433,7 +1493,7 @@ export type RetryPolicy = Message<"safewrite.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 31);
+  messageDesc(file_safewrite_v1_writer, 33);
 
 /**
  * WriteOptions are per-request options of the write.
@@ -1516,7 +1576,7 @@ export type WriteOptions = Message<"safewrite.v1.WriteOptions"> & {
  * Use `create(WriteOptionsSchema)` to create a new message.
  */
 export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 32);
+  messageDesc(file_safewrite_v1_writer, 34);
 
 /**
  * WriteResult describes a finished write.
@@ -1588,7 +1648,7 @@ export type WriteResult = Message<"safewrite.v1.WriteResult"> & {
  * Use `create(WriteResultSchema)` to create a new message.
  */
 export const WriteResultSchema: GenMessage<WriteResult> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 33);
+  messageDesc(file_safewrite_v1_writer, 35);
 
 /**
  * AttemptRecord is a short record of one attempt.
@@ -1648,7 +1708,7 @@ export type AttemptRecord = Message<"safewrite.v1.AttemptRecord"> & {
  * Use `create(AttemptRecordSchema)` to create a new message.
  */
 export const AttemptRecordSchema: GenMessage<AttemptRecord> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 34);
+  messageDesc(file_safewrite_v1_writer, 36);
 
 /**
  * WriteFailure is attached to the details of every error status the Writer service
@@ -1693,7 +1753,7 @@ export type WriteFailure = Message<"safewrite.v1.WriteFailure"> & {
  * Use `create(WriteFailureSchema)` to create a new message.
  */
 export const WriteFailureSchema: GenMessage<WriteFailure> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 35);
+  messageDesc(file_safewrite_v1_writer, 37);
 
 /**
  * RetryByCode is the advice for the failures whose Reason leaves it to the gRPC code. A
@@ -1722,7 +1782,7 @@ export type RetryByCode = Message<"safewrite.v1.RetryByCode"> & {
  * Use `create(RetryByCodeSchema)` to create a new message.
  */
 export const RetryByCodeSchema: GenMessage<RetryByCode> = /*@__PURE__*/
-  messageDesc(file_safewrite_v1_writer, 36);
+  messageDesc(file_safewrite_v1_writer, 38);
 
 /**
  * PropagationPolicy says whether and how the garbage collector deletes the object's
@@ -2189,6 +2249,13 @@ export enum Reason {
    * @generated from enum value: REASON_NOT_LEADER = 31;
    */
   NOT_LEADER = 31,
+
+  /**
+   * The request carries a field, or an enum value, that this sidecar does not know: the client is newer than the sidecar. The message and the ErrorInfo metadata name it (`field`, `number`, `message`, `sidecar_version`). Nothing was sent. FAILED_PRECONDITION; upgrade the sidecar (docs/compatibility.md), or leave the feature unused.
+   *
+   * @generated from enum value: REASON_UNKNOWN_FIELD = 32;
+   */
+  UNKNOWN_FIELD = 32,
 }
 
 /**
@@ -2379,6 +2446,25 @@ export const WriterService: GenService<{
     input: typeof DeleteRequestSchema;
     output: typeof DeleteResponseSchema;
   },
+  /**
+   * Capabilities says what this sidecar is and what it serves: its version, the RPCs it
+   * serves and every field and enum value of the contract it knows. A client asks once
+   * per connection and refuses, before sending, a call that needs an RPC, a field or a
+   * value its sidecar lacks, naming it, the sidecar's version and the version that has
+   * it (the `method_since`, `since` and `value_since` options below; what has none was
+   * in 0.1.0). A sidecar older than 0.2.0 answers UNIMPLEMENTED: it knows what has no
+   * such option. Whatever a client checks, a sidecar refuses a request carrying a field
+   * or an enum value it does not know: FAILED_PRECONDITION, reason UNKNOWN_FIELD (from
+   * 0.2.0; older sidecars ignored it). Nothing is sent to the API server; the policy
+   * does not apply, the shared token does. docs/compatibility.md is the skew policy.
+   *
+   * @generated from rpc safewrite.v1.WriterService.Capabilities
+   */
+  capabilities: {
+    methodKind: "unary";
+    input: typeof CapabilitiesRequestSchema;
+    output: typeof CapabilitiesResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_safewrite_v1_writer, 0);
 
@@ -2391,10 +2477,35 @@ export const retry: GenExtension<EnumValueOptions, Retry> = /*@__PURE__*/
   extDesc(file_safewrite_v1_writer, 0);
 
 /**
+ * On a field added after 0.1.0: the first version whose sidecar knows it. A client
+ * refuses to send a request that sets it to an older sidecar (see rpc Capabilities).
+ *
+ * @generated from extension: string since = 50002;
+ */
+export const since: GenExtension<FieldOptions, string> = /*@__PURE__*/
+  extDesc(file_safewrite_v1_writer, 1);
+
+/**
+ * On an RPC added after 0.1.0: the first version whose sidecar serves it.
+ *
+ * @generated from extension: string method_since = 50002;
+ */
+export const method_since: GenExtension<MethodOptions, string> = /*@__PURE__*/
+  extDesc(file_safewrite_v1_writer, 2);
+
+/**
+ * On an enum value added after 0.1.0: the first version whose sidecar knows it.
+ *
+ * @generated from extension: string value_since = 50002;
+ */
+export const value_since: GenExtension<EnumValueOptions, string> = /*@__PURE__*/
+  extDesc(file_safewrite_v1_writer, 3);
+
+/**
  * On Reason: the advice for REASON_API_SERVER and REASON_UNSPECIFIED, by gRPC code.
  *
  * @generated from extension: safewrite.v1.RetryByCode retry_by_code = 50001;
  */
 export const retry_by_code: GenExtension<EnumOptions, RetryByCode> = /*@__PURE__*/
-  extDesc(file_safewrite_v1_writer, 1);
+  extDesc(file_safewrite_v1_writer, 4);
 

@@ -1,23 +1,40 @@
 package dev.safewrite;
 
+import com.google.protobuf.Message;
+import dev.safewrite.v1.CapabilitiesRequest;
 import dev.safewrite.v1.LeadRequest;
 import dev.safewrite.v1.LeadResponse;
 import dev.safewrite.v1.WriterServiceGrpc;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
+import io.grpc.Deadline;
+import io.grpc.MethodDescriptor;
+import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.AbstractStub;
+import io.grpc.stub.ClientCalls;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Function;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The call plumbing every part of the client shares: the stubs over one channel, the deadline of a
- * call and the decoding of a failed one. A {@link SafewriteClient} and its fenced views share one.
+ * call, the decoding of a failed one, and the skew check of what a call needs against what the
+ * sidecar knows ({@link Skew}). A {@link SafewriteClient} and its fenced views share one.
  */
 final class Calls {
   /** Bounds one answer of the sidecar: objects as JSON stay far below, but over 4 MiB. */
   static final int MAX_RESPONSE_BYTES = 64 << 20;
+
+  /** How long the Capabilities call may take at most, whatever the call it is made for. */
+  static final Duration CAPABILITIES_TIMEOUT = Duration.ofSeconds(10);
+
+  /** What the sidecar knows; null until asked, and again after an asking that failed. */
+  private volatile Skew.Known known;
+
+  /** One asking at a time; the others wait for its answer. */
+  private final ReentrantLock asking = new ReentrantLock();
 
   private final WriterServiceGrpc.WriterServiceBlockingStub blocking;
   private final WriterServiceGrpc.WriterServiceStub async;
@@ -46,24 +63,90 @@ final class Calls {
   }
 
   /**
-   * Makes a unary call on the blocking stub, bounded by {@code timeout} (or the defaults); a
-   * failure is decoded, knowing whether the request is safe to send again when its answer was lost
-   * (a write with an idempotency key, or a read).
+   * Makes a unary call of {@code method} on the blocking stub, bounded by {@code timeout} (or the
+   * defaults), once {@link #check} passed; a failure is decoded, knowing whether the request is
+   * safe to send again when its answer was lost (a write with an idempotency key, or a read).
    */
-  <R> R unary(
-      boolean resendSafe,
-      Duration timeout,
-      Function<WriterServiceGrpc.WriterServiceBlockingStub, R> call) {
+  <Q extends Message, R> R unary(
+      MethodDescriptor<Q, R> method, Q request, boolean resendSafe, Duration timeout) {
+    // The call's time budget starts now, and covers asking the sidecar's Capabilities.
+    Deadline deadline = deadline(timeout);
+    check(method, request, deadline);
+    WriterServiceGrpc.WriterServiceBlockingStub stub = bounded(blocking, deadline);
     try {
-      return call.apply(bounded(blocking, timeout));
+      return ClientCalls.blockingUnaryCall(
+          stub.getChannel(), method, stub.getCallOptions(), request);
     } catch (StatusRuntimeException failure) {
       throw Errors.decode(failure, resendSafe);
     }
   }
 
-  /** The streaming stub, bounded by {@code timeout} (or the client's default timeout). */
-  WriterServiceGrpc.WriterServiceStub streaming(Duration timeout) {
-    return bounded(async, timeout);
+  /**
+   * Refuses, before anything is sent, a call of {@code method} with {@code request} (a stream's
+   * first message) that needs an RPC, a field or an enum value added after 0.1.0 which the sidecar
+   * lacks: {@link PreconditionFailedException}, reason {@code UNKNOWN_FIELD}. A call that needs
+   * none of them costs a lookup and asks nothing.
+   *
+   * @throws PreconditionFailedException the refusal
+   */
+  void check(MethodDescriptor<?, ?> method, Message request, Deadline deadline) {
+    List<Skew.Feature> needs = Skew.features(method.getFullMethodName(), request);
+    if (needs.isEmpty()) {
+      return;
+    }
+    Skew.Known sidecar = known(deadline);
+    Skew.Feature missing = sidecar == null ? null : sidecar.lacking(needs);
+    if (missing != null) {
+      throw Skew.refusal(missing, sidecar);
+    }
+  }
+
+  /**
+   * What the sidecar knows: asked once (rpc Capabilities) and kept; concurrent callers wait for the
+   * one asking. UNIMPLEMENTED is a sidecar older than 0.2.0 (kept too). Any other failure
+   * (unreachable, a deadline, a refused token) is not kept: null, the call it was asked for goes
+   * unchecked (a sidecar of 0.2.0 or newer refuses what it does not know itself), and the next call
+   * that needs it asks again. Bounded by the call's deadline (null: none) and {@link
+   * #CAPABILITIES_TIMEOUT}.
+   */
+  Skew.Known known(Deadline deadline) {
+    Skew.Known sidecar = known;
+    if (sidecar != null) {
+      return sidecar;
+    }
+    asking.lock();
+    try {
+      if (known != null) {
+        return known;
+      }
+      Deadline bound = Deadline.after(CAPABILITIES_TIMEOUT.toNanos(), TimeUnit.NANOSECONDS);
+      if (deadline != null) {
+        bound = bound.minimum(deadline);
+      }
+      try {
+        known =
+            Skew.Known.of(
+                bounded(blocking, bound).capabilities(CapabilitiesRequest.getDefaultInstance()));
+      } catch (StatusRuntimeException failure) {
+        if (failure.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
+          known = Skew.Known.OLDER;
+        }
+      }
+      return known;
+    } finally {
+      asking.unlock();
+    }
+  }
+
+  /** The streaming stub, bounded by {@code deadline} (null: none). */
+  WriterServiceGrpc.WriterServiceStub streaming(Deadline deadline) {
+    return bounded(async, deadline);
+  }
+
+  /** The deadline of a call bounded by {@code timeout}, else the client's default; null: none. */
+  Deadline deadline(Duration timeout) {
+    Duration bound = timeout != null ? timeout : defaultTimeout;
+    return bound == null ? null : Deadline.after(bound.toNanos(), TimeUnit.NANOSECONDS);
   }
 
   /** A new {@code Lead} call, bounded by nothing: a campaign outlives any call's deadline. */
@@ -71,8 +154,7 @@ final class Calls {
     return async.getChannel().newCall(WriterServiceGrpc.getLeadMethod(), async.getCallOptions());
   }
 
-  private <S extends AbstractStub<S>> S bounded(S stub, Duration timeout) {
-    Duration bound = timeout != null ? timeout : defaultTimeout;
-    return bound == null ? stub : stub.withDeadlineAfter(bound.toNanos(), TimeUnit.NANOSECONDS);
+  private static <S extends AbstractStub<S>> S bounded(S stub, Deadline deadline) {
+    return deadline == null ? stub : stub.withDeadline(deadline);
   }
 }

@@ -1,6 +1,7 @@
 package dev.safewrite;
 
 import dev.safewrite.v1.DeleteRequest;
+import dev.safewrite.v1.WriterServiceGrpc;
 import java.util.Objects;
 
 /** The deletes of a {@link SafewriteClient} ({@code Delete}), fenced for a fenced view. */
@@ -26,6 +27,7 @@ final class Deletes {
                 .setFence(Fencing.fence(fence, given.hasFence(), given.getFence()))
                 .build();
     // A delete whose answer was lost is safe to send again: it answers GONE or DELETING.
-    return DeleteResult.fromProto(calls.unary(true, config.timeout, stub -> stub.delete(request)));
+    return DeleteResult.fromProto(
+        calls.unary(WriterServiceGrpc.getDeleteMethod(), request, true, config.timeout));
   }
 }

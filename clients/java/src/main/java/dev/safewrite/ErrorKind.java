@@ -18,7 +18,9 @@ public enum ErrorKind {
   INVALID,
   /**
    * FAILED_PRECONDITION ({@link PreconditionFailedException}): a precondition was false, a JSON
-   * Patch test failed or the mutation does not apply; nothing was written.
+   * Patch test failed or the mutation does not apply; or the call needs an RPC, a field or an enum
+   * value the sidecar does not know ({@code REASON_UNKNOWN_FIELD}: refused before sending by this
+   * client or by the sidecar); nothing was written.
    */
   PRECONDITION_FAILED,
   /** UNAVAILABLE ({@link UnavailableException}): unreachable, throttled, breaker open. */

@@ -8,7 +8,10 @@ package dev.safewrite;
  * owner is the object's controller, named by {@link #description()}), and, for a write with a
  * {@link WriteConfig.Builder#fence(String, String, long) fence}, {@code REASON_FENCED} (the object
  * records a later leader's epoch) and {@code REASON_NOT_LEADER} (the sidecar does not lead under
- * the fence's epoch).
+ * the fence's epoch); and {@code REASON_UNKNOWN_FIELD}: the call needs an RPC, a field or an enum
+ * value the sidecar does not know (the client is newer), refused before sending by this client
+ * ({@link #errorMetadata()} {@code refused_by=client}) or by the sidecar; see
+ * docs/compatibility.md.
  */
 public final class PreconditionFailedException extends SafewriteException {
   private static final long serialVersionUID = 1L;

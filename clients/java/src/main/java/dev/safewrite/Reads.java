@@ -1,6 +1,7 @@
 package dev.safewrite;
 
 import dev.safewrite.v1.GetRequest;
+import dev.safewrite.v1.WriterServiceGrpc;
 import java.util.Objects;
 
 /** The reads of a {@link SafewriteClient}: {@code Get}, live or not older than a version. */
@@ -21,6 +22,6 @@ final class Reads {
             .setMinResourceVersion(minResourceVersion)
             .build();
     // Nothing is written: a get is always safe to send again, bounded by the default timeout.
-    return GetResult.fromProto(calls.unary(true, null, stub -> stub.get(request)));
+    return GetResult.fromProto(calls.unary(WriterServiceGrpc.getGetMethod(), request, true, null));
   }
 }

@@ -117,6 +117,14 @@ public enum Reason {
    * lost the renewal, or the caller's stream ended). Nothing was written. FAILED_PRECONDITION.
    */
   REASON_NOT_LEADER,
+  /**
+   * The request carries a field, an enum value or an RPC the sidecar does not know: the client is
+   * newer than the sidecar. Refused before sending by this client, or by a sidecar of 0.2.0 or
+   * newer; the message and the ErrorInfo metadata name it ({@code field}, {@code sidecar_version}).
+   * Nothing was sent. FAILED_PRECONDITION; upgrade the sidecar (docs/compatibility.md), or leave
+   * the feature unused.
+   */
+  REASON_UNKNOWN_FIELD,
   /** A value of a sidecar newer than this client. */
   UNRECOGNIZED;
 }

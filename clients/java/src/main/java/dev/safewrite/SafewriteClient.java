@@ -1,6 +1,7 @@
 package dev.safewrite;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.safewrite.v1.WriterServiceGrpc;
 import io.grpc.Channel;
 import io.grpc.ManagedChannel;
 import java.time.Duration;
@@ -340,9 +341,12 @@ public final class SafewriteClient implements AutoCloseable {
    * @throws UnavailableException when the sidecar is unreachable
    * @throws DeadlineExceededException when the sidecar did not accept the campaign within the
    *     client's default timeout
+   * @throws PreconditionFailedException ({@code REASON_UNKNOWN_FIELD}) when the sidecar is older
+   *     than 0.2.0, which has no {@code Lead}: refused by this client, nothing sent
    */
   public Leadership lead(LeadConfig config) {
     Objects.requireNonNull(config, "config");
+    calls.check(WriterServiceGrpc.getLeadMethod(), config.toProto(), calls.deadline(null));
     return Leadership.open(this, config, calls::newLeadCall, calls.defaultTimeout());
   }
 

@@ -3,10 +3,13 @@ package dev.safewrite;
 import dev.safewrite.v1.PatchStatusRequest;
 import dev.safewrite.v1.PatchStatusResponse;
 import dev.safewrite.v1.TransactBegin;
+import dev.safewrite.v1.TransactRequest;
 import dev.safewrite.v1.UpdateWithRetryRequest;
 import dev.safewrite.v1.UpdateWithRetryResponse;
 import dev.safewrite.v1.WriteOptions;
 import dev.safewrite.v1.WriteResult;
+import dev.safewrite.v1.WriterServiceGrpc;
+import io.grpc.Deadline;
 import java.util.Objects;
 
 /**
@@ -36,7 +39,11 @@ final class Writes {
     request.setOptions(options(request.getOptions()));
     UpdateWithRetryRequest sent = request.build();
     UpdateWithRetryResponse answer =
-        calls.unary(keyed(sent.getOptions()), config.timeout, stub -> stub.updateWithRetry(sent));
+        calls.unary(
+            WriterServiceGrpc.getUpdateWithRetryMethod(),
+            sent,
+            keyed(sent.getOptions()),
+            config.timeout);
     return result(answer.hasResult(), answer.getResult());
   }
 
@@ -49,7 +56,11 @@ final class Writes {
     request.setOptions(options(request.getOptions()));
     PatchStatusRequest sent = request.build();
     PatchStatusResponse answer =
-        calls.unary(keyed(sent.getOptions()), config.timeout, stub -> stub.patchStatus(sent));
+        calls.unary(
+            WriterServiceGrpc.getPatchStatusMethod(),
+            sent,
+            keyed(sent.getOptions()),
+            config.timeout);
     return result(answer.hasResult(), answer.getResult());
   }
 
@@ -72,8 +83,14 @@ final class Writes {
     config.fill(begin::setPreconditions, begin::setRetryPolicy, begin::setOptions);
     begin.setOptions(options(begin.getOptions()));
     TransactBegin sent = begin.build();
+    // The transaction's time budget starts now, and covers asking the sidecar's Capabilities.
+    Deadline deadline = calls.deadline(config.timeout);
+    calls.check(
+        WriterServiceGrpc.getTransactMethod(),
+        TransactRequest.newBuilder().setBegin(sent).build(),
+        deadline);
     return Transaction.run(
-        calls.streaming(config.timeout), sent, type, function, keyed(sent.getOptions()));
+        calls.streaming(deadline), sent, type, function, keyed(sent.getOptions()));
   }
 
   private static void check(ObjectRef ref, Mutation mutation, WriteConfig config) {

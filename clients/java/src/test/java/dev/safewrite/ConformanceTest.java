@@ -14,12 +14,17 @@ import com.google.protobuf.Any;
 import com.google.protobuf.Message;
 import com.google.protobuf.util.JsonFormat;
 import com.google.rpc.ErrorInfo;
+import dev.safewrite.v1.CapabilitiesRequest;
+import dev.safewrite.v1.CapabilitiesResponse;
+import dev.safewrite.v1.DeleteRequest;
 import dev.safewrite.v1.GetRequest;
 import dev.safewrite.v1.PatchStatusRequest;
 import dev.safewrite.v1.TransactBegin;
 import dev.safewrite.v1.TransactProposal;
 import dev.safewrite.v1.UpdateWithRetryRequest;
 import dev.safewrite.v1.WriteFailure;
+import dev.safewrite.v1.WriterServiceGrpc;
+import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.StatusProto;
@@ -27,12 +32,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -43,8 +50,10 @@ import org.junit.jupiter.api.TestFactory;
 
 /**
  * The shared conformance cases of ../conformance/cases.json, run through the client's own calls and
- * error decoding (see ../conformance/README.md): its cases, one test each against the sidecar, and
- * its advice table, one test per row, each row's failure answering a call as the sidecar sends it.
+ * error decoding (see ../conformance/README.md): its cases, one test each against the sidecar; its
+ * advice table, one test per row, each row's failure answering a call as the sidecar sends it; and
+ * its skew cases, one test each against the sidecar: a feature the sidecar lacks (as its own
+ * Capabilities answer says) is refused by the client before sending, one it has is sent.
  */
 class ConformanceTest {
   private static final Path CASES = Path.of("../conformance/cases.json");
@@ -108,6 +117,133 @@ class ConformanceTest {
               }));
     }
     return tests.stream();
+  }
+
+  /**
+   * Each skew case: the runner asks the sidecar's Capabilities itself (UNIMPLEMENTED: a sidecar
+   * older than 0.2.0, which knows nothing with a since option); when the sidecar lacks the case's
+   * feature, the call through the client must be the client's own refusal (FAILED_PRECONDITION,
+   * UNKNOWN_FIELD, refused_by=client: nothing sent) naming the feature, the sidecar's version (or
+   * "older than 0.2.0") and the since version; when it has it, the call must meet {@code
+   * expect_when_present}.
+   */
+  @TestFactory
+  @Tag("sidecar")
+  Stream<DynamicTest> skew() throws Exception {
+    ArrayNode cases = cases().withObjectProperty("skew").withArrayProperty("cases");
+    assertTrue(cases.size() > 0, "no skew cases");
+    List<DynamicTest> tests = new ArrayList<>();
+    for (int i = 0; i < cases.size(); i++) {
+      ObjectNode testCase = (ObjectNode) cases.get(i);
+      String name = testCase.get("name").asText();
+      String objectName = "skew-java-" + i + "-" + Sidecar.RUN;
+      String row = "skew " + name;
+      tests.add(
+          DynamicTest.dynamicTest(
+              row,
+              () -> {
+                try {
+                  RESULTS.put(row, "PASS: " + runSkew(testCase, objectName));
+                } catch (AssertionError failure) {
+                  String why = String.valueOf(failure.getMessage()).lines().findFirst().orElse("");
+                  RESULTS.put(row, "FAIL: " + why);
+                  throw failure;
+                }
+              }));
+    }
+    return tests.stream();
+  }
+
+  /** What the sidecar knows, as it answers Capabilities; null for one older than 0.2.0. */
+  private static CapabilitiesResponse sidecarCapabilities() throws Exception {
+    ManagedChannel channel = Channels.dial(Channels.target(Sidecar.address(), Map.of()));
+    try {
+      return WriterServiceGrpc.newBlockingStub(channel)
+          .withDeadlineAfter(10, TimeUnit.SECONDS)
+          .capabilities(CapabilitiesRequest.getDefaultInstance());
+    } catch (StatusRuntimeException e) {
+      if (e.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
+        return null;
+      }
+      throw e;
+    } finally {
+      channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  /** Runs a skew case; says what happened (refused, or sent). */
+  private static String runSkew(ObjectNode testCase, String objectName) throws Exception {
+    ObjectNode substituted =
+        (ObjectNode) substitute(testCase, Map.of("$NS", Sidecar.namespace(), "$NAME", objectName));
+    String feature = substituted.get("feature").asText();
+    String since = substituted.get("since").asText();
+    CapabilitiesResponse known = sidecarCapabilities();
+    Set<String> knows = new HashSet<>();
+    if (known != null) {
+      knows.addAll(known.getMethodsList());
+      knows.addAll(known.getFieldsList());
+      knows.addAll(known.getEnumValuesList());
+    }
+    Answer answer = null;
+    SafewriteException failure = null;
+    String call = substituted.get("call").asText();
+    try {
+      answer = skewCall(call, substituted.get("request"));
+    } catch (SafewriteException e) {
+      failure = e;
+    }
+    String where = "skew " + testCase.get("name").asText();
+    if (!knows.contains(feature)) {
+      assertNotNull(failure, where + ": expected the client's refusal, got " + answer);
+      assertEquals(Status.Code.FAILED_PRECONDITION, failure.code(), failure.getMessage());
+      assertEquals("UNKNOWN_FIELD", failure.reason(), failure.getMessage());
+      assertEquals(SafewriteException.DOMAIN, failure.domain(), failure.getMessage());
+      assertEquals(Reason.REASON_UNKNOWN_FIELD, failure.writeFailureReason(), failure.getMessage());
+      assertEquals(
+          "client",
+          failure.errorMetadata().get("refused_by"),
+          where + ": refused by the client, before sending: " + failure.getMessage());
+      String version = known == null ? "older than 0.2.0" : known.getVersion();
+      for (String part : List.of(feature, version, since)) {
+        assertTrue(
+            failure.description().contains(part),
+            where + ": the message names " + part + ": " + failure.description());
+      }
+      return known == null
+          ? "refused, the sidecar is older than 0.2.0"
+          : "refused, the sidecar " + known.getVersion() + " lacks it";
+    }
+    ObjectNode expect = substituted.withObjectProperty("expect_when_present");
+    if (expect.has("code")) {
+      assertNotNull(failure, where + ": expected " + expect.get("code") + ", got " + answer);
+      checkFailure(where, expect, failure);
+    } else {
+      if (failure != null) {
+        fail(where + ": expected success, got " + failure.getMessage());
+      }
+      checkSuccess(where, expect, answer);
+    }
+    return "sent, the sidecar " + known.getVersion() + " has it";
+  }
+
+  private static Answer skewCall(String call, JsonNode request) throws Exception {
+    if (!call.equals("delete")) {
+      ObjectNode step = Json.MAPPER.createObjectNode();
+      step.put("call", call);
+      step.set("request", request);
+      return call(step);
+    }
+    DeleteRequest delete = parse(request, DeleteRequest.newBuilder());
+    DeleteConfig.Builder config = DeleteConfig.builder().dryRun(delete.getDryRun());
+    if (delete.hasFence()) {
+      config.fence(
+          new Fence(
+              delete.getFence().getLeaseNamespace(),
+              delete.getFence().getLeaseName(),
+              delete.getFence().getEpoch()));
+    }
+    DeleteResult result = client().delete(ref(delete.getTarget()), config.build());
+    return new Answer("DELETE_OUTCOME_" + result.outcome().name(), null, null, "", null);
   }
 
   private static ArrayNode adviceRows() throws Exception {

@@ -9,15 +9,21 @@
 # Needs root (a container runtime does). Builds (or takes from the cache) the node's
 # binaries (`binaries.sh node`) and the safewrite image (deploy/image/build.sh), starts
 # a control plane, containerd and a kubelet in a fresh temporary directory, imports the
-# pause image and the safewrite image, and when the node is Ready prints one line:
+# pause image, the safewrite image and a second image of it (another version label, so
+# another manifest digest: what the upgrade test moves a running pod to), and when the
+# node is Ready prints one line:
 #
 #   ready <dir>
 #
 # <dir>/env holds the control plane's KEY=VALUE lines (their addresses are the node's
 # namespace's) plus NODE_NAME, NETNS (the node's network namespace), ADMIN_KUBECONFIG
 # (the admin identity, reaching the API server from outside the namespace), CP_DIR,
-# SAFEWRITE_IMAGE (the image name pods use, with imagePullPolicy: Never), POD_CIDR,
-# SERVICE_HOST, KUBELET_PORT. Everything lives until
+# SAFEWRITE_IMAGE (the image name pods use, with imagePullPolicy: Never) and
+# SAFEWRITE_IMAGE_DIGEST and SAFEWRITE_IMAGE_ID (its manifest's and its config's
+# digests), SAFEWRITE_NEXT_IMAGE, SAFEWRITE_NEXT_IMAGE_DIGEST and SAFEWRITE_NEXT_IMAGE_ID
+# (the second image: the same binary, other digests), POD_CIDR,
+# SERVICE_HOST, KUBELET_PORT, POD_LOGS (the kubelet's containers' logs: the API server
+# cannot ask it for them, the node publishing no address). Everything lives until
 # stdin reaches end-of-file (or SIGTERM/SIGINT/SIGHUP), then every process (pods,
 # shims, containerd, kubelet, the control plane), mount, network namespace, cgroup,
 # interface, route and iptables rule this script made is removed, with <dir> (and the
@@ -306,19 +312,62 @@ done
 # --- images: pause and safewrite, from OCI layouts ----------------------------------------
 tar --create --file "$dir/pause.tar" --directory "$bindir/pause-oci/" .
 ctr images import --local "$dir/pause.tar" >/dev/null || fail "import the pause image"
-# The safewrite image's layout, named in its index the way `ctr images import` reads it
-# (the archive build.sh writes also carries a docker-style manifest.json, whose tag
-# would give the image a second, unqualified name).
+# The safewrite images' layouts, each named in its index the way `ctr images import`
+# reads it (the archive build.sh writes also carries a docker-style manifest.json, whose
+# tag would give the image a second, unqualified name).
+import_layout() { # LAYOUT NAME
+  local layout=$1 name=$2
+  rm -rf "$dir/safewrite-oci"
+  mkdir -p "$dir/safewrite-oci"
+  cp -r "$layout/blobs" "$layout/oci-layout" "$dir/safewrite-oci/"
+  jq -c --arg name "$name" '.manifests[0].annotations["io.containerd.image.name"] = $name' \
+    "$layout/index.json" >"$dir/safewrite-oci/index.json"
+  tar --create --file "$dir/safewrite.tar" --directory "$dir/safewrite-oci" .
+  ctr images import --local "$dir/safewrite.tar" >/dev/null || fail "import $name"
+  rm -rf "$dir/safewrite-oci" "$dir/safewrite.tar"
+}
 version=$(jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]' "$image_layout/index.json")
 safewrite_image="safewrite.test/safewrite:$version"
-mkdir -p "$dir/safewrite-oci"
-cp -r "$image_layout/blobs" "$image_layout/oci-layout" "$dir/safewrite-oci/"
-jq -c --arg name "$safewrite_image" \
-  '.manifests[0].annotations["io.containerd.image.name"] = $name' \
-  "$image_layout/index.json" >"$dir/safewrite-oci/index.json"
-tar --create --file "$dir/safewrite.tar" --directory "$dir/safewrite-oci" .
-ctr images import --local "$dir/safewrite.tar" >/dev/null || fail "import the safewrite image"
-rm -rf "$dir/safewrite-oci" "$dir/safewrite.tar" "$dir/pause.tar"
+# Each image's manifest digest, and its ID (its config's digest: what the runtime
+# reports as a container's imageID when the image has no repo digest, as imported ones).
+manifest_digest() { jq -r '.manifests[0].digest' "$1/index.json"; }
+image_id() { jq -r .config.digest "$1/blobs/sha256/$(manifest_digest "$1" | cut -d: -f2)"; }
+safewrite_digest=$(manifest_digest "$image_layout")
+safewrite_id=$(image_id "$image_layout")
+# The image the upgrade test (tests/integration/node/upgrade.rs) moves a running pod to:
+# the same layer (the same binary) under a config labelled version "$version-next", so
+# its config and manifest digests differ, as a next release's would. (Building the image
+# again at another SOURCE_DATE_EPOCH would differ too, but rebuilds the binary twice,
+# about 5 minutes each here: ring's and psm's build scripts watch that variable.)
+next_version="$version-next"
+next_image="safewrite.test/safewrite:$next_version"
+next_layout="$dir/safewrite-next-oci"
+mkdir -p "$next_layout/blobs/sha256"
+cp "$image_layout/oci-layout" "$next_layout/"
+first_manifest="$image_layout/blobs/sha256/$(manifest_digest "$image_layout" | cut -d: -f2)"
+layer=$(jq -r '.layers[0].digest' "$first_manifest" | cut -d: -f2)
+cp "$image_layout/blobs/sha256/$layer" "$next_layout/blobs/sha256/"
+jq -c --arg v "$next_version" '.config.Labels["org.opencontainers.image.version"] = $v' \
+  "$image_layout/blobs/sha256/$(image_id "$image_layout" | cut -d: -f2)" >"$next_layout/config.json"
+config=$(sha256sum "$next_layout/config.json" | cut -d' ' -f1)
+jq -c --arg c "sha256:$config" --argjson size "$(stat -c %s "$next_layout/config.json")" \
+  --arg v "$next_version" '.config.digest = $c | .config.size = $size
+    | .annotations["org.opencontainers.image.version"] = $v' \
+  "$first_manifest" >"$next_layout/manifest.json"
+manifest=$(sha256sum "$next_layout/manifest.json" | cut -d' ' -f1)
+mv "$next_layout/config.json" "$next_layout/blobs/sha256/$config"
+jq -c --arg m "sha256:$manifest" --argjson size "$(stat -c %s "$next_layout/manifest.json")" \
+  --arg v "$next_version" '.manifests[0].digest = $m | .manifests[0].size = $size
+    | .manifests[0].annotations["org.opencontainers.image.ref.name"] = $v' \
+  "$image_layout/index.json" >"$next_layout/index.json"
+mv "$next_layout/manifest.json" "$next_layout/blobs/sha256/$manifest"
+next_digest=$(manifest_digest "$next_layout")
+next_id=$(image_id "$next_layout")
+[ "$next_digest" != "$safewrite_digest" ] ||
+  fail "the second image has the first one's manifest digest $next_digest"
+import_layout "$image_layout" "$safewrite_image"
+import_layout "$next_layout" "$next_image"
+rm -rf "$next_layout" "$dir/pause.tar"
 
 # The controller image: tests/harness/node-controller, a static program of the Go client
 # (clients/go as committed at HEAD, so that work in progress in the checkout cannot break
@@ -343,7 +392,7 @@ bash "$here/file-image.sh" "$controller_work/controller" "$controller_image" 655
 tar --create --file "$controller_work/oci.tar" --directory "$controller_work/oci" .
 ctr images import --local "$controller_work/oci.tar" >/dev/null || fail "import the controller image"
 images=$(ctr images ls -q)
-for image in "$pause_image" "$safewrite_image" "$controller_image"; do
+for image in "$pause_image" "$safewrite_image" "$next_image" "$controller_image"; do
   grep -qx "$image" <<<"$images" || fail "no image $image after the imports: $images"
 done
 
@@ -479,6 +528,11 @@ done
   echo "CP_DIR=$cp_dir"
   echo "NODE_NAME=$node_name"
   echo "SAFEWRITE_IMAGE=$safewrite_image"
+  echo "SAFEWRITE_IMAGE_DIGEST=$safewrite_digest"
+  echo "SAFEWRITE_IMAGE_ID=$safewrite_id"
+  echo "SAFEWRITE_NEXT_IMAGE=$next_image"
+  echo "SAFEWRITE_NEXT_IMAGE_DIGEST=$next_digest"
+  echo "SAFEWRITE_NEXT_IMAGE_ID=$next_id"
   echo "PAUSE_IMAGE=$pause_image"
   echo "CONTROLLER_IMAGE=$controller_image"
   echo "POD_CIDR=$pod_cidr"
@@ -490,6 +544,7 @@ done
   echo "CONTAINERD_PID=$containerd_pid"
   echo "CONTAINERD_ADDRESS=$dir/containerd.sock"
   echo "NODE_BIN=$bindir"
+  echo "POD_LOGS=$dir/pod-logs"
   echo "KCM_PID=$kcm_pid"
   echo "SCHEDULER_PID=$scheduler_pid"
   echo "CGROUP_ROOT=$cgroup_root"

@@ -14,6 +14,13 @@
 // change, PUT with the resourceVersion read, again on 409, straight to the API server
 // with the pod's service-account token (the baseline for the sidecar's added latency).
 // With LEASE=NAME it is one replica of a leader-elected Deployment (lead.go).
+// With RECORD=1 (and KEYED=1) each write also records its value of n under a data key of
+// its own (WORKER.I) in the same change, and after the writes every write's answer is
+// printed as one JSON line (its key, the value its answer shows for it, whether it was
+// already applied, how often it was sent again, when it was first sent and answered, in
+// Unix milliseconds), before the figures: the final object then shows whether each key
+// was applied exactly once. PACE (a Go duration) is slept after each write, and with
+// DURATION the workers start no new write after that long.
 package main
 
 import (
@@ -33,6 +40,21 @@ import (
 )
 
 const increment = `{"data": {"n": string(int(object.data.n) + 1)}}`
+
+// recordingIncrement is increment that also records the new value of n under the
+// write's own data key (%s, WORKER.I): RECORD mode.
+const recordingIncrement = `{"data": {"n": string(int(object.data.n) + 1), "%s": string(int(object.data.n) + 1)}}`
+
+// answer is what one write's answer said, RECORD mode: printed as a JSON line.
+type answer struct {
+	Write    string `json:"write"`
+	Value    int    `json:"value"`
+	Already  bool   `json:"already_applied"`
+	Resent   int    `json:"resent"`
+	Sent     int64  `json:"sent_ms"`
+	Answered int64  `json:"answered_ms"`
+	Error    string `json:"error,omitempty"`
+}
 
 // retried counts the keyed calls sent again after a retryable error.
 var retried atomic.Int64
@@ -66,8 +88,11 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	// write makes one increment and returns the attempts it took.
-	write := func(ctx context.Context, key string) (int, error) {
+	record := keyed && os.Getenv("RECORD") == "1"
+	pace := durationOf("PACE", 0)
+	// write makes one increment and returns the attempts it took; with RECORD, what its
+	// answer says of it goes into *seen.
+	write := func(ctx context.Context, key, slot string, seen *answer) (int, error) {
 		if direct {
 			return api.increment(ctx, ref.Namespace, ref.Name)
 		}
@@ -78,16 +103,27 @@ func main() {
 			}
 			return res.Attempts, nil
 		}
+		mutation := increment
+		if record {
+			mutation = fmt.Sprintf(recordingIncrement, slot)
+		}
 		for {
-			res, err := client.Update(ctx, ref, safewrite.CEL(increment),
+			res, err := client.Update(ctx, ref, safewrite.CEL(mutation),
 				safewrite.WithIdempotencyKey(key))
 			if err == nil {
+				if record {
+					seen.Already = res.AlreadyApplied
+					if data, ok := res.Object.Object["data"].(map[string]any); ok {
+						seen.Value, _ = strconv.Atoi(fmt.Sprint(data[slot]))
+					}
+				}
 				return res.Attempts, nil
 			}
 			if !safewrite.Retryable(err) || ctx.Err() != nil {
 				return 0, err
 			}
 			retried.Add(1)
+			seen.Resent++
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -96,6 +132,10 @@ func main() {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() { <-signals; close(stopping) }()
+	enough := make(chan struct{})
+	if d := durationOf("DURATION", 0); d > 0 {
+		time.AfterFunc(d, func() { close(enough) })
+	}
 	if lease := os.Getenv("LEASE"); lease != "" {
 		runLeading(client, ref, lease, workers, stopping) // lead.go
 		return
@@ -104,6 +144,10 @@ func main() {
 	var mu sync.Mutex
 	var latencies []time.Duration
 	attempts := make([]int, workers*writes)
+	var answers []answer
+	if record {
+		answers = make([]answer, workers*writes)
+	}
 	var failures sync.Map
 	var wg sync.WaitGroup
 	started := time.Now()
@@ -115,12 +159,23 @@ func main() {
 				select {
 				case <-stopping:
 					return
+				case <-enough:
+					return
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				begin := time.Now()
-				n, err := write(ctx, fmt.Sprintf("%s.%d.%d", os.Getenv("HOSTNAME"), w, i))
+				slot := fmt.Sprintf("%d.%d", w, i)
+				seen := answer{Write: slot, Sent: begin.UnixMilli()}
+				n, err := write(ctx, os.Getenv("HOSTNAME")+"."+slot, slot, &seen)
 				cancel()
+				if record {
+					seen.Answered = time.Now().UnixMilli()
+					if err != nil {
+						seen.Error = err.Error()
+					}
+					answers[w*writes+i] = seen
+				}
 				mu.Lock()
 				latencies = append(latencies, time.Since(begin))
 				mu.Unlock()
@@ -129,6 +184,9 @@ func main() {
 					continue
 				}
 				attempts[w*writes+i] = n
+				if pace > 0 {
+					time.Sleep(pace)
+				}
 			}
 		}()
 	}
@@ -153,6 +211,12 @@ func main() {
 		}
 	}
 
+	for _, a := range answers {
+		if a.Sent != 0 {
+			line, _ := json.Marshal(a)
+			fmt.Println(string(line))
+		}
+	}
 	sort.Slice(latencies, func(a, b int) bool { return latencies[a] < latencies[b] })
 	quantile := func(q float64) float64 {
 		if len(latencies) == 0 {

@@ -22,7 +22,7 @@ use crate::deploy::submit;
 use crate::support::repo_root;
 
 /// deploy/kubernetes/injection/policy.yaml's documents.
-fn policy_documents() -> Vec<Value> {
+pub(super) fn policy_documents() -> Vec<Value> {
     let text = std::fs::read_to_string(repo_root().join("deploy/kubernetes/injection/policy.yaml"))
         .expect("read policy.yaml");
     serde_saphyr::from_multiple::<Value>(&text)
@@ -32,7 +32,7 @@ fn policy_documents() -> Vec<Value> {
         .collect()
 }
 
-async fn create_all(client: &kube::Client, namespace: &str, objects: &[Value]) {
+pub(super) async fn create_all(client: &kube::Client, namespace: &str, objects: &[Value]) {
     for object in objects {
         let answer = submit(client, namespace, object, false).await;
         assert_eq!(answer.status, http::StatusCode::CREATED, "{}", answer.body);
@@ -50,7 +50,7 @@ fn plain_pod(name: &str, image: &str, labels: Value) -> Value {
                 "seccompProfile": {"type": "RuntimeDefault"}}}]}})
 }
 
-fn injected(pod: &Value) -> bool {
+pub(super) fn injected(pod: &Value) -> bool {
     pod["spec"]["initContainers"]
         .as_array()
         .is_some_and(|c| c.iter().any(|c| c["name"] == "safewrite"))

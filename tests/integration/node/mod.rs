@@ -27,6 +27,10 @@
 //!   counted, and no other;
 //! - the sidecar's overhead against writing directly (`overhead.rs`): latency, CPU per
 //!   1,000 writes, RSS;
+//! - upgrading the sidecar (`upgrade.rs`) to a second image (another digest): changed in
+//!   place on a running pod mid-load, the kubelet restarts it alone, the pod stays
+//!   Running and every keyed write is applied exactly once; and the injection policy
+//!   pointed at it injects it into new Pods while old ones keep theirs;
 //! - the node runs in a network namespace of the harness's own with no link out of it;
 //!   the pod range leads only to its bridge, the Service address is kube-proxy's, and
 //!   nothing else routes anywhere.
@@ -55,6 +59,7 @@ mod helm;
 mod inject;
 mod leader;
 mod overhead;
+mod upgrade;
 
 use crate::deploy::submit;
 use crate::support::{self, INCREMENT, repo_root, run_script};

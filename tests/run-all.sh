@@ -101,6 +101,9 @@ bash clients/typescript/test.sh
 section "Java client against the real sidecar (clients/java/test.sh)"
 bash clients/java/test.sh
 
+section "release: made twice, the same bytes, installed into new projects, README examples against its image (tests/release.sh)"
+bash tests/release.sh
+
 section "client libraries' licences (tests/supply/client-licences.sh)"
 bash tests/supply/client-licences.sh
 

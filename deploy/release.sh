@@ -67,6 +67,12 @@ fi
 bash deploy/version.sh check >&2 || die "the version is not the same everywhere: run 'bash deploy/version.sh set $version'"
 
 commit=$(git rev-parse HEAD)
+# The image is built with SOURCE_DATE_EPOCH only when the caller set it: build.sh takes
+# the same time from git without it, and the cc crate's build scripts watch the variable,
+# so its coming and going would rebuild most of the binary (about ten minutes) each time
+# between the test command's image build and this one.
+image_env=(env)
+[ -n "${SOURCE_DATE_EPOCH:-}" ] || image_env=(env -u SOURCE_DATE_EPOCH)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 stamp=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 started=$SECONDS
@@ -109,7 +115,7 @@ find "$src" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 # deploy/image/build.sh builds in the checkout's target/image (its cargo cache is there);
 # the image depends on nothing the tree copy has that the checkout has not.
 say "image (deploy/image/build.sh)"
-layout=$(bash deploy/image/build.sh | tail -n 1)
+layout=$("${image_env[@]}" bash deploy/image/build.sh | tail -n 1)
 image_digest=$(jq -r '.manifests[0].digest' "$layout/index.json")
 [ "$(jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]' "$layout/index.json")" = "$version" ] ||
   die "the image is not named $version (rebuild: deploy/image/build.sh)"

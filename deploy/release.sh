@@ -292,14 +292,27 @@ say "image $ref: signed, attested, verified from the registry"
 # The chart as an OCI artifact, pulled back: the same bytes.
 "${helm[@]}" push "$chart" "oci://$registry/charts" --plain-http >"$work/helm-push.log" 2>&1 ||
   die "helm push: $(tail -n 5 "$work/helm-push.log")"
-chart_digest=$(sed -n 's/^Digest: //p' "$work/helm-push.log" | tr -d '[:space:]')
-[ -n "$chart_digest" ] || die "helm push printed no digest: $(cat "$work/helm-push.log")"
+pushed_digest=$(sed -n 's/^Digest: //p' "$work/helm-push.log" | tr -d '[:space:]')
+[ -n "$pushed_digest" ] || die "helm push printed no digest: $(cat "$work/helm-push.log")"
+# helm dates the manifest it pushes (annotation org.opencontainers.image.created, the time
+# of the push), so each push would have its own digest. The same manifest, dated by the
+# commit, is put under the version's tag instead: same config and layer, one digest per
+# commit.
+oci_manifest=application/vnd.oci.image.manifest.v1+json
+chart_api="http://$registry/v2/charts/safewrite"
+curl -fsS -H "Accept: $oci_manifest" "$chart_api/manifests/$pushed_digest" |
+  jq -c --arg created "$stamp" '.annotations["org.opencontainers.image.created"] = $created'     >"$work/chart-manifest.json" || die "could not read the chart's manifest back"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -X PUT -H "Content-Type: $oci_manifest"   --data-binary "@$work/chart-manifest.json" "$chart_api/manifests/$version")
+[ "$code" = 201 ] || die "putting the chart's dated manifest: HTTP $code"
+chart_digest="sha256:$(sha256sum "$work/chart-manifest.json" | cut -d' ' -f1)"
+[ "$(curl -sS -o /dev/null -w '%header{docker-content-digest}' -I -H "Accept: $oci_manifest" \
+  "$chart_api/manifests/$version" | tr -d '\r')" = "$chart_digest" ] ||
+  die "the registry's chart $version is not $chart_digest"
 mkdir -p "$work/pulled"
 "${helm[@]}" pull "oci://$registry/charts/safewrite" --version "$version" --plain-http \
   --destination "$work/pulled" >"$work/helm-pull.log" 2>&1 || die "helm pull: $(tail -n 5 "$work/helm-pull.log")"
 cmp -s "$chart" "$work/pulled/safewrite-$version.tgz" || die "the chart pulled back is not the one pushed"
-chart_layer=$(curl -fsS -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-  "http://$registry/v2/charts/safewrite/manifests/$chart_digest" | jq -r '.layers[0].digest')
+chart_layer=$(jq -r '.layers[0].digest' "$work/chart-manifest.json")
 [ "$chart_layer" = "sha256:$(sha256sum "$chart" | cut -d' ' -f1)" ] ||
   die "the chart's manifest names layer $chart_layer, not the packaged chart"
 say "chart oci://$registry/charts/safewrite:$version@$chart_digest: pulled back, same bytes"

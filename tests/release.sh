@@ -213,7 +213,7 @@ SAFEWRITE_BIN="$oci/root/safewrite" bash tests/harness/with-sidecar.sh bash -c '
   }
   check Python "$(cd "$PY" && venv/bin/python main.py 2>&1)"
   check TypeScript "$(cd "$TS" && node main.js 2>&1)"
-  check Java "$(cd "$JAVA" && mvn -B -q -s "$SETTINGS" org.codehaus.mojo:exec-maven-plugin:3.7.0:java -Dexec.mainClass=Example 2>&1)"
+  check Java "$(cd "$JAVA" && mvn -B -q -s "$SETTINGS" org.codehaus.mojo:exec-maven-plugin:3.6.4:java -Dexec.mainClass=Example 2>&1)"
   check Go "$(cd "$GOMOD" && ./counter 2>&1)"
 ' || fail "a README example failed against the released sidecar"
 say "the four README examples ran against the released image's binary in $((SECONDS - t0))s"

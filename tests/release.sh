@@ -21,7 +21,8 @@
 #    example is that project's program.
 # 4. The sidecar binary is taken out of the released image's layer, and
 #    tests/harness/with-sidecar.sh runs it (SAFEWRITE_BIN) against a real kube-apiserver
-#    and etcd; the four examples run against it and must print CREATED or UPDATED.
+#    and etcd; the four examples run against it and must print CREATED or UPDATED (the
+#    Go client spells them Created, Updated).
 # Nothing but loopback is reached, except that package registries fill the usual caches
 # (pip, npm, Maven, Go) the first time. Exits non-zero on any failure.
 set -euo pipefail
@@ -207,7 +208,7 @@ SAFEWRITE_BIN="$oci/root/safewrite" bash tests/harness/with-sidecar.sh bash -c '
   set -euo pipefail
   check() { # NAME OUTPUT
     local last
-    last=$(printf "%s\n" "$2" | sed $'"'"'s/\e\[[0-9;]*m//g'"'"' | grep -E "^(CREATED|UPDATED)" | tail -n 1 || true)
+    last=$(printf "%s\n" "$2" | sed $'"'"'s/\e\[[0-9;]*m//g'"'"' | grep -iE "^(CREATED|UPDATED)\b" | tail -n 1 || true)
     [ -n "$last" ] || { printf "%s\n" "$2" >&2; echo "release-test: FAIL: the $1 example printed no CREATED or UPDATED" >&2; exit 1; }
     echo "release-test: $1 README example: $last" >&2
   }

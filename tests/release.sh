@@ -8,7 +8,7 @@
 #    is rebuilt the second time from a fresh copy of the tree (the chart, the wheel and
 #    sdist, npm ci + build + pack, mvn package, the Go zips, the image's layer, config,
 #    manifest and SBOM); only the static binary comes from cargo's cache, unchanged
-#    sources giving the same binary (deploy/image/reproduce.sh builds it from nothing in
+#    sources giving the same binary (deploy/image/reproduce.sh, by hand, builds it from nothing in
 #    two directories and compares). The two SHA256SUMS must be the same but for the
 #    signatures (image/signed/, image/cosign.pub: each run signs with a new key, and
 #    ECDSA draws a nonce); each SHA256SUMS must check.

@@ -106,6 +106,9 @@ section "skew: today's clients against the 0.1.0 sidecar and 0.1.0's clients aga
 # docs/compatibility.md: the skew policy; the earlier sidecar is built once per machine.
 bash tests/skew.sh
 
+section "release: made twice, the same bytes, installed into new projects, README examples against its image (tests/release.sh)"
+bash tests/release.sh
+
 section "client libraries' licences (tests/supply/client-licences.sh)"
 bash tests/supply/client-licences.sh
 

@@ -10,7 +10,7 @@ require (
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
-	safewrite.dev/clients/go v0.0.0
+	safewrite.dev/clients/go v0.2.0
 	sigs.k8s.io/controller-runtime v0.24.1
 )
 

@@ -54,6 +54,7 @@ clients/java/README.md	version `(V)`
 clients/go/safewrite/version.go	^const Version = "(V)"$
 clients/go/test.sh	^release_version=v(V)$
 clients/go/README.md	for the next version \(`v(V)`\)
+clients/go/README.md	-require=safewrite\.dev/clients/go(?:/ctrl)?@v(V) 
 clients/go/ctrl/go.mod	^\tsafewrite\.dev/clients/go v(V)$
 EOF
 }

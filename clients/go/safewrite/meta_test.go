@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"safewrite.dev/clients/go/safewrite"
 )
 
 // TestGeneratedCodeIsFresh fails when safewrite/v1 is not what generate.sh makes from
@@ -199,7 +201,7 @@ func main() { fmt.Println(safewritectrl.Result(nil)) }
 		t.Fatal(err)
 	}
 	for _, module := range []string{"safewrite.dev/clients/go", "safewrite.dev/clients/go/ctrl"} {
-		if !strings.Contains(string(gomod), "\t"+module+" v0.0.0\n") {
+		if !strings.Contains(string(gomod), "\t"+module+" v"+safewrite.Version+"\n") {
 			t.Errorf("go.mod after the install steps does not require %s directly:\n%s", module, gomod)
 		}
 	}

@@ -194,6 +194,8 @@ goenv=(env GOPROXY="file://$out/goproxy,$(go env GOPROXY)" GONOSUMDB=safewrite.d
     [ "$("${goenv[@]}" go list -m -f '{{.Version}}' "$m")" = "v$version" ]
   done
 ) >"$work/go.log" 2>&1 || { cat "$work/go.log" >&2; fail "the Go module on the released zips did not build"; }
+# (errexit does not hold inside a subshell on the left of ||: check what it had to make.)
+[ -x "$gomod/counter" ] || { cat "$work/go.log" >&2; fail "the Go example did not build on the released zips"; }
 drop_released
 say "installed from the release into new projects in $((SECONDS - t0))s: wheel (venv), tarball (npm), jar (local repo), zips (file proxy)"
 

@@ -28,6 +28,7 @@ mod jaeger_harness;
 mod lead;
 mod linearizability;
 mod listeners;
+mod managed_fields;
 mod memory;
 mod no_write;
 mod node;

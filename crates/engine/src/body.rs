@@ -61,6 +61,61 @@ pub fn status_body(fresh: &Value, mutated: &Value) -> Value {
     body
 }
 
+/// The bytes of a PUT of `body` over `fresh`, the object it was made from.
+///
+/// `metadata.managedFields` is left out of a write to the main resource when `body`
+/// holds them as `fresh` does: an update that carries none keeps the live object's
+/// (apimachinery's field manager decodes the live object's when the request's are empty,
+/// "to prevent clients who don't understand managedFields from deleting it"), and the
+/// PUT is conditioned on `fresh`'s resourceVersion, so the live object's are `fresh`'s.
+/// The API server writes and answers the same object, without decoding a list that is
+/// often most of a small object's bytes. A change to them (a reset to `[]`, say) is
+/// sent. The status subresource takes its managedFields from the live object however
+/// the request sets them, so its bodies are sent whole.
+pub fn put_bytes(fresh: &Value, body: &Value, main: bool) -> Vec<u8> {
+    let unchanged = main
+        && body["metadata"].get("managedFields").is_some()
+        && body["metadata"]["managedFields"] == fresh["metadata"]["managedFields"];
+    let written = if unchanged {
+        serde_json::to_vec(&WithoutManagedFields(body))
+    } else {
+        serde_json::to_vec(body)
+    };
+    written.expect("a JSON value serializes")
+}
+
+/// An object serialized without `metadata.managedFields`, and not copied to be.
+struct WithoutManagedFields<'a>(&'a Value);
+
+impl serde::Serialize for WithoutManagedFields<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(fields) = self.0 else {
+            return self.0.serialize(serializer);
+        };
+        serializer.collect_map(fields.iter().map(|(key, value)| match value {
+            Value::Object(metadata) if key == "metadata" => (key, Field::Metadata(metadata)),
+            _ => (key, Field::Value(value)),
+        }))
+    }
+}
+
+/// A top-level field of [`WithoutManagedFields`].
+enum Field<'a> {
+    Metadata(&'a serde_json::Map<String, Value>),
+    Value(&'a Value),
+}
+
+impl serde::Serialize for Field<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Metadata(metadata) => {
+                serializer.collect_map(metadata.iter().filter(|(k, _)| *k != "managedFields"))
+            }
+            Field::Value(value) => value.serialize(serializer),
+        }
+    }
+}
+
 /// About how many bytes `value` takes as compact JSON, without writing it: exact but for
 /// escapes in strings and the digits of numbers (taken as 20). Counts nodes, not bytes,
 /// so it costs little even for a large object.
@@ -115,6 +170,46 @@ mod tests {
             status_body(&fresh, &mutated),
             json!({"spec": {"a": 1}, "status": {"s": 2}})
         );
+    }
+
+    #[test]
+    fn unchanged_managed_fields_are_not_sent_to_the_main_resource() {
+        let fields = json!([{"manager": "a", "operation": "Update"}]);
+        let fresh = json!({"metadata": {"name": "n", "managedFields": fields, "resourceVersion": "5"}, "data": {"k": "1"}});
+        let body = json!({"metadata": {"name": "n", "managedFields": fields, "resourceVersion": "5"}, "data": {"k": "2"}});
+        let sent: Value = serde_json::from_slice(&put_bytes(&fresh, &body, true)).unwrap();
+        assert_eq!(
+            sent,
+            json!({"metadata": {"name": "n", "resourceVersion": "5"}, "data": {"k": "2"}})
+        );
+        // The same bytes as the object without them, in the same order.
+        let mut without = body.clone();
+        without["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("managedFields");
+        assert_eq!(
+            put_bytes(&fresh, &body, true),
+            serde_json::to_vec(&without).unwrap()
+        );
+        // To the status subresource, or changed (a reset), they are sent.
+        assert_eq!(
+            put_bytes(&fresh, &body, false),
+            serde_json::to_vec(&body).unwrap()
+        );
+        let mut reset = body.clone();
+        reset["metadata"]["managedFields"] = json!([]);
+        assert_eq!(
+            put_bytes(&fresh, &reset, true),
+            serde_json::to_vec(&reset).unwrap()
+        );
+        // An object without them, or not an object, is sent as it is.
+        let bare = json!({"metadata": {"name": "n"}});
+        assert_eq!(
+            put_bytes(&bare, &bare, true),
+            serde_json::to_vec(&bare).unwrap()
+        );
+        assert_eq!(put_bytes(&json!(null), &json!([1]), true), b"[1]".to_vec());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::fold::{Verdict, fold};
 use super::member::Member;
 use super::unfolded;
 use crate::api::{AfterWrite, Api, Confirmed, Read, Sent};
-use crate::body::resource_version;
+use crate::body::{put_bytes, resource_version};
 use crate::decide::{Failed, is_ambiguous};
 use crate::memory::Source;
 use crate::spec::Subresource;
@@ -172,7 +172,7 @@ async fn record_epoch_first(
     }
     let mut body = Value::clone(&started.fresh);
     fence.record(&mut body);
-    let data = serde_json::to_vec(&body).expect("a JSON value serializes");
+    let data = put_bytes(&started.fresh, &body, true);
     let put = started
         .request
         .request(Verb::Replace, false, &spec.write_params(false), data);
@@ -269,7 +269,7 @@ async fn write(api: &Api, members: &mut [Member], started: AttemptInput, folded:
     }
     api.metrics.batch(members.len());
     let first = &members[0].spec;
-    let data = serde_json::to_vec(&body).expect("a JSON value serializes");
+    let data = put_bytes(&fresh, &body, first.subresource == Subresource::Main);
     let put = request.request(
         Verb::Replace,
         first.subresource == Subresource::Status,

@@ -8,9 +8,13 @@
 //!   on the namespace's ConfigMaps (the cache controller-runtime's client reads from),
 //!   then Update inside `RetryOnConflict(DefaultRetry)`;
 //! - kube-rs direct: GET, change, PUT, re-read and retry on 409 with jittered backoff;
+//! - client-go DefaultBackoff again with Kubernetes' protobuf encoding for requests and
+//!   answers (`ContentType`), to show what the API server spends on JSON;
 //! - safewrite UpdateWithRetry with a CEL increment, each write alone
 //!   (`options.write_alone`) and with group commit (the default), on a sidecar that
-//!   remembers objects (the default) and on one started with `--no-memory`;
+//!   remembers objects (the default) and on one started with `--no-memory`; and the
+//!   first two again with the caller on the sidecar's unix socket instead of loopback
+//!   TCP;
 //! - safewrite Transact: the increment as the caller's own code (the whole object,
 //!   `data.n` plus one, proposed for every fresh object offered);
 //! - safewrite merge patch, each alone: not an increment but the other common write,
@@ -66,7 +70,8 @@
 //! `SAFEWRITE_BENCH_RUNS="16/1,16/16,1/1+outside,64/1+huge,36/1,36/1+3sidecars"` picks scenarios
 //! (writers/objects);
 //! `SAFEWRITE_BENCH_CONTENDERS="cgr,swg"` picks contenders by the short names of
-//! [`Contender::slug`].
+//! [`Contender::slug`]; `SAFEWRITE_BENCH_SIDECAR_ENV="NAME=VALUE ..."` is given to every
+//! sidecar (e.g. `OTEL_TRACES_SAMPLER=always_off`, to measure what a setting costs).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -91,10 +96,15 @@ use safewrite_api::pb::writer_service_client::WriterServiceClient;
 enum Contender {
     ClientGoRetry,
     ClientGoBackoff,
+    /// client-go DefaultBackoff with Kubernetes' protobuf encoding instead of JSON.
+    ClientGoProtobuf,
     ControllerRuntime,
     KubeDirect,
     SafewriteAlone,
     SafewriteGrouped,
+    /// The same two, the caller on the sidecar's unix socket instead of loopback TCP.
+    UnixAlone,
+    UnixGrouped,
     NoMemoryAlone,
     NoMemoryGrouped,
     SafewriteTransact,
@@ -112,16 +122,21 @@ struct Safewrite {
     transact: bool,
     /// Not an increment: a merge patch of the writer's own key.
     merge: bool,
+    /// The caller reaches the sidecar on its unix socket, not on loopback TCP.
+    unix: bool,
 }
 
 impl Contender {
-    const ALL: [Contender; 10] = [
+    const ALL: [Contender; 13] = [
         Contender::ClientGoRetry,
         Contender::ClientGoBackoff,
+        Contender::ClientGoProtobuf,
         Contender::ControllerRuntime,
         Contender::KubeDirect,
         Contender::SafewriteAlone,
         Contender::SafewriteGrouped,
+        Contender::UnixAlone,
+        Contender::UnixGrouped,
         Contender::NoMemoryAlone,
         Contender::NoMemoryGrouped,
         Contender::SafewriteTransact,
@@ -132,10 +147,13 @@ impl Contender {
         match self {
             Contender::ClientGoRetry => "client-go DefaultRetry",
             Contender::ClientGoBackoff => "client-go DefaultBackoff",
+            Contender::ClientGoProtobuf => "client-go Backoff, protobuf",
             Contender::ControllerRuntime => "ctrl-runtime cache+Update",
             Contender::KubeDirect => "kube-rs direct",
             Contender::SafewriteAlone => "safewrite, each alone",
             Contender::SafewriteGrouped => "safewrite, group commit",
+            Contender::UnixAlone => "safewrite alone, unix socket",
+            Contender::UnixGrouped => "safewrite group, unix socket",
             Contender::NoMemoryAlone => "sw --no-memory, alone",
             Contender::NoMemoryGrouped => "sw --no-memory, group",
             Contender::SafewriteTransact => "safewrite Transact",
@@ -147,10 +165,13 @@ impl Contender {
         match self {
             Contender::ClientGoRetry => "cgr",
             Contender::ClientGoBackoff => "cgb",
+            Contender::ClientGoProtobuf => "cgp",
             Contender::ControllerRuntime => "ctrl",
             Contender::KubeDirect => "kube",
             Contender::SafewriteAlone => "swa",
             Contender::SafewriteGrouped => "swg",
+            Contender::UnixAlone => "swau",
+            Contender::UnixGrouped => "swgu",
             Contender::NoMemoryAlone => "nma",
             Contender::NoMemoryGrouped => "nmg",
             Contender::SafewriteTransact => "swt",
@@ -158,24 +179,27 @@ impl Contender {
         }
     }
 
-    /// The Go program's `-backoff` and `-read` flags, for the Go contenders.
-    fn go_flags(self) -> Option<(&'static str, &'static str)> {
+    /// The Go program's `-backoff`, `-read` and `-protobuf` flags, for the Go contenders.
+    fn go_flags(self) -> Option<(&'static str, &'static str, bool)> {
         match self {
-            Contender::ClientGoRetry => Some(("retry", "live")),
-            Contender::ClientGoBackoff => Some(("backoff", "live")),
-            Contender::ControllerRuntime => Some(("retry", "cache")),
+            Contender::ClientGoRetry => Some(("retry", "live", false)),
+            Contender::ClientGoBackoff => Some(("backoff", "live", false)),
+            Contender::ClientGoProtobuf => Some(("backoff", "live", true)),
+            Contender::ControllerRuntime => Some(("retry", "cache", false)),
             _ => None,
         }
     }
 
     fn safewrite(self) -> Option<Safewrite> {
-        let (memory, alone, transact, merge) = match self {
-            Contender::SafewriteAlone => (true, true, false, false),
-            Contender::SafewriteGrouped => (true, false, false, false),
-            Contender::NoMemoryAlone => (false, true, false, false),
-            Contender::NoMemoryGrouped => (false, false, false, false),
-            Contender::SafewriteTransact => (true, true, true, false),
-            Contender::SafewriteMerge => (true, true, false, true),
+        let (memory, alone, transact, merge, unix) = match self {
+            Contender::SafewriteAlone => (true, true, false, false, false),
+            Contender::SafewriteGrouped => (true, false, false, false, false),
+            Contender::UnixAlone => (true, true, false, false, true),
+            Contender::UnixGrouped => (true, false, false, false, true),
+            Contender::NoMemoryAlone => (false, true, false, false, false),
+            Contender::NoMemoryGrouped => (false, false, false, false, false),
+            Contender::SafewriteTransact => (true, true, true, false, false),
+            Contender::SafewriteMerge => (true, true, false, true, false),
             _ => return None,
         };
         Some(Safewrite {
@@ -183,6 +207,7 @@ impl Contender {
             alone,
             transact,
             merge,
+            unix,
         })
     }
 }
@@ -677,7 +702,7 @@ impl CpuRow {
 
 /// Prints a scenario's CPU table: per contender, the CPU per successful write of each
 /// process on the write's path and their sum, and each safewrite row's sum over the
-/// lowest client-go variant's.
+/// lowest client-go variant's (JSON or protobuf, reading live).
 fn print_breakdown(rows: &[CpuRow], idle: (f64, f64)) {
     if rows.is_empty() {
         return;
@@ -687,7 +712,7 @@ fn print_breakdown(rows: &[CpuRow], idle: (f64, f64)) {
         .filter(|r| {
             r.contender
                 .go_flags()
-                .is_some_and(|(_, read)| read == "live")
+                .is_some_and(|(_, read, _)| read == "live")
         })
         .map(CpuRow::system)
         .min_by(f64::total_cmp);
@@ -741,7 +766,10 @@ impl Bench {
 
     async fn run(&self, contender: Contender, names: &[String], scenario: Scenario) -> Run {
         match contender.go_flags() {
-            Some((backoff, read)) => self.go(backoff, read, names, scenario.writers).await,
+            Some((backoff, read, protobuf)) => {
+                self.go(backoff, read, protobuf, names, scenario.writers)
+                    .await
+            }
             None => self.caller(contender, names, scenario).await,
         }
     }
@@ -754,7 +782,13 @@ impl Bench {
             Some(safewrite) => self
                 .sidecars(safewrite.memory, scenario)
                 .iter()
-                .map(|s| s.endpoint())
+                .map(|s| match safewrite.unix {
+                    true => format!(
+                        "unix://{}",
+                        s.unix_socket().expect("a unix socket").display()
+                    ),
+                    false => s.endpoint(),
+                })
                 .collect(),
             None => Vec::new(),
         };
@@ -801,7 +835,14 @@ impl Bench {
         }
     }
 
-    async fn go(&self, backoff: &str, read: &str, names: &[String], writers: usize) -> Run {
+    async fn go(
+        &self,
+        backoff: &str,
+        read: &str,
+        protobuf: bool,
+        names: &[String],
+        writers: usize,
+    ) -> Run {
         let mut command = Command::new(&self.clientgo);
         command
             .arg("-kubeconfig")
@@ -809,6 +850,7 @@ impl Bench {
             .args(["-namespace", &self.ns, "-names", &names.join(",")])
             .args(["-writers", &writers.to_string()])
             .args(["-backoff", backoff, "-read", read])
+            .arg(format!("-protobuf={protobuf}"))
             .args([
                 "-duration",
                 &format!("{}ms", (self.seconds * 1000.0) as u64),
@@ -965,12 +1007,29 @@ async fn caller_main(spec: &str) {
     let kubeconfig = PathBuf::from(spec["kubeconfig"].as_str().unwrap());
     let mut clients = Vec::new();
     for endpoint in strings("endpoints") {
-        let channel = tonic::transport::Endpoint::from_shared(endpoint)
-            .expect("endpoint")
-            .connect()
-            .await
-            .expect("connect to safewrite");
-        clients.push(WriterServiceClient::new(channel));
+        let channel = match endpoint.strip_prefix("unix://") {
+            Some(path) => {
+                let path = PathBuf::from(path);
+                tonic::transport::Endpoint::from_static("http://unix.invalid")
+                    .connect_with_connector(tower::service_fn(move |_| {
+                        let path = path.clone();
+                        async move {
+                            let stream = tokio::net::UnixStream::connect(path).await?;
+                            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                        }
+                    }))
+                    .await
+            }
+            None => {
+                tonic::transport::Endpoint::from_shared(endpoint)
+                    .expect("endpoint")
+                    .connect()
+                    .await
+            }
+        };
+        clients.push(WriterServiceClient::new(
+            channel.expect("connect to safewrite"),
+        ));
     }
     let callers = Callers {
         api: Api::namespaced(
@@ -1049,10 +1108,33 @@ async fn main() {
         &support::BENCH_FLAGS,
     ]
     .concat();
-    let remembering = Sidecar::start(&flags);
-    let forgetting = Sidecar::start(&[&flags[..], &["--no-memory"][..]].concat());
+    // SAFEWRITE_BENCH_SIDECAR_ENV="OTEL_TRACES_SAMPLER=always_off ...": the sidecars'
+    // environment, to measure what a setting costs.
+    let vars: Vec<(String, String)> = std::env::var("SAFEWRITE_BENCH_SIDECAR_ENV")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|pair| {
+            let (name, value) = pair
+                .split_once('=')
+                .expect("SAFEWRITE_BENCH_SIDECAR_ENV holds NAME=VALUE pairs");
+            (name.to_string(), value.to_string())
+        })
+        .collect();
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    // Every sidecar that remembers serves on a unix socket too, for the unix contenders.
+    let sockets = tempfile::tempdir().expect("a directory for the sidecars' sockets");
+    let with_socket = |i: usize| {
+        let socket = sockets.path().join(format!("safewrite-{i}.sock"));
+        let socket = socket.to_str().expect("a UTF-8 path").to_string();
+        Sidecar::start_with_env(
+            &[&flags[..], &["--unix-socket", &socket][..]].concat(),
+            &vars,
+        )
+    };
+    let remembering = with_socket(0);
+    let forgetting = Sidecar::start_with_env(&[&flags[..], &["--no-memory"][..]].concat(), &vars);
     let spread = scenarios.iter().map(|s| s.sidecars).max().unwrap_or(1);
-    let more: Vec<Sidecar> = (1..spread).map(|_| Sidecar::start(&flags)).collect();
+    let more: Vec<Sidecar> = (1..spread).map(with_socket).collect();
     let mut bench = Bench {
         cp,
         ns,
@@ -1212,7 +1294,9 @@ async fn main() {
                 _ => (None, None),
             };
             let (versus_clientgo, versus_cr) = match contender {
-                Contender::ClientGoRetry | Contender::ClientGoBackoff => {
+                Contender::ClientGoRetry
+                | Contender::ClientGoBackoff
+                | Contender::ClientGoProtobuf => {
                     best_clientgo = best_clientgo.max(goodput);
                     (None, None)
                 }

@@ -546,6 +546,8 @@ done
   echo "NODE_BIN=$bindir"
   echo "POD_LOGS=$dir/pod-logs"
   echo "KCM_PID=$kcm_pid"
+  echo "APISERVER_PID=$APISERVER_PID"
+  echo "ETCD_PID=$ETCD_PID"
   echo "SCHEDULER_PID=$scheduler_pid"
   echo "CGROUP_ROOT=$cgroup_root"
   echo "BRIDGE=$bridge"

@@ -338,6 +338,8 @@ pub struct Sidecar {
     pub addr: SocketAddr,
     log: Arc<Mutex<String>>,
     metrics_addr: Arc<Mutex<Option<SocketAddr>>>,
+    /// The path of `--unix-socket`, when it was given.
+    unix_socket: Option<PathBuf>,
 }
 
 impl Sidecar {
@@ -426,11 +428,17 @@ impl Sidecar {
                 )
             }
         };
+        let unix_socket = args
+            .iter()
+            .position(|a| *a == "--unix-socket")
+            .and_then(|at| args.get(at + 1))
+            .map(PathBuf::from);
         Sidecar {
             child,
             addr,
             log,
             metrics_addr,
+            unix_socket,
         }
     }
 
@@ -471,6 +479,11 @@ impl Sidecar {
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+    }
+
+    /// The unix socket it also serves on (`--unix-socket`), if any.
+    pub fn unix_socket(&self) -> Option<&Path> {
+        self.unix_socket.as_deref()
     }
 
     pub fn endpoint(&self) -> String {

@@ -276,8 +276,18 @@ pub fn init(args: &LogArgs) -> Result<Telemetry, TelemetryError> {
         let export = export_from_env()?;
         let provider = tracer_provider(export)?;
         // Only safewrite's own spans and events: kube, hyper and tonic spans would add
-        // nothing the attempt and HTTP spans do not say.
+        // nothing the attempt and HTTP spans do not say. And none of the layer's extras,
+        // which it pays for on every span, sampled or not (each costs per span, or per
+        // poll of the future a span is entered for): source locations and thread names
+        // (attributes nobody reads here), busy and idle times (two clock reads each time
+        // a span is entered), and the OpenTelemetry context made current on entry (trace
+        // ids are read from the span itself, and nothing downstream reads the current
+        // context). Together they were most of what spans cost: see docs/overhead.md.
         let layer = tracing_opentelemetry::layer()
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
             .with_tracer(provider.tracer("safewrite"))
             .with_filter(Targets::new().with_target("safewrite", Level::DEBUG))
             .boxed();

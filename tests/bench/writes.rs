@@ -71,7 +71,9 @@
 //! (writers/objects);
 //! `SAFEWRITE_BENCH_CONTENDERS="cgr,swg"` picks contenders by the short names of
 //! [`Contender::slug`]; `SAFEWRITE_BENCH_SIDECAR_ENV="NAME=VALUE ..."` is given to every
-//! sidecar (e.g. `OTEL_TRACES_SAMPLER=always_off`, to measure what a setting costs).
+//! sidecar (e.g. `OTEL_TRACES_SAMPLER=always_off`, to measure what a setting costs);
+//! `SAFEWRITE_BENCH_APISERVER_FLAGS="--profiling=true"` is added to kube-apiserver's flags
+//! (that one serves `/debug/pprof`, to profile the API server during a run).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -1099,7 +1101,11 @@ async fn main() {
         .collect();
 
     let clientgo = build_clientgo();
-    let cp = ControlPlane::shared();
+    // SAFEWRITE_BENCH_APISERVER_FLAGS="--profiling=true": kube-apiserver's extra flags
+    // (that one serves /debug/pprof, to profile it during a run).
+    let apiserver_flags = std::env::var("SAFEWRITE_BENCH_APISERVER_FLAGS").unwrap_or_default();
+    let cp: &'static ControlPlane =
+        Box::leak(Box::new(ControlPlane::start_with_flags(&apiserver_flags)));
     let ns = cp.namespace("bench").await;
     let api: Api<ConfigMap> = Api::namespaced(cp.admin_client().await, &ns);
     let kubeconfig = cp.admin_kubeconfig();

@@ -195,11 +195,17 @@ impl Schema {
         if !self.requests.contains(message) {
             return None;
         }
-        self.walk(message, bytes, "").unwrap_or(None)
+        self.walk(message, bytes, None).unwrap_or(None)
     }
 
-    /// Err when the bytes are malformed.
-    fn walk(&self, message: &str, mut bytes: &[u8], within: &str) -> Result<Option<Unknown>, ()> {
+    /// Err when the bytes are malformed. Allocates nothing unless it finds something
+    /// unknown: the path to a field is made only to be reported.
+    fn walk(
+        &self,
+        message: &str,
+        mut bytes: &[u8],
+        within: Option<&FieldPath<'_>>,
+    ) -> Result<Option<Unknown>, ()> {
         let Some(fields) = self.messages.get(message) else {
             return Ok(None);
         };
@@ -207,15 +213,14 @@ impl Schema {
             let (number, wire) = decode_key(&mut bytes).map_err(drop)?;
             let Some(field) = fields.0.get(&number) else {
                 return Ok(Some(Unknown::Field {
-                    within: within.to_string(),
+                    within: within.map(FieldPath::render).unwrap_or_default(),
                     message: message.to_string(),
                     number,
                 }));
             };
-            let path = if within.is_empty() {
-                field.name.clone()
-            } else {
-                format!("{within}.{}", field.name)
+            let path = FieldPath {
+                parent: within,
+                name: &field.name,
             };
             match wire {
                 WireType::Varint => {
@@ -228,7 +233,7 @@ impl Schema {
                             .is_some_and(|known| known.contains(&value))
                         {
                             return Ok(Some(Unknown::EnumValue {
-                                field: path,
+                                field: path.render(),
                                 enum_name: enum_name.clone(),
                                 value,
                             }));
@@ -246,7 +251,7 @@ impl Schema {
                     let (inner, rest) = bytes.split_at(len);
                     bytes = rest;
                     if let Some(Nested::Message(nested)) = &field.nested
-                        && let Some(found) = self.walk(nested, inner, &path)?
+                        && let Some(found) = self.walk(nested, inner, Some(&path))?
                     {
                         return Ok(Some(found));
                     }
@@ -256,6 +261,22 @@ impl Schema {
             }
         }
         Ok(None)
+    }
+}
+
+/// The known fields leading to one, innermost last, on the walk's stack.
+struct FieldPath<'a> {
+    parent: Option<&'a FieldPath<'a>>,
+    name: &'a str,
+}
+
+impl FieldPath<'_> {
+    /// "options.fence.lease".
+    fn render(&self) -> String {
+        match self.parent {
+            Some(parent) => format!("{}.{}", parent.render(), self.name),
+            None => self.name.to_string(),
+        }
     }
 }
 

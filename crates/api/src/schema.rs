@@ -204,7 +204,7 @@ impl Schema {
         &self,
         message: &str,
         mut bytes: &[u8],
-        within: Option<&FieldPath<'_>>,
+        within: Option<&WalkedPath<'_>>,
     ) -> Result<Option<Unknown>, ()> {
         let Some(fields) = self.messages.get(message) else {
             return Ok(None);
@@ -213,12 +213,12 @@ impl Schema {
             let (number, wire) = decode_key(&mut bytes).map_err(drop)?;
             let Some(field) = fields.0.get(&number) else {
                 return Ok(Some(Unknown::Field {
-                    within: within.map(FieldPath::render).unwrap_or_default(),
+                    within: within.map(WalkedPath::render).unwrap_or_default(),
                     message: message.to_string(),
                     number,
                 }));
             };
-            let path = FieldPath {
+            let path = WalkedPath {
                 parent: within,
                 name: &field.name,
             };
@@ -265,12 +265,14 @@ impl Schema {
 }
 
 /// The known fields leading to one, innermost last, on the walk's stack.
-struct FieldPath<'a> {
-    parent: Option<&'a FieldPath<'a>>,
+struct WalkedPath<'a> {
+    parent: Option<&'a WalkedPath<'a>>,
     name: &'a str,
 }
 
-impl FieldPath<'_> {
+// === impl WalkedPath ===
+
+impl WalkedPath<'_> {
     /// "options.fence.lease".
     fn render(&self) -> String {
         match self.parent {

@@ -93,25 +93,25 @@ impl serde::Serialize for WithoutManagedFields<'_> {
             return self.0.serialize(serializer);
         };
         serializer.collect_map(fields.iter().map(|(key, value)| match value {
-            Value::Object(metadata) if key == "metadata" => (key, Field::Metadata(metadata)),
-            _ => (key, Field::Value(value)),
+            Value::Object(metadata) if key == "metadata" => (key, TopLevel::Metadata(metadata)),
+            _ => (key, TopLevel::Value(value)),
         }))
     }
 }
 
 /// A top-level field of [`WithoutManagedFields`].
-enum Field<'a> {
+enum TopLevel<'a> {
     Metadata(&'a serde_json::Map<String, Value>),
     Value(&'a Value),
 }
 
-impl serde::Serialize for Field<'_> {
+impl serde::Serialize for TopLevel<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            Field::Metadata(metadata) => {
+            TopLevel::Metadata(metadata) => {
                 serializer.collect_map(metadata.iter().filter(|(k, _)| *k != "managedFields"))
             }
-            Field::Value(value) => value.serialize(serializer),
+            TopLevel::Value(value) => value.serialize(serializer),
         }
     }
 }

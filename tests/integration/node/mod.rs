@@ -26,7 +26,8 @@
 //!   writes and its report still go through the sidecar, every acknowledged write is
 //!   counted, and no other;
 //! - the sidecar's overhead against writing directly (`overhead.rs`): latency, CPU per
-//!   1,000 writes, RSS;
+//!   1,000 writes of the sidecar, the controller, kube-apiserver and etcd and their sum,
+//!   RSS;
 //! - upgrading the sidecar (`upgrade.rs`) to a second image (another digest): changed in
 //!   place on a running pod mid-load, the kubelet restarts it alone, the pod stays
 //!   Running and every keyed write is applied exactly once; and the injection policy

@@ -1010,18 +1010,7 @@ async fn caller_main(spec: &str) {
     let mut clients = Vec::new();
     for endpoint in strings("endpoints") {
         let channel = match endpoint.strip_prefix("unix://") {
-            Some(path) => {
-                let path = PathBuf::from(path);
-                tonic::transport::Endpoint::from_static("http://unix.invalid")
-                    .connect_with_connector(tower::service_fn(move |_| {
-                        let path = path.clone();
-                        async move {
-                            let stream = tokio::net::UnixStream::connect(path).await?;
-                            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                        }
-                    }))
-                    .await
-            }
+            Some(path) => support::unix_channel(std::path::Path::new(path)).await,
             None => {
                 tonic::transport::Endpoint::from_shared(endpoint)
                     .expect("endpoint")

@@ -222,17 +222,7 @@ async fn serves_on_a_unix_socket_and_removes_it_on_exit() {
         "--unix-socket",
         &socket_arg,
     ]);
-    let path = socket.clone();
-    let channel = tonic::transport::Endpoint::from_static("http://unix.invalid")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await
-        .expect("connect over the unix socket");
+    let channel = sidecar.unix_channel().await;
     assert_serving(&sidecar, &channel, "", Duration::from_secs(10)).await;
 
     // A second sidecar refuses the live socket instead of stealing it.

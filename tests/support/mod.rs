@@ -332,6 +332,22 @@ fn listening(line: &str) -> Option<(&'static str, SocketAddr)> {
     }
 }
 
+/// A gRPC channel over the unix socket at `path`.
+pub async fn unix_channel(
+    path: &Path,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    let path = path.to_path_buf();
+    tonic::transport::Endpoint::from_static("http://unix.invalid")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+}
+
 /// The safewrite binary, running as a child process with captured logs.
 pub struct Sidecar {
     child: Child,
@@ -496,6 +512,16 @@ impl Sidecar {
             .connect()
             .await
             .expect("connect to safewrite")
+    }
+
+    /// A channel to the unix socket it serves on (`--unix-socket`).
+    pub async fn unix_channel(&self) -> tonic::transport::Channel {
+        let path = self
+            .unix_socket()
+            .expect("a sidecar started with --unix-socket");
+        unix_channel(path)
+            .await
+            .expect("connect over the unix socket")
     }
 
     pub fn pid(&self) -> u32 {

@@ -142,7 +142,11 @@ fn metrics_page() -> String {
     engine.memory(true);
     engine.memory_stale();
     let client = metrics.client();
-    client.api_request("get", "200", tick);
+    client.api_request(
+        "get",
+        safewrite_client::metrics::RequestCode::Http(200),
+        tick,
+    );
     client.breaker(safewrite_client::metrics::BreakerState::Closed);
     client.ratelimit_wait(tick);
     drop(metrics.in_flight());

@@ -23,8 +23,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-type Labels = Vec<(&'static str, String)>;
-type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+/// A label set of static names and values, made per RPC without allocating.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
+type Histograms = Family<Labels<2>, Histogram, fn() -> Histogram>;
 
 mod endpoint;
 mod leadership;
@@ -48,12 +49,12 @@ fn attempts() -> Histogram {
 /// Every metric safewrite keeps.
 pub struct Metrics {
     registry: Registry,
-    rpcs: Family<Labels, Counter>,
+    rpcs: Family<Labels<4>, Counter>,
     rpc_duration: Histograms,
     rpc_attempts: Histograms,
-    outcomes: Family<Labels, Counter>,
+    outcomes: Family<Labels<2>, Counter>,
     in_flight: Gauge<i64, AtomicI64>,
-    large_answers: Family<Labels, Counter>,
+    large_answers: Family<Labels<1>, Counter>,
     sending_bytes: Gauge<i64, AtomicI64>,
     leadership: LeadershipMetrics,
     engine: EngineMetrics,
@@ -151,16 +152,13 @@ impl Metrics {
         attempts: u32,
         took: Duration,
     ) {
-        let label = vec![
-            ("method", method.to_string()),
-            ("subresource", subresource.to_string()),
-        ];
+        let label = [("method", method), ("subresource", subresource)];
         self.rpcs
-            .get_or_create(&vec![
-                ("method", method.to_string()),
-                ("code", code_name(code).to_string()),
-                ("reason", reason_label(reason).to_string()),
-                ("subresource", subresource.to_string()),
+            .get_or_create(&[
+                ("method", method),
+                ("code", code_name(code)),
+                ("reason", reason_label(reason)),
+                ("subresource", subresource),
             ])
             .inc();
         self.rpc_duration
@@ -174,10 +172,7 @@ impl Metrics {
     /// A successful RPC's outcome, on `subresource` (`main` or `status`).
     pub fn outcome(&self, outcome: &'static str, subresource: &'static str) {
         self.outcomes
-            .get_or_create(&vec![
-                ("outcome", outcome.to_string()),
-                ("subresource", subresource.to_string()),
-            ])
+            .get_or_create(&[("outcome", outcome), ("subresource", subresource)])
             .inc();
     }
 
@@ -201,9 +196,7 @@ impl Metrics {
     /// A large answer got its share of the send budget (`true`) or waited it out.
     pub fn large_answer(&self, shared: bool) {
         let share = if shared { "held" } else { "waited_out" };
-        self.large_answers
-            .get_or_create(&vec![("share", share.to_string())])
-            .inc();
+        self.large_answers.get_or_create(&[("share", share)]).inc();
     }
 
     /// `bytes` of the send budget were taken (positive) or given back (negative).
@@ -341,8 +334,11 @@ mod tests {
             Duration::from_millis(5),
         );
         m.outcome("updated", "status");
-        m.client
-            .api_request("update", "409", Duration::from_millis(1));
+        m.client.api_request(
+            "update",
+            safewrite_client::metrics::RequestCode::Http(409),
+            Duration::from_millis(1),
+        );
         let text = m.render();
         for name in [
             "safewrite_rpcs_total{method=\"UpdateWithRetry\",code=\"ABORTED\",reason=\"Conflict\",subresource=\"main\"} 1",

@@ -5,13 +5,37 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-type Labels = Vec<(&'static str, String)>;
+/// A label set of static names and values, made per request without allocating.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
+
+/// `safewrite_api_requests`' labels: `verb`, then `code`.
+type RequestLabels = (Labels<1>, [(&'static str, RequestCode); 1]);
+
+/// How an API request ended, as the `code` label of `safewrite_api_requests`: the HTTP
+/// code, or why there was none (`error`, `circuit_open`, ...).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum RequestCode {
+    /// The API server answered with this HTTP code.
+    Http(u16),
+    /// No answer: the kind of failure (`connect`, `timeout`, `circuit_open`, ...).
+    Failed(&'static str),
+}
+
+impl EncodeLabelValue for RequestCode {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        match self {
+            RequestCode::Http(code) => code.encode(encoder),
+            RequestCode::Failed(kind) => kind.encode(encoder),
+        }
+    }
+}
 
 fn latency() -> Histogram {
     Histogram::new([
@@ -25,10 +49,10 @@ pub struct ClientMetrics(Arc<ClientFamilies>);
 
 #[derive(Debug)]
 struct ClientFamilies {
-    api_requests: Family<Labels, Counter>,
-    api_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    api_requests: Family<RequestLabels, Counter>,
+    api_duration: Family<Labels<1>, Histogram, fn() -> Histogram>,
     breaker_state: Gauge,
-    breaker_transitions: Family<Labels, Counter>,
+    breaker_transitions: Family<Labels<1>, Counter>,
     ratelimit_wait: Histogram,
 }
 
@@ -77,19 +101,15 @@ impl ClientMetrics {
         );
     }
 
-    /// A request to the API server ended; `code` is the HTTP code, `error` or
-    /// `circuit_open`.
-    pub fn api_request(&self, verb: &'static str, code: &str, took: Duration) {
+    /// A request to the API server ended with `code`.
+    pub fn api_request(&self, verb: &'static str, code: RequestCode, took: Duration) {
         self.0
             .api_requests
-            .get_or_create(&vec![
-                ("verb", verb.to_string()),
-                ("code", code.to_string()),
-            ])
+            .get_or_create(&([("verb", verb)], [("code", code)]))
             .inc();
         self.0
             .api_duration
-            .get_or_create(&vec![("verb", verb.to_string())])
+            .get_or_create(&[("verb", verb)])
             .observe(took.as_secs_f64());
     }
 
@@ -103,7 +123,7 @@ impl ClientMetrics {
         self.0.breaker_state.set(value);
         self.0
             .breaker_transitions
-            .get_or_create(&vec![("to", name.to_string())])
+            .get_or_create(&[("to", name)])
             .inc();
     }
 

@@ -18,7 +18,7 @@ use super::answer::RequestError;
 use super::context::take_ready;
 use super::fault;
 use super::ratelimit::Waited;
-use crate::metrics::{self, ClientMetrics};
+use crate::metrics::{self, ClientMetrics, RequestCode};
 
 /// Builds [`Observe`] services.
 #[derive(Clone)]
@@ -109,16 +109,16 @@ where
                             recorder.record("error.type", code.to_string().as_str());
                             recorder.record("otel.status_code", "ERROR");
                         }
-                        code.to_string()
+                        RequestCode::Http(code)
                     }
                     Err(error) => {
                         let kind = RequestError::kind_of(error.as_ref());
                         recorder.record("error.type", kind);
                         recorder.record("otel.status_code", "ERROR");
-                        kind.to_string()
+                        RequestCode::Failed(kind)
                     }
                 };
-                metrics.api_request(verb, &code, took);
+                metrics.api_request(verb, code, took);
                 result
             }
             .instrument(span),

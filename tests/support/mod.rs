@@ -332,19 +332,13 @@ fn listening(line: &str) -> Option<(&'static str, SocketAddr)> {
     }
 }
 
-/// A gRPC channel over the unix socket at `path`.
+/// A gRPC channel over the unix socket at `path` (the probe's connector: `safewrite
+/// health`), with no deadline of its own worth the name.
 pub async fn unix_channel(
     path: &Path,
 ) -> Result<tonic::transport::Channel, tonic::transport::Error> {
-    let path = path.to_path_buf();
-    tonic::transport::Endpoint::from_static("http://unix.invalid")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
+    safewrite::health::Address::Unix(path.to_path_buf())
+        .connect(Duration::from_secs(3600))
         .await
 }
 

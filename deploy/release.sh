@@ -226,30 +226,9 @@ go_tags=("clients/go/v$version" "clients/go/ctrl/v$version")
 mark go
 
 # --- the registry: push, sign, attest, verify -------------------------------------------------
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-port=$(free_port)
-cat >"$work/registry.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $work/registry
-http:
-  addr: 127.0.0.1:$port
-EOF
-"${sealed[@]}" "$supply_tools/registry" serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
-registry_pid=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" || true)" = 200 ] && break
-  kill -0 "$registry_pid" 2>/dev/null || die "the registry exited: $(tail -n 5 "$work/registry.log")"
-  sleep 0.1
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" = 200 ] ||
-  die "the registry never answered on 127.0.0.1:$port"
-registry="127.0.0.1:$port"
+# shellcheck source=tests/harness/registry.sh
+. "$root/tests/harness/registry.sh"
+start_registry "$work/registry" "${sealed[@]}" "$supply_tools/registry" || die "the registry did not start"
 say "registry on $registry"
 
 ref=$(bash deploy/image/push.sh "$layout" "$registry/safewrite" "$version" 2>/dev/null | tail -n 1)

@@ -72,18 +72,12 @@ sealed=(env HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9
   https_proxy=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9
   NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
   HOME="$work/home" TUF_ROOT="$work/home/tuf" OTEL_TRACES_EXPORTER=none OTEL_SDK_DISABLED=true)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' \
-  "$work/registry" "$port" >"$work/registry.yml"
-"${sealed[@]}" "$supply_tools/registry" serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
-registry_pid=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" || true)" = 200 ] && break
-  sleep 0.1
-done
+# shellcheck source=tests/harness/registry.sh
+. "$root/tests/harness/registry.sh"
+start_registry "$work/registry" "${sealed[@]}" "$supply_tools/registry" || fail "the registry did not start"
 cosign=("${sealed[@]}" "$supply_tools/cosign")
-ref="127.0.0.1:$port/safewrite@$image_digest"
-"${cosign[@]}" load --dir "$out/image/signed" --allow-http-registry "127.0.0.1:$port/safewrite" >"$work/load.log" 2>&1 ||
+ref="$registry/safewrite@$image_digest"
+"${cosign[@]}" load --dir "$out/image/signed" --allow-http-registry "$registry/safewrite" >"$work/load.log" 2>&1 ||
   fail "cosign load of image/signed: $(tail -n 5 "$work/load.log")"
 verify=(--key "$out/image/cosign.pub" --insecure-ignore-tlog --allow-http-registry)
 "${cosign[@]}" verify "${verify[@]}" "$ref" >/dev/null 2>"$work/verify.log" ||

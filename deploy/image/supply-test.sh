@@ -29,9 +29,9 @@ started=$SECONDS
 say() { echo "supply-test: $*" >&2; }
 fail() {
   echo "supply-test: FAIL: $*" >&2
-  if [ -n "${work:-}" ] && [ -f "$work/registry.log" ]; then
+  if [ -n "${work:-}" ] && [ -f "$work/registry/registry.log" ]; then
     echo "--- registry log" >&2
-    tail -n 20 "$work/registry.log" >&2
+    tail -n 20 "$work/registry/registry.log" >&2
   fi
   exit 1
 }
@@ -62,36 +62,14 @@ sealed=(env HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9
   HOME="$work/home" TUF_ROOT="$work/home/tuf" OTEL_TRACES_EXPORTER=none OTEL_SDK_DISABLED=true)
 
 triple=$(rustc -vV | sed -n 's/^host: //p')
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/harness/registry.sh
+. "$root/tests/harness/registry.sh"
 
 # --- the registry, first: build.sh pushes to it ----------------------------------------
-port=$(free_port)
-cat >"$work/registry.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $work/registry
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:$port
-EOF
-"${sealed[@]}" "$tools/registry" serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
-registry_pid=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" || true)" = 200 ] && break
-  kill -0 "$registry_pid" 2>/dev/null || fail "the registry exited"
-  sleep 0.1
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" = 200 ] ||
-  fail "the registry never answered on 127.0.0.1:$port"
-repo="127.0.0.1:$port/safewrite"
-api="http://127.0.0.1:$port/v2/safewrite"
-say "registry (distribution $(basename "$(dirname "$(readlink "$tools/registry")")")) on 127.0.0.1:$port"
+start_registry "$work/registry" "${sealed[@]}" "$tools/registry" || fail "the registry did not start"
+repo="$registry/safewrite"
+api="http://$registry/v2/safewrite"
+say "registry (distribution $(basename "$(dirname "$(readlink "$tools/registry")")")) on $registry"
 
 build_started=$SECONDS
 layout=$(SAFEWRITE_IMAGE_PUSH=$repo bash "$root/deploy/image/build.sh" | tail -n 1)

@@ -123,15 +123,11 @@ grep -q 'server: https://localhost:' "$rootfs/var/run/kube/config" || fail "kube
 printf '127.0.0.1\tlocalhost\n' >"$rootfs/etc/hosts"
 for node in null zero random urandom; do : >"$rootfs/dev/$node"; done
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-addr="127.0.0.1:$(free_port)"
-metrics="127.0.0.1:$(free_port)"
-# The image's environment, plus what a pod spec would set: the kubeconfig, and free
-# ports (the image's defaults, 50051 and 9464, may be taken on a shared machine).
+# The image's environment, plus what a pod spec would set: the kubeconfig, and ports the
+# kernel picks as the sockets are bound (the image's defaults, 50051 and 9464, may be
+# taken on a shared machine); the sidecar logs them.
 env_vars=("${image_env[@]}" "SAFEWRITE_KUBECONFIG=/var/run/kube/config"
-  "SAFEWRITE_LISTEN=$addr" "SAFEWRITE_METRICS_LISTEN=$metrics" "SAFEWRITE_READINESS_INTERVAL=200ms")
+  "SAFEWRITE_LISTEN=127.0.0.1:0" "SAFEWRITE_METRICS_LISTEN=127.0.0.1:0" "SAFEWRITE_READINESS_INTERVAL=200ms")
 
 # env -i clears PATH: the tools are named by their paths on this machine.
 setpriv=$(command -v setpriv) || fail "setpriv (util-linux) is needed"
@@ -166,6 +162,11 @@ fi
 # --- 3. serve, health, a write ------------------------------------------------------------
 run_in_image "${command[@]}" >"$work/sidecar.log" 2>&1 &
 sidecar_pid=$!
+# shellcheck source=tests/harness/ports.sh
+. "$root/tests/harness/ports.sh"
+addr=$(listening_address "$work/sidecar.log" "$sidecar_pid" tcp) &&
+  metrics=$(listening_address "$work/sidecar.log" "$sidecar_pid" http) ||
+  fail "the sidecar did not log its addresses: $(cat "$work/sidecar.log")"
 health=""
 for _ in $(seq 1 150); do
   health=$("$tools/grpcurl" -plaintext "$addr" grpc.health.v1.Health/Check 2>/dev/null || true)

@@ -55,15 +55,19 @@ cleanup() {
 trap cleanup EXIT
 
 step "starting the safewrite sidecar"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-addr="127.0.0.1:$port"
-metrics_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# Ports the kernel picks as the sockets are bound; the sidecar logs them.
+# shellcheck source=tests/harness/ports.sh
+. "$root/tests/harness/ports.sh"
 # A local control plane takes more than the default --qps 100 (a shared production API
 # server is another matter): the demo shows contention, not the rate limiter.
-"$bin" serve --kubeconfig "$cpdir/admin.kubeconfig" --listen "$addr" \
-  --metrics-listen "127.0.0.1:$metrics_port" --qps 1000 --burst 1000 \
+"$bin" serve --kubeconfig "$cpdir/admin.kubeconfig" --listen 127.0.0.1:0 \
+  --metrics-listen 127.0.0.1:0 --qps 1000 --burst 1000 \
   --readiness-interval 200ms 2>"$work/sidecar.log" &
 sidecar_pid=$!
+addr=$(listening_address "$work/sidecar.log" "$sidecar_pid" tcp) &&
+  metrics_addr=$(listening_address "$work/sidecar.log" "$sidecar_pid" http) ||
+  { echo "demo: the sidecar did not start; its log:" >&2; cat "$work/sidecar.log" >&2; exit 1; }
+health=""
 for _ in $(seq 1 100); do
   health=$("$grpcurl" -plaintext "$addr" grpc.health.v1.Health/Check 2>/dev/null || true)
   case "$health" in *SERVING*) [[ "$health" != *NOT_SERVING* ]] && break ;; esac
@@ -84,8 +88,8 @@ step "one call with grpcurl: UpdateWithRetry with a merge patch (created if miss
 step "contending writers: naive read-modify-write, then read-dependent increments through the sidecar"
 "$root/target/release/examples/contend" "$addr" default "$cpdir/admin.kubeconfig" "$writers" "$increments"
 
-step "the sidecar's metrics (http://127.0.0.1:$metrics_port/metrics), a few of them"
-curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
+step "the sidecar's metrics (http://$metrics_addr/metrics), a few of them"
+curl -fsS "http://$metrics_addr/metrics" |
   grep -E '^safewrite_(rpcs_total|conflicts_total|api_requests_total|rpc_attempts_(sum|count)|batch_size_(sum|count)|breaker_state|ratelimit_wait_seconds_count)' || true
 
 step "sidecar log (warnings and above)"

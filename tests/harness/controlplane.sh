@@ -71,9 +71,8 @@ fail() {
   exit 1
 }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/harness/ports.sh
+. "$here/ports.sh"
 
 # --- credentials -------------------------------------------------------------------
 pki="$dir/pki"

@@ -180,9 +180,8 @@ fail() {
   done
   exit 1
 }
-free_port() { # on the machine's loopback
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/harness/ports.sh
+. "$root/tests/harness/ports.sh"
 node_port() { # on the node's namespace's loopback
   inns python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }

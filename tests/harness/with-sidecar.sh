@@ -114,32 +114,38 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-start_sidecar() { # KUBECONFIG ADDR [EXTRA...]
-  local kubeconfig=$1 addr=$2
-  shift 2
-  "$bin" serve --kubeconfig "$kubeconfig" --listen "$addr" --readiness-interval 200ms "$@" \
-    2>>"$work/sidecar.log" &
+# shellcheck source=tests/harness/ports.sh
+. "$root/tests/harness/ports.sh"
+# start_sidecar KUBECONFIG [EXTRA...]: a sidecar on a port the kernel picks as it binds
+# (none chosen in advance, which another sidecar's metrics could take first), its log
+# its own; sets `started` to its gRPC address once it answers SERVING.
+started=""
+start_sidecar() {
+  local kubeconfig=$1 log
+  shift
+  log="$work/sidecar-${#pids[@]}.log"
+  "$bin" serve --kubeconfig "$kubeconfig" --listen 127.0.0.1:0 --readiness-interval 200ms "$@" \
+    2>>"$log" &
   pids+=($!)
-  for _ in $(seq 1 100); do
-    "$bin" health --address "$addr" --timeout 1s >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "with-sidecar: sidecar on $addr never became SERVING; log:" >&2
-  cat "$work/sidecar.log" >&2
+  if started=$(listening_address "$log" "${pids[-1]}" tcp); then
+    for _ in $(seq 1 100); do
+      "$bin" health --address "$started" --timeout 1s >/dev/null 2>&1 && return 0
+      sleep 0.1
+    done
+  fi
+  echo "with-sidecar: a sidecar (${started:-no address}) never became SERVING; its log:" >&2
+  cat "$log" >&2
   exit 1
 }
-admin_addr="127.0.0.1:$(free_port)"
-restricted_addr="127.0.0.1:$(free_port)"
-token_addr="127.0.0.1:$(free_port)"
 socket="$work/safewrite.sock"
 token="test-token-$RANDOM$RANDOM"
 printf '%s\n' "$token" >"$work/token"
-start_sidecar "$cpdir/admin.kubeconfig" "$admin_addr" --unix-socket "$socket"
-start_sidecar "$cpdir/restricted.kubeconfig" "$restricted_addr"
-start_sidecar "$cpdir/admin.kubeconfig" "$token_addr" --token-file "$work/token"
+start_sidecar "$cpdir/admin.kubeconfig" --unix-socket "$socket"
+admin_addr=$started
+start_sidecar "$cpdir/restricted.kubeconfig"
+restricted_addr=$started
+start_sidecar "$cpdir/admin.kubeconfig" --token-file "$work/token"
+token_addr=$started
 
 # The lossy sidecar: the admin identity through the fault proxy, which terminates TLS
 # with the API server's own serving certificate (valid for 127.0.0.1, signed by the same
@@ -164,15 +170,14 @@ grep -q "server: https://$proxy_addr\$" "$work/lossy.kubeconfig" ||
 # Lost answers are faults to the circuit breaker: a run of them must not open it, so
 # that every write reaches the proxy. A request cut by the proxy fails at once; the
 # request timeout only bounds a hang, should one happen.
-lossy_addr="127.0.0.1:$(free_port)"
-start_sidecar "$work/lossy.kubeconfig" "$lossy_addr" --breaker-failures 1000 --request-timeout 5s
+start_sidecar "$work/lossy.kubeconfig" --breaker-failures 1000 --request-timeout 5s
+lossy_addr=$started
 
 # The peers: two more admin sidecars, nothing else shares them.
 peer_addrs=() peer_pids=()
 for _ in 1 2; do
-  addr="127.0.0.1:$(free_port)"
-  start_sidecar "$cpdir/admin.kubeconfig" "$addr"
-  peer_addrs+=("$addr") peer_pids+=("${pids[-1]}")
+  start_sidecar "$cpdir/admin.kubeconfig"
+  peer_addrs+=("$started") peer_pids+=("${pids[-1]}")
 done
 
 export SAFEWRITE_ADDRESS=$admin_addr

@@ -6,7 +6,8 @@ package safewrite
 // What was added after 0.1.0 is read once from the generated descriptor (the proto's
 // method_since, since and value_since options); what the sidecar has, from its rpc
 // Capabilities, asked once per client, the first time a call needs something added
-// after 0.1.0.
+// after 0.1.0. While Capabilities fails (but UNIMPLEMENTED), such calls fail too,
+// before anything is sent, and the next one asks again.
 
 import (
 	"context"
@@ -297,30 +298,56 @@ func (f *sidecarFeatures) refusal(u feature) *Error {
 	return fromStatus(st)
 }
 
+// unlearned is the error of a call that needs u when the sidecar's features could not
+// be learned: nothing is sent (an older sidecar would drop what it does not know, a
+// fence above all, and write without it), and the error is the Capabilities status's
+// own, its code (so its retry advice) and details kept, with a message that says so.
+func unlearned(u feature, st *status.Status) *Error {
+	p := st.Proto()
+	p.Message = fmt.Sprintf("%s needs a sidecar of %s or newer; this sidecar's features could not be learned (rpc Capabilities: %s); nothing was sent, and the next call asks again (docs/compatibility.md)",
+		u.name, u.since, st.Message())
+	return fromStatus(status.FromProto(p))
+}
+
 // skewState is a client's knowledge of its sidecar's features.
 type skewState struct {
 	// known is set once rpc Capabilities answered (or answered UNIMPLEMENTED).
 	known atomic.Pointer[sidecarFeatures]
 	mu    sync.Mutex
-	// asking is closed when the Capabilities call in flight ends; nil when none is.
-	asking chan struct{}
+	// asking is the Capabilities call in flight; nil when none is.
+	asking *asking
+}
+
+// asking is one Capabilities call, which the calls that need its answer meanwhile wait
+// for.
+type asking struct {
+	// done is closed when the call has ended, and the fields below are set.
+	done chan struct{}
+	// failed is why it failed (but UNIMPLEMENTED); nil when it answered.
+	failed *status.Status
+	// ctxEnded: it failed because the context of the call that asked ended, which says
+	// nothing to the calls waiting for it: they ask again.
+	ctxEnded bool
 }
 
 // check refuses, before anything is sent, a call of method with req that needs an RPC,
 // a field or an enum value the sidecar lacks. A call that needs nothing added after
 // 0.1.0 costs a walk over the set fields of the messages that may hold something, and
 // no Capabilities call. When the sidecar's features cannot be learned (rpc
-// Capabilities failed otherwise than UNIMPLEMENTED, or ctx ended), the call is not
-// checked and the next call asks again: a sidecar of 0.2.0 or newer refuses what it
-// does not know itself, and an older one answers Capabilities UNIMPLEMENTED.
+// Capabilities failed otherwise than UNIMPLEMENTED, or ctx ended while waiting for
+// another call's answer), the call fails closed, with nothing sent: a sidecar older
+// than 0.2.0 that fails Capabilities (say RESOURCE_EXHAUSTED) and then accepts the call
+// would drop the fields it does not know, and write a fenced write unfenced. The error
+// has the Capabilities status's code (the context's when ctx ended), so UNAVAILABLE and
+// RESOURCE_EXHAUSTED stay retryable; nothing is kept, and the next call asks again.
 func (c *Client) check(ctx context.Context, method string, req proto.Message) error {
 	uses := since.uses(method, req)
 	if len(uses) == 0 {
 		return nil
 	}
-	f := c.features(ctx)
-	if f == nil {
-		return nil
+	f, failed := c.features(ctx)
+	if failed != nil {
+		return unlearned(uses[0], failed)
 	}
 	if err := f.missing(uses); err != nil {
 		return err
@@ -328,53 +355,66 @@ func (c *Client) check(ctx context.Context, method string, req proto.Message) er
 	return nil
 }
 
-// features returns the sidecar's features, asking rpc Capabilities the first
-// time (one call at a time: the others wait for its answer, or their ctx); nil when
-// they are not known.
-func (c *Client) features(ctx context.Context) *sidecarFeatures {
+// features returns the sidecar's features, asking rpc Capabilities the first time
+// (one call at a time: the others wait for its answer, or their ctx); or, when they
+// could not be learned, the status that says why: the failed Capabilities call's (the
+// one in flight when the call arrived, unless that failed for its own caller's
+// context: then this call asks again), or ctx's when it ended while waiting.
+func (c *Client) features(ctx context.Context) (*sidecarFeatures, *status.Status) {
 	s := &c.skew
 	if f := s.known.Load(); f != nil {
-		return f
+		return f, nil
 	}
-	s.mu.Lock()
-	if f := s.known.Load(); f != nil {
-		s.mu.Unlock()
-		return f
-	}
-	if wait := s.asking; wait != nil {
-		s.mu.Unlock()
-		select {
-		case <-wait:
-			return s.known.Load()
-		case <-ctx.Done():
-			return nil
+	for {
+		s.mu.Lock()
+		if f := s.known.Load(); f != nil {
+			s.mu.Unlock()
+			return f, nil
 		}
-	}
-	done := make(chan struct{})
-	s.asking = done
-	s.mu.Unlock()
+		if a := s.asking; a != nil {
+			s.mu.Unlock()
+			select {
+			case <-a.done:
+				if f := s.known.Load(); f != nil {
+					return f, nil
+				}
+				if a.ctxEnded {
+					continue
+				}
+				return nil, a.failed
+			case <-ctx.Done():
+				st := status.FromContextError(ctx.Err())
+				return nil, status.New(st.Code(), st.Message()+", waiting for another call's answer")
+			}
+		}
+		a := &asking{done: make(chan struct{})}
+		s.asking = a
+		s.mu.Unlock()
 
-	f := c.askCapabilities(ctx)
-	s.mu.Lock()
-	if f != nil {
-		s.known.Store(f)
+		f, failed := c.askCapabilities(ctx)
+		s.mu.Lock()
+		if f != nil {
+			s.known.Store(f)
+		}
+		a.failed = failed
+		a.ctxEnded = failed != nil && ctx.Err() != nil
+		s.asking = nil
+		close(a.done)
+		s.mu.Unlock()
+		return f, failed
 	}
-	s.asking = nil
-	close(done)
-	s.mu.Unlock()
-	return f
 }
 
 // askCapabilities calls rpc Capabilities: the sidecar's features, [olderSidecar] for
-// UNIMPLEMENTED, nil for any other failure.
-func (c *Client) askCapabilities(ctx context.Context) *sidecarFeatures {
+// UNIMPLEMENTED, or the status of any other failure.
+func (c *Client) askCapabilities(ctx context.Context) (*sidecarFeatures, *status.Status) {
 	resp, err := c.stub.Capabilities(ctx, &safewritev1.CapabilitiesRequest{}, c.callOpts...)
-	switch {
-	case err == nil:
-		return featuresOf(resp)
-	case status.Code(err) == codes.Unimplemented:
-		return olderSidecar
-	default:
-		return nil
+	if err == nil {
+		return featuresOf(resp), nil
 	}
+	st := status.Convert(err)
+	if st.Code() == codes.Unimplemented {
+		return olderSidecar, nil
+	}
+	return nil, st
 }

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, List, Optional
 
 import grpc
 import pytest
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 import safewrite_client as sw
@@ -242,23 +242,171 @@ def test_a_sidecar_that_lacks_a_field(serve: Callable[[SkewWriter], str]) -> Non
     assert writer.sent == []
 
 
-def test_a_failed_capabilities_call_is_asked_again(serve: Callable[[SkewWriter], str]) -> None:
-    """Capabilities failing (but UNIMPLEMENTED) leaves the sidecar unknown: the call
-    goes out unchecked (a sidecar of 0.2.0 or newer refuses what it does not know
-    itself), and the next call asks again."""
+def unlearned(said: str) -> str:
+    """The message of a call not sent because Capabilities failed with ``said``."""
+    return "the sidecar's features could not be learned (rpc Capabilities: %s); nothing was sent" % said
+
+
+#: What a call that waited past its timeout for another call's answer says.
+WAITED = "another call was asking it, and this call's timeout ran out before the answer came"
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def failing_first(code: grpc.StatusCode, then: Answer, details: Optional[bytes] = None) -> Answer:
+    """Fails the first Capabilities call with ``code`` (message "not yet", the rich
+    ``details`` if given); answers the later ones with ``then``."""
 
     def answer(n: int, context: Any) -> Any:
         if n == 1:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "not yet")
-        return lacking_fence(n, context)
+            if details is not None:
+                context.set_trailing_metadata((("grpc-status-details-bin", details),))
+            context.abort(code, "not yet")
+        return then(n, context)
 
-    writer = SkewWriter(answer)
+    return answer
+
+
+def test_a_failed_capabilities_call_fails_closed_and_is_asked_again(serve: Callable[[SkewWriter], str]) -> None:
+    """Capabilities failing (but UNIMPLEMENTED) leaves the sidecar unknown: a call that
+    needs something added after 0.1.0 is not sent (an older sidecar that failed
+    Capabilities for a moment would drop the fence and write unfenced) and raises the
+    client's error for that status; nothing is kept, and the next call asks again."""
+    writer = SkewWriter(failing_first(grpc.StatusCode.UNAVAILABLE, lacking_fence))
     with sw.Client(serve(writer), timeout=10) as client:
-        client.update(REF, sw.merge_patch({}), fence=FENCE)  # unknown: sent
+        client.update(REF, sw.merge_patch({}))  # needs nothing new: sent without asking
+        assert writer.asked == 0
+
+        with pytest.raises(sw.SafewriteError) as info:
+            client.update(REF, sw.merge_patch({}), fence=FENCE)
+        err = info.value
+        assert type(err) is sw.UnavailableError, repr(err)
+        assert err.code == grpc.StatusCode.UNAVAILABLE
+        assert err.message == unlearned("not yet")
+        assert err.retryable  # as any UNAVAILABLE: nothing was sent, the same call may pass
+        assert (err.reason, err.write_failure_reason) == (None, writer_pb2.REASON_UNSPECIFIED)
+        assert (writer.asked, writer.sent) == (1, ["UpdateWithRetry"])
+
+        client.update(REF, sw.merge_patch({}))  # still sent without asking
+        assert writer.asked == 1
+
+        # Asked again; this answer says the sidecar lacks the fence: refused, and kept.
         for _ in range(2):
-            with pytest.raises(sw.UnknownFieldError):
+            with pytest.raises(sw.UnknownFieldError) as refused:
                 client.update(REF, sw.merge_patch({}), fence=FENCE)
-    assert (writer.asked, writer.sent) == (2, ["UpdateWithRetry"])
+            check_refusal(refused.value, "safewrite.v1.WriteOptions.fence", "this sidecar is 0.2.0;")
+    assert (writer.asked, writer.sent) == (2, ["UpdateWithRetry", "UpdateWithRetry"])
+
+
+def overloaded() -> bytes:
+    """The rich details of a sidecar's RESOURCE_EXHAUSTED (its in-flight limit)."""
+    info, retry, failure = any_pb2.Any(), any_pb2.Any(), any_pb2.Any()
+    info.Pack(error_details_pb2.ErrorInfo(reason="OVERLOADED", domain=sw.DOMAIN, metadata={"limit": "1"}))
+    retry.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=2)))
+    failure.Pack(writer_pb2.WriteFailure(reason=writer_pb2.REASON_OVERLOADED))
+    raw = status_pb2.Status(
+        code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], message="not yet", details=[info, retry, failure]
+    )
+    return bytes(raw.SerializeToString())
+
+
+def check_overloaded(err: sw.SafewriteError, *, idempotent: bool) -> None:
+    """``err`` is the RESOURCE_EXHAUSTED of :func:`overloaded`, passed through."""
+    assert type(err) is sw.ResourceExhaustedError, repr(err)
+    assert err.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.message == unlearned("not yet")
+    assert (err.reason, err.domain, err.error_metadata) == ("OVERLOADED", sw.DOMAIN, {"limit": "1"})
+    assert (err.write_failure_reason, err.retry_delay) == (writer_pb2.REASON_OVERLOADED, 2.0)
+    assert err.retryable and err.idempotent == idempotent
+
+
+def test_another_status_of_capabilities_passes_through(serve: Callable[[SkewWriter], str]) -> None:
+    """RESOURCE_EXHAUSTED (the in-flight limit), with its rich details, is the client's
+    ResourceExhaustedError; a delete (idempotent) too; then a sidecar of this version
+    gets both."""
+    writer = SkewWriter(failing_first(grpc.StatusCode.RESOURCE_EXHAUSTED, this_version, overloaded()))
+    with sw.Client(serve(writer), timeout=10) as client:
+        with pytest.raises(sw.SafewriteError) as info:
+            client.update(REF, sw.merge_patch({}), fence=FENCE)
+        check_overloaded(info.value, idempotent=False)
+        assert (writer.asked, writer.sent) == (1, [])
+        client.update(REF, sw.merge_patch({}), fence=FENCE)
+        assert client.delete(REF).gone
+    assert (writer.asked, writer.sent) == (2, ["UpdateWithRetry", "Delete"])
+
+    writer = SkewWriter(failing_first(grpc.StatusCode.RESOURCE_EXHAUSTED, this_version, overloaded()))
+    with sw.Client(serve(writer), timeout=10) as client:
+        with pytest.raises(sw.SafewriteError) as info:
+            client.delete(REF)
+        check_overloaded(info.value, idempotent=True)
+    assert (writer.asked, writer.sent) == (1, [])
+
+
+def test_a_capabilities_call_past_the_timeout(serve: Callable[[SkewWriter], str]) -> None:
+    """A Capabilities call that outlasts the call's timeout: DEADLINE_EXCEEDED, as any
+    call the timeout cut off (retryable with an idempotency key); nothing sent."""
+
+    def slow(n: int, context: Any) -> Any:
+        time.sleep(1)
+        return capabilities_of()
+
+    writer = SkewWriter(slow)
+    with sw.Client(serve(writer), timeout=10) as client:
+        with pytest.raises(sw.SafewriteError) as info:
+            client.update(REF, sw.merge_patch({}), fence=FENCE, idempotency_key="k", timeout=0.2)
+    err = info.value
+    assert type(err) is sw.DeadlineExceededError, repr(err)
+    assert err.message.startswith("the sidecar's features could not be learned (rpc Capabilities: ")
+    assert err.message.endswith("); nothing was sent")
+    assert err.idempotent and err.retryable
+    assert (writer.asked, writer.sent) == (1, [])
+
+
+def test_a_waiter_whose_timeout_runs_out(serve: Callable[[SkewWriter], str]) -> None:
+    """A call waiting for another call's Capabilities answer past its own timeout fails
+    with DEADLINE_EXCEEDED, not sent; the asking call goes on."""
+    release = threading.Event()
+
+    def slow(n: int, context: Any) -> Any:
+        release.wait(10)
+        return capabilities_of()
+
+    writer = SkewWriter(slow)
+    with sw.Client(serve(writer), timeout=10) as client, futures.ThreadPoolExecutor(max_workers=1) as pool:
+        asking = pool.submit(client.update, REF, sw.merge_patch({}), fence=FENCE)
+        wait_until(lambda: writer.asked == 1)
+        started = time.monotonic()
+        with pytest.raises(sw.SafewriteError) as info:
+            client.update(REF, sw.merge_patch({}), fence=FENCE, timeout=0.2)
+        assert time.monotonic() - started < 5
+        release.set()
+        assert asking.result(10).outcome == sw.Outcome.UPDATED
+    err = info.value
+    assert type(err) is sw.DeadlineExceededError, repr(err)
+    assert err.message == unlearned(WAITED)
+    assert not err.retryable  # no idempotency key: as any call its timeout cut off
+    assert (writer.asked, writer.sent) == (1, ["UpdateWithRetry"])
+
+
+def test_the_decision_is_one_for_both_clients() -> None:
+    """skew.refusal: what a call learned decides, before sending; an exception that is no
+    gRPC status (e.g. a closed channel's) is UNKNOWN."""
+    uses = skew.SINCE.uses("Delete", writer_pb2.DeleteRequest())
+    assert skew.refusal(uses, skew.features_of(capabilities_of())) is None
+    refused = skew.refusal(uses, skew.OLDER)
+    assert refused is not None
+    check_refusal(refused, "safewrite.v1.WriterService/Delete", OLDER)
+    learned = skew.answered(ValueError("Cannot invoke RPC on closed channel!"))
+    assert learned == skew.Unlearned(grpc.StatusCode.UNKNOWN, "ValueError: Cannot invoke RPC on closed channel!")
+    err = skew.refusal(uses, learned, idempotent=True)
+    assert type(err) is sw.SafewriteError and err.code == grpc.StatusCode.UNKNOWN
+    assert err.message == unlearned("ValueError: Cannot invoke RPC on closed channel!")
+    assert err.idempotent and err.retryable
 
 
 def test_asked_once_under_concurrent_calls(serve: Callable[[SkewWriter], str]) -> None:
@@ -288,10 +436,7 @@ def sidecars_refusal(context: Any) -> None:
 
 
 def test_the_sidecars_refusal_is_the_same_error(serve: Callable[[SkewWriter], str]) -> None:
-    def failing(n: int, context: Any) -> Any:
-        context.abort(grpc.StatusCode.INTERNAL, "fake")
-
-    sending = SkewWriter(failing, update=sidecars_refusal)  # unknown: the client sends
+    sending = SkewWriter(this_version, update=sidecars_refusal)  # says it has the fence: sent
     with sw.Client(serve(sending), timeout=10) as client, pytest.raises(sw.SafewriteError) as sidecars:
         client.update(REF, sw.merge_patch({}), fence=FENCE)
     with sw.Client(serve(SkewWriter()), timeout=10) as client, pytest.raises(sw.SafewriteError) as clients:
@@ -349,3 +494,106 @@ def test_async_asked_once_under_concurrent_calls(serve: Callable[[SkewWriter], s
     refused = [o for o in outcomes if isinstance(o, sw.UnknownFieldError)]
     assert len(refused) == 16 and all(isinstance(o, sw.Result) for o in outcomes[16:]), outcomes
     assert (writer.asked, writer.sent) == (1, ["UpdateWithRetry"] * 4)
+
+
+def test_async_a_failed_capabilities_call_fails_closed_and_is_asked_again(
+    serve: Callable[[SkewWriter], str],
+) -> None:
+    writer = SkewWriter(failing_first(grpc.StatusCode.UNAVAILABLE, this_version))
+    address = serve(writer)
+
+    async def main() -> None:
+        async with sw.AsyncClient(address, timeout=10) as client:
+            await client.update(REF, sw.merge_patch({}))  # needs nothing new: not asked
+            assert writer.asked == 0
+            with pytest.raises(sw.SafewriteError) as info:
+                await client.update(REF, sw.merge_patch({}), fence=FENCE)
+            err = info.value
+            assert type(err) is sw.UnavailableError, repr(err)
+            assert (err.code, err.message, err.retryable) == (
+                grpc.StatusCode.UNAVAILABLE, unlearned("not yet"), True
+            )
+            assert (writer.asked, writer.sent) == (1, ["UpdateWithRetry"])
+            # Asked again; a sidecar of this version: sent, and kept.
+            await client.update(REF, sw.merge_patch({}), fence=FENCE)
+            assert (await client.delete(REF)).gone
+
+    asyncio.run(main())
+    assert (writer.asked, writer.sent) == (2, ["UpdateWithRetry", "UpdateWithRetry", "Delete"])
+
+
+def test_async_another_status_of_capabilities_passes_through(serve: Callable[[SkewWriter], str]) -> None:
+    writer = SkewWriter(failing_first(grpc.StatusCode.RESOURCE_EXHAUSTED, lacking_fence, overloaded()))
+    address = serve(writer)
+
+    async def main() -> None:
+        async with sw.AsyncClient(address, timeout=10) as client:
+            with pytest.raises(sw.SafewriteError) as info:
+                await client.update(REF, sw.merge_patch({}), fence=FENCE)
+            check_overloaded(info.value, idempotent=False)
+            assert (writer.asked, writer.sent) == (1, [])
+            with pytest.raises(sw.UnknownFieldError) as refused:
+                await client.update(REF, sw.merge_patch({}), fence=FENCE)
+            check_refusal(refused.value, "safewrite.v1.WriteOptions.fence", "this sidecar is 0.2.0;")
+
+    asyncio.run(main())
+    assert (writer.asked, writer.sent) == (2, [])
+
+
+def test_async_the_waiters_share_the_failure(serve: Callable[[SkewWriter], str]) -> None:
+    """Calls awaiting one failing Capabilities call all fail with its status; a waiter
+    whose own timeout runs out first fails with DEADLINE_EXCEEDED; none is sent."""
+    release = threading.Event()
+
+    def slow(n: int, context: Any) -> Any:
+        release.wait(10)
+        context.abort(grpc.StatusCode.UNAVAILABLE, "not yet")
+
+    writer = SkewWriter(slow)
+    address = serve(writer)
+
+    async def main() -> List[Any]:
+        async with sw.AsyncClient(address, timeout=10) as client:
+            calls = [asyncio.ensure_future(client.update(REF, sw.merge_patch({}), fence=FENCE)) for _ in range(4)]
+            while writer.asked == 0:
+                await asyncio.sleep(0.01)
+            with pytest.raises(sw.SafewriteError) as info:
+                await client.update(REF, sw.merge_patch({}), fence=FENCE, timeout=0.2)
+            release.set()
+            return [info.value] + list(await asyncio.gather(*calls, return_exceptions=True))
+
+    waited, *failed = asyncio.run(main())
+    assert type(waited) is sw.DeadlineExceededError and waited.message == unlearned(WAITED), repr(waited)
+    for err in failed:
+        assert type(err) is sw.UnavailableError and err.message == unlearned("not yet"), repr(err)
+    assert (writer.asked, writer.sent) == (1, [])
+
+
+def test_async_a_cancelled_asker_leaves_the_asking_to_a_waiter(serve: Callable[[SkewWriter], str]) -> None:
+    """The task asking Capabilities is cancelled: a task that awaited its answer asks
+    itself, and is sent."""
+    release = threading.Event()
+
+    def first_slow(n: int, context: Any) -> Any:
+        if n == 1:
+            release.wait(10)
+        return capabilities_of()
+
+    writer = SkewWriter(first_slow)
+    address = serve(writer)
+
+    async def main() -> None:
+        async with sw.AsyncClient(address, timeout=10) as client:
+            asking = asyncio.ensure_future(client.update(REF, sw.merge_patch({}), fence=FENCE))
+            while writer.asked == 0:
+                await asyncio.sleep(0.01)
+            waiting = asyncio.ensure_future(client.update(REF, sw.merge_patch({}), fence=FENCE))
+            await asyncio.sleep(0.05)
+            asking.cancel()
+            assert (await waiting).outcome == sw.Outcome.UPDATED
+            with pytest.raises(asyncio.CancelledError):
+                await asking
+            release.set()
+
+    asyncio.run(main())
+    assert (writer.asked, writer.sent) == (2, ["UpdateWithRetry"])

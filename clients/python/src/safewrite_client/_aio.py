@@ -234,7 +234,8 @@ class AsyncClient:
     async def _check(
         self, method: str, request: Any, timeout: Optional[float], *, idempotent: bool = False
     ) -> None:
-        """Refuses, before anything is sent, a call that needs what the sidecar lacks; see
+        """Refuses, before anything is sent, a call that needs what the sidecar lacks, or
+        whose sidecar's features cannot be learned; see
         :meth:`safewrite_client.Client._check`."""
         uses = skew.SINCE.uses(method, request)
         if not uses:
@@ -242,20 +243,17 @@ class AsyncClient:
         _, stub, probe = self._entry()
         kwargs = self._settings.call_kwargs(timeout)
 
-        async def ask() -> Optional[skew.SidecarFeatures]:
+        async def ask() -> skew.Learned:
             try:
                 response = await stub.Capabilities(writer_pb2.CapabilitiesRequest(), **kwargs)
-            except grpc.RpcError as err:
+            except Exception as err:  # a failed status, or none (e.g. a closed channel)
                 return skew.answered(err)
-            except Exception:  # never let the check break a call: ask again next time
-                return None
             return skew.answered(None, response)
 
-        features = await probe.features(ask)
-        if features is not None:
-            refusal = features.missing(uses, idempotent=idempotent)
-            if refusal is not None:
-                raise refusal
+        learned = await probe.features(ask, kwargs["timeout"])
+        refusal = skew.refusal(uses, learned, idempotent=idempotent)
+        if refusal is not None:
+            raise refusal
 
     async def _unary(self, call: "core.Unary[core.T]") -> "core.T":
         await self._check(call.method, call.request, call.timeout, idempotent=call.idempotent)

@@ -539,6 +539,14 @@ def from_rpc_error(err: Any, *, idempotent: bool = False) -> SafewriteError:
     says whether the call carried an idempotency key (see
     :attr:`SafewriteError.retryable`); the clients pass it, and an error converted
     without it counts as a call without a key."""
+    code, message, details = status_of(err)
+    return from_status(code, message, details, idempotent=idempotent)
+
+
+def status_of(err: Any) -> Tuple[grpc.StatusCode, str, Optional[bytes]]:
+    """The status of a failed call, as :func:`from_rpc_error` reads it: its code
+    (UNKNOWN when it has none), message and the serialized ``google.rpc.Status`` of its
+    ``grpc-status-details-bin`` trailer (None when it has none)."""
     try:
         code = err.code() or grpc.StatusCode.UNKNOWN
     except Exception:
@@ -554,7 +562,7 @@ def from_rpc_error(err: Any, *, idempotent: bool = False) -> SafewriteError:
     details = _status_details(trailing)
     if details is None and "RST_STREAM" in message:
         message += _AUTHORITY_HINT
-    return from_status(code, message, details, idempotent=idempotent)
+    return code, message, details
 
 
 # gRPC's C core sends a unix socket's path as the HTTP/2 :authority, which the

@@ -10,22 +10,27 @@ Both clients ask ``Capabilities`` once per channel, the first time a call needs
 something added after 0.1.0 (a call of 0.1.0's features costs a walk over the set
 fields of the few messages that may hold a ``since`` option, and no extra call). A
 sidecar that answers UNIMPLEMENTED is older than 0.2.0 and has exactly what has no
-such option. When ``Capabilities`` fails otherwise (e.g. the sidecar is not up yet),
-the call is not checked and the next one asks again: a sidecar of 0.2.0 or newer
-refuses what it does not know itself."""
+such option. When the features cannot be learned (``Capabilities`` fails otherwise,
+e.g. UNAVAILABLE or RESOURCE_EXHAUSTED, or the call's timeout runs out while another
+call asks), the call fails closed: nothing is sent, and it raises the client's error
+for that status (:func:`refusal`); nothing is kept, and the next call asks again. It
+is not sent unchecked: a sidecar older than 0.2.0 that failed ``Capabilities`` only
+for a moment would accept it, drop a field it does not know (a ``fence``) and write
+unfenced."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Awaitable, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple, Union
 
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from ._errors import DOMAIN, SafewriteError, from_status, reason_name
+from ._errors import DOMAIN, SafewriteError, from_status, reason_name, status_of
 from .v1 import writer_pb2
 
 _SERVICE = writer_pb2.DESCRIPTOR.services_by_name["WriterService"]
@@ -248,16 +253,71 @@ def features_of(response: writer_pb2.CapabilitiesResponse) -> SidecarFeatures:
     )
 
 
-def answered(err: Optional[grpc.RpcError], response: Any = None) -> Optional[SidecarFeatures]:
-    """The features of a ``Capabilities`` call that answered ``response`` or failed with
-    ``err``: :data:`OLDER` for UNIMPLEMENTED, None (unknown) for any other failure."""
+class Unlearned(NamedTuple):
+    """Why a sidecar's features could not be learned: the status its ``Capabilities``
+    call failed with (other than UNIMPLEMENTED), or this call's timeout running out
+    while another call asked. Never kept: the next call asks again."""
+
+    code: grpc.StatusCode
+    #: The status's message (or what happened).
+    message: str
+    #: The serialized ``google.rpc.Status`` of its ``grpc-status-details-bin`` trailer.
+    details: Optional[bytes] = None
+
+    def error(self, *, idempotent: bool = False) -> SafewriteError:
+        """The error of a call that needs something added after 0.1.0 and was not sent
+        for this: the client's error for the status (as for any failed call, so a
+        failure that may pass, e.g. UNAVAILABLE, stays :attr:`retryable
+        <safewrite_client.SafewriteError.retryable>`), its details kept."""
+        message = "the sidecar's features could not be learned (rpc Capabilities: %s); nothing was sent" % (
+            self.message,
+        )
+        return from_status(self.code, message, self.details, idempotent=idempotent)
+
+
+#: What a call learned of the sidecar: its features, or why they are not known.
+Learned = Union[SidecarFeatures, Unlearned]
+
+#: A call whose timeout ran out while another call was asking ``Capabilities``.
+WAITED = Unlearned(
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    "another call was asking it, and this call's timeout ran out before the answer came",
+)
+
+
+def answered(err: Optional[Exception], response: Any = None) -> Learned:
+    """What a ``Capabilities`` call that answered ``response`` or failed with ``err``
+    says: the features named, :data:`OLDER` for UNIMPLEMENTED, else :class:`Unlearned`
+    with its status (UNKNOWN for an exception that is not a gRPC status, e.g. a closed
+    channel's)."""
     if err is None:
         return features_of(response)
-    try:
-        code = err.code()
-    except Exception:
-        return None
-    return OLDER if code == grpc.StatusCode.UNIMPLEMENTED else None
+    if not isinstance(err, grpc.RpcError):
+        return Unlearned(grpc.StatusCode.UNKNOWN, "%s: %s" % (type(err).__name__, err))
+    code, message, details = status_of(err)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return OLDER
+    return Unlearned(code, message, details)
+
+
+def refusal(uses: List[Use], learned: Learned, *, idempotent: bool = False) -> Optional[SafewriteError]:
+    """The decision of both clients on a call that ``uses`` what was added after 0.1.0
+    (not empty), given what it ``learned`` of the sidecar: the error to raise, before
+    anything is sent, when the sidecar lacks one of them (:meth:`SidecarFeatures.missing`)
+    or its features could not be learned (:meth:`Unlearned.error`: fail closed); None
+    when the call may be sent. ``idempotent`` is the call's."""
+    if isinstance(learned, Unlearned):
+        return learned.error(idempotent=idempotent)
+    return learned.missing(uses, idempotent=idempotent)
+
+
+class _Asking:
+    """One thread's ``Capabilities`` call, which the others wait for."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        #: What it learned; None until done, and when the asking thread raised.
+        self.learned: Optional[Learned] = None
 
 
 class Probe:
@@ -268,64 +328,83 @@ class Probe:
         #: Set once ``Capabilities`` answered (or answered UNIMPLEMENTED).
         self.known: Optional[SidecarFeatures] = None
         self._lock = threading.Lock()
-        self._asking: Optional[threading.Event] = None
+        self._asking: Optional[_Asking] = None
 
-    def features(
-        self, ask: Callable[[], Optional[SidecarFeatures]], timeout: Optional[float]
-    ) -> Optional[SidecarFeatures]:
+    def features(self, ask: Callable[[], Learned], timeout: Optional[float]) -> Learned:
         """The sidecar's features, calling ``ask`` (which never raises) the first time;
-        None when they are not known."""
+        :class:`Unlearned` when they could not be learned: ``ask``'s failure, shared
+        with the calls that waited for it, or :data:`WAITED` when ``timeout`` ran out
+        while another thread asked."""
         known = self.known
         if known is not None:
             return known
-        with self._lock:
-            if self.known is not None:
-                return self.known
-            asking, mine = self._asking, False
-            if asking is None:
-                asking, mine = threading.Event(), True
-                self._asking = asking
-        if not mine:
-            asking.wait(timeout)
-            return self.known
-        found: Optional[SidecarFeatures] = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self.known is not None:
+                    return self.known
+                asking, mine = self._asking, False
+                if asking is None:
+                    asking, mine = _Asking(), True
+                    self._asking = asking
+            if mine:
+                break
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not asking.done.wait(left):
+                return WAITED
+            if asking.learned is not None:
+                return asking.learned
+            # The asking thread raised without an answer: ask again.
+        learned: Optional[Learned] = None
         try:
-            found = ask()
+            learned = ask()
         finally:
             with self._lock:
-                if found is not None:
-                    self.known = found
+                if isinstance(learned, SidecarFeatures):
+                    self.known = learned
                 self._asking = None
-            asking.set()
-        return found
+            asking.learned = learned
+            asking.done.set()
+        return learned
 
 
 class AsyncProbe:
     """What an asyncio client knows of its sidecar's features, for one channel (of one
-    event loop): asked once, by one task at a time (the others await its answer)."""
+    event loop): asked once, by one task at a time (the others await its answer, within
+    their call's timeout)."""
 
     def __init__(self) -> None:
         #: Set once ``Capabilities`` answered (or answered UNIMPLEMENTED).
         self.known: Optional[SidecarFeatures] = None
-        self._asking: "Optional[asyncio.Future[Optional[SidecarFeatures]]]" = None
+        #: The asking task's answer; None when it was cancelled before one.
+        self._asking: "Optional[asyncio.Future[Optional[Learned]]]" = None
 
-    async def features(
-        self, ask: Callable[[], Awaitable[Optional[SidecarFeatures]]]
-    ) -> Optional[SidecarFeatures]:
+    async def features(self, ask: Callable[[], Awaitable[Learned]], timeout: Optional[float]) -> Learned:
         """The sidecar's features, awaiting ``ask`` (which never raises but
-        :class:`asyncio.CancelledError`) the first time; None when they are not known."""
+        :class:`asyncio.CancelledError`) the first time; :class:`Unlearned` as
+        :meth:`Probe.features` says."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self.known is None and self._asking is not None:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            try:
+                # shield: a waiter cancelled or out of time does not cancel the answer
+                # the others await.
+                learned = await asyncio.wait_for(asyncio.shield(self._asking), left)
+            except asyncio.TimeoutError:
+                return WAITED
+            if learned is not None:
+                return learned
+            # The asking task was cancelled without an answer: ask again.
         if self.known is not None:
             return self.known
-        if self._asking is not None:
-            # shield: a waiter cancelled does not cancel the answer the others await.
-            return await asyncio.shield(self._asking)
-        asking: "asyncio.Future[Optional[SidecarFeatures]]" = asyncio.get_running_loop().create_future()
+        asking: "asyncio.Future[Optional[Learned]]" = loop.create_future()
         self._asking = asking
-        found: Optional[SidecarFeatures] = None
+        found: Optional[Learned] = None
         try:
             found = await ask()
         finally:
-            if found is not None:
+            if isinstance(found, SidecarFeatures):
                 self.known = found
             self._asking = None
             asking.set_result(found)

@@ -402,24 +402,25 @@ class Client:
         :mod:`safewrite_client._skew`): raises
         :class:`~safewrite_client.UnknownFieldError`. The sidecar's ``Capabilities`` is
         asked the first time a call needs something added after 0.1.0, within the
-        call's timeout."""
+        call's timeout; when its features cannot be learned (``Capabilities`` fails
+        otherwise than UNIMPLEMENTED, or the timeout runs out while another thread
+        asks), such a call is not sent either: it raises the client's error for that
+        status (e.g. :class:`~safewrite_client.UnavailableError`), and the next call
+        asks again."""
         uses = skew.SINCE.uses(method, request)
         if not uses:
             return
         kwargs = self._settings.call_kwargs(timeout)
-        features = self._probe.features(lambda: self._capabilities(kwargs), kwargs["timeout"])
-        if features is not None:
-            refusal = features.missing(uses, idempotent=idempotent)
-            if refusal is not None:
-                raise refusal
+        learned = self._probe.features(lambda: self._capabilities(kwargs), kwargs["timeout"])
+        refusal = skew.refusal(uses, learned, idempotent=idempotent)
+        if refusal is not None:
+            raise refusal
 
-    def _capabilities(self, kwargs: Any) -> Optional[skew.SidecarFeatures]:
+    def _capabilities(self, kwargs: Any) -> skew.Learned:
         try:
             response = self._stub.Capabilities(writer_pb2.CapabilitiesRequest(), **kwargs)
-        except grpc.RpcError as err:
+        except Exception as err:  # a failed status, or none (e.g. a closed channel)
             return skew.answered(err)
-        except Exception:  # never let the check break a call: unknown, ask again next time
-            return None
         return skew.answered(None, response)
 
     def _unary(self, call: "core.Unary[core.T]") -> "core.T":

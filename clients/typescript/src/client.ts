@@ -61,9 +61,11 @@ import {
   featuresOf,
   known,
   lacking,
+  learn,
   OLDER,
   PendingCall,
   refusal,
+  statusError,
   type Feature,
   type Known,
   type ReadCall,
@@ -132,8 +134,11 @@ const path = (method: { name: string }): string => `/${WriterService.typeName}/$
  */
 interface Connection {
   grpc: GrpcClient | undefined;
-  /** Undefined: not asked yet, or the last asking failed (the next call that needs it asks again). */
-  known: Promise<Known | undefined> | undefined;
+  /**
+   * Undefined: not asked yet, or the last asking failed (the next call that needs it
+   * asks again). An asking that fails answers its failure (not kept).
+   */
+  known: Promise<Known | ServiceError> | undefined;
 }
 
 /** A fence as given, checked for its shape (the sidecar judges its values). */
@@ -465,18 +470,16 @@ export class Client {
    * What the sidecar knows, asked once (rpc Capabilities) and kept for the channel;
    * concurrent callers share the asking. UNIMPLEMENTED is a sidecar older than 0.2.0
    * (kept too). Any other failure (unreachable, a deadline, a refused token) is not kept:
-   * it answers undefined, the call it was asked for goes unchecked (a sidecar of 0.2.0 or
-   * newer refuses what it does not know itself), and the next call that needs it asks
-   * again. Bounded by the call's deadline and by CAPABILITIES_TIMEOUT_MS.
+   * it answers that failure, and the next call that needs it asks again. Bounded by the
+   * deadline of the call that asks and by CAPABILITIES_TIMEOUT_MS.
    */
-  #known(options: CallOptions): Promise<Known | undefined> {
+  #known(deadline: Date | undefined): Promise<Known | ServiceError> {
     const connection = this.#connection;
     if (connection.known !== undefined) {
       return connection.known;
     }
     const bound = Date.now() + CAPABILITIES_TIMEOUT_MS;
-    const deadline = callDeadline(options, this.#options.timeoutMs);
-    const asking: Promise<Known | undefined> = new Promise((resolve) => {
+    const asking: Promise<Known | ServiceError> = new Promise((resolve) => {
       this.#channel().makeUnaryRequest(
         path(WriterService.method.capabilities),
         (message: MessageShape<typeof CapabilitiesRequestSchema>) => Buffer.from(toBinary(CapabilitiesRequestSchema, message)),
@@ -493,7 +496,7 @@ export class Client {
             if (connection.known === asking) {
               connection.known = undefined;
             }
-            resolve(undefined);
+            resolve(err ?? statusError(GrpcStatus.INTERNAL, "the sidecar answered without a message"));
           }
         },
       );
@@ -503,14 +506,21 @@ export class Client {
   }
 
   /**
-   * The client's refusal of a call that needs `features`, when its sidecar lacks one
-   * (as the sidecar's own refusal would come, see skew.ts); undefined when the sidecar
-   * has them all, or when what it knows could not be learnt.
+   * Whether a call that needs `features` may be sent, decided here for every call:
+   * undefined when its sidecar has them all; else, as the status the call fails with
+   * having sent nothing, the client's refusal of one it lacks (as the sidecar's own
+   * would come, see skew.ts), or, when what it knows could not be learned (Capabilities
+   * failed otherwise than UNIMPLEMENTED, or the call's deadline or signal ended its
+   * wait), that failure (see skew.ts's `unlearned`): never sent unchecked.
    */
   async #refusal(features: Feature[], options: CallOptions): Promise<ServiceError | undefined> {
-    const sidecar = await this.#known(options);
-    const missing = sidecar === undefined ? undefined : lacking(sidecar, features);
-    return missing === undefined ? undefined : refusal(missing, sidecar!);
+    const deadline = callDeadline(options, this.#options.timeoutMs);
+    const sidecar = await learn(this.#known(deadline), deadline, options.signal);
+    if (sidecar instanceof Error) {
+      return sidecar;
+    }
+    const missing = lacking(sidecar, features);
+    return missing === undefined ? undefined : refusal(missing, sidecar);
   }
 
   /**
@@ -547,7 +557,8 @@ export class Client {
     const bounded = this.#fixedDeadline(options);
     return this.#refusal(features, bounded).then((refused) => {
       if (refused !== undefined) {
-        throw fromServiceError(refused, idempotent);
+        // As any failed call's error (see #send), saying why nothing was sent.
+        throw callError(refused, bounded.signal, idempotent, refused.details);
       }
       return this.#send(method, input, output, request, bounded, idempotent);
     });
@@ -575,11 +586,7 @@ export class Client {
       let onAbort: (() => void) | undefined;
       const settle = (err: ServiceError | null, response: MessageShape<O> | undefined): void => {
         if (err) {
-          reject(
-            err.code === GrpcStatus.CANCELLED && signal?.aborted
-              ? cancelledBySignal(signal, err)
-              : fromServiceError(err, idempotent),
-          );
+          reject(callError(err, signal, idempotent));
         } else if (response === undefined) {
           reject(new SafewriteError(GrpcStatus.INTERNAL, "the sidecar answered without a message"));
         } else {
@@ -609,10 +616,24 @@ export class Client {
   }
 }
 
-function cancelledBySignal(signal: AbortSignal, err?: ServiceError): CancelledError {
-  return new CancelledError(GrpcStatus.CANCELLED, "the call was cancelled by its AbortSignal", {}, {
+function cancelledBySignal(
+  signal: AbortSignal,
+  err?: ServiceError,
+  message = "the call was cancelled by its AbortSignal",
+): CancelledError {
+  return new CancelledError(GrpcStatus.CANCELLED, message, {}, {
     cause: signal.reason ?? err,
   });
+}
+
+/**
+ * The error a failed call rejects with: CancelledError when its signal cancelled it
+ * (`message`, by default that it did), else the status's ({@link fromServiceError}).
+ */
+function callError(err: ServiceError, signal: AbortSignal | undefined, idempotent: boolean, message?: string): SafewriteError {
+  return err.code === GrpcStatus.CANCELLED && signal?.aborted
+    ? cancelledBySignal(signal, err, message)
+    : fromServiceError(err, idempotent);
 }
 
 /** What {@link Leadership.whileLeading} hands the work of one leadership. */

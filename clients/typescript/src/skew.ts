@@ -9,7 +9,8 @@
  * request. A request that uses none of them (what 0.1.0 already had) needs nothing of
  * the sidecar and costs one lookup; one that does is checked against what the sidecar
  * says it knows (rpc Capabilities, asked once per client and kept; UNIMPLEMENTED is a
- * sidecar older than 0.2.0, which knows only what has no such option).
+ * sidecar older than 0.2.0, which knows only what has no such option). When that cannot
+ * be learned, the call fails closed ({@link unlearned}): nothing is sent.
  */
 import { EventEmitter } from "node:events";
 
@@ -253,6 +254,11 @@ const versionOf = (sidecar: Known): string =>
     ? "this sidecar is 0.1.x (older than 0.2.0: it has no rpc Capabilities)"
     : `this sidecar is ${sidecar.version}`;
 
+/** A gRPC status as grpc-js fails a call with it. */
+export function statusError(code: GrpcStatus, details: string, metadata: Metadata = new Metadata()): ServiceError {
+  return Object.assign(new Error(`${code} ${GrpcStatus[code]}: ${details}`), { code, details, metadata });
+}
+
 /**
  * The client's refusal of a call that needs `feature`, which `sidecar` lacks, as the
  * sidecar's own refusal of an unknown field comes: FAILED_PRECONDITION, ErrorInfo
@@ -285,15 +291,67 @@ export function refusal(feature: Feature, sidecar: Known): ServiceError {
   });
   const metadata = new Metadata();
   metadata.set("grpc-status-details-bin", Buffer.from(toBinary(StatusSchema, status)));
-  return Object.assign(new Error(`${GrpcStatus.FAILED_PRECONDITION} FAILED_PRECONDITION: ${message}`), {
-    code: GrpcStatus.FAILED_PRECONDITION,
-    details: message,
-    metadata,
-  });
+  return statusError(GrpcStatus.FAILED_PRECONDITION, message, metadata);
+}
+
+/**
+ * The failure of a call that needs a feature added after 0.1.0 when what its sidecar
+ * knows could not be learned (`why`): the call fails closed, having sent nothing, with
+ * `code` and `metadata` (rpc Capabilities' own, its rich details kept), so it decodes
+ * to the client's usual error for that status, retryable or not as any call failing
+ * with it. Sent unchecked, it could reach a sidecar older than 0.2.0, which drops what
+ * it does not know (a write's fence) and serves the rest (an unfenced write).
+ */
+export function unlearned(code: GrpcStatus, why: string, metadata?: Metadata): ServiceError {
+  return statusError(code, `the sidecar's features could not be learned (${why}); nothing was sent`, metadata);
 }
 
 /** How long the Capabilities call may take at most, whatever the call it is made for. */
 export const CAPABILITIES_TIMEOUT_MS = 10_000;
+
+/**
+ * What the sidecar knows, once `asking` (rpc Capabilities, perhaps asked for another
+ * call) answers; or why it could not be learned ({@link unlearned}): Capabilities failed
+ * (otherwise than UNIMPLEMENTED, which `asking` answers as {@link OLDER}), or the call's
+ * own `deadline` passed or its `signal` fired first (DEADLINE_EXCEEDED, CANCELLED). The
+ * asking goes on then, for the calls that share it.
+ */
+export function learn(
+  asking: Promise<Known | ServiceError>,
+  deadline: Date | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Known | ServiceError> {
+  const answered = asking.then((answer) =>
+    answer instanceof Error
+      ? unlearned(answer.code, `rpc Capabilities: ${answer.details || answer.message}`, answer.metadata)
+      : answer,
+  );
+  if (deadline === undefined && signal === undefined) {
+    return answered;
+  }
+  return new Promise((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const end = (answer: Known | ServiceError): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      resolve(answer);
+    };
+    const onAbort = (): void =>
+      end(unlearned(GrpcStatus.CANCELLED, "the call's AbortSignal fired while waiting for rpc Capabilities"));
+    if (signal?.aborted) {
+      onAbort();
+      return;
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (deadline !== undefined) {
+      const passed = (): void =>
+        end(unlearned(GrpcStatus.DEADLINE_EXCEEDED, "the call's deadline passed while waiting for rpc Capabilities"));
+      // setTimeout's longest delay (about 24.8 days); the asking ends long before.
+      timer = setTimeout(passed, Math.min(Math.max(0, deadline.getTime() - Date.now()), 2 ** 31 - 1));
+    }
+    void answered.then(end);
+  });
+}
 
 /** What a Leadership uses of its (server-streaming) call. */
 export interface ReadCall {
@@ -311,8 +369,9 @@ export interface StreamCall<W> extends ReadCall {
 
 /**
  * A stream call opened once `ready` says the sidecar can serve it: messages written
- * before are sent then; a refusal (or a cancel() before) ends it with that error,
- * having sent nothing, as the sidecar's refusal would end it.
+ * before are sent then; a refusal, a failure to learn what the sidecar knows (or a
+ * cancel() before) ends it with that error, having sent nothing, as the sidecar's
+ * refusal would end it.
  */
 export class PendingCall<W> extends EventEmitter implements StreamCall<W> {
   /** The call once opened; a server-streaming one (Lead) is never written to. */
@@ -364,14 +423,7 @@ export class PendingCall<W> extends EventEmitter implements StreamCall<W> {
       this.#call.cancel();
       return;
     }
-    const details = "Cancelled on client";
-    this.#fail(
-      Object.assign(new Error(`${GrpcStatus.CANCELLED} CANCELLED: ${details}`), {
-        code: GrpcStatus.CANCELLED,
-        details,
-        metadata: new Metadata(),
-      }),
-    );
+    this.#fail(statusError(GrpcStatus.CANCELLED, "Cancelled on client"));
   }
 
   /** Ends the call with `err` (once), as grpc-js ends a failed one: 'error', then 'status'. */

@@ -2,14 +2,15 @@
  * Version skew without a sidecar: what a request needs (read from the proto's since
  * options), and the client against a fake sidecar on loopback whose Capabilities answer
  * is made up (a sidecar that lacks the fence, one older than 0.2.0, one whose
- * Capabilities fails): the call it cannot serve is refused before anything is sent,
- * as the sidecar's own UNKNOWN_FIELD refusal comes, and Capabilities is asked once.
+ * Capabilities fails or is slow): the call it cannot serve is refused before anything
+ * is sent, as the sidecar's own UNKNOWN_FIELD refusal comes, and Capabilities is asked
+ * once; a call whose sidecar's features cannot be learned fails closed, nothing sent.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
 import { create, fromBinary, toBinary, type DescMessage, type Message } from "@bufbuild/protobuf";
-import { anyPack } from "@bufbuild/protobuf/wkt";
+import { anyPack, durationFromMs } from "@bufbuild/protobuf/wkt";
 import {
   Metadata,
   Server,
@@ -19,7 +20,20 @@ import {
   type ServiceDefinition,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { Client, mergePatch, PreconditionFailedError, Reason, Retry, type Fence } from "@safewrite/client";
+import {
+  CancelledError,
+  Client,
+  DeadlineExceededError,
+  InternalError,
+  mergePatch,
+  PreconditionFailedError,
+  Reason,
+  ResourceExhaustedError,
+  Retry,
+  UnavailableError,
+  type Fence,
+  type SafewriteError,
+} from "@safewrite/client";
 import {
   CapabilitiesRequestSchema,
   CapabilitiesResponseSchema,
@@ -36,7 +50,7 @@ import {
   WriteOptionsSchema,
   type CapabilitiesResponse,
 } from "#gen/safewrite/v1/writer_pb";
-import { ErrorInfoSchema } from "#gen/google/rpc/error_details_pb";
+import { ErrorInfoSchema, RetryInfoSchema } from "#gen/google/rpc/error_details_pb";
 import { StatusSchema } from "#gen/google/rpc/status_pb";
 import { featuresOf, lacking, mayHoldFeatures, OLDER } from "#internal/skew";
 
@@ -136,14 +150,36 @@ function sidecarRefusal(): { code: GrpcStatus; details: string; metadata: Metada
 }
 
 /**
- * A fake sidecar on loopback: Capabilities answers `answer` (a message, or a gRPC code
- * to fail with, UNIMPLEMENTED as a sidecar older than 0.2.0 does), UpdateWithRetry and
- * Delete answer GONE (or the sidecar's own UNKNOWN_FIELD refusal for the name
- * "refuse"), and every call is counted; Transact and Lead are not served (a call that
- * reached them would fail UNIMPLEMENTED, and be counted).
+ * The RESOURCE_EXHAUSTED a sidecar sheds load with (--max-in-flight): ErrorInfo reason
+ * OVERLOADED, RetryInfo, WriteFailure.
+ */
+function overloaded(): { code: GrpcStatus; details: string; metadata: Metadata } {
+  const details = "safewrite already has 1 RPCs in flight (--max-in-flight); nothing was sent; retry after the RetryInfo delay";
+  const status = create(StatusSchema, {
+    code: GrpcStatus.RESOURCE_EXHAUSTED,
+    message: details,
+    details: [
+      anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: "OVERLOADED", domain: "safewrite.dev" })),
+      anyPack(RetryInfoSchema, create(RetryInfoSchema, { retryDelay: durationFromMs(100) })),
+      anyPack(WriteFailureSchema, create(WriteFailureSchema, { reason: ReasonMessage.OVERLOADED })),
+    ],
+  });
+  const metadata = new Metadata();
+  metadata.set("grpc-status-details-bin", Buffer.from(toBinary(StatusSchema, status)));
+  return { code: GrpcStatus.RESOURCE_EXHAUSTED, details, metadata };
+}
+
+/**
+ * A fake sidecar on loopback: Capabilities answers `answer` (a message, a gRPC code to
+ * fail with, UNIMPLEMENTED as a sidecar older than 0.2.0 does, or a whole status) after
+ * `delayMs`, UpdateWithRetry and Delete answer GONE (or the sidecar's own UNKNOWN_FIELD
+ * refusal for the name "refuse"), and every call is counted; Transact and Lead are not
+ * served (a call that reached them would fail UNIMPLEMENTED, and be counted).
  */
 class FakeSidecar {
-  answer: CapabilitiesResponse | GrpcStatus = GrpcStatus.UNIMPLEMENTED;
+  answer: CapabilitiesResponse | GrpcStatus | { code: GrpcStatus; details: string; metadata: Metadata } =
+    GrpcStatus.UNIMPLEMENTED;
+  delayMs = 0;
   readonly calls: string[] = [];
   readonly #server = new Server();
   address = "";
@@ -168,8 +204,18 @@ class FakeSidecar {
     };
     type Done = (err: object | null, res?: unknown) => void;
     const implementation: UntypedServiceImplementation = {
-      Capabilities: (_call: unknown, done: Done) =>
-        typeof this.answer === "number" ? done({ code: this.answer, details: "made up" }) : done(null, this.answer),
+      Capabilities: (_call: unknown, done: Done) => {
+        const answer = this.answer;
+        setTimeout(() => {
+          if (typeof answer === "number") {
+            done({ code: answer, details: "made up" });
+          } else if ("$typeName" in answer) {
+            done(null, answer);
+          } else {
+            done(answer);
+          }
+        }, this.delayMs);
+      },
       UpdateWithRetry: (call: ServerUnaryCall<{ target?: { name: string } }, unknown>, done: Done) =>
         call.request.target?.name === "refuse"
           ? done(sidecarRefusal())
@@ -207,6 +253,17 @@ function assertRefused(err: unknown, feature: string, version: string): true {
   for (const part of [feature, "needs a sidecar of 0.2.0 or newer", version, "nothing was sent", "docs/compatibility.md"]) {
     assert.ok(err.message.includes(part), `"${err.message}" names ${part}`);
   }
+  return true;
+}
+
+/**
+ * Asserts `err` is a call's failure, nothing sent, because its sidecar's features could
+ * not be learned (`why`): the client's usual error for `code` (class, retry advice).
+ */
+function assertUnlearned(err: unknown, cls: new (...args: never[]) => SafewriteError, code: GrpcStatus, why: string): true {
+  assert.ok(err instanceof cls, `want a ${cls.name}, got ${String(err)}`);
+  assert.equal(err.code, code);
+  assert.equal(err.message, `the sidecar's features could not be learned (${why}); nothing was sent`);
   return true;
 }
 
@@ -300,18 +357,105 @@ describe("the skew check against a fake sidecar", () => {
     }
   });
 
-  it("a failing Capabilities does not break the call: it is sent unchecked, and the next call asks again", async () => {
+  it("a failing Capabilities fails the call closed with its code, nothing sent; the next call asks again", async () => {
     sidecar.answer = GrpcStatus.INTERNAL;
     const client = fresh();
     const before = sidecar.calls.length;
     try {
-      await client.update(ref, mergePatch({ data: {} }), { fence });
+      await assert.rejects(client.update(ref, mergePatch({ data: {} }), { fence }), (err) =>
+        assertUnlearned(err, InternalError, GrpcStatus.INTERNAL, "rpc Capabilities: made up"),
+      );
+      assert.deepEqual(sidecar.calls.slice(before), ["Capabilities"], "the fenced write is not sent");
+      // What 0.1.0 had asks nothing and is sent.
+      await client.update(ref, mergePatch({ data: {} }));
+      assert.deepEqual(sidecar.calls.slice(before), ["Capabilities", "UpdateWithRetry"]);
+      // Nothing was kept: the next call asks again, and is refused per the answer.
       sidecar.answer = GrpcStatus.UNIMPLEMENTED;
       await assert.rejects(client.update(ref, mergePatch({ data: {} }), { fence }), (err) =>
         assertRefused(err, FENCE_FIELD, "older than 0.2.0"),
       );
       assert.deepEqual(sidecar.calls.slice(before), ["Capabilities", "UpdateWithRetry", "Capabilities"]);
     } finally {
+      client.close();
+    }
+  });
+
+  it("a failing Capabilities passes its code and rich details through (RESOURCE_EXHAUSTED, UNAVAILABLE)", async () => {
+    sidecar.answer = overloaded();
+    const client = fresh();
+    const before = sidecar.calls.length;
+    try {
+      await assert.rejects(client.update(ref, mergePatch({ data: {} }), { fence }), (err) => {
+        assertUnlearned(err, ResourceExhaustedError, GrpcStatus.RESOURCE_EXHAUSTED, `rpc Capabilities: ${overloaded().details}`);
+        const e = err as ResourceExhaustedError;
+        assert.equal(e.reason, "OVERLOADED");
+        assert.equal(e.domain, "safewrite.dev");
+        assert.equal(e.failureReason, Reason.OVERLOADED);
+        assert.equal(e.retryDelayMs, 100);
+        assert.equal(e.advice, Retry.LATER);
+        assert.equal(e.retryable, true);
+        return true;
+      });
+      sidecar.answer = GrpcStatus.UNAVAILABLE;
+      await assert.rejects(client.delete(ref), (err) => {
+        assertUnlearned(err, UnavailableError, GrpcStatus.UNAVAILABLE, "rpc Capabilities: made up");
+        assert.equal((err as UnavailableError).retryable, true);
+        assert.equal((err as UnavailableError).reason, undefined);
+        return true;
+      });
+      // A fenced transaction and a campaign fail alike, no stream opened.
+      await assert.rejects(client.transact(ref, () => mergePatch({ data: {} }), { fence }), (err) =>
+        assertUnlearned(err, UnavailableError, GrpcStatus.UNAVAILABLE, "rpc Capabilities: made up"),
+      );
+      const leadership = client.lead({ namespace: "ns", name: "leader" });
+      await assert.rejects(
+        (async () => {
+          for await (const _ of leadership) {
+            assert.fail("no event from a campaign whose sidecar's features are unknown");
+          }
+        })(),
+        (err) => assertUnlearned(err, UnavailableError, GrpcStatus.UNAVAILABLE, "rpc Capabilities: made up"),
+      );
+      assert.deepEqual(sidecar.calls.slice(before), ["Capabilities", "Capabilities", "Capabilities", "Capabilities"]);
+      // Once it answers, the call is sent.
+      sidecar.answer = capabilitiesOf("0.2.0");
+      await client.update(ref, mergePatch({ data: {} }), { fence });
+      assert.deepEqual(sidecar.calls.slice(before).slice(4), ["Capabilities", "UpdateWithRetry"]);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("a call whose deadline passes or signal fires while another call asks fails closed, nothing sent", async () => {
+    sidecar.answer = capabilitiesOf("0.2.0");
+    sidecar.delayMs = 1_000;
+    const client = fresh();
+    const before = sidecar.calls.length;
+    try {
+      const asking = client.update(ref, mergePatch({ data: {} }), { fence });
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error("given up")), 100);
+      const [timedOut, aborted] = await Promise.allSettled([
+        client.update(ref, mergePatch({ data: {} }), { fence, timeoutMs: 200 }),
+        client.delete(ref, { signal: controller.signal }),
+      ]);
+      assert.equal(timedOut.status, "rejected");
+      assertUnlearned(
+        (timedOut as PromiseRejectedResult).reason,
+        DeadlineExceededError,
+        GrpcStatus.DEADLINE_EXCEEDED,
+        "the call's deadline passed while waiting for rpc Capabilities",
+      );
+      assert.equal(aborted.status, "rejected");
+      const cancelled = (aborted as PromiseRejectedResult).reason as CancelledError;
+      assertUnlearned(cancelled, CancelledError, GrpcStatus.CANCELLED, "the call's AbortSignal fired while waiting for rpc Capabilities");
+      assert.equal((cancelled.cause as Error).message, "given up", "its cause is the signal's reason");
+      assert.deepEqual(sidecar.calls.slice(before), ["Capabilities"], "neither was sent");
+      // The asking went on for the call that asked, which is sent.
+      await asking;
+      assert.deepEqual(sidecar.calls.slice(before), ["Capabilities", "UpdateWithRetry"]);
+    } finally {
+      sidecar.delayMs = 0;
       client.close();
     }
   });

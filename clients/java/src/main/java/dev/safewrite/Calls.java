@@ -84,18 +84,21 @@ final class Calls {
   /**
    * Refuses, before anything is sent, a call of {@code method} with {@code request} (a stream's
    * first message) that needs an RPC, a field or an enum value added after 0.1.0 which the sidecar
-   * lacks: {@link PreconditionFailedException}, reason {@code UNKNOWN_FIELD}. A call that needs
-   * none of them costs a lookup and asks nothing.
+   * lacks: {@link PreconditionFailedException}, reason {@code UNKNOWN_FIELD}; and fails it, before
+   * anything is sent, when what the sidecar knows cannot be learned ({@link #known}). A call that
+   * needs none of them costs a lookup and asks nothing.
    *
    * @throws PreconditionFailedException the refusal
+   * @throws SafewriteException the failure of learning what the sidecar knows, as {@link #known}
+   *     throws it
    */
   void check(MethodDescriptor<?, ?> method, Message request, Deadline deadline) {
     List<Skew.Feature> needs = Skew.features(method.getFullMethodName(), request);
     if (needs.isEmpty()) {
       return;
     }
-    Skew.Known sidecar = known(deadline);
-    Skew.Feature missing = sidecar == null ? null : sidecar.lacking(needs);
+    Skew.Known sidecar = known(deadline, needs.get(0));
+    Skew.Feature missing = sidecar.lacking(needs);
     if (missing != null) {
       throw Skew.refusal(missing, sidecar);
     }
@@ -104,17 +107,24 @@ final class Calls {
   /**
    * What the sidecar knows: asked once (rpc Capabilities) and kept; concurrent callers wait for the
    * one asking. UNIMPLEMENTED is a sidecar older than 0.2.0 (kept too). Any other failure
-   * (unreachable, a deadline, a refused token) is not kept: null, the call it was asked for goes
-   * unchecked (a sidecar of 0.2.0 or newer refuses what it does not know itself), and the next call
-   * that needs it asks again. Bounded by the call's deadline (null: none) and {@link
-   * #CAPABILITIES_TIMEOUT}.
+   * (unreachable, RESOURCE_EXHAUSTED, a deadline, a refused token) is not kept, and the next call
+   * that needs it asks again; this one fails closed: it throws, nothing is sent, since a sidecar
+   * older than 0.2.0 would drop what it does not know (a write's fence) and serve the rest. The
+   * Capabilities call is bounded by the call's deadline (null: none), the current {@link
+   * io.grpc.Context}'s and {@link #CAPABILITIES_TIMEOUT}; waiting for another caller's by the first
+   * two.
+   *
+   * @throws SafewriteException {@link Skew#unlearned} of the failure, naming {@code needed} (a
+   *     feature the call needs): the Capabilities call's status, DEADLINE_EXCEEDED when the
+   *     deadline passed while another caller asked, CANCELLED when the thread was interrupted
+   *     meanwhile
    */
-  Skew.Known known(Deadline deadline) {
+  Skew.Known known(Deadline deadline, Skew.Feature needed) {
     Skew.Known sidecar = known;
     if (sidecar != null) {
       return sidecar;
     }
-    asking.lock();
+    lockAsking(deadline, needed);
     try {
       if (known != null) {
         return known;
@@ -128,13 +138,45 @@ final class Calls {
             Skew.Known.of(
                 bounded(blocking, bound).capabilities(CapabilitiesRequest.getDefaultInstance()));
       } catch (StatusRuntimeException failure) {
-        if (failure.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
-          known = Skew.Known.OLDER;
+        if (failure.getStatus().getCode() != Status.Code.UNIMPLEMENTED) {
+          throw Skew.unlearned(needed, failure);
         }
+        known = Skew.Known.OLDER;
       }
       return known;
     } finally {
       asking.unlock();
+    }
+  }
+
+  /**
+   * Takes {@link #asking}, waiting for another caller's Capabilities call at most until {@code
+   * deadline} (null: none) or the current {@link io.grpc.Context}'s deadline, whichever is sooner.
+   */
+  private void lockAsking(Deadline deadline, Skew.Feature needed) {
+    Deadline wait = deadline;
+    Deadline context = io.grpc.Context.current().getDeadline();
+    if (context != null) {
+      wait = wait == null ? context : wait.minimum(context);
+    }
+    try {
+      if (wait == null) {
+        asking.lockInterruptibly();
+      } else if (!asking.tryLock(wait.timeRemaining(TimeUnit.NANOSECONDS), TimeUnit.NANOSECONDS)) {
+        throw Skew.unlearned(
+            needed,
+            Status.DEADLINE_EXCEEDED
+                .withDescription("waited for another call's, past this call's deadline")
+                .asRuntimeException());
+      }
+    } catch (InterruptedException interrupted) {
+      Thread.currentThread().interrupt();
+      throw Skew.unlearned(
+          needed,
+          Status.CANCELLED
+              .withDescription("the calling thread was interrupted, waiting for another call's")
+              .withCause(interrupted)
+              .asRuntimeException());
     }
   }
 

@@ -13,6 +13,9 @@ import com.google.rpc.ErrorInfo;
 import dev.safewrite.v1.CapabilitiesResponse;
 import dev.safewrite.v1.WriteFailure;
 import dev.safewrite.v1.WriterProto;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.StatusProto;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -31,7 +34,8 @@ import java.util.Set;
  * They are read here from the generated descriptors (no table is kept), once, into the features and
  * the fields worth visiting to find them in a request. A request that uses none of them needs
  * nothing of the sidecar; one that does is checked against what the sidecar says it knows (rpc
- * Capabilities, asked by {@link Calls} once per client).
+ * Capabilities, asked by {@link Calls} once per client); when that cannot be learned, the call
+ * fails without being sent ({@link #unlearned}).
  */
 final class Skew {
   private Skew() {}
@@ -233,19 +237,55 @@ final class Skew {
   }
 
   /**
+   * The failure of a call that needs {@code feature} when what the sidecar knows could not be
+   * learned ({@code failure}: rpc Capabilities failed otherwise than UNIMPLEMENTED, or the call's
+   * deadline passed or its thread was interrupted while another call asked). Nothing was sent: a
+   * sidecar older than 0.2.0 would drop what it does not know (a write's fence) and serve the rest,
+   * so the call fails closed. Decoded as any failure is, with {@code failure}'s code, rich details
+   * and trailers, so its exception class and retry advice are its code's (UNAVAILABLE and
+   * RESOURCE_EXHAUSTED retryable, ...); the description says what happened, with {@code failure}'s
+   * own; the cause is {@code failure}. Sending the call again is safe: nothing was sent.
+   */
+  static SafewriteException unlearned(Feature feature, StatusRuntimeException failure) {
+    Status status = failure.getStatus();
+    String cause = status.getDescription();
+    if (cause == null || cause.isEmpty()) {
+      cause = status.getCode().toString();
+    }
+    String message =
+        name(feature)
+            + " needs a sidecar of "
+            + feature.since()
+            + " or newer; the sidecar's features could not be learned (rpc Capabilities: "
+            + cause
+            + "); nothing was sent (docs/compatibility.md)";
+    Metadata trailers = new Metadata();
+    if (failure.getTrailers() != null) {
+      trailers.merge(failure.getTrailers());
+    }
+    return Errors.decode(
+        new StatusRuntimeException(status.withDescription(message).withCause(failure), trailers),
+        true);
+  }
+
+  /** How a message names {@code feature}: an RPC as {@code rpc <name>}, the rest by name. */
+  private static String name(Feature feature) {
+    return feature.kind() == Feature.Kind.RPC ? "rpc " + feature.name() : feature.name();
+  }
+
+  /**
    * The client's refusal of a call that needs {@code feature}, which {@code sidecar} lacks, made as
    * the sidecar makes its own refusal of an unknown field (FAILED_PRECONDITION, ErrorInfo with
    * domain safewrite.dev and reason UNKNOWN_FIELD, WriteFailure) and decoded as any failure is: a
    * {@link PreconditionFailedException} with {@code REASON_UNKNOWN_FIELD}, never retryable.
    */
   static SafewriteException refusal(Feature feature, Known sidecar) {
-    String what = feature.kind() == Feature.Kind.RPC ? "rpc " + feature.name() : feature.name();
     String version =
         sidecar.version() == null
             ? "this sidecar is 0.1.x (older than 0.2.0: it has no rpc Capabilities)"
             : "this sidecar is " + sidecar.version();
     String message =
-        what
+        name(feature)
             + " needs a sidecar of "
             + feature.since()
             + " or newer; "

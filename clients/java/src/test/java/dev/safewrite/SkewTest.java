@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.Any;
 import com.google.rpc.ErrorInfo;
+import com.google.rpc.RetryInfo;
 import dev.safewrite.v1.CapabilitiesRequest;
 import dev.safewrite.v1.CapabilitiesResponse;
 import dev.safewrite.v1.DeleteRequest;
@@ -24,16 +25,22 @@ import dev.safewrite.v1.WriterServiceGrpc;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
+import io.grpc.Context;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.StatusProto;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -41,7 +48,7 @@ import org.junit.jupiter.api.Test;
  * the client over a fake sidecar whose Capabilities answer is made up (one that lacks the fence,
  * one older than 0.2.0, one whose Capabilities fails): the call it cannot serve is refused before
  * anything is sent, as the sidecar's own UNKNOWN_FIELD refusal comes, and Capabilities is asked
- * once.
+ * once; a call that needs a feature fails closed, nothing sent, while Capabilities fails.
  */
 class SkewTest {
   private static final String FENCE = "safewrite.v1.WriteOptions.fence";
@@ -119,14 +126,17 @@ class SkewTest {
   }
 
   /**
-   * A fake sidecar: Capabilities answers {@code answer} (or fails with {@code failure}),
-   * UpdateWithRetry and Delete answer GONE (or, for the name "refuse", the sidecar's own
-   * UNKNOWN_FIELD refusal); every call is recorded by its method's name, and the others fail
-   * UNIMPLEMENTED, as an unserved method does.
+   * A fake sidecar: Capabilities answers {@code answer} (or fails with {@code failure} and {@code
+   * failureTrailers}), once {@code capabilitiesHeld} (when set) is released, UpdateWithRetry and
+   * Delete answer GONE (or, for the name "refuse", the sidecar's own UNKNOWN_FIELD refusal); every
+   * call is recorded by its method's name, and the others fail UNIMPLEMENTED, as an unserved method
+   * does.
    */
   private static final class FakeSidecar extends Channel {
     volatile CapabilitiesResponse answer;
     volatile Status failure = Status.UNIMPLEMENTED;
+    volatile Metadata failureTrailers = new Metadata();
+    volatile CountDownLatch capabilitiesHeld;
     final List<String> calls = new CopyOnWriteArrayList<>();
 
     long count(String name) {
@@ -163,10 +173,19 @@ class SkewTest {
           Metadata trailers = new Metadata();
           switch (method.getBareMethodName()) {
             case "Capabilities" -> {
+              CountDownLatch held = capabilitiesHeld;
+              if (held != null) {
+                try {
+                  held.await();
+                } catch (InterruptedException interrupted) {
+                  Thread.currentThread().interrupt();
+                }
+              }
               if (answer != null) {
                 response = answer;
               } else {
                 status = failure;
+                trailers = failureTrailers;
               }
             }
             case "UpdateWithRetry" -> {
@@ -336,21 +355,242 @@ class SkewTest {
     }
   }
 
+  /**
+   * Checks the failure of a call that needs {@code feature} while the sidecar's features could not
+   * be learned: the exception of {@code code}, as for any failed call, its message saying what
+   * happened with {@code cause}, the rpc Capabilities failure's own message.
+   */
+  private static void assertUnlearned(
+      SafewriteException e,
+      Class<? extends SafewriteException> type,
+      Status.Code code,
+      String feature,
+      String cause) {
+    assertEquals(type, e.getClass(), e.getMessage());
+    assertEquals(code, e.code());
+    assertEquals(
+        feature
+            + " needs a sidecar of 0.2.0 or newer; the sidecar's features could not be learned"
+            + " (rpc Capabilities: "
+            + cause
+            + "); nothing was sent (docs/compatibility.md)",
+        e.description());
+    assertTrue(e.getMessage().startsWith("safewrite: " + code), e.getMessage());
+    assertFalse("client".equals(e.errorMetadata().get("refused_by")), "not a skew refusal");
+    assertTrue(e.getCause() instanceof StatusRuntimeException, "the Capabilities failure");
+  }
+
   @Test
-  void aFailingCapabilitiesDoesNotBreakTheCallAndIsAskedAgain() {
+  void aFailingCapabilitiesFailsTheCallUnsentAndIsAskedAgain() {
     FakeSidecar sidecar = new FakeSidecar();
-    sidecar.failure = Status.INTERNAL;
+    sidecar.failure = Status.UNAVAILABLE.withDescription("connection refused");
     try (SafewriteClient client = SafewriteClient.forChannel(sidecar)) {
+      SafewriteException e =
+          assertThrows(
+              SafewriteException.class,
+              () -> client.update(REF, Mutation.mergePatch("{}"), FENCED));
+      assertUnlearned(
+          e, UnavailableException.class, Status.Code.UNAVAILABLE, FENCE, "connection refused");
+      assertEquals(ErrorKind.UNAVAILABLE, e.kind());
+      assertTrue(e.isRetryable(), "UNAVAILABLE stays retryable");
+      assertEquals(List.of("Capabilities"), sidecar.calls, "the write was not sent");
+      // Nor are the other calls that need a feature: each asks again, and fails the same way.
+      assertUnlearned(
+          assertThrows(SafewriteException.class, () -> client.delete(REF)),
+          UnavailableException.class,
+          Status.Code.UNAVAILABLE,
+          "rpc " + DELETE,
+          "connection refused");
+      assertUnlearned(
+          assertThrows(
+              SafewriteException.class,
+              () -> client.transact(REF, fresh -> Proposal.abort("no"), FENCED)),
+          UnavailableException.class,
+          Status.Code.UNAVAILABLE,
+          FENCE,
+          "connection refused");
+      assertUnlearned(
+          assertThrows(
+              SafewriteException.class,
+              () -> client.lead(LeadConfig.builder("ns", "leader").build())),
+          UnavailableException.class,
+          Status.Code.UNAVAILABLE,
+          "rpc safewrite.v1.WriterService/Lead",
+          "connection refused");
+      assertEquals(4, sidecar.count("Capabilities"));
+      assertEquals(4, sidecar.calls.size(), "nothing but Capabilities was sent: " + sidecar.calls);
+      // What 0.1.0 had asks nothing and is sent.
+      client.update(REF, Mutation.mergePatch("{}"));
+      assertEquals(List.of("UpdateWithRetry"), sidecar.calls.subList(4, sidecar.calls.size()));
+      // Nothing was kept: the next call that needs a feature asks again, and is sent or refused
+      // by the answer.
+      sidecar.answer = RecordingChannel.capabilities("0.2.0");
       client.update(REF, Mutation.mergePatch("{}"), FENCED);
+      assertEquals(
+          List.of("Capabilities", "UpdateWithRetry"),
+          sidecar.calls.subList(5, sidecar.calls.size()));
+      assertEquals(5, sidecar.count("Capabilities"));
+      client.delete(REF);
+      assertEquals(5, sidecar.count("Capabilities"), "the answer is kept");
+    }
+  }
+
+  @Test
+  void anotherCodeOfAFailingCapabilitiesPassesThroughWithItsDetails() {
+    FakeSidecar sidecar = new FakeSidecar();
+    StatusRuntimeException overloaded =
+        StatusProto.toStatusRuntimeException(
+            com.google.rpc.Status.newBuilder()
+                .setCode(Status.Code.RESOURCE_EXHAUSTED.value())
+                .setMessage("safewrite already has 64 RPCs in flight (--max-in-flight)")
+                .addDetails(
+                    Any.pack(
+                        ErrorInfo.newBuilder()
+                            .setDomain(SafewriteException.DOMAIN)
+                            .setReason("OVERLOADED")
+                            .build()))
+                .addDetails(
+                    Any.pack(
+                        RetryInfo.newBuilder()
+                            .setRetryDelay(
+                                com.google.protobuf.Duration.newBuilder().setNanos(100_000_000))
+                            .build()))
+                .addDetails(
+                    Any.pack(
+                        WriteFailure.newBuilder()
+                            .setReason(dev.safewrite.v1.Reason.REASON_OVERLOADED)
+                            .build()))
+                .build());
+    sidecar.failure = overloaded.getStatus();
+    sidecar.failureTrailers = overloaded.getTrailers();
+    try (SafewriteClient client = SafewriteClient.forChannel(sidecar)) {
+      SafewriteException e =
+          assertThrows(
+              SafewriteException.class,
+              () -> client.update(REF, Mutation.mergePatch("{}"), FENCED));
+      assertUnlearned(
+          e,
+          ResourceExhaustedException.class,
+          Status.Code.RESOURCE_EXHAUSTED,
+          FENCE,
+          "safewrite already has 64 RPCs in flight (--max-in-flight)");
+      assertEquals(ErrorKind.RESOURCE_EXHAUSTED, e.kind());
+      assertEquals("OVERLOADED", e.reason());
+      assertEquals(SafewriteException.DOMAIN, e.domain());
+      assertEquals(Reason.REASON_OVERLOADED, e.writeFailureReason());
+      assertEquals(java.util.Optional.of(Duration.ofMillis(100)), e.retryDelay());
+      assertTrue(e.isRetryable());
+      assertEquals(List.of("Capabilities"), sidecar.calls, "the write was not sent");
+      // The next call asks again: a sidecar older than 0.2.0 now, which refuses it.
       sidecar.failure = Status.UNIMPLEMENTED;
+      sidecar.failureTrailers = new Metadata();
       assertRefused(
           assertThrows(
               SafewriteException.class,
               () -> client.update(REF, Mutation.mergePatch("{}"), FENCED)),
           FENCE,
           "older than 0.2.0");
-      assertEquals(List.of("Capabilities", "UpdateWithRetry", "Capabilities"), sidecar.calls);
-      assertEquals(2, sidecar.count("Capabilities"));
+      assertEquals(List.of("Capabilities", "Capabilities"), sidecar.calls);
+    }
+  }
+
+  private static void awaitTrue(java.util.function.BooleanSupplier condition, String what)
+      throws InterruptedException {
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!condition.getAsBoolean()) {
+      assertTrue(System.nanoTime() < until, what + " within 10s");
+      Thread.sleep(1);
+    }
+  }
+
+  @Test
+  void aCallWhoseTimeRunsOutOrIsInterruptedWhileAnotherAsksFailsUnsent() throws Exception {
+    FakeSidecar sidecar = new FakeSidecar();
+    sidecar.answer = RecordingChannel.capabilities("0.2.0");
+    CountDownLatch held = new CountDownLatch(1);
+    sidecar.capabilitiesHeld = held;
+    try (SafewriteClient client = SafewriteClient.forChannel(sidecar)) {
+      // Every wait is bounded, so that a client that waits unboundedly fails this test, not hangs.
+      ExecutorService pool = Executors.newFixedThreadPool(3);
+      try {
+        // The first asks, and its Capabilities is held unanswered.
+        Future<Result> first =
+            pool.submit(() -> client.update(REF, Mutation.mergePatch("{}"), FENCED));
+        awaitTrue(() -> sidecar.count("Capabilities") == 1, "the first asks");
+        // A second with a deadline waits for it, until its deadline.
+        WriteConfig soon =
+            WriteConfig.builder().fence("ns", "leader", 3).timeout(Duration.ofMillis(50)).build();
+        Future<SafewriteException> second =
+            pool.submit(
+                () ->
+                    assertThrows(
+                        SafewriteException.class,
+                        () -> client.update(REF, Mutation.mergePatch("{}"), soon)));
+        assertUnlearned(
+            second.get(10, TimeUnit.SECONDS),
+            DeadlineExceededException.class,
+            Status.Code.DEADLINE_EXCEEDED,
+            FENCE,
+            "waited for another call's, past this call's deadline");
+        // A third without one waits until its thread is interrupted.
+        AtomicReference<Thread> waiter = new AtomicReference<>();
+        Future<SafewriteException> third =
+            pool.submit(
+                () -> {
+                  waiter.set(Thread.currentThread());
+                  SafewriteException e =
+                      assertThrows(SafewriteException.class, () -> client.delete(REF));
+                  assertTrue(Thread.currentThread().isInterrupted(), "the interrupt is kept");
+                  return e;
+                });
+        awaitTrue(
+            () -> waiter.get() != null && waiter.get().getState() == Thread.State.WAITING,
+            "the third waits");
+        waiter.get().interrupt();
+        SafewriteException interrupted = third.get(10, TimeUnit.SECONDS);
+        assertEquals(CancelledException.class, interrupted.getClass(), interrupted.getMessage());
+        assertEquals(Status.Code.CANCELLED, interrupted.code());
+        assertTrue(
+            interrupted
+                .description()
+                .startsWith(
+                    "rpc "
+                        + DELETE
+                        + " needs a sidecar of 0.2.0 or newer; the sidecar's features could not"
+                        + " be learned (rpc Capabilities: the calling thread was interrupted"),
+            interrupted.description());
+        // A fourth bounded only by its Context's deadline waits until that deadline.
+        ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor();
+        try {
+          Future<SafewriteException> fourth =
+              pool.submit(
+                  () -> {
+                    Context.CancellableContext context =
+                        Context.current().withDeadlineAfter(50, TimeUnit.MILLISECONDS, timer);
+                    try {
+                      return context.call(
+                          () -> assertThrows(SafewriteException.class, () -> client.delete(REF)));
+                    } finally {
+                      context.cancel(null);
+                    }
+                  });
+          assertUnlearned(
+              fourth.get(10, TimeUnit.SECONDS),
+              DeadlineExceededException.class,
+              Status.Code.DEADLINE_EXCEEDED,
+              "rpc " + DELETE,
+              "waited for another call's, past this call's deadline");
+        } finally {
+          timer.shutdownNow();
+        }
+        assertEquals(List.of("Capabilities"), sidecar.calls, "none was sent");
+        held.countDown();
+        first.get(10, TimeUnit.SECONDS);
+        assertEquals(List.of("Capabilities", "UpdateWithRetry"), sidecar.calls);
+      } finally {
+        held.countDown();
+        pool.shutdownNow();
+      }
     }
   }
 

@@ -23,7 +23,7 @@ shift || true
 if [ "$#" -gt 0 ]; then
   targets=("$@")
 else
-  targets=(cel mutation request)
+  targets=(cel mutation request schema)
 fi
 cargo_fuzz_version=0.13.2
 export RUSTC_BOOTSTRAP=1

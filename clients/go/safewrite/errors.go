@@ -183,7 +183,9 @@ type Error struct {
 	// Idempotent is true when the call carried an idempotency key
 	// ([WithIdempotencyKey]): then a write whose outcome is unknown ([ErrOutcomeUnknown])
 	// may be sent again with the same key, and [Error.Retryable] says so. It is true
-	// for a read ([Client.Get]) too, which writes nothing. False for errors made by
+	// for a read ([Client.Get]) too, which writes nothing, and for a call refused before
+	// it was sent because its sidecar's features could not be learned (rpc
+	// Capabilities failed; docs/compatibility.md). False for errors made by
 	// [FromError], which does not know the call.
 	Idempotent bool
 	// TraceID is the W3C trace id (32 hex digits) of the sidecar's span of the call:

@@ -306,7 +306,11 @@ func unlearned(u feature, st *status.Status) *Error {
 	p := st.Proto()
 	p.Message = fmt.Sprintf("%s needs a sidecar of %s or newer; this sidecar's features could not be learned (rpc Capabilities: %s); nothing was sent, and the next call asks again (docs/compatibility.md)",
 		u.name, u.since, st.Message())
-	return fromStatus(status.FromProto(p))
+	e := fromStatus(status.FromProto(p))
+	// Nothing was sent, so nothing is in doubt: sending the call again is safe, as for
+	// a read (a DEADLINE_EXCEEDED or CANCELLED here is retryable without a key).
+	e.Idempotent = true
+	return e
 }
 
 // skewState is a client's knowledge of its sidecar's features.

@@ -429,6 +429,9 @@ func TestSkewWaitingCallsContextEnds(t *testing.T) {
 	if !errors.Is(err, safewrite.ErrCanceled) || !errors.Is(err, context.Canceled) {
 		t.Errorf("%v: not ErrCanceled", err)
 	}
+	if !safewrite.Retryable(err) {
+		t.Errorf("%v: nothing was sent, so it is retryable (without a key)", err)
+	}
 	// Past its deadline when it comes.
 	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
@@ -436,6 +439,9 @@ func TestSkewWaitingCallsContextEnds(t *testing.T) {
 	wantUnlearned(t, err, codes.DeadlineExceeded, "safewrite.v1.WriteOptions.fence", "context deadline exceeded, waiting for another call's answer")
 	if !errors.Is(err, safewrite.ErrDeadlineExceeded) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("%v: not ErrDeadlineExceeded", err)
+	}
+	if !safewrite.Retryable(err) {
+		t.Errorf("%v: nothing was sent, so it is retryable (without a key)", err)
 	}
 	if asked, sent := w.counts(); asked != 1 || len(sent) != 0 {
 		t.Errorf("asked %d times (want 1), sent %v (want nothing)", asked, sent)

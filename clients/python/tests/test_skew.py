@@ -315,14 +315,14 @@ def overloaded() -> bytes:
     return bytes(raw.SerializeToString())
 
 
-def check_overloaded(err: sw.SafewriteError, *, idempotent: bool) -> None:
+def check_overloaded(err: sw.SafewriteError) -> None:
     """``err`` is the RESOURCE_EXHAUSTED of :func:`overloaded`, passed through."""
     assert type(err) is sw.ResourceExhaustedError, repr(err)
     assert err.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert err.message == unlearned("not yet")
     assert (err.reason, err.domain, err.error_metadata) == ("OVERLOADED", sw.DOMAIN, {"limit": "1"})
     assert (err.write_failure_reason, err.retry_delay) == (writer_pb2.REASON_OVERLOADED, 2.0)
-    assert err.retryable and err.idempotent == idempotent
+    assert err.retryable and err.idempotent  # nothing was sent: nothing is in doubt
 
 
 def test_another_status_of_capabilities_passes_through(serve: Callable[[SkewWriter], str]) -> None:
@@ -333,7 +333,7 @@ def test_another_status_of_capabilities_passes_through(serve: Callable[[SkewWrit
     with sw.Client(serve(writer), timeout=10) as client:
         with pytest.raises(sw.SafewriteError) as info:
             client.update(REF, sw.merge_patch({}), fence=FENCE)
-        check_overloaded(info.value, idempotent=False)
+        check_overloaded(info.value)
         assert (writer.asked, writer.sent) == (1, [])
         client.update(REF, sw.merge_patch({}), fence=FENCE)
         assert client.delete(REF).gone
@@ -343,13 +343,13 @@ def test_another_status_of_capabilities_passes_through(serve: Callable[[SkewWrit
     with sw.Client(serve(writer), timeout=10) as client:
         with pytest.raises(sw.SafewriteError) as info:
             client.delete(REF)
-        check_overloaded(info.value, idempotent=True)
+        check_overloaded(info.value)
     assert (writer.asked, writer.sent) == (1, [])
 
 
 def test_a_capabilities_call_past_the_timeout(serve: Callable[[SkewWriter], str]) -> None:
-    """A Capabilities call that outlasts the call's timeout: DEADLINE_EXCEEDED, as any
-    call the timeout cut off (retryable with an idempotency key); nothing sent."""
+    """A Capabilities call that outlasts the call's timeout: DEADLINE_EXCEEDED, nothing
+    sent, so retryable even without an idempotency key."""
 
     def slow(n: int, context: Any) -> Any:
         time.sleep(1)
@@ -358,7 +358,7 @@ def test_a_capabilities_call_past_the_timeout(serve: Callable[[SkewWriter], str]
     writer = SkewWriter(slow)
     with sw.Client(serve(writer), timeout=10) as client:
         with pytest.raises(sw.SafewriteError) as info:
-            client.update(REF, sw.merge_patch({}), fence=FENCE, idempotency_key="k", timeout=0.2)
+            client.update(REF, sw.merge_patch({}), fence=FENCE, timeout=0.2)
     err = info.value
     assert type(err) is sw.DeadlineExceededError, repr(err)
     assert err.message.startswith("the sidecar's features could not be learned (rpc Capabilities: ")
@@ -389,7 +389,7 @@ def test_a_waiter_whose_timeout_runs_out(serve: Callable[[SkewWriter], str]) -> 
     err = info.value
     assert type(err) is sw.DeadlineExceededError, repr(err)
     assert err.message == unlearned(WAITED)
-    assert not err.retryable  # no idempotency key: as any call its timeout cut off
+    assert err.idempotent and err.retryable  # nothing was sent, though it has no key
     assert (writer.asked, writer.sent) == (1, ["UpdateWithRetry"])
 
 
@@ -530,7 +530,7 @@ def test_async_another_status_of_capabilities_passes_through(serve: Callable[[Sk
         async with sw.AsyncClient(address, timeout=10) as client:
             with pytest.raises(sw.SafewriteError) as info:
                 await client.update(REF, sw.merge_patch({}), fence=FENCE)
-            check_overloaded(info.value, idempotent=False)
+            check_overloaded(info.value)
             assert (writer.asked, writer.sent) == (1, [])
             with pytest.raises(sw.UnknownFieldError) as refused:
                 await client.update(REF, sw.merge_patch({}), fence=FENCE)

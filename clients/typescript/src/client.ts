@@ -557,8 +557,10 @@ export class Client {
     const bounded = this.#fixedDeadline(options);
     return this.#refusal(features, bounded).then((refused) => {
       if (refused !== undefined) {
-        // As any failed call's error (see #send), saying why nothing was sent.
-        throw callError(refused, bounded.signal, idempotent, refused.details);
+        // As any failed call's error (see #send), saying why nothing was sent; and as
+        // nothing was sent, nothing is in doubt: it is idempotent, as a read is (a
+        // DEADLINE_EXCEEDED here is retryable without an idempotency key).
+        throw callError(refused, bounded.signal, true, refused.details);
       }
       return this.#send(method, input, output, request, bounded, idempotent);
     });

@@ -446,6 +446,9 @@ describe("the skew check against a fake sidecar", () => {
         GrpcStatus.DEADLINE_EXCEEDED,
         "the call's deadline passed while waiting for rpc Capabilities",
       );
+      const deadline = (timedOut as PromiseRejectedResult).reason as DeadlineExceededError;
+      assert.equal(deadline.idempotent, true, "nothing was sent: nothing is in doubt");
+      assert.equal(deadline.retryable, true, "retryable without an idempotency key");
       assert.equal(aborted.status, "rejected");
       const cancelled = (aborted as PromiseRejectedResult).reason as CancelledError;
       assertUnlearned(cancelled, CancelledError, GrpcStatus.CANCELLED, "the call's AbortSignal fired while waiting for rpc Capabilities");

@@ -264,15 +264,17 @@ class Unlearned(NamedTuple):
     #: The serialized ``google.rpc.Status`` of its ``grpc-status-details-bin`` trailer.
     details: Optional[bytes] = None
 
-    def error(self, *, idempotent: bool = False) -> SafewriteError:
+    def error(self) -> SafewriteError:
         """The error of a call that needs something added after 0.1.0 and was not sent
         for this: the client's error for the status (as for any failed call, so a
         failure that may pass, e.g. UNAVAILABLE, stays :attr:`retryable
-        <safewrite_client.SafewriteError.retryable>`), its details kept."""
+        <safewrite_client.SafewriteError.retryable>`), its details kept. Nothing was
+        sent, so nothing is in doubt: it is idempotent, as a read is (a
+        DEADLINE_EXCEEDED here is retryable without a key)."""
         message = "the sidecar's features could not be learned (rpc Capabilities: %s); nothing was sent" % (
             self.message,
         )
-        return from_status(self.code, message, self.details, idempotent=idempotent)
+        return from_status(self.code, message, self.details, idempotent=True)
 
 
 #: What a call learned of the sidecar: its features, or why they are not known.
@@ -307,7 +309,7 @@ def refusal(uses: List[Use], learned: Learned, *, idempotent: bool = False) -> O
     or its features could not be learned (:meth:`Unlearned.error`: fail closed); None
     when the call may be sent. ``idempotent`` is the call's."""
     if isinstance(learned, Unlearned):
-        return learned.error(idempotent=idempotent)
+        return learned.error()
     return learned.missing(uses, idempotent=idempotent)
 
 

@@ -19,8 +19,8 @@
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
+use prost::{Message, Name};
 use prost_reflect::{DescriptorPool, DynamicMessage, Kind, Value};
 use safewrite_api::pb;
 use safewrite_api::schema::SCHEMA;
@@ -63,8 +63,9 @@ fn value_holds_unknown(kind: &Kind, value: &Value) -> bool {
     }
 }
 
-fn check<M: Message + Default + Named>(bytes: &[u8]) {
-    let name = M::default().descriptor_name();
+fn check<M: Message + Default + Name>(bytes: &[u8]) {
+    let full_name = M::full_name();
+    let name = full_name.as_str();
     let found = SCHEMA.unknown_in(name, bytes);
     if M::decode(bytes).is_err() {
         return; // the codec refuses these bytes whatever the walk says
@@ -100,30 +101,6 @@ fn check<M: Message + Default + Named>(bytes: &[u8]) {
         "{name}: prost decodes these bytes, but the walk missed field {LAST_FIELD_NUMBER} appended to them"
     );
 }
-
-/// The full name of a generated message.
-trait Named {
-    fn descriptor_name(&self) -> &'static str;
-}
-
-macro_rules! named {
-    ($($message:ident),*) => {
-        $(impl Named for pb::$message {
-            fn descriptor_name(&self) -> &'static str {
-                concat!("safewrite.v1.", stringify!($message))
-            }
-        })*
-    };
-}
-named!(
-    UpdateWithRetryRequest,
-    PatchStatusRequest,
-    TransactRequest,
-    GetRequest,
-    LeadRequest,
-    DeleteRequest,
-    CapabilitiesRequest
-);
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, bytes)) = data.split_first() else {
